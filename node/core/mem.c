@@ -1,0 +1,457 @@
+/*
+ * mem.c — the memtable: an insert-only skiplist linked with one CAS per level,
+ * entries copied inline into an arena of env.malloc'd chunks.
+ */
+#include "mem.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "../lib/diag.h"
+#include "../lib/env.h"
+
+/** One skiplist entry; key then value bytes follow the tower. */
+struct mem_node {
+	/** Sequence number of the row. */
+	uint64_t seq;
+	/** Value length in bytes. */
+	size_t vlen;
+	/** Key length in bytes. */
+	uint32_t klen;
+	/** Number of levels this node is linked on, 1..MEM_MAX_HEIGHT. */
+	uint32_t height;
+	/** Successor on each level 0..height-1. */
+	_Atomic(struct mem_node *) next[];
+};
+
+/** A block of arena memory: a chunk shared by bump allocation, or one dedicated entry. */
+struct mem_chunk {
+	/** Previous chunk in the arena's list. */
+	struct mem_chunk *prev;
+	/** Usable bytes in data. */
+	size_t cap;
+	/** Bytes handed out from data; may run past cap when a bump loses the race. */
+	atomic_size_t used;
+	/** The memory handed out. */
+	alignas(16) char data[];
+};
+
+/** The memtable. */
+struct mem {
+	/** References held; the last mem_unref frees everything. */
+	atomic_int refs;
+	/** Tallest tower linked so far; searches start there. */
+	atomic_int max_height;
+	/** Head tower: first node on each level. */
+	_Atomic(struct mem_node *) head[MEM_MAX_HEIGHT];
+	/** Entries inserted (duplicates not counted). */
+	atomic_uint_fast64_t rows;
+	/** Sum of klen + vlen + MEM_ENTRY_OVERHEAD over entries. */
+	atomic_uint_fast64_t bytes;
+	/** Highest seq inserted. */
+	atomic_uint_fast64_t max_seq;
+	/** Bytes of memory obtained from env.malloc for chunks and dedicated entries. */
+	atomic_uint_fast64_t arena_bytes;
+	/** Chunk that bump allocation serves from; NULL before the first insert. */
+	_Atomic(struct mem_chunk *) cur;
+	/** Serialises chunk switches and the lists below. */
+	pthread_mutex_t lock;
+	/** Every shared chunk, newest first. */
+	struct mem_chunk *chunks;
+	/** Every dedicated entry allocation that holds a linked node, newest first. */
+	struct mem_chunk *bigs;
+};
+
+/** Entries larger than this get a dedicated allocation instead of chunk space. */
+#define MEM_BIG_BYTES (MEM_CHUNK_BYTES / 4)
+
+/** xorshift64 state of this thread for tower heights; 0 until seeded. */
+static __thread uint64_t mem_rand_state;
+/** Distinct seeds for threads. */
+static atomic_uint_fast64_t mem_rand_seeds;
+
+static uint64_t
+mem_rand(void)
+{
+	uint64_t x = mem_rand_state;
+	if (x == 0) {
+		uint64_t z = atomic_fetch_add_explicit(&mem_rand_seeds, 1, memory_order_relaxed);
+		z = (z + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&mem_rand_state;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		x = z ^ (z >> 31);
+		if (x == 0)
+			x = 0x2545f4914f6cdd1dull;
+	}
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	mem_rand_state = x;
+	return x;
+}
+
+/** Tower height: 1, then one more level with probability 1/4 each, up to the maximum. */
+static int
+mem_random_height(void)
+{
+	uint64_t r = mem_rand();
+	int h = 1;
+	while (h < MEM_MAX_HEIGHT && (r & 3) == 0) {
+		h++;
+		r >>= 2;
+	}
+	return h;
+}
+
+static inline const char *
+mem_node_key(const struct mem_node *n)
+{
+	return (const char *)&n->next[n->height];
+}
+
+static inline const char *
+mem_node_val(const struct mem_node *n)
+{
+	return mem_node_key(n) + n->klen;
+}
+
+/** Order of node n against (key, seq): <0 before, 0 same entry, >0 after. */
+static int
+mem_cmp(const struct mem_node *n, const void *key, size_t klen, uint64_t seq)
+{
+	size_t min = n->klen < klen ? n->klen : klen;
+	if (min > 0) {
+		int c = memcmp(mem_node_key(n), key, min);
+		if (c != 0)
+			return c;
+	}
+	if (n->klen != klen)
+		return n->klen < klen ? -1 : 1;
+	if (n->seq != seq)
+		return n->seq > seq ? -1 : 1;
+	return 0;
+}
+
+/** The level-th successor slot of x (x NULL: the head). */
+static inline _Atomic(struct mem_node *) *
+mem_slot(struct mem *m, struct mem_node *x, int level)
+{
+	return x != NULL ? &x->next[level] : &m->head[level];
+}
+
+/** From prev (before the target) on one level, find the last node before (key, seq). */
+static void
+mem_find_level(struct mem *m, const void *key, size_t klen, uint64_t seq, int level,
+	       struct mem_node **prev, struct mem_node **next)
+{
+	struct mem_node *x = *prev;
+	for (;;) {
+		struct mem_node *n = atomic_load_explicit(mem_slot(m, x, level),
+							  memory_order_acquire);
+		if (n == NULL || mem_cmp(n, key, klen, seq) >= 0) {
+			*prev = x;
+			*next = n;
+			return;
+		}
+		x = n;
+	}
+}
+
+/** First node at or after (key, seq). */
+static struct mem_node *
+mem_find_ge(struct mem *m, const void *key, size_t klen, uint64_t seq)
+{
+	struct mem_node *x = NULL, *n = NULL;
+	int top = atomic_load_explicit(&m->max_height, memory_order_relaxed);
+	for (int level = top - 1; level >= 0; level--)
+		mem_find_level(m, key, klen, seq, level, &x, &n);
+	return n;
+}
+
+/** Space for a node of size n from the current chunk, switching chunks when full. */
+static void *
+mem_arena_alloc(struct mem *m, size_t n)
+{
+	assert(n <= MEM_BIG_BYTES && n % 16 == 0);
+	for (;;) {
+		struct mem_chunk *c = atomic_load_explicit(&m->cur, memory_order_acquire);
+		if (c != NULL) {
+			size_t off = atomic_fetch_add_explicit(&c->used, n, memory_order_relaxed);
+			if (off <= c->cap && n <= c->cap - off)
+				return c->data + off;
+		}
+		pthread_mutex_lock(&m->lock);
+		if (atomic_load_explicit(&m->cur, memory_order_relaxed) != c) {
+			pthread_mutex_unlock(&m->lock);
+			continue;
+		}
+		size_t total = sizeof(struct mem_chunk) + MEM_CHUNK_BYTES;
+		struct mem_chunk *nc = env.malloc(total);
+		if (nc == NULL) {
+			pthread_mutex_unlock(&m->lock);
+			diag_set(STRATA_ENOMEM, "memtable: cannot allocate an arena chunk of %zu bytes",
+				 total);
+			return NULL;
+		}
+		nc->cap = MEM_CHUNK_BYTES;
+		atomic_init(&nc->used, n);
+		nc->prev = m->chunks;
+		m->chunks = nc;
+		atomic_fetch_add_explicit(&m->arena_bytes, total, memory_order_relaxed);
+		atomic_store_explicit(&m->cur, nc, memory_order_release);
+		pthread_mutex_unlock(&m->lock);
+		return nc->data;
+	}
+}
+
+struct mem *
+mem_new(void)
+{
+	struct mem *m = env.malloc(sizeof(*m));
+	if (m == NULL) {
+		diag_set(STRATA_ENOMEM, "memtable: cannot allocate %zu bytes", sizeof(*m));
+		return NULL;
+	}
+	atomic_init(&m->refs, 1);
+	atomic_init(&m->max_height, 1);
+	for (int i = 0; i < MEM_MAX_HEIGHT; i++)
+		atomic_init(&m->head[i], NULL);
+	atomic_init(&m->rows, 0);
+	atomic_init(&m->bytes, 0);
+	atomic_init(&m->max_seq, 0);
+	atomic_init(&m->arena_bytes, 0);
+	atomic_init(&m->cur, NULL);
+	pthread_mutex_init(&m->lock, NULL);
+	m->chunks = NULL;
+	m->bigs = NULL;
+	return m;
+}
+
+void
+mem_ref(struct mem *m)
+{
+	int old = atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+	assert(old > 0);
+	(void)old;
+}
+
+static void
+mem_free_list(struct mem_chunk *c)
+{
+	while (c != NULL) {
+		struct mem_chunk *prev = c->prev;
+		env.free(c);
+		c = prev;
+	}
+}
+
+void
+mem_unref(struct mem *m)
+{
+	if (m == NULL)
+		return;
+	int old = atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel);
+	assert(old > 0);
+	if (old != 1)
+		return;
+	mem_free_list(m->chunks);
+	mem_free_list(m->bigs);
+	pthread_mutex_destroy(&m->lock);
+	env.free(m);
+}
+
+/** Raise max_height to at least h. */
+static void
+mem_raise_height(struct mem *m, int h)
+{
+	int cur = atomic_load_explicit(&m->max_height, memory_order_relaxed);
+	while (cur < h && !atomic_compare_exchange_weak_explicit(&m->max_height, &cur, h,
+								 memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+/** Raise an atomic maximum to at least v. */
+static void
+mem_raise_u64(atomic_uint_fast64_t *a, uint64_t v)
+{
+	uint_fast64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+	while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+int
+mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
+	   size_t vlen)
+{
+	assert(m != NULL);
+	if (key == NULL && klen > 0)
+		return diag_set(STRATA_EINVAL, "memtable: NULL key with length %zu", klen);
+	if (val == NULL && vlen > 0)
+		return diag_set(STRATA_EINVAL, "memtable: NULL value with length %zu", vlen);
+	if (klen > MEM_MAX_KEY)
+		return diag_set(STRATA_ETOOBIG, "memtable: key of %zu bytes over the limit of %u",
+				klen, (unsigned)MEM_MAX_KEY);
+	int h = mem_random_height();
+	size_t hdr = sizeof(struct mem_node) + (size_t)h * sizeof(struct mem_node *);
+	size_t fixed = hdr + klen + sizeof(struct mem_chunk) + 16;
+	if (vlen > SIZE_MAX - fixed)
+		return diag_set(STRATA_ETOOBIG, "memtable: entry with key %zu and value %zu bytes "
+				"does not fit in memory", klen, vlen);
+	size_t size = (hdr + klen + vlen + 15) & ~(size_t)15;
+
+	mem_raise_height(m, h);
+	struct mem_node *prev[MEM_MAX_HEIGHT], *next[MEM_MAX_HEIGHT];
+	struct mem_node *x = NULL, *n = NULL;
+	int top = atomic_load_explicit(&m->max_height, memory_order_relaxed);
+	assert(top >= h);
+	for (int level = top - 1; level >= 0; level--) {
+		mem_find_level(m, key, klen, seq, level, &x, &n);
+		if (level < h) {
+			prev[level] = x;
+			next[level] = n;
+		}
+	}
+	if (next[0] != NULL && mem_cmp(next[0], key, klen, seq) == 0)
+		return 0;
+
+	struct mem_chunk *big = NULL;
+	struct mem_node *node;
+	if (size > MEM_BIG_BYTES) {
+		size_t total = sizeof(struct mem_chunk) + size;
+		big = env.malloc(total);
+		if (big == NULL)
+			return diag_set(STRATA_ENOMEM, "memtable: cannot allocate %zu bytes for an "
+					"entry (key %zu, value %zu bytes)", total, klen, vlen);
+		big->cap = size;
+		atomic_init(&big->used, size);
+		node = (struct mem_node *)big->data;
+	} else {
+		node = mem_arena_alloc(m, size);
+		if (node == NULL)
+			return STRATA_ENOMEM;
+	}
+	node->seq = seq;
+	node->vlen = vlen;
+	node->klen = (uint32_t)klen;
+	node->height = (uint32_t)h;
+	if (klen > 0)
+		memcpy((char *)mem_node_key(node), key, klen);
+	if (vlen > 0)
+		memcpy((char *)mem_node_val(node), val, vlen);
+
+	for (int level = 0; level < h; level++) {
+		for (;;) {
+			atomic_store_explicit(&node->next[level], next[level], memory_order_relaxed);
+			struct mem_node *expect = next[level];
+			if (atomic_compare_exchange_strong_explicit(mem_slot(m, prev[level], level),
+								    &expect, node,
+								    memory_order_release,
+								    memory_order_relaxed))
+				break;
+			mem_find_level(m, key, klen, seq, level, &prev[level], &next[level]);
+			if (level == 0 && next[0] != NULL && mem_cmp(next[0], key, klen, seq) == 0) {
+				if (big != NULL)
+					env.free(big);
+				return 0;
+			}
+		}
+	}
+
+	if (big != NULL) {
+		pthread_mutex_lock(&m->lock);
+		big->prev = m->bigs;
+		m->bigs = big;
+		pthread_mutex_unlock(&m->lock);
+		atomic_fetch_add_explicit(&m->arena_bytes, sizeof(struct mem_chunk) + size,
+					  memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&m->rows, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->bytes, (uint64_t)klen + vlen + MEM_ENTRY_OVERHEAD,
+				  memory_order_relaxed);
+	mem_raise_u64(&m->max_seq, seq);
+	return 0;
+}
+
+int
+mem_get(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void **val,
+	size_t *vlen)
+{
+	if (key == NULL && klen > 0)
+		return diag_set(STRATA_EINVAL, "memtable: NULL key with length %zu", klen);
+	struct mem_node *n = mem_find_ge(m, key, klen, UINT64_MAX);
+	if (n == NULL || n->klen != klen || (klen > 0 && memcmp(mem_node_key(n), key, klen) != 0))
+		return STRATA_NOTFOUND;
+	if (seq != NULL)
+		*seq = n->seq;
+	if (val != NULL)
+		*val = mem_node_val(n);
+	if (vlen != NULL)
+		*vlen = n->vlen;
+	return 0;
+}
+
+uint64_t
+mem_rows(const struct mem *m)
+{
+	return atomic_load_explicit(&m->rows, memory_order_relaxed);
+}
+
+uint64_t
+mem_bytes(const struct mem *m)
+{
+	return atomic_load_explicit(&m->bytes, memory_order_relaxed);
+}
+
+uint64_t
+mem_max_seq(const struct mem *m)
+{
+	return atomic_load_explicit(&m->max_seq, memory_order_relaxed);
+}
+
+uint64_t
+mem_arena_bytes(const struct mem *m)
+{
+	return atomic_load_explicit(&m->arena_bytes, memory_order_relaxed);
+}
+
+void
+mem_iter_seek(struct mem_iter *it, struct mem *m, const void *key, size_t klen)
+{
+	it->m = m;
+	if (key == NULL)
+		it->node = atomic_load_explicit(&m->head[0], memory_order_acquire);
+	else
+		it->node = mem_find_ge(m, key, klen, UINT64_MAX);
+}
+
+void
+mem_iter_next(struct mem_iter *it)
+{
+	struct mem_node *n = it->node;
+	assert(n != NULL);
+	it->node = atomic_load_explicit(&n->next[0], memory_order_acquire);
+}
+
+void
+mem_iter_entry(const struct mem_iter *it, const void **key, size_t *klen, uint64_t *seq,
+	       const void **val, size_t *vlen)
+{
+	const struct mem_node *n = it->node;
+	assert(n != NULL);
+	if (key != NULL)
+		*key = mem_node_key(n);
+	if (klen != NULL)
+		*klen = n->klen;
+	if (seq != NULL)
+		*seq = n->seq;
+	if (val != NULL)
+		*val = mem_node_val(n);
+	if (vlen != NULL)
+		*vlen = n->vlen;
+}

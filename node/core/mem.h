@@ -1,0 +1,71 @@
+/*
+ * mem.h — the memtable: a sorted, concurrent, insert-only skiplist of
+ * (key, seq) -> value with byte accounting. Inserts from many threads run at once
+ * (CAS per level); readers never lock. Entries are ordered by key ascending, then
+ * seq descending, so the first entry for a key is its newest version. Memory comes
+ * from an arena freed with the memtable.
+ */
+#ifndef STRATA_MEM_H
+#define STRATA_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mem;
+
+/** Bytes charged per entry by mem_bytes on top of key and value: the 24-byte node
+ *  header plus an average tower (4/3 pointers at branching 4), rounded up. */
+#define MEM_ENTRY_OVERHEAD 40u
+/** Longest key this layer stores (the length is kept in 32 bits). */
+#define MEM_MAX_KEY UINT32_MAX
+/** Tallest skiplist tower; 4^16 entries before searches degrade. */
+#define MEM_MAX_HEIGHT 16
+/** Arena chunk size; an entry over a quarter of it gets a dedicated allocation. */
+#define MEM_CHUNK_BYTES (1u << 20)
+
+/** Create an empty memtable with one reference. NULL on ENOMEM. */
+struct mem *mem_new(void);
+/** Take a reference. */
+void mem_ref(struct mem *m);
+/** Drop a reference; the last one frees the memtable. Safe on NULL. */
+void mem_unref(struct mem *m);
+/** Insert a copy of (key, seq, value). Thread-safe. 0 or STRATA_ENOMEM.
+ *  Inserting the same (key, seq) twice keeps one entry (the first value).
+ *  An empty key and a zero-length value are allowed (NULL pointers with length 0).
+ *  STRATA_EINVAL for a NULL key or value with a nonzero length; STRATA_ETOOBIG for a
+ *  key over MEM_MAX_KEY bytes or an entry whose size does not fit in size_t.
+ *  On failure nothing is inserted and the counters are unchanged. */
+int mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
+	       size_t vlen);
+/** Newest version of key. 0 and pointers valid while m is referenced, or STRATA_NOTFOUND.
+ *  STRATA_EINVAL for a NULL key with a nonzero length. Lock-free; any output may be NULL. */
+int mem_get(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void **val,
+	    size_t *vlen);
+/** Entries inserted (all versions). */
+uint64_t mem_rows(const struct mem *m);
+/** Bytes accounted: the sum over entries of klen + vlen + MEM_ENTRY_OVERHEAD. */
+uint64_t mem_bytes(const struct mem *m);
+/** Highest seq inserted (0 when empty). */
+uint64_t mem_max_seq(const struct mem *m);
+/** Bytes of memory held by the arena (chunks and dedicated allocations). */
+uint64_t mem_arena_bytes(const struct mem *m);
+
+/** A position in a memtable; valid while the memtable is referenced. */
+struct mem_iter {
+	/** The memtable walked. */
+	struct mem *m;
+	/** Current node, NULL past the end. */
+	void *node;
+};
+
+/** Position at the first entry with key >= key (key NULL: the first entry). */
+void mem_iter_seek(struct mem_iter *it, struct mem *m, const void *key, size_t klen);
+/** 1 while the iterator is on an entry. */
+static inline int mem_iter_valid(const struct mem_iter *it) { return it->node != NULL; }
+/** Advance to the next entry (the next version of the same key, or the next key). */
+void mem_iter_next(struct mem_iter *it);
+/** Accessors for the current entry. */
+void mem_iter_entry(const struct mem_iter *it, const void **key, size_t *klen, uint64_t *seq,
+		    const void **val, size_t *vlen);
+
+#endif

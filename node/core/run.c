@@ -1,0 +1,1554 @@
+/*
+ * run.c — run files (generations and base runs), streamed through the object store.
+ *
+ * Object layout (all integers little-endian; "varint" is LEB128 as in buf.h):
+ *
+ *   [data blocks of partition 0][partition 0][data blocks of partition 1][partition 1] ...
+ *   [top index][meta][footer]
+ *
+ * Every data block, index partition, top index and meta section is a frame:
+ *   u8 codec (0 raw, 1 zstd) | payload | u32 crc32c over codec + payload
+ * A zstd payload is one zstd frame that decompresses to exactly the raw length recorded
+ * by whoever points at the frame; a raw payload is the raw bytes. The writer stores raw
+ * when zstd does not make the payload smaller.
+ *
+ * Data block (raw): rows in strictly increasing key order (memcmp, shorter prefix first):
+ *   varint klen | varint vlen | u64 seq | key | value
+ * The writer cuts a block before a row that would take it past block_bytes; a row larger
+ * than block_bytes therefore gets a block of its own.
+ *
+ * Index partition (raw): one entry per data block, in order:
+ *   varint klen | last key | varint offset | varint on-disk length | varint raw length |
+ *   varint nrows | varint filter length | filter
+ * filter is empty (no filter) or a bloom bitmap of (length - 1) bytes followed by u8 k,
+ * the number of probes. Probe i of a key sets bit (h + i * delta) mod nbits, where
+ * h = XXH3_64bits(key) and delta = rotr64(h, 33). nbits = max(64, nkeys * bits_per_key)
+ * rounded up to a byte; k = round(bits_per_key * 0.69) clamped to 1..30.
+ * A partition is flushed once its raw size reaches index_partition_bytes.
+ *
+ * Top index (raw): one entry per partition, in order:
+ *   varint klen | last key | varint offset | varint on-disk length | varint raw length |
+ *   varint nblocks
+ *
+ * Meta (raw): varint klen | smallest key | varint klen | largest key (both empty when the
+ * run has no rows).
+ *
+ * Footer: RUN_FOOTER_SIZE (112) bytes at the very end of the object:
+ *     0 u64 top index offset      8 u64 top index on-disk length   16 u64 top index raw length
+ *    24 u64 partitions           32 u64 meta offset               40 u64 meta on-disk length
+ *    48 u64 meta raw length      56 u64 rows                      64 u64 blocks
+ *    72 u64 raw bytes (sum of key and value lengths)              80 u64 min seq
+ *    88 u64 max seq              96 u32 format version (1)        100 u32 crc32c of bytes 0..99
+ *   104 magic "STRATARN"
+ * Version and magic sit at fixed distances from the end so that a reader finds them
+ * whatever the footer size of a later version. A reader checks, in order: the magic
+ * (ECORRUPT), the version (newer: EVERSION), the footer crc (ECORRUPT), then that the
+ * top index and meta tile the bytes between the data and the footer.
+ *
+ * Memory: the writer holds one raw block, its key hashes, one frame, one raw index
+ * partition and the top index (one small entry per partition). A reader holds the top
+ * index and meta, plus each partition a point lookup has loaded. An iterator holds one
+ * partition and one block.
+ */
+#define ZSTD_STATIC_LINKING_ONLY
+#include "run.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "../lib/crc.h"
+#include "../lib/diag.h"
+#include "../lib/env.h"
+
+/** Frame codecs. */
+enum { RUN_CODEC_RAW = 0, RUN_CODEC_ZSTD = 1 };
+
+/** Format version written and the newest one read. */
+#define RUN_FORMAT_VERSION 1u
+/** Footer magic, the last 8 bytes of every run. */
+#define RUN_MAGIC "STRATARN"
+/** Size of a version-1 footer. */
+#define RUN_FOOTER_SIZE 112u
+/** Codec byte plus crc trailer around every frame payload. */
+#define RUN_FRAME_OVERHEAD 5u
+/** Largest raw size of any frame a reader accepts. */
+#define RUN_MAX_RAW ((uint64_t)RUN_MAX_BLOCK_BYTES + RUN_MAX_VALUE + STRATA_MAX_KEY + 64)
+/** A scratch buffer over RUN_TRIM_FACTOR x its need + RUN_TRIM_SLACK is released. */
+#define RUN_TRIM_FACTOR 2
+/** See RUN_TRIM_FACTOR. */
+#define RUN_TRIM_SLACK (64 * 1024)
+/** Idle zstd decompression contexts a reader keeps for point lookups. */
+#define RUN_DCTX_POOL 8
+
+/** Defaults for zero writer options. */
+enum {
+	RUN_DEFAULT_BLOCK = 64 * 1024,
+	RUN_DEFAULT_LEVEL = 1,
+	RUN_DEFAULT_BLOOM = 10,
+	RUN_DEFAULT_PARTITION = 64 * 1024,
+};
+
+/** One row decoded from a data block; pointers into the block. */
+struct run_row {
+	/** Key bytes. */
+	const uint8_t *key;
+	/** Key length. */
+	size_t klen;
+	/** Value bytes. */
+	const uint8_t *val;
+	/** Value length. */
+	size_t vlen;
+	/** Sequence number. */
+	uint64_t seq;
+};
+
+/** A data block as listed by an index partition; pointers into the partition. */
+struct run_bentry {
+	/** Last key of the block. */
+	const uint8_t *key;
+	/** Length of key. */
+	size_t klen;
+	/** Offset of the block frame in the object. */
+	uint64_t off;
+	/** On-disk length of the frame. */
+	uint64_t disk_len;
+	/** Raw length of the block. */
+	uint64_t raw_len;
+	/** Rows in the block. */
+	uint64_t nrows;
+	/** Bloom filter (bitmap + k byte), or NULL. */
+	const uint8_t *filter;
+	/** Length of filter (0: no filter). */
+	size_t flen;
+};
+
+/** A partition as listed by the top index; pointers into the top index. */
+struct run_pentry {
+	/** Last key of the partition's last block. */
+	const uint8_t *key;
+	/** Length of key. */
+	size_t klen;
+	/** Offset of the partition frame. */
+	uint64_t off;
+	/** On-disk length of the frame. */
+	uint64_t disk_len;
+	/** Raw length of the partition. */
+	uint64_t raw_len;
+	/** Blocks the partition lists. */
+	uint64_t nblocks;
+};
+
+/** A loaded index partition. */
+struct run_part {
+	/** The frame as read. */
+	struct buf disk;
+	/** Decompressed bytes when the frame is zstd. */
+	struct buf raw;
+	/** Its block entries. */
+	struct run_bentry *e;
+	/** Entries in e. */
+	size_t n;
+	/** Capacity of e. */
+	size_t cap;
+};
+
+struct run_writer {
+	/** The store written to. */
+	struct objstore *os;
+	/** The streamed write. */
+	struct objstore_writer *ow;
+	/** Object key (for messages). */
+	char *key;
+	/** Effective options (defaults applied). */
+	struct run_writer_options o;
+	/** Reused compression context. */
+	ZSTD_CCtx *cctx;
+	/** Raw rows of the current block. */
+	struct buf block;
+	/** Rows in the current block. */
+	uint64_t block_rows;
+	/** XXH3 hashes of the current block's keys. */
+	uint64_t *hashes;
+	/** Capacity of hashes. */
+	size_t hashes_cap;
+	/** Scratch for one encoded frame. */
+	struct buf frame;
+	/** Raw entries of the current index partition. */
+	struct buf part;
+	/** Blocks listed by the current partition. */
+	uint64_t part_blocks;
+	/** Raw top index. */
+	struct buf top;
+	/** Partitions written. */
+	uint64_t nparts;
+	/** Smallest key (the first added). */
+	struct buf first_key;
+	/** Largest key so far (the last added). */
+	struct buf last_key;
+	/** Bytes written to the object so far. */
+	uint64_t off;
+	/** Totals for the footer. */
+	struct run_meta meta;
+	/** Sticky error: once an IO or memory failure happened, only abort remains. */
+	int err;
+};
+
+struct run_reader {
+	/** The store read from. */
+	struct objstore *os;
+	/** Object key. */
+	char *key;
+	/** Footer totals. */
+	struct run_meta meta;
+	/** End of data: offset of the top index. */
+	uint64_t data_end;
+	/** Top index and meta frames as read. */
+	struct buf tail;
+	/** Decompressed top index when zstd. */
+	struct buf top_raw;
+	/** Decompressed meta when zstd. */
+	struct buf meta_raw;
+	/** Smallest key. */
+	const uint8_t *min_key;
+	/** Length of min_key. */
+	size_t min_klen;
+	/** Largest key. */
+	const uint8_t *max_key;
+	/** Length of max_key. */
+	size_t max_klen;
+	/** Top index entries. */
+	struct run_pentry *parts;
+	/** Entries in parts. */
+	size_t nparts;
+	/** Partitions loaded by point lookups (NULL until loaded); installed under mu. */
+	struct run_part **cache;
+	/** Guards cache installation, part_dctx and the dctx pool. */
+	pthread_mutex_t mu;
+	/** Decompression context for partitions loaded into the cache (used under mu). */
+	ZSTD_DCtx *part_dctx;
+	/** Idle decompression contexts for block reads. */
+	ZSTD_DCtx *dpool[RUN_DCTX_POOL];
+	/** Contexts in dpool. */
+	int ndpool;
+	/** Bloom probes that said "absent" (atomic). */
+	uint64_t bloom_skips;
+};
+
+struct run_iter {
+	/** The run iterated. */
+	struct run_reader *r;
+	/** Decompression context owned by the iterator. */
+	ZSTD_DCtx *dctx;
+	/** The loaded partition (not the reader's cache). */
+	struct run_part part;
+	/** Index of the current partition. */
+	size_t pidx;
+	/** Index of the current block in part. */
+	size_t bidx;
+	/** part holds partition pidx. */
+	int part_loaded;
+	/** The current block's frame as read. */
+	struct buf disk;
+	/** The current block decompressed. */
+	struct buf raw;
+	/** Raw bytes of the current block. */
+	const uint8_t *bytes;
+	/** Length of bytes; 0 when no block is loaded. */
+	size_t blen;
+	/** A block is loaded. */
+	int block_loaded;
+	/** Offset of the next row in bytes. */
+	size_t pos;
+	/** Rows of the current block consumed. */
+	uint64_t rows_seen;
+	/** The current row. */
+	struct run_row row;
+	/** Sticky error. */
+	int err;
+};
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static int
+run_keycmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	size_t n = alen < blen ? alen : blen;
+	int c = n ? memcmp(a, b, n) : 0;
+	if (c != 0)
+		return c;
+	return alen < blen ? -1 : alen > blen;
+}
+
+static char *
+run_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = env.malloc(n);
+	if (p != NULL)
+		memcpy(p, s, n);
+	return p;
+}
+
+static int
+run_corrupt(struct objstore *os, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/** Record STRATA_ECORRUPT with the object key and the failing part. */
+static int
+run_corrupt(struct objstore *os, const char *key, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return diag_set(STRATA_ECORRUPT, "run %s (%s): %s", key, os->name, msg);
+}
+
+static void *
+run_zalloc(void *opaque, size_t n)
+{
+	(void)opaque;
+	return env.malloc(n);
+}
+
+static void
+run_zfree(void *opaque, void *p)
+{
+	(void)opaque;
+	env.free(p);
+}
+
+static const ZSTD_customMem run_zmem = { run_zalloc, run_zfree, NULL };
+
+static size_t
+run_varint_len(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/** Release b's memory when it holds more than keep bytes (after an oversized row). */
+static void
+run_buf_trim(struct buf *b, size_t keep)
+{
+	if (b->cap > keep)
+		buf_destroy(b);
+}
+
+/** Parse one row at rd. 0, or -1 on a malformed row. */
+static int
+run_row_parse(struct rd *rd, struct run_row *row)
+{
+	uint64_t klen = rd_varint(rd);
+	uint64_t vlen = rd_varint(rd);
+	row->seq = rd_u64(rd);
+	if (rd->err || klen > rd_left(rd) || vlen > rd_left(rd) - klen)
+		return -1;
+	row->klen = klen;
+	row->vlen = vlen;
+	row->key = rd_bytes(rd, klen);
+	row->val = rd_bytes(rd, vlen);
+	return rd->err ? -1 : 0;
+}
+
+/* ---- bloom filter ----------------------------------------------------------- */
+
+static uint32_t
+run_bloom_k(uint32_t bits_per_key)
+{
+	uint32_t k = (uint32_t)(bits_per_key * 0.69 + 0.5);
+	if (k < 1)
+		k = 1;
+	if (k > 30)
+		k = 30;
+	return k;
+}
+
+static void
+run_bloom_set(uint8_t *bits, uint64_t nbits, uint32_t k, uint64_t h)
+{
+	uint64_t delta = (h >> 33) | (h << 31);
+	for (uint32_t i = 0; i < k; i++) {
+		uint64_t b = h % nbits;
+		bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+		h += delta;
+	}
+}
+
+/** 1 if the filter may contain the key (or there is no usable filter), 0 if absent. */
+static int
+run_bloom_may_contain(const uint8_t *filter, size_t flen, const void *key, size_t klen)
+{
+	if (flen < 2)
+		return 1;
+	uint32_t k = filter[flen - 1];
+	if (k < 1 || k > 30)
+		return 1;
+	uint64_t nbits = (uint64_t)(flen - 1) * 8;
+	uint64_t h = XXH3_64bits(key, klen);
+	uint64_t delta = (h >> 33) | (h << 31);
+	for (uint32_t i = 0; i < k; i++) {
+		uint64_t b = h % nbits;
+		if (!(filter[b >> 3] & (1u << (b & 7))))
+			return 0;
+		h += delta;
+	}
+	return 1;
+}
+
+/* ---- frames ----------------------------------------------------------------- */
+
+/** Encode n raw bytes as a frame into out (replacing its contents). */
+static int
+run_frame_encode(ZSTD_CCtx *cctx, int level, const uint8_t *raw, size_t n, struct buf *out)
+{
+	buf_reset(out);
+	size_t bound = ZSTD_compressBound(n);
+	size_t room = (bound > n ? bound : n) + RUN_FRAME_OVERHEAD;
+	if (buf_reserve(out, room))
+		return STRATA_ENOMEM;
+	size_t csize = 0;
+	if (n > 0 && cctx != NULL) {
+		csize = ZSTD_compressCCtx(cctx, out->data + 1, room - RUN_FRAME_OVERHEAD, raw, n,
+					  level);
+		if (ZSTD_isError(csize))
+			csize = 0;
+	}
+	if (csize > 0 && csize < n) {
+		out->data[0] = RUN_CODEC_ZSTD;
+		out->len = 1 + csize;
+	} else {
+		out->data[0] = RUN_CODEC_RAW;
+		if (n > 0)
+			memcpy(out->data + 1, raw, n);
+		out->len = 1 + n;
+	}
+	enc_u32(out->data + out->len, crc32c(0, out->data, out->len));
+	out->len += 4;
+	return 0;
+}
+
+/**
+ * Verify a frame and produce its raw bytes: *raw points into frame (raw codec) or into
+ * scratch (zstd, decompressed with dctx). what names the part for messages.
+ */
+static int
+run_frame_decode(struct objstore *os, const char *key, const char *what, const uint8_t *frame,
+		 size_t len, uint64_t raw_len, ZSTD_DCtx *dctx, struct buf *scratch,
+		 const uint8_t **raw)
+{
+	if (len < RUN_FRAME_OVERHEAD)
+		return run_corrupt(os, key, "%s: frame of %zu bytes is too short", what, len);
+	size_t body = len - 4;
+	uint32_t want = dec_u32(frame + body);
+	uint32_t got = crc32c(0, frame, body);
+	if (want != got)
+		return run_corrupt(os, key, "%s: checksum mismatch (stored %08x, computed %08x)",
+				   what, want, got);
+	if (raw_len > RUN_MAX_RAW)
+		return run_corrupt(os, key, "%s: raw length %llu over the limit", what,
+				   (unsigned long long)raw_len);
+	switch (frame[0]) {
+	case RUN_CODEC_RAW:
+		if (body - 1 != raw_len)
+			return run_corrupt(os, key, "%s: raw frame holds %zu bytes, expected %llu",
+					   what, body - 1, (unsigned long long)raw_len);
+		*raw = frame + 1;
+		return 0;
+	case RUN_CODEC_ZSTD: {
+		buf_reset(scratch);
+		if (buf_reserve(scratch, raw_len ? raw_len : 1))
+			return diag_set(STRATA_ENOMEM, "run %s: %s: cannot allocate %llu bytes", key,
+					what, (unsigned long long)raw_len);
+		size_t n = ZSTD_decompressDCtx(dctx, scratch->data, raw_len, frame + 1, body - 1);
+		if (ZSTD_isError(n))
+			return run_corrupt(os, key, "%s: zstd: %s", what, ZSTD_getErrorName(n));
+		if (n != raw_len)
+			return run_corrupt(os, key, "%s: decompressed to %zu bytes, expected %llu",
+					   what, n, (unsigned long long)raw_len);
+		scratch->len = n;
+		*raw = scratch->data;
+		return 0;
+	}
+	default:
+		return run_corrupt(os, key, "%s: unknown codec %u", what, frame[0]);
+	}
+}
+
+/** Read len bytes at off into b (replacing its contents); a short read is corruption. */
+static int
+run_read(struct objstore *os, const char *key, const char *what, uint64_t off, uint64_t len,
+	 struct buf *b)
+{
+	buf_reset(b);
+	if (len > SIZE_MAX || buf_reserve(b, len ? len : 1))
+		return diag_set(STRATA_ENOMEM, "run %s: %s: cannot allocate %llu bytes", key, what,
+				(unsigned long long)len);
+	size_t got = 0;
+	int rc = objstore_get_range(os, key, off, len, b->data, &got);
+	if (rc == STRATA_NOTFOUND)
+		return diag_set(STRATA_EIO, "run %s (%s): %s: object not found", key, os->name,
+				what);
+	if (rc)
+		return rc;
+	if (got != len)
+		return run_corrupt(os, key, "%s: object ends early: read %zu of %llu bytes at "
+				   "offset %llu (truncated?)", what, got,
+				   (unsigned long long)len, (unsigned long long)off);
+	b->len = len;
+	return 0;
+}
+
+/* ---- writer ----------------------------------------------------------------- */
+
+static int
+run_writer_fail(struct run_writer *w, int rc)
+{
+	if (w->err == 0)
+		w->err = rc;
+	return rc;
+}
+
+static int
+run_writer_emit(struct run_writer *w)
+{
+	int rc = objstore_writer_write(w->ow, w->frame.data, w->frame.len);
+	if (rc)
+		return rc;
+	w->off += w->frame.len;
+	return 0;
+}
+
+static int
+run_writer_flush_part(struct run_writer *w)
+{
+	assert(w->part_blocks > 0);
+	int rc = run_frame_encode(w->cctx, w->o.zstd_level, w->part.data, w->part.len, &w->frame);
+	if (rc)
+		return diag_set(rc, "run %s: cannot allocate an index frame", w->key);
+	uint64_t off = w->off;
+	rc = run_writer_emit(w);
+	if (rc)
+		return rc;
+	if (buf_put_varint(&w->top, w->last_key.len) ||
+	    buf_append(&w->top, w->last_key.data, w->last_key.len) ||
+	    buf_put_varint(&w->top, off) || buf_put_varint(&w->top, w->frame.len) ||
+	    buf_put_varint(&w->top, w->part.len) || buf_put_varint(&w->top, w->part_blocks))
+		return diag_set(STRATA_ENOMEM, "run %s: cannot grow the top index", w->key);
+	w->nparts++;
+	w->part_blocks = 0;
+	buf_reset(&w->part);
+	return 0;
+}
+
+static int
+run_writer_flush_block(struct run_writer *w)
+{
+	assert(w->block_rows > 0);
+	int rc = run_frame_encode(w->cctx, w->o.zstd_level, w->block.data, w->block.len,
+				  &w->frame);
+	if (rc)
+		return diag_set(rc, "run %s: cannot allocate a block frame", w->key);
+	uint64_t off = w->off;
+	rc = run_writer_emit(w);
+	if (rc)
+		return rc;
+	size_t flen = 0;
+	uint64_t nbits = 0;
+	if (w->o.bloom_bits_per_key != RUN_BLOOM_DISABLED) {
+		nbits = w->block_rows * w->o.bloom_bits_per_key;
+		if (nbits < 64)
+			nbits = 64;
+		flen = (size_t)((nbits + 7) / 8) + 1;
+		nbits = (uint64_t)(flen - 1) * 8;
+	}
+	if (buf_put_varint(&w->part, w->last_key.len) ||
+	    buf_append(&w->part, w->last_key.data, w->last_key.len) ||
+	    buf_put_varint(&w->part, off) || buf_put_varint(&w->part, w->frame.len) ||
+	    buf_put_varint(&w->part, w->block.len) || buf_put_varint(&w->part, w->block_rows) ||
+	    buf_put_varint(&w->part, flen) || buf_reserve(&w->part, flen))
+		return diag_set(STRATA_ENOMEM, "run %s: cannot grow an index partition", w->key);
+	if (flen > 0) {
+		uint8_t *f = w->part.data + w->part.len;
+		uint32_t k = run_bloom_k(w->o.bloom_bits_per_key);
+		memset(f, 0, flen);
+		for (uint64_t i = 0; i < w->block_rows; i++)
+			run_bloom_set(f, nbits, k, w->hashes[i]);
+		f[flen - 1] = (uint8_t)k;
+		w->part.len += flen;
+	}
+	w->part_blocks++;
+	w->meta.blocks++;
+	w->block_rows = 0;
+	buf_reset(&w->block);
+	run_buf_trim(&w->block, RUN_TRIM_FACTOR * (size_t)w->o.block_bytes + RUN_TRIM_SLACK);
+	run_buf_trim(&w->frame, RUN_TRIM_FACTOR * (size_t)w->o.block_bytes + RUN_TRIM_SLACK);
+	if (w->part.len >= w->o.index_partition_bytes)
+		return run_writer_flush_part(w);
+	return 0;
+}
+
+static void
+run_writer_free(struct run_writer *w)
+{
+	ZSTD_freeCCtx(w->cctx);
+	buf_destroy(&w->block);
+	buf_destroy(&w->frame);
+	buf_destroy(&w->part);
+	buf_destroy(&w->top);
+	buf_destroy(&w->first_key);
+	buf_destroy(&w->last_key);
+	env.free(w->hashes);
+	env.free(w->key);
+	env.free(w);
+}
+
+int
+run_writer_open(struct objstore *os, const char *key, const struct run_writer_options *o,
+		struct run_writer **out)
+{
+	struct run_writer_options opt = { 0 };
+	if (o != NULL)
+		opt = *o;
+	if (opt.block_bytes == 0)
+		opt.block_bytes = RUN_DEFAULT_BLOCK;
+	if (opt.zstd_level == 0)
+		opt.zstd_level = RUN_DEFAULT_LEVEL;
+	if (opt.bloom_bits_per_key == 0)
+		opt.bloom_bits_per_key = RUN_DEFAULT_BLOOM;
+	if (opt.index_partition_bytes == 0)
+		opt.index_partition_bytes = RUN_DEFAULT_PARTITION;
+	if (os == NULL || key == NULL || key[0] == '\0')
+		return diag_set(STRATA_EINVAL, "run: no object store or key");
+	if (opt.block_bytes < RUN_MIN_BLOCK_BYTES || opt.block_bytes > RUN_MAX_BLOCK_BYTES)
+		return diag_set(STRATA_EINVAL, "run %s: block_bytes %u outside %u..%u", key,
+				opt.block_bytes, RUN_MIN_BLOCK_BYTES, RUN_MAX_BLOCK_BYTES);
+	if (opt.index_partition_bytes < RUN_MIN_BLOCK_BYTES ||
+	    opt.index_partition_bytes > RUN_MAX_BLOCK_BYTES)
+		return diag_set(STRATA_EINVAL, "run %s: index_partition_bytes %u outside %u..%u",
+				key, opt.index_partition_bytes, RUN_MIN_BLOCK_BYTES,
+				RUN_MAX_BLOCK_BYTES);
+	if (opt.zstd_level < ZSTD_minCLevel() || opt.zstd_level > ZSTD_maxCLevel())
+		return diag_set(STRATA_EINVAL, "run %s: zstd_level %d outside %d..%d", key,
+				opt.zstd_level, ZSTD_minCLevel(), ZSTD_maxCLevel());
+	if (opt.bloom_bits_per_key != RUN_BLOOM_DISABLED &&
+	    opt.bloom_bits_per_key > RUN_MAX_BLOOM_BITS)
+		return diag_set(STRATA_EINVAL, "run %s: bloom_bits_per_key %u over %u", key,
+				opt.bloom_bits_per_key, RUN_MAX_BLOOM_BITS);
+
+	struct run_writer *w = env.calloc(1, sizeof(*w));
+	if (w == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a writer", key);
+	w->os = os;
+	w->o = opt;
+	w->key = run_strdup(key);
+	w->cctx = ZSTD_createCCtx_advanced(run_zmem);
+	if (w->key == NULL || w->cctx == NULL) {
+		run_writer_free(w);
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a writer", key);
+	}
+	int rc = objstore_writer_open(os, key, &w->ow);
+	if (rc) {
+		run_writer_free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+int
+run_writer_add(struct run_writer *w, const void *key, size_t klen, uint64_t seq, const void *val,
+	       size_t vlen)
+{
+	if (w->err)
+		return w->err;
+	if (key == NULL || klen == 0)
+		return diag_set(STRATA_EINVAL, "run %s: empty key", w->key);
+	if (val == NULL && vlen > 0)
+		return diag_set(STRATA_EINVAL, "run %s: NULL value of %zu bytes", w->key, vlen);
+	if (klen > STRATA_MAX_KEY)
+		return diag_set(STRATA_ETOOBIG, "run %s: key of %zu bytes over %u", w->key, klen,
+				STRATA_MAX_KEY);
+	if (vlen > RUN_MAX_VALUE)
+		return diag_set(STRATA_ETOOBIG, "run %s: value of %zu bytes over %u", w->key, vlen,
+				RUN_MAX_VALUE);
+	if (w->meta.rows > 0 && run_keycmp(key, klen, w->last_key.data, w->last_key.len) <= 0)
+		return diag_set(STRATA_EINVAL, "run %s: key out of order at row %llu (keys must "
+				"strictly increase)", w->key, (unsigned long long)w->meta.rows);
+	size_t rowlen = run_varint_len(klen) + run_varint_len(vlen) + 8 + klen + vlen;
+	int rc;
+	if (w->block_rows > 0 && w->block.len + rowlen > w->o.block_bytes) {
+		rc = run_writer_flush_block(w);
+		if (rc)
+			return run_writer_fail(w, rc);
+	}
+	if (w->block_rows == w->hashes_cap) {
+		size_t cap = w->hashes_cap ? w->hashes_cap * 2 : 64;
+		uint64_t *h = env.realloc(w->hashes, cap * sizeof(*h));
+		if (h == NULL)
+			return run_writer_fail(w, diag_set(STRATA_ENOMEM, "run %s: cannot grow "
+							   "the key hashes", w->key));
+		w->hashes = h;
+		w->hashes_cap = cap;
+	}
+	if (buf_reserve(&w->block, rowlen) || buf_reserve(&w->last_key, klen) ||
+	    (w->meta.rows == 0 && buf_reserve(&w->first_key, klen)))
+		return run_writer_fail(w, diag_set(STRATA_ENOMEM, "run %s: cannot grow the "
+						   "block to %zu bytes", w->key,
+						   w->block.len + rowlen));
+	buf_put_varint(&w->block, klen);
+	buf_put_varint(&w->block, vlen);
+	buf_put_u64(&w->block, seq);
+	buf_append(&w->block, key, klen);
+	buf_append(&w->block, val, vlen);
+	w->hashes[w->block_rows++] = XXH3_64bits(key, klen);
+	buf_reset(&w->last_key);
+	buf_append(&w->last_key, key, klen);
+	if (w->meta.rows == 0) {
+		buf_append(&w->first_key, key, klen);
+		w->meta.min_seq = w->meta.max_seq = seq;
+	}
+	if (seq < w->meta.min_seq)
+		w->meta.min_seq = seq;
+	if (seq > w->meta.max_seq)
+		w->meta.max_seq = seq;
+	w->meta.rows++;
+	w->meta.raw_bytes += klen + vlen;
+	return 0;
+}
+
+uint64_t
+run_writer_blocks(const struct run_writer *w)
+{
+	return w->meta.blocks;
+}
+
+static int
+run_writer_tail(struct run_writer *w)
+{
+	int rc;
+	if (w->block_rows > 0 && (rc = run_writer_flush_block(w)) != 0)
+		return rc;
+	if (w->part_blocks > 0 && (rc = run_writer_flush_part(w)) != 0)
+		return rc;
+	uint8_t f[RUN_FOOTER_SIZE];
+	memset(f, 0, sizeof(f));
+	rc = run_frame_encode(w->cctx, w->o.zstd_level, w->top.data, w->top.len, &w->frame);
+	if (rc)
+		return diag_set(rc, "run %s: cannot allocate the top index frame", w->key);
+	enc_u64(f + 0, w->off);
+	enc_u64(f + 8, w->frame.len);
+	enc_u64(f + 16, w->top.len);
+	enc_u64(f + 24, w->nparts);
+	if ((rc = run_writer_emit(w)) != 0)
+		return rc;
+	/* The top index is no longer needed: reuse it for the meta section. */
+	buf_reset(&w->top);
+	if (buf_put_varint(&w->top, w->first_key.len) ||
+	    buf_append(&w->top, w->first_key.data, w->first_key.len) ||
+	    buf_put_varint(&w->top, w->last_key.len) ||
+	    buf_append(&w->top, w->last_key.data, w->last_key.len))
+		return diag_set(STRATA_ENOMEM, "run %s: cannot build the meta section", w->key);
+	rc = run_frame_encode(NULL, 0, w->top.data, w->top.len, &w->frame);
+	if (rc)
+		return diag_set(rc, "run %s: cannot allocate the meta frame", w->key);
+	enc_u64(f + 32, w->off);
+	enc_u64(f + 40, w->frame.len);
+	enc_u64(f + 48, w->top.len);
+	if ((rc = run_writer_emit(w)) != 0)
+		return rc;
+	enc_u64(f + 56, w->meta.rows);
+	enc_u64(f + 64, w->meta.blocks);
+	enc_u64(f + 72, w->meta.raw_bytes);
+	enc_u64(f + 80, w->meta.min_seq);
+	enc_u64(f + 88, w->meta.max_seq);
+	enc_u32(f + 96, RUN_FORMAT_VERSION);
+	enc_u32(f + 100, crc32c(0, f, 100));
+	memcpy(f + 104, RUN_MAGIC, 8);
+	rc = objstore_writer_write(w->ow, f, sizeof(f));
+	if (rc)
+		return rc;
+	w->off += sizeof(f);
+	return 0;
+}
+
+int
+run_writer_finish(struct run_writer *w, struct run_meta *meta)
+{
+	int rc = w->err;
+	if (rc == 0)
+		rc = run_writer_tail(w);
+	if (rc) {
+		run_writer_abort(w);
+		return rc;
+	}
+	rc = objstore_writer_commit(w->ow);
+	w->ow = NULL;
+	if (rc == 0 && meta != NULL) {
+		*meta = w->meta;
+		meta->bytes = w->off;
+	}
+	run_writer_free(w);
+	return rc;
+}
+
+void
+run_writer_abort(struct run_writer *w)
+{
+	if (w == NULL)
+		return;
+	if (w->ow != NULL)
+		objstore_writer_abort(w->ow);
+	run_writer_free(w);
+}
+
+/* ---- reader ----------------------------------------------------------------- */
+
+static ZSTD_DCtx *
+run_dctx_get(struct run_reader *r)
+{
+	ZSTD_DCtx *d = NULL;
+	pthread_mutex_lock(&r->mu);
+	if (r->ndpool > 0)
+		d = r->dpool[--r->ndpool];
+	pthread_mutex_unlock(&r->mu);
+	if (d == NULL)
+		d = ZSTD_createDCtx_advanced(run_zmem);
+	return d;
+}
+
+static void
+run_dctx_put(struct run_reader *r, ZSTD_DCtx *d)
+{
+	if (d == NULL)
+		return;
+	pthread_mutex_lock(&r->mu);
+	if (r->ndpool < RUN_DCTX_POOL) {
+		r->dpool[r->ndpool++] = d;
+		d = NULL;
+	}
+	pthread_mutex_unlock(&r->mu);
+	ZSTD_freeDCtx(d);
+}
+
+static void
+run_part_destroy(struct run_part *p)
+{
+	buf_destroy(&p->disk);
+	buf_destroy(&p->raw);
+	env.free(p->e);
+	memset(p, 0, sizeof(*p));
+}
+
+/** Read, verify and parse partition i of r into p (reusing p's memory). */
+static int
+run_part_load(struct run_reader *r, size_t i, ZSTD_DCtx *dctx, struct run_part *p)
+{
+	const struct run_pentry *pe = &r->parts[i];
+	char what[64];
+	snprintf(what, sizeof(what), "partition %zu at offset %llu", i,
+		 (unsigned long long)pe->off);
+	p->n = 0;
+	int rc = run_read(r->os, r->key, what, pe->off, pe->disk_len, &p->disk);
+	if (rc)
+		return rc;
+	const uint8_t *bytes;
+	rc = run_frame_decode(r->os, r->key, what, p->disk.data, p->disk.len, pe->raw_len, dctx,
+			      &p->raw, &bytes);
+	if (rc)
+		return rc;
+	if (pe->nblocks > p->cap) {
+		struct run_bentry *e = env.realloc(p->e, pe->nblocks * sizeof(*e));
+		if (e == NULL)
+			return diag_set(STRATA_ENOMEM, "run %s: %s: cannot allocate %llu entries",
+					r->key, what, (unsigned long long)pe->nblocks);
+		p->e = e;
+		p->cap = pe->nblocks;
+	}
+	struct rd rd;
+	rd_init(&rd, bytes, pe->raw_len);
+	for (uint64_t b = 0; b < pe->nblocks; b++) {
+		struct run_bentry *e = &p->e[b];
+		e->klen = rd_varint(&rd);
+		if (rd.err || e->klen == 0 || e->klen > STRATA_MAX_KEY)
+			break;
+		e->key = rd_bytes(&rd, e->klen);
+		e->off = rd_varint(&rd);
+		e->disk_len = rd_varint(&rd);
+		e->raw_len = rd_varint(&rd);
+		e->nrows = rd_varint(&rd);
+		e->flen = rd_varint(&rd);
+		if (rd.err || e->flen > rd_left(&rd))
+			break;
+		e->filter = e->flen ? rd_bytes(&rd, e->flen) : NULL;
+		if (e->disk_len < RUN_FRAME_OVERHEAD || e->off > pe->off ||
+		    e->disk_len > pe->off - e->off || e->raw_len > RUN_MAX_RAW || e->nrows == 0)
+			return run_corrupt(r->os, r->key, "%s: entry %llu (block at offset %llu, "
+					   "%llu bytes) is out of bounds", what,
+					   (unsigned long long)b, (unsigned long long)e->off,
+					   (unsigned long long)e->disk_len);
+		p->n++;
+	}
+	if (rd.err || p->n != pe->nblocks || rd_left(&rd) != 0)
+		return run_corrupt(r->os, r->key, "%s: malformed (parsed %zu of %llu entries)",
+				   what, p->n, (unsigned long long)pe->nblocks);
+	const struct run_bentry *last = &p->e[p->n - 1];
+	if (run_keycmp(last->key, last->klen, pe->key, pe->klen) != 0)
+		return run_corrupt(r->os, r->key, "%s: last key differs from the top index", what);
+	return 0;
+}
+
+/** Partition i from the reader's cache, loading it once. */
+static int
+run_part_cached(struct run_reader *r, size_t i, const struct run_part **out)
+{
+	struct run_part *p = __atomic_load_n(&r->cache[i], __ATOMIC_ACQUIRE);
+	if (p != NULL) {
+		*out = p;
+		return 0;
+	}
+	int rc = 0;
+	pthread_mutex_lock(&r->mu);
+	p = r->cache[i];
+	if (p == NULL) {
+		p = env.calloc(1, sizeof(*p));
+		if (p == NULL) {
+			rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a partition", r->key);
+		} else if ((rc = run_part_load(r, i, r->part_dctx, p)) != 0) {
+			run_part_destroy(p);
+			env.free(p);
+			p = NULL;
+		} else {
+			if (p->raw.data != NULL)
+				buf_destroy(&p->disk);
+			__atomic_store_n(&r->cache[i], p, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	*out = p;
+	return rc;
+}
+
+/** Read and verify a data block; *bytes receives its raw rows. */
+static int
+run_block_load(struct run_reader *r, const struct run_bentry *e, ZSTD_DCtx *dctx, struct buf *disk,
+	       struct buf *raw, const uint8_t **bytes)
+{
+	char what[64];
+	snprintf(what, sizeof(what), "block at offset %llu", (unsigned long long)e->off);
+	int rc = run_read(r->os, r->key, what, e->off, e->disk_len, disk);
+	if (rc)
+		return rc;
+	return run_frame_decode(r->os, r->key, what, disk->data, disk->len, e->raw_len, dctx, raw,
+				bytes);
+}
+
+/** First top-index entry whose last key is >= key (nparts if none). */
+static size_t
+run_find_part(const struct run_reader *r, const void *key, size_t klen)
+{
+	size_t lo = 0, hi = r->nparts;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (run_keycmp(r->parts[mid].key, r->parts[mid].klen, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/** First block of p whose last key is >= key (p->n if none). */
+static size_t
+run_find_block(const struct run_part *p, const void *key, size_t klen)
+{
+	size_t lo = 0, hi = p->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (run_keycmp(p->e[mid].key, p->e[mid].klen, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/** Parse the top index and meta sections of a reader whose tail is loaded. */
+static int
+run_reader_parse_tail(struct run_reader *r, uint64_t top_len, uint64_t top_raw,
+		      uint64_t nparts, uint64_t meta_len, uint64_t meta_raw)
+{
+	const uint8_t *top, *meta;
+	int rc;
+	ZSTD_DCtx *d = r->part_dctx;
+	rc = run_frame_decode(r->os, r->key, "top index", r->tail.data, top_len, top_raw, d,
+			      &r->top_raw, &top);
+	if (rc)
+		return rc;
+	rc = run_frame_decode(r->os, r->key, "meta", r->tail.data + top_len, meta_len, meta_raw, d,
+			      &r->meta_raw, &meta);
+	if (rc)
+		return rc;
+	struct rd rd;
+	rd_init(&rd, meta, meta_raw);
+	r->min_klen = rd_varint(&rd);
+	r->min_key = rd_bytes(&rd, r->min_klen);
+	r->max_klen = rd_varint(&rd);
+	r->max_key = rd_bytes(&rd, r->max_klen);
+	if (rd.err || rd_left(&rd) != 0 || (r->meta.rows > 0) != (r->min_klen > 0) ||
+	    (r->meta.rows > 0) != (r->max_klen > 0) ||
+	    run_keycmp(r->min_key, r->min_klen, r->max_key, r->max_klen) > 0)
+		return run_corrupt(r->os, r->key, "meta: malformed");
+	if (nparts > top_raw / 5 + 1 || (nparts == 0) != (r->meta.rows == 0))
+		return run_corrupt(r->os, r->key, "footer: %llu partitions do not fit a top index "
+				   "of %llu bytes", (unsigned long long)nparts,
+				   (unsigned long long)top_raw);
+	if (nparts > 0) {
+		r->parts = env.calloc(nparts, sizeof(*r->parts));
+		r->cache = env.calloc(nparts, sizeof(*r->cache));
+		if (r->parts == NULL || r->cache == NULL)
+			return diag_set(STRATA_ENOMEM, "run %s: cannot allocate %llu partitions",
+					r->key, (unsigned long long)nparts);
+	}
+	rd_init(&rd, top, top_raw);
+	uint64_t prev_end = 0;
+	for (uint64_t i = 0; i < nparts; i++) {
+		struct run_pentry *pe = &r->parts[i];
+		pe->klen = rd_varint(&rd);
+		if (rd.err || pe->klen == 0 || pe->klen > STRATA_MAX_KEY)
+			break;
+		pe->key = rd_bytes(&rd, pe->klen);
+		pe->off = rd_varint(&rd);
+		pe->disk_len = rd_varint(&rd);
+		pe->raw_len = rd_varint(&rd);
+		pe->nblocks = rd_varint(&rd);
+		if (rd.err)
+			break;
+		if (pe->off < prev_end || pe->disk_len < RUN_FRAME_OVERHEAD ||
+		    pe->off > r->data_end || pe->disk_len > r->data_end - pe->off ||
+		    pe->raw_len > RUN_MAX_RAW || pe->nblocks == 0 ||
+		    pe->nblocks > pe->raw_len / 5)
+			return run_corrupt(r->os, r->key, "top index: entry %llu (partition at "
+					   "offset %llu) is out of bounds", (unsigned long long)i,
+					   (unsigned long long)pe->off);
+		prev_end = pe->off + pe->disk_len;
+		r->nparts++;
+	}
+	if (rd.err || r->nparts != nparts || rd_left(&rd) != 0)
+		return run_corrupt(r->os, r->key, "top index: malformed (parsed %zu of %llu "
+				   "entries)", r->nparts, (unsigned long long)nparts);
+	if (nparts > 0 && run_keycmp(r->parts[nparts - 1].key, r->parts[nparts - 1].klen,
+				     r->max_key, r->max_klen) != 0)
+		return run_corrupt(r->os, r->key, "top index: last key differs from meta");
+	return 0;
+}
+
+int
+run_reader_open(struct objstore *os, const char *key, struct run_reader **out)
+{
+	if (os == NULL || key == NULL || key[0] == '\0')
+		return diag_set(STRATA_EINVAL, "run: no object store or key");
+	struct run_reader *r = env.calloc(1, sizeof(*r));
+	if (r == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
+	r->os = os;
+	pthread_mutex_init(&r->mu, NULL);
+	r->key = run_strdup(key);
+	r->part_dctx = ZSTD_createDCtx_advanced(run_zmem);
+	int rc;
+	if (r->key == NULL || r->part_dctx == NULL) {
+		rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
+		goto fail;
+	}
+	uint64_t size;
+	rc = objstore_size(os, key, &size);
+	if (rc == STRATA_NOTFOUND)
+		rc = diag_set(STRATA_EIO, "run %s (%s): object not found", key, os->name);
+	if (rc)
+		goto fail;
+	if (size < RUN_FOOTER_SIZE) {
+		rc = run_corrupt(os, key, "object of %llu bytes is shorter than a footer (%u "
+				 "bytes): truncated or not a run", (unsigned long long)size,
+				 RUN_FOOTER_SIZE);
+		goto fail;
+	}
+	uint64_t foot_off = size - RUN_FOOTER_SIZE;
+	if ((rc = run_read(os, key, "footer", foot_off, RUN_FOOTER_SIZE, &r->tail)) != 0)
+		goto fail;
+	const uint8_t *f = r->tail.data;
+	if (memcmp(f + 104, RUN_MAGIC, 8) != 0) {
+		rc = run_corrupt(os, key, "footer: bad magic at end of %llu-byte object "
+				 "(truncated or not a run)", (unsigned long long)size);
+		goto fail;
+	}
+	uint32_t version = dec_u32(f + 96);
+	if (version > RUN_FORMAT_VERSION) {
+		rc = diag_set(STRATA_EVERSION, "run %s (%s): format version %u, this build reads "
+			      "up to %u", key, os->name, version, RUN_FORMAT_VERSION);
+		goto fail;
+	}
+	if (crc32c(0, f, 100) != dec_u32(f + 100)) {
+		rc = run_corrupt(os, key, "footer: checksum mismatch");
+		goto fail;
+	}
+	if (version == 0) {
+		rc = run_corrupt(os, key, "footer: format version 0");
+		goto fail;
+	}
+	uint64_t top_off = dec_u64(f + 0), top_len = dec_u64(f + 8), top_raw = dec_u64(f + 16);
+	uint64_t nparts = dec_u64(f + 24), meta_off = dec_u64(f + 32), meta_len = dec_u64(f + 40);
+	uint64_t meta_raw = dec_u64(f + 48);
+	r->meta.rows = dec_u64(f + 56);
+	r->meta.blocks = dec_u64(f + 64);
+	r->meta.raw_bytes = dec_u64(f + 72);
+	r->meta.min_seq = dec_u64(f + 80);
+	r->meta.max_seq = dec_u64(f + 88);
+	r->meta.bytes = size;
+	if (top_off > foot_off || top_len > foot_off - top_off || meta_off != top_off + top_len ||
+	    meta_len > foot_off - meta_off || meta_off + meta_len != foot_off ||
+	    top_len < RUN_FRAME_OVERHEAD || meta_len < RUN_FRAME_OVERHEAD ||
+	    meta_raw > 2 * STRATA_MAX_KEY + 8 || top_raw > RUN_MAX_RAW ||
+	    (r->meta.rows == 0) != (r->meta.blocks == 0) || r->meta.blocks > r->meta.rows ||
+	    nparts > r->meta.blocks) {
+		rc = run_corrupt(os, key, "footer: sections do not fit the %llu-byte object",
+				 (unsigned long long)size);
+		goto fail;
+	}
+	r->data_end = top_off;
+	if ((rc = run_read(os, key, "top index", top_off, top_len + meta_len, &r->tail)) != 0)
+		goto fail;
+	if ((rc = run_reader_parse_tail(r, top_len, top_raw, nparts, meta_len, meta_raw)) != 0)
+		goto fail;
+	*out = r;
+	return 0;
+fail:
+	run_reader_close(r);
+	return rc;
+}
+
+void
+run_reader_close(struct run_reader *r)
+{
+	if (r == NULL)
+		return;
+	for (size_t i = 0; r->cache != NULL && i < r->nparts; i++) {
+		if (r->cache[i] != NULL) {
+			run_part_destroy(r->cache[i]);
+			env.free(r->cache[i]);
+		}
+	}
+	for (int i = 0; i < r->ndpool; i++)
+		ZSTD_freeDCtx(r->dpool[i]);
+	ZSTD_freeDCtx(r->part_dctx);
+	pthread_mutex_destroy(&r->mu);
+	env.free(r->cache);
+	env.free(r->parts);
+	buf_destroy(&r->tail);
+	buf_destroy(&r->top_raw);
+	buf_destroy(&r->meta_raw);
+	env.free(r->key);
+	env.free(r);
+}
+
+const struct run_meta *
+run_reader_meta(const struct run_reader *r)
+{
+	return &r->meta;
+}
+
+const char *
+run_reader_key(const struct run_reader *r)
+{
+	return r->key;
+}
+
+uint64_t
+run_reader_bloom_skips(const struct run_reader *r)
+{
+	return __atomic_load_n(&r->bloom_skips, __ATOMIC_RELAXED);
+}
+
+uint64_t
+run_reader_partitions(const struct run_reader *r)
+{
+	return r->nparts;
+}
+
+int
+run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t *seq, void **val,
+	       size_t *vlen)
+{
+	if (key == NULL || klen == 0)
+		return diag_set(STRATA_EINVAL, "run %s: empty key", r->key);
+	if (r->meta.rows == 0 || run_keycmp(key, klen, r->min_key, r->min_klen) < 0 ||
+	    run_keycmp(key, klen, r->max_key, r->max_klen) > 0)
+		return STRATA_NOTFOUND;
+	size_t pi = run_find_part(r, key, klen);
+	if (pi == r->nparts)
+		return STRATA_NOTFOUND;
+	const struct run_part *p;
+	int rc = run_part_cached(r, pi, &p);
+	if (rc)
+		return rc;
+	size_t bi = run_find_block(p, key, klen);
+	if (bi == p->n)
+		return STRATA_NOTFOUND;
+	const struct run_bentry *e = &p->e[bi];
+	if (!run_bloom_may_contain(e->filter, e->flen, key, klen)) {
+		__atomic_fetch_add(&r->bloom_skips, 1, __ATOMIC_RELAXED);
+		return STRATA_NOTFOUND;
+	}
+	ZSTD_DCtx *d = run_dctx_get(r);
+	if (d == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", r->key);
+	struct buf disk = { 0 }, raw = { 0 };
+	const uint8_t *bytes;
+	rc = run_block_load(r, e, d, &disk, &raw, &bytes);
+	run_dctx_put(r, d);
+	if (rc)
+		goto out;
+	struct rd rd;
+	rd_init(&rd, bytes, e->raw_len);
+	rc = STRATA_NOTFOUND;
+	while (rd_left(&rd) > 0) {
+		struct run_row row;
+		if (run_row_parse(&rd, &row) != 0) {
+			rc = run_corrupt(r->os, r->key, "block at offset %llu: malformed row",
+					 (unsigned long long)e->off);
+			break;
+		}
+		int c = run_keycmp(row.key, row.klen, key, klen);
+		if (c > 0)
+			break;
+		if (c < 0)
+			continue;
+		void *v = env.malloc(row.vlen ? row.vlen : 1);
+		if (v == NULL) {
+			rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a value of %zu bytes",
+				      r->key, row.vlen);
+			break;
+		}
+		if (row.vlen)
+			memcpy(v, row.val, row.vlen);
+		if (seq != NULL)
+			*seq = row.seq;
+		if (vlen != NULL)
+			*vlen = row.vlen;
+		*val = v;
+		rc = 0;
+		break;
+	}
+out:
+	buf_destroy(&disk);
+	buf_destroy(&raw);
+	return rc;
+}
+
+/* ---- iterator --------------------------------------------------------------- */
+
+static int
+run_iter_load_part(struct run_iter *it, size_t pi)
+{
+	it->part_loaded = 0;
+	int rc = run_part_load(it->r, pi, it->dctx, &it->part);
+	if (rc)
+		return rc;
+	it->pidx = pi;
+	it->bidx = 0;
+	it->part_loaded = 1;
+	return 0;
+}
+
+static int
+run_iter_load_block(struct run_iter *it)
+{
+	it->block_loaded = 0;
+	const struct run_bentry *e = &it->part.e[it->bidx];
+	run_buf_trim(&it->disk, RUN_TRIM_FACTOR * e->disk_len + RUN_TRIM_SLACK);
+	run_buf_trim(&it->raw, RUN_TRIM_FACTOR * e->raw_len + RUN_TRIM_SLACK);
+	int rc = run_block_load(it->r, e, it->dctx, &it->disk, &it->raw, &it->bytes);
+	if (rc)
+		return rc;
+	it->blen = e->raw_len;
+	it->pos = 0;
+	it->rows_seen = 0;
+	it->block_loaded = 1;
+	return 0;
+}
+
+/** Parse the row at it->pos into *row; 0, or ECORRUPT. Does not advance. */
+static int
+run_iter_peek(struct run_iter *it, struct run_row *row, size_t *next)
+{
+	struct rd rd;
+	rd_init(&rd, it->bytes + it->pos, it->blen - it->pos);
+	if (run_row_parse(&rd, row) != 0)
+		return run_corrupt(it->r->os, it->r->key, "block at offset %llu: malformed row "
+				   "at byte %zu", (unsigned long long)it->part.e[it->bidx].off,
+				   it->pos);
+	*next = it->blen - rd_left(&rd);
+	return 0;
+}
+
+int
+run_iter_new(struct run_reader *r, const void *key, size_t klen, struct run_iter **out)
+{
+	struct run_iter *it = env.calloc(1, sizeof(*it));
+	if (it == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate an iterator", r->key);
+	it->r = r;
+	it->dctx = run_dctx_get(r);
+	int rc = 0;
+	if (it->dctx == NULL) {
+		rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", r->key);
+		goto fail;
+	}
+	if (key == NULL) {
+		*out = it;
+		return 0;
+	}
+	size_t pi = run_find_part(r, key, klen);
+	if (pi == r->nparts) {
+		it->pidx = pi;
+		*out = it;
+		return 0;
+	}
+	if ((rc = run_iter_load_part(it, pi)) != 0)
+		goto fail;
+	it->bidx = run_find_block(&it->part, key, klen);
+	if (it->bidx < it->part.n) {
+		if ((rc = run_iter_load_block(it)) != 0)
+			goto fail;
+		while (it->pos < it->blen) {
+			struct run_row row;
+			size_t next;
+			if ((rc = run_iter_peek(it, &row, &next)) != 0)
+				goto fail;
+			if (run_keycmp(row.key, row.klen, key, klen) >= 0)
+				break;
+			it->pos = next;
+			it->rows_seen++;
+		}
+	}
+	*out = it;
+	return 0;
+fail:
+	run_iter_free(it);
+	return rc;
+}
+
+int
+run_iter_next(struct run_iter *it)
+{
+	if (it->err)
+		return it->err;
+	int rc;
+	for (;;) {
+		if (it->block_loaded && it->pos < it->blen) {
+			size_t next;
+			if ((rc = run_iter_peek(it, &it->row, &next)) != 0)
+				break;
+			it->pos = next;
+			it->rows_seen++;
+			return 1;
+		}
+		if (it->block_loaded) {
+			const struct run_bentry *e = &it->part.e[it->bidx];
+			if (it->rows_seen != e->nrows) {
+				rc = run_corrupt(it->r->os, it->r->key, "block at offset %llu: %llu "
+						 "rows, index says %llu",
+						 (unsigned long long)e->off,
+						 (unsigned long long)it->rows_seen,
+						 (unsigned long long)e->nrows);
+				break;
+			}
+			it->block_loaded = 0;
+			it->bidx++;
+		}
+		if (!it->part_loaded) {
+			if (it->pidx >= it->r->nparts)
+				return 0;
+			if ((rc = run_iter_load_part(it, it->pidx)) != 0)
+				break;
+		}
+		if (it->bidx >= it->part.n) {
+			it->part_loaded = 0;
+			it->pidx++;
+			continue;
+		}
+		if ((rc = run_iter_load_block(it)) != 0)
+			break;
+	}
+	it->err = rc;
+	return rc;
+}
+
+void
+run_iter_row(const struct run_iter *it, const void **key, size_t *klen, uint64_t *seq,
+	     const void **val, size_t *vlen)
+{
+	if (key != NULL)
+		*key = it->row.key;
+	if (klen != NULL)
+		*klen = it->row.klen;
+	if (seq != NULL)
+		*seq = it->row.seq;
+	if (val != NULL)
+		*val = it->row.val;
+	if (vlen != NULL)
+		*vlen = it->row.vlen;
+}
+
+void
+run_iter_free(struct run_iter *it)
+{
+	if (it == NULL)
+		return;
+	run_dctx_put(it->r, it->dctx);
+	run_part_destroy(&it->part);
+	buf_destroy(&it->disk);
+	buf_destroy(&it->raw);
+	env.free(it);
+}
+
+/* ---- verify ----------------------------------------------------------------- */
+
+/** State of a verification walk. */
+struct run_verify_state {
+	/** Expected offset of the next frame. */
+	uint64_t pos;
+	/** Totals recomputed from the blocks. */
+	struct run_meta m;
+	/** Previous key (for order). */
+	struct buf prev;
+};
+
+static int
+run_verify_block(struct run_reader *r, const struct run_bentry *e, ZSTD_DCtx *d,
+		 struct buf *disk, struct buf *raw, struct run_verify_state *s)
+{
+	struct objstore *os = r->os;
+	unsigned long long off = e->off;
+	if (e->off != s->pos)
+		return run_corrupt(os, r->key, "block at offset %llu: expected at offset %llu", off,
+				   (unsigned long long)s->pos);
+	const uint8_t *bytes;
+	int rc = run_block_load(r, e, d, disk, raw, &bytes);
+	if (rc)
+		return rc;
+	s->pos += e->disk_len;
+	struct rd rd;
+	rd_init(&rd, bytes, e->raw_len);
+	uint64_t n = 0;
+	struct run_row row = { 0 };
+	while (rd_left(&rd) > 0) {
+		if (run_row_parse(&rd, &row) != 0)
+			return run_corrupt(os, r->key, "block at offset %llu: malformed row %llu",
+					   off, (unsigned long long)n);
+		if (row.klen == 0 || row.klen > STRATA_MAX_KEY)
+			return run_corrupt(os, r->key, "block at offset %llu: row %llu has a key "
+					   "of %zu bytes", off, (unsigned long long)n, row.klen);
+		if (s->m.rows == 0 &&
+		    run_keycmp(row.key, row.klen, r->min_key, r->min_klen) != 0)
+			return run_corrupt(os, r->key, "meta: smallest key differs from the "
+					   "first row");
+		if (s->m.rows > 0 && run_keycmp(row.key, row.klen, s->prev.data, s->prev.len) <= 0)
+			return run_corrupt(os, r->key, "block at offset %llu: row %llu is out of "
+					   "key order", off, (unsigned long long)n);
+		if (!run_bloom_may_contain(e->filter, e->flen, row.key, row.klen))
+			return run_corrupt(os, r->key, "block at offset %llu: bloom filter misses "
+					   "row %llu", off, (unsigned long long)n);
+		if (s->m.rows == 0 || row.seq < s->m.min_seq)
+			s->m.min_seq = row.seq;
+		if (s->m.rows == 0 || row.seq > s->m.max_seq)
+			s->m.max_seq = row.seq;
+		buf_reset(&s->prev);
+		if (buf_append(&s->prev, row.key, row.klen))
+			return diag_set(STRATA_ENOMEM, "run %s: verify: out of memory", r->key);
+		s->m.rows++;
+		s->m.raw_bytes += row.klen + row.vlen;
+		n++;
+	}
+	if (n != e->nrows)
+		return run_corrupt(os, r->key, "block at offset %llu: %llu rows, index says %llu",
+				   off, (unsigned long long)n, (unsigned long long)e->nrows);
+	if (run_keycmp(row.key, row.klen, e->key, e->klen) != 0)
+		return run_corrupt(os, r->key, "block at offset %llu: last key differs from the "
+				   "index", off);
+	s->m.blocks++;
+	return 0;
+}
+
+int
+run_verify(struct objstore *os, const char *key, struct run_meta *meta)
+{
+	struct run_reader *r;
+	int rc = run_reader_open(os, key, &r);
+	if (rc)
+		return rc;
+	struct run_part p = { 0 };
+	struct buf disk = { 0 }, raw = { 0 };
+	struct run_verify_state s = { 0 };
+	ZSTD_DCtx *d = run_dctx_get(r);
+	if (d == NULL) {
+		rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", key);
+		goto out;
+	}
+	for (size_t i = 0; i < r->nparts; i++) {
+		if ((rc = run_part_load(r, i, d, &p)) != 0)
+			goto out;
+		for (size_t b = 0; b < p.n; b++)
+			if ((rc = run_verify_block(r, &p.e[b], d, &disk, &raw, &s)) != 0)
+				goto out;
+		if (r->parts[i].off != s.pos) {
+			rc = run_corrupt(os, key, "partition %zu at offset %llu: expected at offset "
+					 "%llu", i, (unsigned long long)r->parts[i].off,
+					 (unsigned long long)s.pos);
+			goto out;
+		}
+		s.pos += r->parts[i].disk_len;
+	}
+	if (s.pos != r->data_end) {
+		rc = run_corrupt(os, key, "data ends at %llu, top index starts at %llu",
+				 (unsigned long long)s.pos, (unsigned long long)r->data_end);
+		goto out;
+	}
+	if (s.m.rows != r->meta.rows || s.m.blocks != r->meta.blocks ||
+	    s.m.raw_bytes != r->meta.raw_bytes || s.m.min_seq != r->meta.min_seq ||
+	    s.m.max_seq != r->meta.max_seq) {
+		rc = run_corrupt(os, key, "footer totals differ from the blocks (rows %llu/%llu, "
+				 "blocks %llu/%llu, raw bytes %llu/%llu, seq %llu..%llu/%llu..%llu)",
+				 (unsigned long long)s.m.rows, (unsigned long long)r->meta.rows,
+				 (unsigned long long)s.m.blocks, (unsigned long long)r->meta.blocks,
+				 (unsigned long long)s.m.raw_bytes,
+				 (unsigned long long)r->meta.raw_bytes,
+				 (unsigned long long)s.m.min_seq, (unsigned long long)s.m.max_seq,
+				 (unsigned long long)r->meta.min_seq,
+				 (unsigned long long)r->meta.max_seq);
+		goto out;
+	}
+	if (r->meta.rows > 0 && run_keycmp(s.prev.data, s.prev.len, r->max_key, r->max_klen) != 0) {
+		rc = run_corrupt(os, key, "meta: largest key differs from the last row");
+		goto out;
+	}
+	if (meta != NULL)
+		*meta = r->meta;
+out:
+	run_dctx_put(r, d);
+	run_part_destroy(&p);
+	buf_destroy(&disk);
+	buf_destroy(&raw);
+	buf_destroy(&s.prev);
+	run_reader_close(r);
+	return rc;
+}

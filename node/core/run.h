@@ -1,0 +1,106 @@
+/*
+ * run.h — run files: the format of generations and base runs.
+ *
+ * A run is a sorted sequence of rows (key strictly increasing, one version per key)
+ * cut into blocks. Each block is zstd-compressed with a CRC32C trailer. The index is
+ * partitioned: index partitions (each listing its blocks' last keys, positions and a
+ * per-block bloom filter) are written between data blocks as the writer streams, and a
+ * small top-level index lists the partitions. A checksummed footer with a magic and a
+ * format version closes the file. The writer holds one block and one index partition
+ * in memory; an iterator holds one block and one partition. Every checksum is verified
+ * and a mismatch is STRATA_ECORRUPT with a message naming the object.
+ */
+#ifndef STRATA_RUN_H
+#define STRATA_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../objstore/objstore.h"
+
+/** Writer settings. Zero fields take defaults. */
+struct run_writer_options {
+	/** Uncompressed target block size (default 64 KiB); a larger row gets a block of its own. */
+	uint32_t block_bytes;
+	/** zstd level (default 1). */
+	int zstd_level;
+	/** Bloom bits per key (default 10; STRATA uses 0 from options to mean default). */
+	uint32_t bloom_bits_per_key;
+	/** Uncompressed target size of an index partition (default 64 KiB). */
+	uint32_t index_partition_bytes;
+};
+
+/** What a finished run holds; also read back from its footer. */
+struct run_meta {
+	/** Rows (= distinct keys). */
+	uint64_t rows;
+	/** Data blocks. */
+	uint64_t blocks;
+	/** Size of the object in bytes. */
+	uint64_t bytes;
+	/** Sum of uncompressed key and value bytes. */
+	uint64_t raw_bytes;
+	/** Smallest and largest seq in the run (0, 0 when empty). */
+	uint64_t min_seq, max_seq;
+};
+
+/** bloom_bits_per_key value that writes no filters (0 means the default). */
+#define RUN_BLOOM_DISABLED UINT32_MAX
+/** Largest bloom_bits_per_key accepted. */
+#define RUN_MAX_BLOOM_BITS 64u
+/** Smallest block_bytes / index_partition_bytes accepted. */
+#define RUN_MIN_BLOCK_BYTES 64u
+/** Largest block_bytes / index_partition_bytes accepted. */
+#define RUN_MAX_BLOCK_BYTES (64u << 20)
+/** Largest value a run accepts (STRATA_ETOOBIG above); keys are limited to STRATA_MAX_KEY. */
+#define RUN_MAX_VALUE (1u << 30)
+
+struct run_writer;
+struct run_reader;
+struct run_iter;
+
+/** Start writing a run object under key. */
+int run_writer_open(struct objstore *os, const char *key, const struct run_writer_options *o,
+		    struct run_writer **out);
+/** Add a row; keys must strictly increase (STRATA_EINVAL otherwise). */
+int run_writer_add(struct run_writer *w, const void *key, size_t klen, uint64_t seq, const void *val,
+		   size_t vlen);
+/** Data blocks written so far (lets a caller notice block boundaries). */
+uint64_t run_writer_blocks(const struct run_writer *w);
+/** Write the last block, the index and the footer; make the object durable. Frees w. */
+int run_writer_finish(struct run_writer *w, struct run_meta *meta);
+/** Drop the run; nothing is left in the object store. Frees w. */
+void run_writer_abort(struct run_writer *w);
+
+/** Open a run: reads and verifies footer and top-level index. Thread-safe to use.
+ *  A missing object is STRATA_EIO (a run that is referenced must exist). */
+int run_reader_open(struct objstore *os, const char *key, struct run_reader **out);
+/** Close a reader (the object is untouched). Safe on NULL. */
+void run_reader_close(struct run_reader *r);
+/** The run's metadata. */
+const struct run_meta *run_reader_meta(const struct run_reader *r);
+/** The object key the reader was opened on. */
+const char *run_reader_key(const struct run_reader *r);
+/** Point lookup, consulting the bloom filter first. On success *val is allocated
+ *  with env.malloc (free with env.free). STRATA_NOTFOUND if absent. Thread-safe. */
+int run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t *seq, void **val,
+		   size_t *vlen);
+/** Bloom probes that said "absent" (skipped block reads), for tests and stats. */
+uint64_t run_reader_bloom_skips(const struct run_reader *r);
+/** Index partitions of the run (for inspect and tests). */
+uint64_t run_reader_partitions(const struct run_reader *r);
+
+/** Create an iterator positioned before the first row with key >= key (NULL: first row). */
+int run_iter_new(struct run_reader *r, const void *key, size_t klen, struct run_iter **out);
+/** Advance: 1 on a row, 0 at the end, negative on error (corruption names the object). */
+int run_iter_next(struct run_iter *it);
+/** The current row; pointers valid until the next run_iter_next. */
+void run_iter_row(const struct run_iter *it, const void **key, size_t *klen, uint64_t *seq,
+		  const void **val, size_t *vlen);
+/** Free an iterator. Safe on NULL. */
+void run_iter_free(struct run_iter *it);
+
+/** Verify every block and index checksum of a run (for inspect and tests). */
+int run_verify(struct objstore *os, const char *key, struct run_meta *meta);
+
+#endif

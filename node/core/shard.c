@@ -1,0 +1,1444 @@
+/*
+ * shard.c — seal, prepare, commit, reads and recovery of one shard.
+ *
+ * The view (memtables + generations + base runs a reader sees) is an immutable,
+ * refcounted snapshot; writers build a new one and swap the pointer under the
+ * exclusive lock. Tables (open generation/run files) are refcounted too: once a
+ * commit drops a generation from the view it is marked obsolete and its object is
+ * deleted when the last view or plan holding it lets go.
+ */
+#include "shard.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/diag.h"
+#include "../lib/env.h"
+#include "manifest.h"
+#include "mem.h"
+#include "wal.h"
+
+/** A memtable plus what seal needs to know about it. */
+struct slot {
+	/** Holders: views and in-flight appends. */
+	atomic_int refs;
+	/** The rows. */
+	struct mem *mem;
+	/** Appends assigned positions in this memtable but not yet inserted. */
+	atomic_int writers;
+	/** Set once sealed: no new positions are assigned to it. */
+	atomic_int sealed;
+	/** Highest position assigned to it (valid once sealed). */
+	uint64_t cut;
+};
+
+/** An open generation or base run. */
+struct table {
+	/** Holders: views and plans. */
+	atomic_int refs;
+	/** The reader. */
+	struct run_reader *r;
+	/** The manifest entry. */
+	struct manifest_obj obj;
+	/** MANIFEST_GEN or MANIFEST_RUN. */
+	int kind;
+	/** Set when no manifest references it any more: its object goes with its last ref. */
+	atomic_int obsolete;
+	/** Object store holding it. */
+	struct objstore *os;
+	/** Object key. */
+	char key[160];
+};
+
+/** What readers see. Immutable once published. */
+struct view {
+	/** Holders. */
+	atomic_int refs;
+	/** Memtable receiving appends. */
+	struct slot *active;
+	/** Sealed memtables not yet published as generations, oldest first. */
+	struct slot **sealed;
+	uint32_t nsealed;
+	/** Generations, oldest first. */
+	struct table **gens;
+	uint32_t ngens;
+	/** Base runs, oldest first. */
+	struct table **runs;
+	uint32_t nruns;
+};
+
+/** Kinds of plan. */
+enum { PLAN_MERGE = 0, PLAN_COMPACT = 1 };
+
+struct shard_plan {
+	/** Shard it belongs to. */
+	struct shard *s;
+	/** PLAN_MERGE (generations -> run) or PLAN_COMPACT (runs -> run). */
+	int kind;
+	/** Ids of the inputs, oldest first. */
+	uint64_t *ids;
+	uint32_t nids;
+	/** The inputs (held so their objects outlive the merge). */
+	struct table **inputs;
+	/** The run written, NULL for an empty plan. */
+	struct table *out;
+	/** Input bytes. */
+	uint64_t bytes_in;
+};
+
+struct shard {
+	/** Settings. */
+	struct shard_config cfg;
+	/** The shard lock (see shard.h). */
+	pthread_rwlock_t rw;
+	/** Serialises manifest updates and view swaps that follow them. */
+	pthread_mutex_t manifest_mu;
+	/** One seal/flush at a time. */
+	pthread_mutex_t seal_mu;
+	/** Waits for a sealed memtable's in-flight appends. */
+	pthread_mutex_t writers_mu;
+	pthread_cond_t writers_cv;
+	/** Current view; replaced under rw exclusive. */
+	struct view *view;
+	/** Latest manifest this writer knows (under manifest_mu). */
+	struct manifest man;
+	/** This writer's ownership token. */
+	uint64_t epoch;
+	/** Next generation/run id. */
+	atomic_uint_fast64_t next_id;
+	/** The WAL. */
+	struct wal *wal;
+	/** Set once another writer claimed the shard: writes are refused. */
+	atomic_int fenced;
+	/** Highest position covered by a seal. */
+	uint64_t last_cut;
+	/** Counters for stats. */
+	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
+		merge_in, merge_out, compactions, max_excl_ns;
+};
+
+/* ---------- refcounted pieces ---------- */
+
+static struct slot *
+slot_new(void)
+{
+	struct slot *sl = env.calloc(1, sizeof(*sl));
+	if (sl == NULL)
+		return NULL;
+	sl->mem = mem_new();
+	if (sl->mem == NULL) {
+		env.free(sl);
+		return NULL;
+	}
+	atomic_init(&sl->refs, 1);
+	return sl;
+}
+
+static void
+slot_unref(struct slot *sl)
+{
+	if (sl != NULL && atomic_fetch_sub(&sl->refs, 1) == 1) {
+		mem_unref(sl->mem);
+		env.free(sl);
+	}
+}
+
+static void
+table_unref(struct table *t)
+{
+	if (t == NULL || atomic_fetch_sub(&t->refs, 1) != 1)
+		return;
+	run_reader_close(t->r);
+	if (atomic_load(&t->obsolete)) {
+		int rc = objstore_del(t->os, t->key);
+		if (rc)
+			diag_log(LOG_LVL_WARN, "delete of merged object %s failed: %s (orphan collection "
+				 "will retry)", t->key, diag_last());
+	}
+	env.free(t);
+}
+
+static int
+table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table **out)
+{
+	struct table *t = env.calloc(1, sizeof(*t));
+	if (t == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory opening a table", s->cfg.id);
+	t->obj = *o;
+	t->kind = kind;
+	t->os = s->cfg.os;
+	atomic_init(&t->refs, 1);
+	manifest_obj_key(t->key, sizeof(t->key), s->cfg.prefix, kind, o);
+	int rc = run_reader_open(s->cfg.os, t->key, &t->r);
+	if (rc) {
+		env.free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+static void
+view_unref(struct view *v)
+{
+	if (v == NULL || atomic_fetch_sub(&v->refs, 1) != 1)
+		return;
+	slot_unref(v->active);
+	for (uint32_t i = 0; i < v->nsealed; i++)
+		slot_unref(v->sealed[i]);
+	for (uint32_t i = 0; i < v->ngens; i++)
+		table_unref(v->gens[i]);
+	for (uint32_t i = 0; i < v->nruns; i++)
+		table_unref(v->runs[i]);
+	env.free(v->sealed);
+	env.free(v->gens);
+	env.free(v->runs);
+	env.free(v);
+}
+
+/** A new view sharing (and referencing) everything of old, with room to edit. */
+static struct view *
+view_clone(const struct view *old, uint32_t extra)
+{
+	struct view *v = env.calloc(1, sizeof(*v));
+	if (v == NULL)
+		return NULL;
+	atomic_init(&v->refs, 1);
+	v->sealed = env.calloc(old->nsealed + extra + 1, sizeof(*v->sealed));
+	v->gens = env.calloc(old->ngens + extra + 1, sizeof(*v->gens));
+	v->runs = env.calloc(old->nruns + extra + 1, sizeof(*v->runs));
+	if (v->sealed == NULL || v->gens == NULL || v->runs == NULL) {
+		env.free(v->sealed);
+		env.free(v->gens);
+		env.free(v->runs);
+		env.free(v);
+		return NULL;
+	}
+	v->active = old->active;
+	atomic_fetch_add(&v->active->refs, 1);
+	for (uint32_t i = 0; i < old->nsealed; i++) {
+		v->sealed[v->nsealed++] = old->sealed[i];
+		atomic_fetch_add(&old->sealed[i]->refs, 1);
+	}
+	for (uint32_t i = 0; i < old->ngens; i++) {
+		v->gens[v->ngens++] = old->gens[i];
+		atomic_fetch_add(&old->gens[i]->refs, 1);
+	}
+	for (uint32_t i = 0; i < old->nruns; i++) {
+		v->runs[v->nruns++] = old->runs[i];
+		atomic_fetch_add(&old->runs[i]->refs, 1);
+	}
+	return v;
+}
+
+/** Pin the current view (shared lock held just long enough to take a reference). */
+static struct view *
+view_pin(struct shard *s)
+{
+	pthread_rwlock_rdlock(&s->rw);
+	struct view *v = s->view;
+	atomic_fetch_add(&v->refs, 1);
+	pthread_rwlock_unlock(&s->rw);
+	return v;
+}
+
+static void
+excl_lock(struct shard *s, uint64_t *t0)
+{
+	pthread_rwlock_wrlock(&s->rw);
+	*t0 = env.mono_ns();
+}
+
+/** Release the exclusive lock and record the longest hold. */
+static void
+excl_unlock(struct shard *s, uint64_t t0)
+{
+	uint64_t held = env.mono_ns() - t0;
+	pthread_rwlock_unlock(&s->rw);
+	uint_fast64_t cur = atomic_load(&s->max_excl_ns);
+	while (held > cur && !atomic_compare_exchange_weak(&s->max_excl_ns, &cur, held))
+		;
+}
+
+/** Swap in v (consumes the caller's reference to v); returns the old view to unref. */
+static struct view *
+view_swap(struct shard *s, struct view *v)
+{
+	uint64_t t0;
+	excl_lock(s, &t0);
+	struct view *old = s->view;
+	s->view = v;
+	excl_unlock(s, t0);
+	return old;
+}
+
+static int
+fenced_error(struct shard *s)
+{
+	return diag_set(STRATA_EFENCED, "shard %u: fenced: another writer claimed a newer epoch "
+			"(this writer's epoch %llu)", s->cfg.id, (unsigned long long)s->epoch);
+}
+
+/** Run a manifest update under manifest_mu (held by the caller). */
+static int
+shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx)
+{
+	int rc = manifest_commit_update(s->cfg.os, s->cfg.prefix, s->epoch, &s->man, fn, ctx);
+	if (rc == STRATA_EFENCED)
+		atomic_store(&s->fenced, 1);
+	return rc;
+}
+
+/* ---------- append ---------- */
+
+int
+shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_seq)
+{
+	if (atomic_load(&s->fenced))
+		return fenced_error(s);
+	for (size_t i = 0; i < n; i++) {
+		if (rows[i].value_len > s->cfg.max_value_bytes)
+			return diag_set(STRATA_ETOOBIG, "row %zu: value of %zu bytes is over the limit of "
+					"%llu bytes", i, rows[i].value_len,
+					(unsigned long long)s->cfg.max_value_bytes);
+	}
+	struct wal_ticket t;
+	pthread_rwlock_rdlock(&s->rw);
+	struct slot *sl = s->view->active;
+	atomic_fetch_add(&sl->refs, 1);
+	atomic_fetch_add(&sl->writers, 1);
+	int rc = wal_submit(s->wal, rows, n, &t);
+	pthread_rwlock_unlock(&s->rw);
+	if (rc == 0)
+		rc = wal_wait(s->wal, &t);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = mem_insert(sl->mem, rows[i].key, rows[i].key_len, t.first_seq + i, rows[i].value,
+				rows[i].value_len);
+	if (atomic_fetch_sub(&sl->writers, 1) == 1 && atomic_load(&sl->sealed)) {
+		pthread_mutex_lock(&s->writers_mu);
+		pthread_cond_broadcast(&s->writers_cv);
+		pthread_mutex_unlock(&s->writers_mu);
+	}
+	slot_unref(sl);
+	if (rc)
+		return rc;
+	atomic_fetch_add(&s->appends, 1);
+	atomic_fetch_add(&s->rows_appended, n);
+	if (last_seq != NULL)
+		*last_seq = t.last_seq;
+	return 0;
+}
+
+/* ---------- reads ---------- */
+
+static int
+copy_value(const void *val, size_t vlen, void **out, size_t *out_len)
+{
+	void *p = env.malloc(vlen ? vlen : 1);
+	if (p == NULL)
+		return diag_set(STRATA_ENOMEM, "out of memory copying a value of %zu bytes", vlen);
+	if (vlen)
+		memcpy(p, val, vlen);
+	*out = p;
+	*out_len = vlen;
+	return 0;
+}
+
+int
+shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vlen)
+{
+	struct view *v = view_pin(s);
+	uint64_t seq;
+	const void *mv;
+	size_t ml;
+	int rc = mem_get(v->active->mem, key, klen, &seq, &mv, &ml);
+	for (uint32_t i = v->nsealed; rc == STRATA_NOTFOUND && i-- > 0;)
+		rc = mem_get(v->sealed[i]->mem, key, klen, &seq, &mv, &ml);
+	if (rc == 0) {
+		rc = copy_value(mv, ml, val, vlen);
+		view_unref(v);
+		return rc;
+	}
+	/* Tables: take the highest seq over all of them (a compacted run may be
+	 * listed after newer runs; correctness must not depend on list order). */
+	uint64_t best_seq = 0;
+	void *best = NULL;
+	size_t best_len = 0;
+	rc = STRATA_NOTFOUND;
+	struct table **lists[2] = {v->gens, v->runs};
+	uint32_t counts[2] = {v->ngens, v->nruns};
+	for (int l = 0; l < 2; l++) {
+		for (uint32_t i = counts[l]; i-- > 0;) {
+			uint64_t tseq;
+			void *tv;
+			size_t tl;
+			int trc = run_reader_get(lists[l][i]->r, key, klen, &tseq, &tv, &tl);
+			if (trc == STRATA_NOTFOUND)
+				continue;
+			if (trc) {
+				env.free(best);
+				view_unref(v);
+				return trc;
+			}
+			if (best == NULL || tseq > best_seq) {
+				env.free(best);
+				best = tv;
+				best_len = tl;
+				best_seq = tseq;
+			} else {
+				env.free(tv);
+			}
+			rc = 0;
+		}
+	}
+	view_unref(v);
+	if (rc == 0) {
+		*val = best;
+		*vlen = best_len;
+	}
+	return rc;
+}
+
+/** One input of a k-way merge: a memtable or a run iterator. */
+struct source {
+	/** Run iterator, or NULL for a memtable source. */
+	struct run_iter *it;
+	/** Memtable iterator (when it == NULL). */
+	struct mem_iter mi;
+	/** Current row. */
+	const void *key, *val;
+	size_t klen, vlen;
+	uint64_t seq;
+};
+
+static int
+key_cmp(const void *a, size_t al, const void *b, size_t bl)
+{
+	size_t n = al < bl ? al : bl;
+	int c = n ? memcmp(a, b, n) : 0;
+	if (c)
+		return c;
+	return al < bl ? -1 : al > bl;
+}
+
+/** Load the source's current row; 1 valid, 0 exhausted, <0 error. */
+static int
+source_load(struct source *src)
+{
+	if (src->it == NULL) {
+		if (!mem_iter_valid(&src->mi))
+			return 0;
+		mem_iter_entry(&src->mi, &src->key, &src->klen, &src->seq, &src->val, &src->vlen);
+		return 1;
+	}
+	run_iter_row(src->it, &src->key, &src->klen, &src->seq, &src->val, &src->vlen);
+	return 1;
+}
+
+static int
+source_next(struct source *src)
+{
+	if (src->it == NULL) {
+		mem_iter_next(&src->mi);
+		return source_load(src);
+	}
+	int rc = run_iter_next(src->it);
+	if (rc <= 0)
+		return rc;
+	return source_load(src);
+}
+
+/** Heap order: key ascending, then seq descending. */
+static int
+source_less(const struct source *a, const struct source *b)
+{
+	int c = key_cmp(a->key, a->klen, b->key, b->klen);
+	if (c)
+		return c < 0;
+	return a->seq > b->seq;
+}
+
+/** A min-heap of sources. */
+struct merger {
+	/** Live sources, heap-ordered. */
+	struct source **heap;
+	uint32_t n;
+	/** All sources (for freeing). */
+	struct source *all;
+	uint32_t nall;
+};
+
+static void
+heap_down(struct merger *m, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, min = i;
+		if (l < m->n && source_less(m->heap[l], m->heap[min]))
+			min = l;
+		if (r < m->n && source_less(m->heap[r], m->heap[min]))
+			min = r;
+		if (min == i)
+			return;
+		struct source *t = m->heap[i];
+		m->heap[i] = m->heap[min];
+		m->heap[min] = t;
+		i = min;
+	}
+}
+
+static int
+merger_create(struct merger *m, uint32_t cap)
+{
+	memset(m, 0, sizeof(*m));
+	m->all = env.calloc(cap + 1, sizeof(*m->all));
+	m->heap = env.calloc(cap + 1, sizeof(*m->heap));
+	if (m->all == NULL || m->heap == NULL) {
+		env.free(m->all);
+		env.free(m->heap);
+		return diag_set(STRATA_ENOMEM, "out of memory creating a merge of %u inputs", cap);
+	}
+	return 0;
+}
+
+static void
+merger_add_mem(struct merger *m, struct mem *mem, const void *start, size_t start_len)
+{
+	struct source *src = &m->all[m->nall++];
+	mem_iter_seek(&src->mi, mem, start, start_len);
+	if (source_load(src) == 1)
+		m->heap[m->n++] = src;
+}
+
+static int
+merger_add_run(struct merger *m, struct run_reader *r, const void *start, size_t start_len)
+{
+	struct source *src = &m->all[m->nall++];
+	int rc = run_iter_new(r, start, start_len, &src->it);
+	if (rc)
+		return rc;
+	rc = run_iter_next(src->it);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		source_load(src);
+		m->heap[m->n++] = src;
+	}
+	return 0;
+}
+
+static void
+merger_build(struct merger *m)
+{
+	for (uint32_t i = m->n / 2; i-- > 0;)
+		heap_down(m, i);
+}
+
+static void
+heap_push(struct merger *m, struct source *src)
+{
+	m->heap[m->n] = src;
+	uint32_t i = m->n++;
+	while (i > 0) {
+		uint32_t p = (i - 1) / 2;
+		if (!source_less(m->heap[i], m->heap[p]))
+			break;
+		struct source *t = m->heap[i];
+		m->heap[i] = m->heap[p];
+		m->heap[p] = t;
+		i = p;
+	}
+}
+
+static struct source *
+heap_pop(struct merger *m)
+{
+	struct source *top = m->heap[0];
+	m->heap[0] = m->heap[--m->n];
+	heap_down(m, 0);
+	return top;
+}
+
+/** Move src past every version of key (only memtables hold several versions). */
+static int
+source_skip_key(struct source *src, const void *key, size_t klen)
+{
+	int rc;
+	do {
+		rc = source_next(src);
+	} while (rc == 1 && src->it == NULL && key_cmp(src->key, src->klen, key, klen) == 0);
+	return rc;
+}
+
+static void
+merger_destroy(struct merger *m)
+{
+	for (uint32_t i = 0; i < m->nall; i++)
+		run_iter_free(m->all[i].it);
+	env.free(m->all);
+	env.free(m->heap);
+}
+
+/*
+ * A merge cursor yields each distinct key once, with its newest version. The
+ * winning source is advanced only at the next call, so the returned row stays
+ * valid until then.
+ */
+struct merge_cursor {
+	/** The heap. */
+	struct merger m;
+	/** The source whose row was returned last, advanced at the next call. */
+	struct source *win;
+};
+
+/** 1 and the next row, 0 at the end, <0 on error. */
+static int
+cursor_next(struct merge_cursor *c, struct source *row)
+{
+	int rc;
+	if (c->win != NULL) {
+		struct source *w = c->win;
+		c->win = NULL;
+		rc = source_skip_key(w, w->key, w->klen);
+		if (rc < 0)
+			return rc;
+		if (rc == 1)
+			heap_push(&c->m, w);
+	}
+	if (c->m.n == 0)
+		return 0;
+	struct source *w = heap_pop(&c->m);
+	*row = *w;
+	while (c->m.n > 0 && key_cmp(c->m.heap[0]->key, c->m.heap[0]->klen, row->key, row->klen) == 0) {
+		struct source *t = c->m.heap[0];
+		rc = source_skip_key(t, row->key, row->klen);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			heap_pop(&c->m);
+		else
+			heap_down(&c->m, 0);
+	}
+	c->win = w;
+	return 1;
+}
+
+int
+shard_scan(struct shard *s, const void *start, size_t start_len, const void *end, size_t end_len,
+	   int (*cb)(void *ctx, const strata_row *row), void *ctx)
+{
+	struct view *v = view_pin(s);
+	struct merge_cursor c = {.win = NULL};
+	int rc = merger_create(&c.m, 1 + v->nsealed + v->ngens + v->nruns);
+	if (rc) {
+		view_unref(v);
+		return rc;
+	}
+	merger_add_mem(&c.m, v->active->mem, start, start_len);
+	for (uint32_t i = 0; i < v->nsealed; i++)
+		merger_add_mem(&c.m, v->sealed[i]->mem, start, start_len);
+	for (uint32_t i = 0; rc == 0 && i < v->ngens; i++)
+		rc = merger_add_run(&c.m, v->gens[i]->r, start, start_len);
+	for (uint32_t i = 0; rc == 0 && i < v->nruns; i++)
+		rc = merger_add_run(&c.m, v->runs[i]->r, start, start_len);
+	if (rc == 0) {
+		merger_build(&c.m);
+		struct source row;
+		while ((rc = cursor_next(&c, &row)) == 1) {
+			if (end != NULL && key_cmp(row.key, row.klen, end, end_len) >= 0) {
+				rc = 0;
+				break;
+			}
+			strata_row r = {row.key, row.klen, row.val, row.vlen};
+			rc = cb(ctx, &r);
+			if (rc)
+				break;
+		}
+	}
+	merger_destroy(&c.m);
+	view_unref(v);
+	return rc;
+}
+
+/* ---------- seal ---------- */
+
+/** Context of the manifest mutation that publishes a generation. */
+struct seal_update {
+	/** The new generation. */
+	struct manifest_obj obj;
+	/** New replay cursor. */
+	uint64_t cut;
+};
+
+static int
+seal_mutate(void *ctx, struct manifest *next)
+{
+	struct seal_update *u = ctx;
+	int rc = manifest_add_gen(next, &u->obj);
+	if (rc)
+		return rc;
+	if (u->cut > next->replay_after)
+		next->replay_after = u->cut;
+	if (next->next_generation <= u->obj.id)
+		next->next_generation = u->obj.id + 1;
+	return 0;
+}
+
+/** Write a run from a memtable (newest version of each key). */
+static int
+write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta *meta)
+{
+	struct run_writer *w;
+	int rc = run_writer_open(s->cfg.os, key, &s->cfg.run, &w);
+	if (rc)
+		return rc;
+	struct mem_iter it;
+	const void *prev = NULL;
+	size_t prev_len = 0;
+	for (mem_iter_seek(&it, mem, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it)) {
+		const void *k, *v;
+		size_t kl, vl;
+		uint64_t seq;
+		mem_iter_entry(&it, &k, &kl, &seq, &v, &vl);
+		if (prev != NULL && key_cmp(prev, prev_len, k, kl) == 0)
+			continue; /* an older version of the key just written */
+		rc = run_writer_add(w, k, kl, seq, v, vl);
+		if (rc) {
+			run_writer_abort(w);
+			return rc;
+		}
+		prev = k;
+		prev_len = kl;
+	}
+	return run_writer_finish(w, meta);
+}
+
+/** Flush the oldest sealed memtable as a generation and publish it. seal_mu held. */
+static int
+flush_one(struct shard *s, struct slot *sl)
+{
+	/* Every append assigned a position in this memtable must have inserted. */
+	pthread_mutex_lock(&s->writers_mu);
+	while (atomic_load(&sl->writers) > 0)
+		pthread_cond_wait(&s->writers_cv, &s->writers_mu);
+	pthread_mutex_unlock(&s->writers_mu);
+
+	struct table *t = NULL;
+	int rc = 0;
+	struct seal_update u = {.cut = sl->cut};
+	if (mem_rows(sl->mem) > 0) {
+		u.obj.id = atomic_fetch_add(&s->next_id, 1);
+		u.obj.epoch = s->epoch;
+		char key[160];
+		manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_GEN, &u.obj);
+		struct run_meta meta;
+		rc = write_mem_run(s, sl->mem, key, &meta);
+		if (rc)
+			return rc;
+		u.obj.bytes = meta.bytes;
+		u.obj.rows = meta.rows;
+		u.obj.min_seq = meta.min_seq;
+		u.obj.max_seq = meta.max_seq;
+		if ((rc = env_point("seal.flushed", s)) != 0) {
+			objstore_del(s->cfg.os, key);
+			return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.flushed",
+					s->cfg.id);
+		}
+		rc = table_open(s, MANIFEST_GEN, &u.obj, &t);
+		if (rc) {
+			objstore_del(s->cfg.os, key);
+			return rc;
+		}
+	}
+	pthread_mutex_lock(&s->manifest_mu);
+	/* An empty memtable (its appends all failed) publishes nothing: the cursor stays
+	 * and the unacknowledged entries may reappear on replay, which is allowed. */
+	if (t != NULL)
+		rc = shard_manifest_update(s, seal_mutate, &u);
+	if (rc) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		if (t != NULL) {
+			atomic_store(&t->obsolete, 1);
+			table_unref(t);
+		}
+		return rc;
+	}
+	/* Publish: replace the sealed memtable by its generation. */
+	struct view *v = view_clone(s->view, 1);
+	if (v == NULL) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		table_unref(t); /* referenced by the manifest now: never delete it here */
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory publishing a generation",
+				s->cfg.id);
+	}
+	uint32_t j = 0;
+	for (uint32_t i = 0; i < v->nsealed; i++) {
+		if (v->sealed[i] == sl)
+			slot_unref(sl);
+		else
+			v->sealed[j++] = v->sealed[i];
+	}
+	v->nsealed = j;
+	if (t != NULL)
+		v->gens[v->ngens++] = t;
+	struct view *old = view_swap(s, v);
+	if (u.cut > s->last_cut)
+		s->last_cut = u.cut;
+	pthread_mutex_unlock(&s->manifest_mu);
+	view_unref(old);
+	if (t != NULL)
+		atomic_fetch_add(&s->seals, 1);
+	if ((rc = env_point("seal.published", s)) != 0)
+		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.published",
+				s->cfg.id);
+	rc = wal_release(s->wal, u.cut);
+	if (rc)
+		diag_log(LOG_LVL_WARN, "shard %u: releasing WAL segments up to %llu: %s", s->cfg.id,
+			 (unsigned long long)u.cut, diag_last());
+	return 0;
+}
+
+/** Flush every sealed memtable, oldest first. seal_mu held. */
+static int
+flush_sealed(struct shard *s)
+{
+	for (;;) {
+		pthread_rwlock_rdlock(&s->rw);
+		struct slot *sl = s->view->nsealed ? s->view->sealed[0] : NULL;
+		if (sl != NULL)
+			atomic_fetch_add(&sl->refs, 1);
+		pthread_rwlock_unlock(&s->rw);
+		if (sl == NULL)
+			return 0;
+		int rc = flush_one(s, sl);
+		slot_unref(sl);
+		if (rc)
+			return rc;
+	}
+}
+
+int
+shard_seal(struct shard *s)
+{
+	if (atomic_load(&s->fenced))
+		return fenced_error(s);
+	pthread_mutex_lock(&s->seal_mu);
+	/* Finish any earlier seal whose flush failed, so generations stay in order. */
+	int rc = flush_sealed(s);
+	if (rc) {
+		pthread_mutex_unlock(&s->seal_mu);
+		return rc;
+	}
+	struct slot *fresh = slot_new();
+	struct view *v = NULL;
+	if (fresh == NULL) {
+		pthread_mutex_unlock(&s->seal_mu);
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory sealing", s->cfg.id);
+	}
+	uint64_t t0;
+	excl_lock(s, &t0);
+	struct view *cur = s->view;
+	uint64_t cut = wal_next_seq(s->wal) - 1;
+	if (cut == s->last_cut && mem_rows(cur->active->mem) == 0 &&
+	    atomic_load(&cur->active->writers) == 0) {
+		excl_unlock(s, t0);
+		slot_unref(fresh);
+		pthread_mutex_unlock(&s->seal_mu);
+		return 0; /* nothing appended since the last seal */
+	}
+	v = view_clone(cur, 1);
+	if (v == NULL) {
+		excl_unlock(s, t0);
+		slot_unref(fresh);
+		pthread_mutex_unlock(&s->seal_mu);
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory sealing", s->cfg.id);
+	}
+	struct slot *old_active = v->active;
+	old_active->cut = cut;
+	atomic_store(&old_active->sealed, 1);
+	v->sealed[v->nsealed++] = old_active; /* takes over the clone's reference */
+	v->active = fresh;
+	s->view = v;
+	excl_unlock(s, t0);
+	view_unref(cur);
+	if (env_point("seal.swapped", s) != 0) {
+		pthread_mutex_unlock(&s->seal_mu);
+		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.swapped", s->cfg.id);
+	}
+	rc = flush_sealed(s);
+	pthread_mutex_unlock(&s->seal_mu);
+	return rc;
+}
+
+/* ---------- prepare / commit ---------- */
+
+static void
+plan_free(struct shard_plan *p)
+{
+	if (p == NULL)
+		return;
+	for (uint32_t i = 0; i < p->nids; i++)
+		table_unref(p->inputs ? p->inputs[i] : NULL);
+	env.free(p->inputs);
+	env.free(p->ids);
+	env.free(p);
+}
+
+/** Pick the inputs (oldest first) from the manifest and pin their tables. */
+static int
+plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
+{
+	struct shard_plan *p = env.calloc(1, sizeof(*p));
+	if (p == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory preparing", s->cfg.id);
+	p->s = s;
+	p->kind = kind;
+	pthread_mutex_lock(&s->manifest_mu);
+	const struct manifest_obj *objs = kind == PLAN_MERGE ? s->man.gens : s->man.runs;
+	uint32_t n = kind == PLAN_MERGE ? s->man.ngens : s->man.nruns;
+	if (max != 0 && n > max)
+		n = max;
+	if (kind == PLAN_COMPACT && n < 2)
+		n = 0; /* folding one run into one run gains nothing */
+	p->ids = env.calloc(n + 1, sizeof(*p->ids));
+	p->inputs = env.calloc(n + 1, sizeof(*p->inputs));
+	if (p->ids == NULL || p->inputs == NULL) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		plan_free(p);
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory preparing", s->cfg.id);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		p->ids[i] = objs[i].id;
+	pthread_mutex_unlock(&s->manifest_mu);
+	/* Pin the tables from the view; a commit that raced us may have removed them. */
+	struct view *v = view_pin(s);
+	struct table **tabs = kind == PLAN_MERGE ? v->gens : v->runs;
+	uint32_t ntabs = kind == PLAN_MERGE ? v->ngens : v->nruns;
+	for (uint32_t i = 0; i < n; i++) {
+		for (uint32_t j = 0; j < ntabs; j++) {
+			if (tabs[j]->obj.id == p->ids[i]) {
+				p->inputs[i] = tabs[j];
+				atomic_fetch_add(&tabs[j]->refs, 1);
+				p->bytes_in += tabs[j]->obj.bytes;
+				break;
+			}
+		}
+		p->nids = i + 1;
+		if (p->inputs[i] == NULL) {
+			view_unref(v);
+			plan_free(p);
+			return diag_set(STRATA_ECONFLICT, "shard %u: %s %llu was merged by a concurrent "
+					"plan", s->cfg.id, kind == PLAN_MERGE ? "generation" : "run",
+					(unsigned long long)p->ids[i]);
+		}
+	}
+	view_unref(v);
+	*out = p;
+	return 0;
+}
+
+/** Stream a k-way merge of the plan's inputs into a new run. O(k x block) memory. */
+static int
+plan_write(struct shard *s, struct shard_plan *p)
+{
+	struct manifest_obj obj = {.id = atomic_fetch_add(&s->next_id, 1), .epoch = s->epoch};
+	char key[160];
+	manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &obj);
+	struct merge_cursor c = {.win = NULL};
+	int rc = merger_create(&c.m, p->nids);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; rc == 0 && i < p->nids; i++)
+		rc = merger_add_run(&c.m, p->inputs[i]->r, NULL, 0);
+	struct run_writer *w = NULL;
+	if (rc == 0)
+		rc = run_writer_open(s->cfg.os, key, &s->cfg.run, &w);
+	if (rc) {
+		merger_destroy(&c.m);
+		return rc;
+	}
+	merger_build(&c.m);
+	uint64_t blocks = 0;
+	struct source row;
+	while ((rc = cursor_next(&c, &row)) == 1) {
+		rc = run_writer_add(w, row.key, row.klen, row.seq, row.val, row.vlen);
+		if (rc)
+			break;
+		if (run_writer_blocks(w) != blocks) {
+			blocks = run_writer_blocks(w);
+			if (env_point("prepare.block", s) != 0) {
+				rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.block",
+					      s->cfg.id);
+				break;
+			}
+		}
+	}
+	merger_destroy(&c.m);
+	if (rc) {
+		run_writer_abort(w);
+		return rc;
+	}
+	struct run_meta meta;
+	rc = run_writer_finish(w, &meta);
+	if (rc)
+		return rc;
+	obj.bytes = meta.bytes;
+	obj.rows = meta.rows;
+	obj.min_seq = meta.min_seq;
+	obj.max_seq = meta.max_seq;
+	rc = table_open(s, MANIFEST_RUN, &obj, &p->out);
+	if (rc) {
+		objstore_del(s->cfg.os, key);
+		return rc;
+	}
+	/* Until commit publishes it, the run is ours to delete. */
+	atomic_store(&p->out->obsolete, 1);
+	if (env_point("prepare.run_written", s) != 0)
+		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.run_written",
+				s->cfg.id);
+	return 0;
+}
+
+static void
+plan_discard(struct shard_plan *p)
+{
+	if (p->out != NULL) {
+		atomic_store(&p->out->obsolete, 1);
+		table_unref(p->out);
+		p->out = NULL;
+	}
+	plan_free(p);
+}
+
+static int
+shard_prepare(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
+{
+	*out = NULL;
+	if (atomic_load(&s->fenced))
+		return fenced_error(s);
+	/* Seal first, then read the manifest: with no time-based sealing nothing else
+	 * would move the memtable's rows into a generation this merge can see. */
+	int rc = 0;
+	if (kind == PLAN_MERGE) {
+		rc = shard_seal(s);
+		if (rc)
+			return rc;
+		if (env_point("prepare.sealed", s) != 0)
+			return diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.sealed",
+					s->cfg.id);
+	}
+	struct shard_plan *p = NULL;
+	rc = plan_pick(s, kind, max, &p);
+	if (rc)
+		return rc;
+	if (p->nids > 0) {
+		rc = plan_write(s, p);
+		if (rc) {
+			plan_discard(p);
+			return rc;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+int
+shard_prepare_merge(struct shard *s, uint32_t max_gens, struct shard_plan **out)
+{
+	return shard_prepare(s, PLAN_MERGE, max_gens, out);
+}
+
+int
+shard_prepare_compact(struct shard *s, uint32_t max_runs, struct shard_plan **out)
+{
+	return shard_prepare(s, PLAN_COMPACT, max_runs, out);
+}
+
+/** Context of the manifest mutation that commits a plan. */
+struct commit_update {
+	/** The plan. */
+	struct shard_plan *p;
+};
+
+static int
+commit_mutate(void *ctx, struct manifest *next)
+{
+	struct shard_plan *p = ((struct commit_update *)ctx)->p;
+	int rc;
+	if (p->kind == PLAN_MERGE) {
+		rc = manifest_remove_gens(next, p->ids, p->nids);
+		if (rc == 0)
+			rc = manifest_add_run(next, &p->out->obj);
+	} else {
+		rc = manifest_remove_runs(next, p->ids, p->nids);
+		if (rc == 0) {
+			/* The folded run holds the oldest data: it goes first. */
+			rc = manifest_add_run(next, &p->out->obj);
+			if (rc == 0 && next->nruns > 1) {
+				struct manifest_obj o = next->runs[next->nruns - 1];
+				memmove(next->runs + 1, next->runs, (next->nruns - 1) * sizeof(o));
+				next->runs[0] = o;
+			}
+		}
+	}
+	if (rc)
+		return diag_set(STRATA_ECONFLICT, "shard %u: plan no longer applies: its inputs are not "
+				"all in the manifest", p->s->cfg.id);
+	if (next->next_generation <= p->out->obj.id)
+		next->next_generation = p->out->obj.id + 1;
+	return 0;
+}
+
+int
+shard_commit(struct shard *s, struct shard_plan *p)
+{
+	if (p->nids == 0) {
+		plan_free(p);
+		return 0;
+	}
+	pthread_mutex_lock(&s->manifest_mu);
+	struct commit_update u = {p};
+	int rc = atomic_load(&s->fenced) ? fenced_error(s) : 0;
+	if (rc == 0)
+		rc = shard_manifest_update(s, commit_mutate, &u);
+	if (rc) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		if (rc == STRATA_ECONFLICT)
+			atomic_fetch_add(&s->conflicts, 1);
+		plan_discard(p);
+		return rc;
+	}
+	/* The manifest references the run now: it must never be deleted by us. */
+	atomic_store(&p->out->obsolete, 0);
+	if (env_point("commit.manifest_updated", s) != 0) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		table_unref(p->out);
+		p->out = NULL;
+		plan_free(p);
+		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at commit.manifest_updated",
+				s->cfg.id);
+	}
+	/* Build the new view outside the exclusive section; the swap itself is O(1). */
+	struct view *v = view_clone(s->view, 1);
+	if (v == NULL) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		table_unref(p->out);
+		p->out = NULL;
+		plan_free(p);
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory committing (the manifest is "
+				"updated; reopen to load it)", s->cfg.id);
+	}
+	struct table **list = p->kind == PLAN_MERGE ? v->gens : v->runs;
+	uint32_t *count = p->kind == PLAN_MERGE ? &v->ngens : &v->nruns;
+	uint32_t j = 0;
+	for (uint32_t i = 0; i < *count; i++) {
+		int merged = 0;
+		for (uint32_t k = 0; k < p->nids; k++)
+			merged |= list[i] == p->inputs[k];
+		if (merged) {
+			atomic_store(&list[i]->obsolete, 1);
+			table_unref(list[i]);
+		} else {
+			list[j++] = list[i];
+		}
+	}
+	*count = j;
+	if (p->kind == PLAN_MERGE) {
+		v->runs[v->nruns++] = p->out;
+	} else {
+		memmove(v->runs + 1, v->runs, v->nruns * sizeof(*v->runs));
+		v->runs[0] = p->out;
+		v->nruns++;
+	}
+	uint64_t out_bytes = p->out->obj.bytes;
+	p->out = NULL;
+	struct view *old = view_swap(s, v);
+	pthread_mutex_unlock(&s->manifest_mu);
+	if (p->kind == PLAN_MERGE) {
+		atomic_fetch_add(&s->merges, 1);
+		atomic_fetch_add(&s->merged_gens, p->nids);
+	} else {
+		atomic_fetch_add(&s->compactions, 1);
+	}
+	atomic_fetch_add(&s->merge_in, p->bytes_in);
+	atomic_fetch_add(&s->merge_out, out_bytes);
+	if (env_point("commit.swapped", s) != 0 || env_point("commit.before_delete", s) != 0) {
+		view_unref(old);
+		plan_free(p);
+		return diag_set(STRATA_EINJECTED, "shard %u: injected failure after commit", s->cfg.id);
+	}
+	/* Dropping the old view and the plan releases the merged tables; the last
+	 * reference deletes each object. */
+	view_unref(old);
+	plan_free(p);
+	return 0;
+}
+
+void
+shard_abort(struct shard *s, struct shard_plan *p)
+{
+	(void)s;
+	if (p != NULL)
+		plan_discard(p);
+}
+
+uint32_t
+shard_plan_inputs(const struct shard_plan *p)
+{
+	return p->nids;
+}
+
+struct shard *
+shard_plan_shard(const struct shard_plan *p)
+{
+	return p->s;
+}
+
+/* ---------- open / close ---------- */
+
+static int
+replay_row_cb(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n)
+{
+	struct mem *mem = ctx;
+	for (size_t i = 0; i < n; i++) {
+		int rc = mem_insert(mem, rows[i].key, rows[i].key_len, first_seq + i, rows[i].value,
+				    rows[i].value_len);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/** Context of the orphan collector's listing. */
+struct orphan_ctx {
+	/** The shard. */
+	struct shard *s;
+	/** Objects deleted. */
+	uint64_t deleted;
+	/** First error met (the collection goes on). */
+	int rc;
+};
+
+static int
+orphan_cb(void *ctx, const char *key, uint64_t size)
+{
+	struct orphan_ctx *oc = ctx;
+	struct shard *s = oc->s;
+	int kind;
+	uint64_t id, epoch;
+	const char *rel = key + strlen(s->cfg.prefix);
+	if (strncmp(rel, "manifest/", 9) == 0)
+		return 0;
+	if (manifest_parse_obj_key(rel, &kind, &id, &epoch) != 0) {
+		diag_log(LOG_LVL_WARN, "shard %u: unknown object %s left alone", s->cfg.id, key);
+		return 0;
+	}
+	int idx = kind == MANIFEST_GEN ? manifest_find_gen(&s->man, id) : manifest_find_run(&s->man, id);
+	if (idx >= 0) {
+		const struct manifest_obj *o = kind == MANIFEST_GEN ? &s->man.gens[idx] : &s->man.runs[idx];
+		if (o->epoch == epoch)
+			return 0;
+	}
+	int rc = objstore_del(s->cfg.os, key);
+	if (rc) {
+		if (oc->rc == 0)
+			oc->rc = rc;
+		return 0;
+	}
+	oc->deleted++;
+	diag_log(LOG_LVL_INFO, "shard %u: collected orphan %s (%llu bytes)", s->cfg.id, key,
+		 (unsigned long long)size);
+	return 0;
+}
+
+/** Delete every generation/run object of the shard that the manifest does not name. */
+static int
+collect_orphans(struct shard *s, uint64_t *deleted)
+{
+	struct orphan_ctx oc = {s, 0, 0};
+	int rc = objstore_list(s->cfg.os, s->cfg.prefix, orphan_cb, &oc);
+	if (rc == 0)
+		rc = oc.rc;
+	if (rc == 0)
+		rc = manifest_gc(s->cfg.os, s->cfg.prefix, s->man.version, s->cfg.manifest_keep);
+	if (deleted)
+		*deleted = oc.deleted;
+	return rc;
+}
+
+int
+shard_open(const struct shard_config *cfg, struct shard **out)
+{
+	struct shard *s = env.calloc(1, sizeof(*s));
+	if (s == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+	s->cfg = *cfg;
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->rw, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	pthread_mutex_init(&s->manifest_mu, NULL);
+	pthread_mutex_init(&s->seal_mu, NULL);
+	pthread_mutex_init(&s->writers_mu, NULL);
+	pthread_cond_init(&s->writers_cv, NULL);
+
+	/* 1. Claim the epoch: from here on an older writer of this shard is fenced. */
+	int rc = manifest_claim_epoch(cfg->os, cfg->prefix, &s->man);
+	if (rc)
+		goto fail;
+	s->epoch = s->man.writer_epoch;
+	atomic_init(&s->next_id, s->man.next_generation);
+	s->last_cut = s->man.replay_after;
+
+	/* 2. Load the view the manifest describes. */
+	struct view *v = env.calloc(1, sizeof(*v));
+	if (v == NULL) {
+		rc = diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+		goto fail;
+	}
+	atomic_init(&v->refs, 1);
+	s->view = v;
+	v->active = slot_new();
+	v->sealed = env.calloc(1, sizeof(*v->sealed));
+	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
+	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
+	if (v->active == NULL || v->sealed == NULL || v->gens == NULL || v->runs == NULL) {
+		rc = diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+		goto fail;
+	}
+	for (uint32_t i = 0; i < s->man.ngens; i++) {
+		rc = table_open(s, MANIFEST_GEN, &s->man.gens[i], &v->gens[i]);
+		if (rc)
+			goto fail;
+		v->ngens++;
+	}
+	for (uint32_t i = 0; i < s->man.nruns; i++) {
+		rc = table_open(s, MANIFEST_RUN, &s->man.runs[i], &v->runs[i]);
+		if (rc)
+			goto fail;
+		v->nruns++;
+	}
+
+	/* 3. Replay the WAL after the cursor (never from flushed_generations: an
+	 *    external compactor may have drained that list). */
+	struct wal_options wo = {
+		.dir = cfg->wal_dir,
+		.sync = cfg->sync,
+		.sync_interval_ms = cfg->sync_interval_ms,
+		.segment_bytes = cfg->wal_segment_bytes,
+		.max_entry_bytes = 0,
+	};
+	rc = wal_open(&wo, s->man.replay_after, s->man.replay_after + 1, replay_row_cb,
+		      v->active->mem, &s->wal);
+	if (rc)
+		goto fail;
+
+	/* 4. Collect orphans: runs of interrupted merges, generations of interrupted
+	 *    flushes, objects of merged generations whose delete did not happen. */
+	uint64_t deleted = 0;
+	rc = collect_orphans(s, &deleted);
+	if (rc)
+		diag_log(LOG_LVL_WARN, "shard %u: orphan collection incomplete: %s", cfg->id, diag_last());
+	diag_log(LOG_LVL_DEBUG, "shard %u: open: epoch %llu, %u generations, %u runs, replayed %llu "
+		 "rows after %llu, %llu orphans collected", cfg->id, (unsigned long long)s->epoch,
+		 v->ngens, v->nruns, (unsigned long long)mem_rows(v->active->mem),
+		 (unsigned long long)s->man.replay_after, (unsigned long long)deleted);
+	*out = s;
+	return 0;
+fail:
+	shard_close(s);
+	return rc;
+}
+
+void
+shard_close(struct shard *s)
+{
+	if (s == NULL)
+		return;
+	wal_close(s->wal);
+	view_unref(s->view);
+	manifest_destroy(&s->man);
+	pthread_rwlock_destroy(&s->rw);
+	pthread_mutex_destroy(&s->manifest_mu);
+	pthread_mutex_destroy(&s->seal_mu);
+	pthread_mutex_destroy(&s->writers_mu);
+	pthread_cond_destroy(&s->writers_cv);
+	env.free(s);
+}
+
+void
+shard_stats(struct shard *s, strata_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct view *v = view_pin(s);
+	out->memtable_rows = mem_rows(v->active->mem);
+	out->memtable_bytes = mem_bytes(v->active->mem);
+	for (uint32_t i = 0; i < v->nsealed; i++) {
+		out->memtable_rows += mem_rows(v->sealed[i]->mem);
+		out->memtable_bytes += mem_bytes(v->sealed[i]->mem);
+	}
+	out->sealed_memtables = v->nsealed;
+	out->generations = v->ngens;
+	out->base_runs = v->nruns;
+	for (uint32_t i = 0; i < v->ngens; i++)
+		out->generation_bytes += v->gens[i]->obj.bytes;
+	for (uint32_t i = 0; i < v->nruns; i++)
+		out->base_bytes += v->runs[i]->obj.bytes;
+	view_unref(v);
+	wal_usage(s->wal, &out->wal_segments, &out->wal_bytes, &out->wal_syncs);
+	pthread_mutex_lock(&s->manifest_mu);
+	out->writer_epoch = s->epoch;
+	out->manifest_version = s->man.version;
+	out->replay_after = s->man.replay_after;
+	out->next_generation = atomic_load(&s->next_id);
+	pthread_mutex_unlock(&s->manifest_mu);
+	out->last_seq = wal_next_seq(s->wal) - 1;
+	out->appends = atomic_load(&s->appends);
+	out->rows_appended = atomic_load(&s->rows_appended);
+	out->seals = atomic_load(&s->seals);
+	out->merges = atomic_load(&s->merges);
+	out->merge_conflicts = atomic_load(&s->conflicts);
+	out->merged_generations = atomic_load(&s->merged_gens);
+	out->merge_bytes_in = atomic_load(&s->merge_in);
+	out->merge_bytes_out = atomic_load(&s->merge_out);
+	out->compactions = atomic_load(&s->compactions);
+	out->max_exclusive_ns = atomic_load(&s->max_excl_ns);
+}
+
+int
+shard_check(struct shard *s)
+{
+	int rc = 0;
+	pthread_mutex_lock(&s->manifest_mu);
+	struct view *v = view_pin(s);
+	if (v->ngens != s->man.ngens || v->nruns != s->man.nruns)
+		rc = diag_set(STRATA_ECORRUPT, "shard %u: view has %u gens/%u runs, manifest %u/%u",
+			      s->cfg.id, v->ngens, v->nruns, s->man.ngens, s->man.nruns);
+	for (uint32_t i = 0; rc == 0 && i < v->ngens; i++)
+		if (v->gens[i]->obj.id != s->man.gens[i].id)
+			rc = diag_set(STRATA_ECORRUPT, "shard %u: view generation %u is %llu, manifest "
+				      "says %llu", s->cfg.id, i, (unsigned long long)v->gens[i]->obj.id,
+				      (unsigned long long)s->man.gens[i].id);
+	for (uint32_t i = 0; rc == 0 && i < v->nruns; i++)
+		if (v->runs[i]->obj.id != s->man.runs[i].id)
+			rc = diag_set(STRATA_ECORRUPT, "shard %u: view run %u differs from the manifest",
+				      s->cfg.id, i);
+	for (uint32_t i = 1; rc == 0 && i < v->ngens; i++)
+		if (v->gens[i]->obj.min_seq <= v->gens[i - 1]->obj.max_seq)
+			rc = diag_set(STRATA_ECORRUPT, "shard %u: generations %u and %u overlap in seq",
+				      s->cfg.id, i - 1, i);
+	for (uint32_t i = 0; rc == 0 && i < v->ngens; i++)
+		if (v->gens[i]->obj.max_seq > s->man.replay_after)
+			rc = diag_set(STRATA_ECORRUPT, "shard %u: generation %llu holds seq %llu above the "
+				      "replay cursor %llu", s->cfg.id, (unsigned long long)v->gens[i]->obj.id,
+				      (unsigned long long)v->gens[i]->obj.max_seq,
+				      (unsigned long long)s->man.replay_after);
+	view_unref(v);
+	pthread_mutex_unlock(&s->manifest_mu);
+	return rc;
+}

@@ -1,0 +1,76 @@
+/*
+ * shard.h — one shard: an independent LSM with its own WAL, memtables,
+ * generations, base runs, manifest and locks.
+ *
+ * Locks (the discipline DESIGN.md promises, enforced here):
+ *   rw (shared)     append's position assignment; get/scan, seal and prepare
+ *                   take it just long enough to pin a refcounted view, and
+ *                   work from that pinned view (their "shared hold") without
+ *                   ever blocking the exclusive swap or an append;
+ *   rw (exclusive)  swapping the view (seal's memtable switch, publishing a
+ *                   generation, committing a merge): O(1) work, no IO;
+ *                   writer-preferring, so a swap never starves;
+ *   manifest_mu     every manifest update (seal, commit); appends never take it;
+ *   seal_mu         one seal/flush at a time.
+ */
+#ifndef STRATA_SHARD_H
+#define STRATA_SHARD_H
+
+#include <stdint.h>
+
+#include "../objstore/objstore.h"
+#include "../strata.h"
+#include "run.h"
+
+struct shard;
+struct shard_plan;
+
+/** What a shard needs from its store. */
+struct shard_config {
+	/** The store's object store (shared by all shards). */
+	struct objstore *os;
+	/** Shard number. */
+	uint32_t id;
+	/** Directory of this shard's WAL segments. */
+	char wal_dir[4096];
+	/** Object key prefix of this shard ("shard-0000/"). */
+	char prefix[32];
+	/** WAL sync mode and interval. */
+	int sync;
+	uint32_t sync_interval_ms;
+	/** WAL segment roll size. */
+	uint64_t wal_segment_bytes;
+	/** Largest value accepted. */
+	uint64_t max_value_bytes;
+	/** Run-file writer settings. */
+	struct run_writer_options run;
+	/** Manifest versions kept behind the current one. */
+	uint32_t manifest_keep;
+};
+
+/** Recover a shard: claim its epoch, load its view, replay its WAL, collect orphans. */
+int shard_open(const struct shard_config *cfg, struct shard **out);
+/** Sync the WAL and free everything. Sealed-but-unflushed rows stay in the WAL. */
+void shard_close(struct shard *s);
+int shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_seq);
+int shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vlen);
+int shard_scan(struct shard *s, const void *start, size_t start_len, const void *end, size_t end_len,
+	       int (*cb)(void *ctx, const strata_row *row), void *ctx);
+int shard_seal(struct shard *s);
+/** Seal, then merge the oldest max_gens generations (0 = all) into a new run. */
+int shard_prepare_merge(struct shard *s, uint32_t max_gens, struct shard_plan **out);
+/** Fold the oldest max_runs base runs (0 = all) into one run. */
+int shard_prepare_compact(struct shard *s, uint32_t max_runs, struct shard_plan **out);
+/** Publish a plan (consumes it). STRATA_ECONFLICT if it no longer applies. */
+int shard_commit(struct shard *s, struct shard_plan *p);
+/** Drop a plan and delete its run (consumes it). */
+void shard_abort(struct shard *s, struct shard_plan *p);
+/** Generations (or runs, for a compaction) a plan folds. */
+uint32_t shard_plan_inputs(const struct shard_plan *p);
+/** The shard a plan belongs to. */
+struct shard *shard_plan_shard(const struct shard_plan *p);
+void shard_stats(struct shard *s, strata_stats *out);
+/** Walk the shard's invariants (view vs manifest, ordering); 0 or STRATA_ECORRUPT with a message. */
+int shard_check(struct shard *s);
+
+#endif

@@ -1,0 +1,400 @@
+/*
+ * store.c — the public API (strata.h): options, open/close, argument checks and
+ * dispatch to shards.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../lib/diag.h"
+#include "../lib/env.h"
+#include "../strata.h"
+#include "shard.h"
+
+struct strata {
+	/** The options it was opened with (dir owned). */
+	strata_options opt;
+	/** Owned copy of opt.dir. */
+	char *dir;
+	/** Object store of every shard. */
+	struct objstore *os;
+	/** The shards. */
+	struct shard **shards;
+	uint32_t nshards;
+};
+
+struct strata_plan {
+	/** Store the plan was prepared on. */
+	strata *db;
+	/** The shard-level plan. */
+	struct shard_plan *p;
+	/** Shard number. */
+	uint32_t shard;
+};
+
+void
+strata_options_init(strata_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->shards = 1;
+	o->sync = STRATA_SYNC_FSYNC;
+	o->sync_interval_ms = 100;
+	o->max_value_bytes = 64ull << 20;
+	o->wal_segment_bytes = 64ull << 20;
+	o->block_bytes = 64u << 10;
+	o->zstd_level = 1;
+	o->bloom_bits_per_key = 10;
+	o->manifest_keep = 4;
+}
+
+static int
+mkdir_p(const char *path)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return diag_set(STRATA_EINVAL, "path too long: %s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (env.mkdir(tmp, 0755) != 0 && errno != EEXIST)
+			return diag_sys(errno, "mkdir", tmp);
+		*p = '/';
+	}
+	if (env.mkdir(tmp, 0755) != 0 && errno != EEXIST)
+		return diag_sys(errno, "mkdir", tmp);
+	return 0;
+}
+
+int
+strata_open(const strata_options *o, strata **out)
+{
+	if (o == NULL || out == NULL || o->dir == NULL || o->dir[0] == '\0')
+		return diag_set(STRATA_EINVAL, "strata_open: options and a data directory are required");
+	*out = NULL;
+	if (o->shards == 0 || o->shards > 65536)
+		return diag_set(STRATA_EINVAL, "strata_open: shards must be 1..65536, not %u", o->shards);
+	if (o->sync != STRATA_SYNC_FSYNC && o->sync != STRATA_SYNC_NONE && o->sync != STRATA_SYNC_INTERVAL)
+		return diag_set(STRATA_EINVAL, "strata_open: unknown sync mode %d", o->sync);
+	if (o->max_value_bytes == 0 || o->wal_segment_bytes < 4096 || o->block_bytes < 256)
+		return diag_set(STRATA_EINVAL, "strata_open: max_value_bytes must be > 0, "
+				"wal_segment_bytes >= 4096 and block_bytes >= 256");
+	strata *db = env.calloc(1, sizeof(*db));
+	if (db == NULL)
+		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	db->opt = *o;
+	db->dir = strdup(o->dir);
+	db->shards = env.calloc(o->shards, sizeof(*db->shards));
+	int rc = (db->dir && db->shards) ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	char path[4096];
+	if (rc == 0)
+		rc = mkdir_p(o->dir);
+	if (rc == 0) {
+		snprintf(path, sizeof(path), "%s/objects", o->dir);
+		rc = objstore_fs_new(path, &db->os);
+	}
+	for (uint32_t i = 0; rc == 0 && i < o->shards; i++) {
+		struct shard_config cfg;
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.os = db->os;
+		cfg.id = i;
+		snprintf(cfg.wal_dir, sizeof(cfg.wal_dir), "%s/wal/shard-%04u", o->dir, i);
+		snprintf(cfg.prefix, sizeof(cfg.prefix), "shard-%04u/", i);
+		cfg.sync = o->sync;
+		cfg.sync_interval_ms = o->sync_interval_ms;
+		cfg.wal_segment_bytes = o->wal_segment_bytes;
+		cfg.max_value_bytes = o->max_value_bytes;
+		cfg.run.block_bytes = o->block_bytes;
+		cfg.run.zstd_level = o->zstd_level;
+		cfg.run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key
+								    : RUN_BLOOM_DISABLED;
+		cfg.manifest_keep = o->manifest_keep;
+		rc = mkdir_p(cfg.wal_dir);
+		if (rc == 0)
+			rc = shard_open(&cfg, &db->shards[i]);
+		if (rc == 0)
+			db->nshards++;
+	}
+	if (rc) {
+		strata_close(db);
+		return rc;
+	}
+	db->opt.dir = db->dir;
+	*out = db;
+	return 0;
+}
+
+void
+strata_close(strata *db)
+{
+	if (db == NULL)
+		return;
+	for (uint32_t i = 0; i < db->nshards; i++)
+		shard_close(db->shards[i]);
+	objstore_destroy(db->os);
+	env.free(db->shards);
+	free(db->dir);
+	env.free(db);
+}
+
+uint32_t
+strata_shards(const strata *db)
+{
+	return db ? db->nshards : 0;
+}
+
+static int
+shard_of(strata *db, uint32_t shard, struct shard **s)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	if (shard >= db->nshards)
+		return diag_set(STRATA_ERANGE, "shard %u out of range (the store has %u shards)", shard,
+				db->nshards);
+	*s = db->shards[shard];
+	return 0;
+}
+
+static int
+check_key(const void *key, size_t klen, const char *what, size_t i)
+{
+	if (klen == 0)
+		return diag_set(STRATA_EINVAL, "%s %zu: empty key", what, i);
+	if (key == NULL)
+		return diag_set(STRATA_EINVAL, "%s %zu: NULL key", what, i);
+	if (klen > STRATA_MAX_KEY)
+		return diag_set(STRATA_ETOOBIG, "%s %zu: key of %zu bytes is over the limit of %u bytes",
+				what, i, klen, STRATA_MAX_KEY);
+	return 0;
+}
+
+int
+strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	if (rc)
+		return rc;
+	if (n == 0)
+		return 0;
+	if (rows == NULL)
+		return diag_set(STRATA_EINVAL, "append: NULL rows");
+	if (n > UINT32_MAX)
+		return diag_set(STRATA_ETOOBIG, "append: %zu rows in one batch", n);
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((rc = check_key(rows[i].key, rows[i].key_len, "row", i)) != 0)
+			return rc;
+		if (rows[i].value == NULL && rows[i].value_len > 0)
+			return diag_set(STRATA_EINVAL, "row %zu: NULL value", i);
+		if (rows[i].value_len > db->opt.max_value_bytes)
+			return diag_set(STRATA_ETOOBIG, "row %zu: value of %zu bytes is over the limit of "
+					"%llu bytes", i, rows[i].value_len,
+					(unsigned long long)db->opt.max_value_bytes);
+		total += rows[i].key_len + rows[i].value_len;
+	}
+	if (total > (1ull << 30))
+		return diag_set(STRATA_ETOOBIG, "append: batch of %llu bytes is over the 1 GiB limit",
+				(unsigned long long)total);
+	return shard_append(s, rows, n, last_seq);
+}
+
+int
+strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n)
+{
+	return strata_append_seq(db, shard, rows, n, NULL);
+}
+
+int
+strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	if (rc)
+		return rc;
+	if ((rc = check_key(key, key_len, "get", 0)) != 0)
+		return rc;
+	if (value == NULL || value_len == NULL)
+		return diag_set(STRATA_EINVAL, "get: NULL output pointer");
+	return shard_get(s, key, key_len, value, value_len);
+}
+
+int
+strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, const void *end,
+	    size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	if (rc)
+		return rc;
+	if (cb == NULL)
+		return diag_set(STRATA_EINVAL, "scan: NULL callback");
+	if ((start != NULL && start_len > STRATA_MAX_KEY) || (end != NULL && end_len > STRATA_MAX_KEY))
+		return diag_set(STRATA_ETOOBIG, "scan: bound over %u bytes", STRATA_MAX_KEY);
+	return shard_scan(s, start, start ? start_len : 0, end, end ? end_len : 0, cb, ctx);
+}
+
+int
+strata_seal(strata *db, uint32_t shard)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	return rc ? rc : shard_seal(s);
+}
+
+static int
+wrap_plan(strata *db, uint32_t shard, struct shard_plan *p, strata_plan **plan)
+{
+	strata_plan *sp = env.calloc(1, sizeof(*sp));
+	if (sp == NULL) {
+		shard_abort(db->shards[shard], p);
+		return diag_set(STRATA_ENOMEM, "out of memory wrapping a plan");
+	}
+	sp->db = db;
+	sp->p = p;
+	sp->shard = shard;
+	*plan = sp;
+	return 0;
+}
+
+int
+strata_prepare_merge(strata *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	if (rc)
+		return rc;
+	if (plan == NULL)
+		return diag_set(STRATA_EINVAL, "prepare: NULL plan pointer");
+	*plan = NULL;
+	struct shard_plan *p;
+	rc = shard_prepare_merge(s, max_generations, &p);
+	return rc ? rc : wrap_plan(db, shard, p, plan);
+}
+
+int
+strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	if (rc)
+		return rc;
+	if (plan == NULL)
+		return diag_set(STRATA_EINVAL, "prepare: NULL plan pointer");
+	*plan = NULL;
+	struct shard_plan *p;
+	rc = shard_prepare_compact(s, max_runs, &p);
+	return rc ? rc : wrap_plan(db, shard, p, plan);
+}
+
+uint32_t
+strata_plan_generations(const strata_plan *plan)
+{
+	return plan ? shard_plan_inputs(plan->p) : 0;
+}
+
+uint32_t
+strata_plan_shard(const strata_plan *plan)
+{
+	return plan ? plan->shard : 0;
+}
+
+int
+strata_commit_merge(strata *db, strata_plan *plan)
+{
+	if (plan == NULL)
+		return diag_set(STRATA_EINVAL, "commit: NULL plan");
+	if (plan->db != db) {
+		/* Not ours to consume: leave it to the store it came from. */
+		return diag_set(STRATA_EINVAL, "commit: the plan belongs to another store");
+	}
+	int rc = shard_commit(db->shards[plan->shard], plan->p);
+	env.free(plan);
+	return rc;
+}
+
+void
+strata_abort_merge(strata *db, strata_plan *plan)
+{
+	if (plan == NULL)
+		return;
+	shard_abort(plan->db->shards[plan->shard], plan->p);
+	(void)db;
+	env.free(plan);
+}
+
+int
+strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
+{
+	strata_plan *plan;
+	if (merged)
+		*merged = 0;
+	int rc = strata_prepare_merge(db, shard, max_generations, &plan);
+	if (rc)
+		return rc;
+	uint32_t n = strata_plan_generations(plan);
+	rc = strata_commit_merge(db, plan);
+	if (rc == 0 && merged)
+		*merged = n;
+	return rc;
+}
+
+int
+strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	if (rc)
+		return rc;
+	if (out == NULL)
+		return diag_set(STRATA_EINVAL, "stats: NULL output");
+	shard_stats(s, out);
+	return 0;
+}
+
+int
+strata_check(strata *db, uint32_t shard)
+{
+	struct shard *s = NULL;
+	int rc = shard_of(db, shard, &s);
+	return rc ? rc : shard_check(s);
+}
+
+void
+strata_free(void *p)
+{
+	env.free(p);
+}
+
+const char *
+strata_strerror(int rc)
+{
+	switch (rc) {
+	case STRATA_OK: return "success";
+	case STRATA_NOTFOUND: return "not found";
+	case STRATA_EINVAL: return "invalid argument";
+	case STRATA_ENOMEM: return "out of memory";
+	case STRATA_EIO: return "input/output error";
+	case STRATA_ECORRUPT: return "data corruption detected";
+	case STRATA_EFENCED: return "fenced: another writer owns the shard";
+	case STRATA_ECONFLICT: return "merge plan no longer applies";
+	case STRATA_ETOOBIG: return "key or value too large";
+	case STRATA_ERANGE: return "shard out of range";
+	case STRATA_ENOSPC: return "no space left on device";
+	case STRATA_EBUSY: return "resource busy";
+	case STRATA_ECLOSED: return "store closed";
+	case STRATA_EREADONLY: return "shard is read-only after a WAL sync failure";
+	case STRATA_EEXIST: return "object already exists";
+	case STRATA_EINJECTED: return "injected failure";
+	case STRATA_EVERSION: return "unsupported format version";
+	default: return "unknown result code";
+	}
+}
+
+const char *
+strata_last_error(void)
+{
+	return diag_last();
+}

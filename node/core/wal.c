@@ -1,0 +1,1266 @@
+/*
+ * wal.c — one shard's write-ahead log: segment files, group commit, recovery.
+ *
+ * Segment: header (magic "STRWAL01", u32 version, u32 crc32c of magic, version and
+ * first_seq, u64 first_seq), then entries. Entry: u32 crc32c of everything after it,
+ * u32 payload_len, u64 first_seq, u32 nrows, payload (per row: varint klen, varint
+ * vlen, key, value). All integers little-endian.
+ */
+#include "wal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lib/buf.h"
+#include "../lib/crc.h"
+#include "../lib/diag.h"
+#include "../lib/env.h"
+
+/** Bytes of a segment header. */
+#define WAL_SEG_HDR 24u
+/** Bytes of an entry header: crc, payload_len, first_seq, nrows. */
+#define WAL_ENTRY_HDR 20u
+/** Segment format version written and read by this build. */
+#define WAL_VERSION 1u
+/** Segment size used when the options say 0. */
+#define WAL_DEFAULT_SEGMENT_BYTES (64ull << 20)
+/** Largest entry payload used when the options say 0. */
+#define WAL_DEFAULT_MAX_ENTRY (1ull << 30)
+/** Interval between background syncs when the options say 0. */
+#define WAL_DEFAULT_INTERVAL_MS 1000u
+/** Entries smaller than this are coalesced into one pwrite up to this many bytes;
+ *  larger ones are written straight from their own buffer. */
+#define WAL_COALESCE_BYTES (1u << 20)
+/** Read-ahead of the recovery scanner. */
+#define WAL_READ_CHUNK (1u << 20)
+/** Length of a segment file name: 20 digits and ".wal". */
+#define WAL_NAME_LEN 24u
+/** Longest failure message kept for later callers. */
+#define WAL_MSG_MAX 512u
+/** CRC32C polynomial, bit-reflected. */
+#define WAL_CRC_POLY 0x82f63b78u
+
+static const char wal_magic[8] = {'S', 'T', 'R', 'W', 'A', 'L', '0', '1'};
+
+/** An encoded entry waiting in the group-commit queue. */
+struct wal_entry {
+	/** Next entry in position order. */
+	struct wal_entry *next;
+	/** Position of the first row. */
+	uint64_t first_seq;
+	/** Position of the last row. */
+	uint64_t last_seq;
+	/** Bytes in data: entry header plus payload. */
+	size_t len;
+	/** The entry exactly as written to the segment. */
+	uint8_t data[];
+};
+
+/** A live segment file as tracked in memory. */
+struct wal_seg {
+	/** Position named by the file. */
+	uint64_t first_seq;
+	/** Last position written to it (first_seq - 1 when it holds no entry). */
+	uint64_t last_seq;
+	/** Bytes of the file, header included. */
+	uint64_t bytes;
+};
+
+/** One shard's WAL. */
+struct wal {
+	/** Segment directory (env.malloc'ed copy). */
+	char *dir;
+	/** STRATA_SYNC_* mode. */
+	int sync;
+	/** Milliseconds between background syncs (STRATA_SYNC_INTERVAL). */
+	uint32_t interval_ms;
+	/** Roll threshold of a segment. */
+	uint64_t segment_bytes;
+	/** Largest payload accepted by submit and by recovery. */
+	uint64_t max_entry;
+	/** Guards every field below up to the leader-private ones. */
+	pthread_mutex_t mu;
+	/** Broadcast when a batch or a background sync finishes. */
+	pthread_cond_t cond;
+	/** Wakes the interval thread early (to stop it); uses CLOCK_MONOTONIC. */
+	pthread_cond_t bg_cond;
+	/** Position handed to the next submitted row. */
+	uint64_t next_seq;
+	/** Oldest queued entry not yet taken by a leader. */
+	struct wal_entry *q_head;
+	/** Newest queued entry. */
+	struct wal_entry *q_tail;
+	/** Logical stream offset (sum of entry sizes) of the end of the last submit. */
+	uint64_t submitted_off;
+	/** Logical stream offset written to segment files. */
+	uint64_t written_off;
+	/** Logical stream offset acknowledged to waiters under the sync mode. */
+	uint64_t durable_off;
+	/** Logical stream offset covered by a successful fdatasync. */
+	uint64_t synced_off;
+	/** Set while a leader writes a batch outside the mutex. */
+	int leader;
+	/** 0, or STRATA_EREADONLY once a write or sync failed. */
+	int failed;
+	/** What failed, repeated to every later caller. */
+	char fail_msg[WAL_MSG_MAX];
+	/** Set by wal_close: submits are refused. */
+	int closing;
+	/** Live segments in position order; the last one is current. */
+	struct wal_seg *segs;
+	/** Entries used in segs. */
+	size_t nsegs;
+	/** Entries allocated in segs. */
+	size_t cap_segs;
+	/** fdatasync calls made on segment files. */
+	uint64_t syncs;
+	/** Descriptor of the current segment, for the interval thread. */
+	int sync_fd;
+	/** Set while the interval thread syncs sync_fd outside the mutex. */
+	int bg_syncing;
+	/** Asks the interval thread to exit. */
+	int bg_stop;
+	/** The interval thread runs. */
+	int bg_started;
+	/** The interval thread. */
+	pthread_t bg;
+	/** Leader-private: descriptor of the current segment. */
+	int cur_fd;
+	/** Leader-private: position named by the current segment. */
+	uint64_t cur_first;
+	/** Leader-private: last position written or staged in the current segment. */
+	uint64_t cur_last;
+	/** Leader-private: segment offset after everything written or staged. */
+	uint64_t cur_off;
+	/** Leader-private: small entries waiting to be written with one pwrite. */
+	struct buf stg;
+	/** Leader-private: path of the current segment. */
+	char cur_path[PATH_MAX];
+};
+
+/** What a scan of one segment found. */
+struct wal_scan {
+	/** File size when the scan started. */
+	uint64_t size;
+	/** Offset of the first invalid byte (size when all valid). */
+	uint64_t valid_bytes;
+	/** Last valid position (first_seq - 1 when none). */
+	uint64_t last_seq;
+	/** Valid entries. */
+	uint64_t entries;
+	/** The invalid spot looks like an interrupted append (a torn tail). */
+	int torn;
+	/** Why the spot at valid_bytes is invalid. */
+	char why[160];
+};
+
+/** A sequential reader with read-ahead over one file. */
+struct wal_reader {
+	/** File read. */
+	int fd;
+	/** Its path, for messages. */
+	const char *path;
+	/** Bytes readable. */
+	uint64_t size;
+	/** Cached bytes. */
+	struct buf b;
+	/** File offset of b.data[0]. */
+	uint64_t boff;
+};
+
+/* ---- CRC32C arithmetic: combine the CRC of a header with that of a payload ---- */
+
+/** Multiply a and b modulo the CRC polynomial (bit-reflected, a != 0). */
+static uint32_t
+wal_crc_mult(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+	for (;;) {
+		if (a & m) {
+			p ^= b;
+			if ((a & (m - 1)) == 0)
+				break;
+		}
+		m >>= 1;
+		b = b & 1 ? (b >> 1) ^ WAL_CRC_POLY : b >> 1;
+	}
+	return p;
+}
+
+/** x^(8n) modulo the polynomial: the operator that shifts a CRC over n bytes. */
+static uint32_t
+wal_crc_shift_op(uint64_t n)
+{
+	uint32_t p = 1u << 31;
+	uint32_t sq = 1u << 23;
+	while (n) {
+		if (n & 1)
+			p = wal_crc_mult(sq, p);
+		sq = wal_crc_mult(sq, sq);
+		n >>= 1;
+	}
+	return p;
+}
+
+/** crc32c(A || B) from crc32c(A), crc32c(B) and shift_op = wal_crc_shift_op(|B|). */
+static uint32_t
+wal_crc_combine(uint32_t crc_a, uint32_t crc_b, uint32_t shift_op)
+{
+	return wal_crc_mult(shift_op, crc_a) ^ crc_b;
+}
+
+/* ---- small helpers ---- */
+
+static size_t
+wal_varint_size(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static size_t
+wal_put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/** Name of the code diag_errno maps an errno to. */
+static const char *
+wal_code_name(int code)
+{
+	switch (code) {
+	case STRATA_ENOSPC:
+		return "ENOSPC";
+	case STRATA_ENOMEM:
+		return "ENOMEM";
+	case STRATA_EEXIST:
+		return "EEXIST";
+	default:
+		return "EIO";
+	}
+}
+
+/** Record a failed syscall on a segment: "<what> <path>: <strerror> (...)". */
+static int
+wal_sys(int err, const char *what, const char *path, uint64_t off)
+{
+	int code = diag_errno(err);
+	return diag_set(code, "wal: %s %s at offset %" PRIu64 " failed: %s (errno %d, %s)", what,
+			path, off, strerror(err), err, wal_code_name(code));
+}
+
+static void
+wal_seg_path(const char *dir, uint64_t first_seq, char *out)
+{
+	snprintf(out, PATH_MAX, "%s/%020" PRIu64 ".wal", dir, first_seq);
+}
+
+/** Parse a segment file name; 0 and the position, or -1 when not a segment name. */
+static int
+wal_parse_name(const char *name, uint64_t *first_seq)
+{
+	if (strlen(name) != WAL_NAME_LEN || strcmp(name + 20, ".wal") != 0)
+		return -1;
+	uint64_t v = 0;
+	for (int i = 0; i < 20; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return -1;
+		uint64_t d = (uint64_t)(name[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*first_seq = v;
+	return 0;
+}
+
+static int
+wal_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/** The segment positions found in dir, ascending, in an env.malloc'ed array. */
+static int
+wal_list(const char *dir, uint64_t **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	DIR *d = env.opendir(dir);
+	if (d == NULL)
+		return diag_sys(errno, "wal: cannot list", dir);
+	uint64_t *v = NULL;
+	size_t len = 0, cap = 0;
+	int rc = 0;
+	struct dirent *de;
+	while ((de = env.readdir(d)) != NULL) {
+		uint64_t first;
+		if (wal_parse_name(de->d_name, &first) != 0)
+			continue;
+		if (first == 0) {
+			rc = diag_set(STRATA_ECORRUPT, "wal: segment %s/%s names position 0", dir,
+				      de->d_name);
+			break;
+		}
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			uint64_t *nv = env.realloc(v, ncap * sizeof(*v));
+			if (nv == NULL) {
+				rc = diag_set(STRATA_ENOMEM, "wal: out of memory listing %s", dir);
+				break;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[len++] = first;
+	}
+	env.closedir(d);
+	if (rc) {
+		env.free(v);
+		return rc;
+	}
+	if (len > 1)
+		qsort(v, len, sizeof(*v), wal_cmp_u64);
+	*out = v;
+	*n = len;
+	return 0;
+}
+
+static int
+wal_mkdirs(const char *dir)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s", dir);
+	size_t len = strlen(p);
+	for (size_t i = 1; i <= len; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		char c = p[i];
+		p[i] = '\0';
+		if (env.mkdir(p, 0755) != 0 && errno != EEXIST)
+			return diag_sys(errno, "wal: cannot create directory", p);
+		p[i] = c;
+	}
+	return 0;
+}
+
+static int
+wal_dir_sync(const char *dir)
+{
+	int fd = env.open(dir, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return diag_sys(errno, "wal: cannot open directory", dir);
+	int rc = 0;
+	if (env.fsync(fd) != 0)
+		rc = diag_sys(errno, "wal: cannot fsync directory", dir);
+	env.close(fd);
+	return rc;
+}
+
+static int
+wal_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path)
+{
+	const uint8_t *q = p;
+	while (n > 0) {
+		ssize_t r = env.pwrite(fd, q, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			char what[64];
+			snprintf(what, sizeof(what), "write of %zu bytes to", n);
+			return wal_sys(r < 0 ? errno : EIO, what, path, off);
+		}
+		q += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+static void
+wal_seg_header(uint8_t *h, uint64_t first_seq)
+{
+	memcpy(h, wal_magic, 8);
+	enc_u32(h + 8, WAL_VERSION);
+	enc_u64(h + 16, first_seq);
+	uint32_t c = crc32c(crc32c(0, h, 12), h + 16, 8);
+	enc_u32(h + 12, c);
+}
+
+/* ---- reading and validating segments ---- */
+
+/** Point *out at n bytes at file offset off (off + n <= size). */
+static int
+wal_reader_get(struct wal_reader *r, uint64_t off, size_t n, const uint8_t **out)
+{
+	assert(off + n <= r->size);
+	if (off >= r->boff && off + n <= r->boff + r->b.len) {
+		*out = r->b.data + (off - r->boff);
+		return 0;
+	}
+	uint64_t want = n > WAL_READ_CHUNK ? n : WAL_READ_CHUNK;
+	if (want > r->size - off)
+		want = r->size - off;
+	r->b.len = 0;
+	r->boff = off;
+	if (buf_reserve(&r->b, (size_t)want) != 0)
+		return diag_set(STRATA_ENOMEM, "wal: out of memory reading %" PRIu64 " bytes of %s",
+				want, r->path);
+	size_t got = 0;
+	while (got < want) {
+		ssize_t k = env.pread(r->fd, r->b.data + got, (size_t)want - got,
+				      (off_t)(off + got));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return wal_sys(errno, "read of", r->path, off + got);
+		if (k == 0)
+			return diag_set(STRATA_EIO, "wal: %s shrank while read at offset %" PRIu64,
+					r->path, off + got);
+		got += (size_t)k;
+	}
+	r->b.len = (size_t)want;
+	*out = r->b.data;
+	return 0;
+}
+
+/**
+ * Validate one segment from its start. Stops at the first invalid spot and records
+ * it in s (valid_bytes, torn, why); returns 0 then. A negative return is an IO error,
+ * an unknown version, or a replay callback that aborted. Each valid entry whose last
+ * position is above replay_after goes to cb (when cb is set).
+ */
+static int
+wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entry,
+		 uint64_t replay_after, wal_replay_cb cb, void *ctx, struct wal_scan *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->last_seq = first_seq - 1;
+	struct stat st;
+	if (env.fstat(fd, &st) != 0)
+		return wal_sys(errno, "stat of", path, 0);
+	s->size = (uint64_t)st.st_size;
+	if (s->size < WAL_SEG_HDR) {
+		s->torn = 1;
+		snprintf(s->why, sizeof(s->why), "incomplete segment header (%" PRIu64 " bytes)",
+			 s->size);
+		return 0;
+	}
+	struct wal_reader r = {.fd = fd, .path = path, .size = s->size};
+	strata_row *rows = NULL;
+	size_t rows_cap = 0;
+	const uint8_t *p;
+	int rc = wal_reader_get(&r, 0, WAL_SEG_HDR, &p);
+	if (rc)
+		goto out;
+	if (memcmp(p, wal_magic, 8) != 0) {
+		snprintf(s->why, sizeof(s->why), "bad segment magic");
+		goto out;
+	}
+	if (dec_u32(p + 8) != WAL_VERSION) {
+		rc = diag_set(STRATA_EVERSION, "wal: segment %s has format version %u, this build reads %u",
+			      path, dec_u32(p + 8), WAL_VERSION);
+		goto out;
+	}
+	if (crc32c(crc32c(0, p, 12), p + 16, 8) != dec_u32(p + 12)) {
+		snprintf(s->why, sizeof(s->why), "segment header checksum mismatch");
+		goto out;
+	}
+	if (dec_u64(p + 16) != first_seq) {
+		snprintf(s->why, sizeof(s->why), "segment header names position %" PRIu64 ", not %" PRIu64,
+			 dec_u64(p + 16), first_seq);
+		goto out;
+	}
+	uint64_t off = WAL_SEG_HDR;
+	uint64_t expect = first_seq;
+	s->valid_bytes = off;
+	while (off < s->size) {
+		if (s->size - off < WAL_ENTRY_HDR) {
+			s->torn = 1;
+			snprintf(s->why, sizeof(s->why), "incomplete entry header");
+			break;
+		}
+		uint8_t h[WAL_ENTRY_HDR];
+		rc = wal_reader_get(&r, off, WAL_ENTRY_HDR, &p);
+		if (rc)
+			goto out;
+		memcpy(h, p, WAL_ENTRY_HDR);
+		uint32_t crc = dec_u32(h);
+		uint32_t plen = dec_u32(h + 4);
+		uint64_t fseq = dec_u64(h + 8);
+		uint32_t nrows = dec_u32(h + 16);
+		uint64_t end = off + WAL_ENTRY_HDR + plen;
+		if (end > s->size) {
+			s->torn = 1;
+			snprintf(s->why, sizeof(s->why),
+				 "entry of %u payload bytes extends past the end of the file", plen);
+			break;
+		}
+		if (plen > max_entry) {
+			snprintf(s->why, sizeof(s->why), "payload length %u exceeds the limit %" PRIu64,
+				 plen, max_entry);
+			break;
+		}
+		rc = wal_reader_get(&r, off + WAL_ENTRY_HDR, plen, &p);
+		if (rc)
+			goto out;
+		if (crc32c(crc32c(0, h + 4, 16), p, plen) != crc) {
+			s->torn = end == s->size;
+			snprintf(s->why, sizeof(s->why), "entry checksum mismatch");
+			break;
+		}
+		if (nrows == 0 || nrows > plen / 2) {
+			snprintf(s->why, sizeof(s->why), "entry has %u rows in %u payload bytes", nrows,
+				 plen);
+			break;
+		}
+		if (fseq != expect || fseq > UINT64_MAX - nrows) {
+			snprintf(s->why, sizeof(s->why), "entry starts at position %" PRIu64
+				 ", expected %" PRIu64, fseq, expect);
+			break;
+		}
+		if (nrows > rows_cap) {
+			strata_row *nr = env.realloc(rows, (size_t)nrows * sizeof(*rows));
+			if (nr == NULL) {
+				rc = diag_set(STRATA_ENOMEM, "wal: out of memory replaying %s", path);
+				goto out;
+			}
+			rows = nr;
+			rows_cap = nrows;
+		}
+		struct rd in;
+		rd_init(&in, p, plen);
+		for (uint32_t i = 0; i < nrows && !in.err; i++) {
+			uint64_t klen = rd_varint(&in);
+			uint64_t vlen = rd_varint(&in);
+			if (klen > rd_left(&in) || vlen > rd_left(&in) - klen) {
+				in.err = 1;
+				break;
+			}
+			rows[i].key_len = (size_t)klen;
+			rows[i].key = rd_bytes(&in, (size_t)klen);
+			rows[i].value_len = (size_t)vlen;
+			rows[i].value = rd_bytes(&in, (size_t)vlen);
+		}
+		if (in.err || rd_left(&in) != 0) {
+			snprintf(s->why, sizeof(s->why), "entry rows do not match its payload length");
+			break;
+		}
+		uint64_t last = fseq + nrows - 1;
+		if (cb != NULL && last > replay_after) {
+			int cr = cb(ctx, fseq, rows, nrows);
+			if (cr != 0) {
+				rc = cr < 0 ? cr
+					    : diag_set(STRATA_EINVAL,
+						       "wal: replay stopped at position %" PRIu64 " of %s",
+						       fseq, path);
+				goto out;
+			}
+		}
+		s->entries++;
+		s->last_seq = last;
+		expect = last + 1;
+		off = end;
+		s->valid_bytes = off;
+	}
+out:
+	env.free(rows);
+	buf_destroy(&r.b);
+	return rc;
+}
+
+/* ---- writing ---- */
+
+/** Create the segment for first_seq and write its header. */
+static int
+wal_segment_create(struct wal *w, uint64_t first_seq, int excl, char *path, int *fdp)
+{
+	wal_seg_path(w->dir, first_seq, path);
+	int fd = env.open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC), 0644);
+	if (fd < 0)
+		return wal_sys(errno, "create of", path, 0);
+	uint8_t h[WAL_SEG_HDR];
+	wal_seg_header(h, first_seq);
+	int rc = wal_pwrite_all(fd, h, sizeof(h), 0, path);
+	if (rc == 0 && w->sync != STRATA_SYNC_NONE)
+		rc = wal_dir_sync(w->dir);
+	if (rc) {
+		env.close(fd);
+		return rc;
+	}
+	*fdp = fd;
+	return 0;
+}
+
+static int
+wal_segs_reserve(struct wal *w, size_t extra)
+{
+	if (w->cap_segs - w->nsegs >= extra)
+		return 0;
+	size_t ncap = w->cap_segs ? w->cap_segs : 8;
+	while (ncap - w->nsegs < extra)
+		ncap *= 2;
+	struct wal_seg *ns = env.realloc(w->segs, ncap * sizeof(*ns));
+	if (ns == NULL)
+		return diag_set(STRATA_ENOMEM, "wal: out of memory tracking segments of %s", w->dir);
+	w->segs = ns;
+	w->cap_segs = ncap;
+	return 0;
+}
+
+static int
+wal_datasync(int fd, const char *path, uint64_t *nsyncs)
+{
+	(*nsyncs)++;
+	if (env.fdatasync(fd) != 0)
+		return wal_sys(errno, "fdatasync of", path, 0);
+	return 0;
+}
+
+/** Leader: write the staged bytes, which end at cur_off. */
+static int
+wal_stg_write(struct wal *w)
+{
+	if (w->stg.len == 0)
+		return 0;
+	int rc = wal_pwrite_all(w->cur_fd, w->stg.data, w->stg.len, w->cur_off - w->stg.len,
+				w->cur_path);
+	buf_reset(&w->stg);
+	return rc;
+}
+
+/** Leader: close the current segment (synced unless NONE) and start one at first_seq. */
+static int
+wal_roll(struct wal *w, uint64_t first_seq, uint64_t *nsyncs)
+{
+	int rc;
+	if (w->sync != STRATA_SYNC_NONE) {
+		rc = wal_datasync(w->cur_fd, w->cur_path, nsyncs);
+		if (rc)
+			return rc;
+	}
+	pthread_mutex_lock(&w->mu);
+	rc = wal_segs_reserve(w, 1);
+	pthread_mutex_unlock(&w->mu);
+	if (rc)
+		return rc;
+	char path[PATH_MAX];
+	int fd;
+	rc = wal_segment_create(w, first_seq, 1, path, &fd);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&w->mu);
+	while (w->bg_syncing)
+		pthread_cond_wait(&w->cond, &w->mu);
+	struct wal_seg *cur = &w->segs[w->nsegs - 1];
+	cur->last_seq = w->cur_last;
+	cur->bytes = w->cur_off;
+	w->segs[w->nsegs++] = (struct wal_seg){first_seq, first_seq - 1, WAL_SEG_HDR};
+	w->sync_fd = fd;
+	pthread_mutex_unlock(&w->mu);
+	env.close(w->cur_fd);
+	w->cur_fd = fd;
+	w->cur_first = first_seq;
+	w->cur_last = first_seq - 1;
+	w->cur_off = WAL_SEG_HDR;
+	memcpy(w->cur_path, path, sizeof(w->cur_path));
+	return 0;
+}
+
+/** Leader, outside the mutex: write a batch at the segment tail and sync it. */
+static int
+wal_flush(struct wal *w, struct wal_entry *head, uint64_t *nsyncs)
+{
+	int rc;
+	assert(w->stg.len == 0);
+	for (struct wal_entry *e = head; e != NULL; e = e->next) {
+		if (w->cur_last >= w->cur_first && w->cur_off + e->len > w->segment_bytes) {
+			rc = wal_stg_write(w);
+			if (rc == 0)
+				rc = wal_roll(w, e->first_seq, nsyncs);
+			if (rc)
+				return rc;
+		}
+		if (w->stg.len + e->len > WAL_COALESCE_BYTES) {
+			rc = wal_stg_write(w);
+			if (rc)
+				return rc;
+		}
+		if (e->len < WAL_COALESCE_BYTES && buf_append(&w->stg, e->data, e->len) == 0) {
+			w->cur_off += e->len;
+		} else {
+			rc = wal_stg_write(w);
+			if (rc == 0)
+				rc = wal_pwrite_all(w->cur_fd, e->data, e->len, w->cur_off, w->cur_path);
+			if (rc)
+				return rc;
+			w->cur_off += e->len;
+		}
+		w->cur_last = e->last_seq;
+	}
+	rc = wal_stg_write(w);
+	if (rc)
+		return rc;
+	if (env_point("wal.before_sync", w) != 0)
+		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_sync in %s",
+				w->cur_path);
+	if (w->sync == STRATA_SYNC_FSYNC)
+		return wal_datasync(w->cur_fd, w->cur_path, nsyncs);
+	return 0;
+}
+
+/** Mutex held: turn the WAL read-only after a failed write or sync. */
+static void
+wal_set_failed(struct wal *w, const char *why)
+{
+	if (w->failed)
+		return;
+	w->failed = STRATA_EREADONLY;
+	snprintf(w->fail_msg, sizeof(w->fail_msg), "%s; the WAL is read-only until reopened", why);
+	diag_log(LOG_LVL_ERROR, "%s", w->fail_msg);
+}
+
+static void
+wal_entries_free(struct wal_entry *e)
+{
+	while (e != NULL) {
+		struct wal_entry *next = e->next;
+		env.free(e);
+		e = next;
+	}
+}
+
+/**
+ * Mutex held, no leader, not failed, queue not empty: take every queued entry,
+ * write and sync it outside the mutex, publish the outcome, wake the waiters.
+ * Returns with the mutex held: 0, or the code of the failure (diag set).
+ */
+static int
+wal_lead(struct wal *w)
+{
+	assert(!w->leader && !w->failed && w->q_head != NULL);
+	struct wal_entry *head = w->q_head;
+	uint64_t end = w->submitted_off;
+	w->q_head = w->q_tail = NULL;
+	w->leader = 1;
+	pthread_mutex_unlock(&w->mu);
+
+	uint64_t nsyncs = 0;
+	int rc = wal_flush(w, head, &nsyncs);
+	char why[WAL_MSG_MAX];
+	if (rc)
+		snprintf(why, sizeof(why), "%s", diag_last());
+	wal_entries_free(head);
+
+	pthread_mutex_lock(&w->mu);
+	w->leader = 0;
+	w->syncs += nsyncs;
+	struct wal_seg *cur = &w->segs[w->nsegs - 1];
+	cur->last_seq = w->cur_last;
+	cur->bytes = w->cur_off;
+	if (rc == 0) {
+		w->written_off = end;
+		w->durable_off = end;
+		if (w->sync == STRATA_SYNC_FSYNC)
+			w->synced_off = end;
+	} else {
+		wal_set_failed(w, why);
+	}
+	pthread_cond_broadcast(&w->cond);
+	return rc;
+}
+
+/** The STRATA_SYNC_INTERVAL thread: fdatasync the current segment when written to. */
+static void *
+wal_bg_main(void *arg)
+{
+	struct wal *w = arg;
+	pthread_mutex_lock(&w->mu);
+	while (!w->bg_stop) {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)w->interval_ms * 1000000ull;
+		dl.tv_sec += (time_t)(ns / 1000000000ull);
+		dl.tv_nsec = (long)(ns % 1000000000ull);
+		while (!w->bg_stop && pthread_cond_timedwait(&w->bg_cond, &w->mu, &dl) != ETIMEDOUT)
+			;
+		if (w->bg_stop)
+			break;
+		if (w->failed || w->written_off <= w->synced_off)
+			continue;
+		uint64_t target = w->written_off;
+		int fd = w->sync_fd;
+		w->bg_syncing = 1;
+		pthread_mutex_unlock(&w->mu);
+		int r = env.fdatasync(fd);
+		int err = errno;
+		pthread_mutex_lock(&w->mu);
+		w->bg_syncing = 0;
+		w->syncs++;
+		if (r == 0) {
+			if (target > w->synced_off)
+				w->synced_off = target;
+		} else {
+			char why[WAL_MSG_MAX], path[PATH_MAX];
+			wal_seg_path(w->dir, w->segs[w->nsegs - 1].first_seq, path);
+			wal_sys(err, "background fdatasync of", path, 0);
+			snprintf(why, sizeof(why), "%s", diag_last());
+			wal_set_failed(w, why);
+		}
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* ---- public ---- */
+
+int
+wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t)
+{
+	if (rows == NULL || t == NULL || n == 0)
+		return diag_set(STRATA_EINVAL, "wal: submit needs at least one row");
+	if (n > UINT32_MAX)
+		return diag_set(STRATA_ETOOBIG, "wal: %zu rows in one entry (limit %u)", n, UINT32_MAX);
+	uint64_t plen = 0;
+	for (size_t i = 0; i < n; i++) {
+		const strata_row *r = &rows[i];
+		if ((r->key == NULL && r->key_len) || (r->value == NULL && r->value_len))
+			return diag_set(STRATA_EINVAL, "wal: row %zu has a NULL key or value", i);
+		if (r->key_len > w->max_entry || r->value_len > w->max_entry)
+			return diag_set(STRATA_ETOOBIG, "wal: row %zu exceeds the entry limit %" PRIu64,
+					i, w->max_entry);
+		plen += wal_varint_size(r->key_len) + wal_varint_size(r->value_len) + r->key_len +
+			r->value_len;
+		if (plen > w->max_entry)
+			return diag_set(STRATA_ETOOBIG,
+					"wal: entry payload exceeds the limit of %" PRIu64 " bytes",
+					w->max_entry);
+	}
+	size_t len = WAL_ENTRY_HDR + (size_t)plen;
+	struct wal_entry *e = env.malloc(sizeof(*e) + len);
+	if (e == NULL)
+		return diag_set(STRATA_ENOMEM, "wal: out of memory for an entry of %zu bytes", len);
+	uint8_t *p = e->data + WAL_ENTRY_HDR;
+	for (size_t i = 0; i < n; i++) {
+		p += wal_put_varint(p, rows[i].key_len);
+		p += wal_put_varint(p, rows[i].value_len);
+		if (rows[i].key_len)
+			memcpy(p, rows[i].key, rows[i].key_len);
+		p += rows[i].key_len;
+		if (rows[i].value_len)
+			memcpy(p, rows[i].value, rows[i].value_len);
+		p += rows[i].value_len;
+	}
+	assert(p == e->data + len);
+	uint32_t crc_payload = crc32c(0, e->data + WAL_ENTRY_HDR, (size_t)plen);
+	uint32_t shift = wal_crc_shift_op(plen);
+	e->next = NULL;
+	e->len = len;
+	enc_u32(e->data + 4, (uint32_t)plen);
+	enc_u32(e->data + 16, (uint32_t)n);
+
+	pthread_mutex_lock(&w->mu);
+	int rc = 0;
+	if (w->failed)
+		rc = diag_set(STRATA_EREADONLY, "%s", w->fail_msg);
+	else if (w->closing)
+		rc = diag_set(STRATA_ECLOSED, "wal: %s is closing", w->dir);
+	else if (w->next_seq > UINT64_MAX - n)
+		rc = diag_set(STRATA_ERANGE, "wal: positions of %s exhausted", w->dir);
+	if (rc) {
+		pthread_mutex_unlock(&w->mu);
+		env.free(e);
+		return rc;
+	}
+	e->first_seq = w->next_seq;
+	e->last_seq = w->next_seq + n - 1;
+	w->next_seq += n;
+	enc_u64(e->data + 8, e->first_seq);
+	enc_u32(e->data, wal_crc_combine(crc32c(0, e->data + 4, 16), crc_payload, shift));
+	if (w->q_tail != NULL)
+		w->q_tail->next = e;
+	else
+		w->q_head = e;
+	w->q_tail = e;
+	w->submitted_off += len;
+	t->first_seq = e->first_seq;
+	t->last_seq = e->last_seq;
+	t->end_offset = w->submitted_off;
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+int
+wal_wait(struct wal *w, const struct wal_ticket *t)
+{
+	int rc;
+	pthread_mutex_lock(&w->mu);
+	assert(t->end_offset <= w->submitted_off);
+	for (;;) {
+		if (w->durable_off >= t->end_offset) {
+			rc = 0;
+			break;
+		}
+		if (w->failed) {
+			rc = diag_set(STRATA_EREADONLY, "%s", w->fail_msg);
+			break;
+		}
+		if (!w->leader) {
+			rc = wal_lead(w);
+			if (rc == STRATA_EINJECTED)
+				break;
+			continue;
+		}
+		pthread_cond_wait(&w->cond, &w->mu);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+int
+wal_release(struct wal *w, uint64_t upto)
+{
+	int rc = 0, removed = 0;
+	for (;;) {
+		pthread_mutex_lock(&w->mu);
+		if (w->nsegs < 2 || w->segs[0].last_seq > upto) {
+			pthread_mutex_unlock(&w->mu);
+			break;
+		}
+		uint64_t first = w->segs[0].first_seq;
+		memmove(w->segs, w->segs + 1, (w->nsegs - 1) * sizeof(*w->segs));
+		w->nsegs--;
+		pthread_mutex_unlock(&w->mu);
+		char path[PATH_MAX];
+		wal_seg_path(w->dir, first, path);
+		if (env.unlink(path) != 0 && errno != ENOENT && rc == 0)
+			rc = diag_sys(errno, "wal: cannot delete segment", path);
+		removed = 1;
+	}
+	if (removed && w->sync != STRATA_SYNC_NONE) {
+		int drc = wal_dir_sync(w->dir);
+		if (rc == 0)
+			rc = drc;
+	}
+	return rc;
+}
+
+uint64_t
+wal_next_seq(struct wal *w)
+{
+	pthread_mutex_lock(&w->mu);
+	uint64_t v = w->next_seq;
+	pthread_mutex_unlock(&w->mu);
+	return v;
+}
+
+void
+wal_usage(struct wal *w, uint64_t *segments, uint64_t *bytes, uint64_t *syncs)
+{
+	pthread_mutex_lock(&w->mu);
+	uint64_t b = 0;
+	for (size_t i = 0; i < w->nsegs; i++)
+		b += w->segs[i].bytes;
+	if (segments)
+		*segments = w->nsegs;
+	if (bytes)
+		*bytes = b;
+	if (syncs)
+		*syncs = w->syncs;
+	pthread_mutex_unlock(&w->mu);
+}
+
+int
+wal_failed(struct wal *w)
+{
+	pthread_mutex_lock(&w->mu);
+	int f = w->failed;
+	pthread_mutex_unlock(&w->mu);
+	return f;
+}
+
+/** Free a WAL whose threads are stopped and whose queue is drained or abandoned. */
+static void
+wal_free(struct wal *w)
+{
+	if (w->cur_fd >= 0)
+		env.close(w->cur_fd);
+	wal_entries_free(w->q_head);
+	buf_destroy(&w->stg);
+	env.free(w->segs);
+	env.free(w->dir);
+	pthread_cond_destroy(&w->bg_cond);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->mu);
+	env.free(w);
+}
+
+void
+wal_close(struct wal *w)
+{
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->closing = 1;
+	while (w->leader)
+		pthread_cond_wait(&w->cond, &w->mu);
+	if (!w->failed && w->q_head != NULL && wal_lead(w) != 0)
+		diag_log(LOG_LVL_ERROR, "wal: close of %s lost its queued entries: %s", w->dir,
+			 diag_last());
+	if (w->bg_started) {
+		w->bg_stop = 1;
+		pthread_cond_signal(&w->bg_cond);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->bg, NULL);
+		pthread_mutex_lock(&w->mu);
+		w->bg_started = 0;
+	}
+	if (!w->failed && w->sync == STRATA_SYNC_INTERVAL && w->written_off > w->synced_off) {
+		w->syncs++;
+		if (env.fdatasync(w->cur_fd) != 0) {
+			wal_sys(errno, "final fdatasync of", w->cur_path, 0);
+			diag_log(LOG_LVL_ERROR, "%s", diag_last());
+		} else {
+			w->synced_off = w->written_off;
+		}
+	}
+	pthread_mutex_unlock(&w->mu);
+	wal_free(w);
+}
+
+/** Recovery: validate and replay every segment; fill w->segs with the survivors. */
+static int
+wal_recover(struct wal *w, uint64_t replay_after, uint64_t next_seq_floor, wal_replay_cb cb,
+	    void *ctx)
+{
+	uint64_t *firsts = NULL;
+	size_t n = 0;
+	struct wal_seg *found = NULL;
+	int rc = wal_list(w->dir, &firsts, &n);
+	if (rc)
+		return rc;
+	if (n > 0) {
+		found = env.calloc(n, sizeof(*found));
+		if (found == NULL) {
+			rc = diag_set(STRATA_ENOMEM, "wal: out of memory opening %s", w->dir);
+			goto out;
+		}
+	}
+	uint64_t next = 1;
+	char path[PATH_MAX];
+	for (size_t i = 0; i < n; i++) {
+		uint64_t first = firsts[i];
+		wal_seg_path(w->dir, first, path);
+		if (i > 0 && first <= found[i - 1].last_seq) {
+			rc = diag_set(STRATA_ECORRUPT,
+				      "wal: corrupt segment %s at offset 0: it starts at position %" PRIu64
+				      " but the previous segment reaches %" PRIu64,
+				      path, first, found[i - 1].last_seq);
+			goto out;
+		}
+		int fd = env.open(path, O_RDONLY, 0);
+		if (fd < 0) {
+			rc = wal_sys(errno, "open of", path, 0);
+			goto out;
+		}
+		struct wal_scan s;
+		rc = wal_scan_segment(fd, path, first, w->max_entry, replay_after, cb, ctx, &s);
+		env.close(fd);
+		if (rc)
+			goto out;
+		if (s.valid_bytes < s.size) {
+			if (i + 1 < n || !s.torn) {
+				rc = diag_set(STRATA_ECORRUPT, "wal: corrupt segment %s at offset %" PRIu64
+					      ": %s", path, s.valid_bytes, s.why);
+				goto out;
+			}
+			if (s.valid_bytes == 0) {
+				diag_log(LOG_LVL_WARN, "wal: torn tail in %s at offset 0 (%s): "
+					 "the segment is dropped", path, s.why);
+			} else {
+				diag_log(LOG_LVL_WARN, "wal: torn tail in %s at offset %" PRIu64
+					 " (%s): truncating %" PRIu64 " bytes", path, s.valid_bytes,
+					 s.why, s.size - s.valid_bytes);
+				int tfd = env.open(path, O_WRONLY, 0);
+				if (tfd < 0) {
+					rc = wal_sys(errno, "open for truncation of", path, 0);
+					goto out;
+				}
+				if (env.ftruncate(tfd, (off_t)s.valid_bytes) != 0)
+					rc = wal_sys(errno, "truncation of", path, s.valid_bytes);
+				else if (env.fsync(tfd) != 0)
+					rc = wal_sys(errno, "fsync after truncation of", path, s.valid_bytes);
+				env.close(tfd);
+				if (rc)
+					goto out;
+			}
+		}
+		found[i] = (struct wal_seg){first, s.last_seq, s.valid_bytes};
+		if (s.last_seq + 1 > next)
+			next = s.last_seq + 1;
+	}
+	if (next_seq_floor > next)
+		next = next_seq_floor;
+
+	/* The fresh segment may replace an empty old one of the same name. */
+	rc = wal_segs_reserve(w, n + 1);
+	if (rc)
+		goto out;
+	int fd;
+	rc = wal_segment_create(w, next, 0, w->cur_path, &fd);
+	if (rc)
+		goto out;
+	w->cur_fd = fd;
+	w->sync_fd = fd;
+	w->cur_first = next;
+	w->cur_last = next - 1;
+	w->cur_off = WAL_SEG_HDR;
+	w->next_seq = next;
+
+	int removed = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct wal_seg *sg = &found[i];
+		if (sg->first_seq == next)
+			continue;
+		if (sg->last_seq >= sg->first_seq && sg->last_seq > replay_after) {
+			w->segs[w->nsegs++] = *sg;
+			continue;
+		}
+		wal_seg_path(w->dir, sg->first_seq, path);
+		if (env.unlink(path) != 0 && errno != ENOENT) {
+			int err = errno;
+			diag_log(LOG_LVL_WARN, "wal: cannot delete segment %s: %s", path, strerror(err));
+			w->segs[w->nsegs++] = *sg;
+			continue;
+		}
+		removed = 1;
+	}
+	w->segs[w->nsegs++] = (struct wal_seg){next, next - 1, WAL_SEG_HDR};
+	if (removed && w->sync != STRATA_SYNC_NONE)
+		rc = wal_dir_sync(w->dir);
+out:
+	env.free(found);
+	env.free(firsts);
+	return rc;
+}
+
+int
+wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_floor,
+	 wal_replay_cb cb, void *ctx, struct wal **out)
+{
+	*out = NULL;
+	if (o == NULL || o->dir == NULL || o->dir[0] == '\0')
+		return diag_set(STRATA_EINVAL, "wal: no directory given");
+	if (o->sync != STRATA_SYNC_FSYNC && o->sync != STRATA_SYNC_NONE &&
+	    o->sync != STRATA_SYNC_INTERVAL)
+		return diag_set(STRATA_EINVAL, "wal: unknown sync mode %d", o->sync);
+	size_t dlen = strlen(o->dir);
+	if (dlen + 1 + WAL_NAME_LEN >= PATH_MAX)
+		return diag_set(STRATA_EINVAL, "wal: directory path of %zu bytes is too long", dlen);
+	struct wal *w = env.calloc(1, sizeof(*w));
+	if (w == NULL)
+		return diag_set(STRATA_ENOMEM, "wal: out of memory opening %s", o->dir);
+	w->dir = env.malloc(dlen + 1);
+	if (w->dir == NULL) {
+		env.free(w);
+		return diag_set(STRATA_ENOMEM, "wal: out of memory opening %s", o->dir);
+	}
+	memcpy(w->dir, o->dir, dlen + 1);
+	while (dlen > 1 && w->dir[dlen - 1] == '/')
+		w->dir[--dlen] = '\0';
+	w->sync = o->sync;
+	w->interval_ms = o->sync_interval_ms ? o->sync_interval_ms : WAL_DEFAULT_INTERVAL_MS;
+	w->segment_bytes = o->segment_bytes ? o->segment_bytes : WAL_DEFAULT_SEGMENT_BYTES;
+	w->max_entry = o->max_entry_bytes ? o->max_entry_bytes : WAL_DEFAULT_MAX_ENTRY;
+	if (w->max_entry > UINT32_MAX)
+		w->max_entry = UINT32_MAX;
+	w->cur_fd = -1;
+	w->sync_fd = -1;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->bg_cond, &ca);
+	pthread_condattr_destroy(&ca);
+
+	int rc = wal_mkdirs(w->dir);
+	if (rc == 0)
+		rc = wal_recover(w, replay_after, next_seq_floor, cb, ctx);
+	if (rc == 0 && w->sync == STRATA_SYNC_INTERVAL) {
+		int e = pthread_create(&w->bg, NULL, wal_bg_main, w);
+		if (e != 0)
+			rc = diag_set(diag_errno(e), "wal: cannot start the sync thread of %s: %s",
+				      w->dir, strerror(e));
+		else
+			w->bg_started = 1;
+	}
+	if (rc) {
+		wal_free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+int
+wal_inspect_dir(const char *dir, struct wal_segment_info *infos, int max)
+{
+	if (dir == NULL || (infos == NULL && max > 0))
+		return diag_set(STRATA_EINVAL, "wal: inspect needs a directory");
+	uint64_t *firsts = NULL;
+	size_t n = 0;
+	int rc = wal_list(dir, &firsts, &n);
+	if (rc)
+		return rc;
+	if (n > INT_MAX)
+		n = INT_MAX;
+	char path[PATH_MAX];
+	for (size_t i = 0; i < n && (int)i < max; i++) {
+		if (strlen(dir) + 1 + WAL_NAME_LEN >= PATH_MAX) {
+			rc = diag_set(STRATA_EINVAL, "wal: directory path %s is too long", dir);
+			break;
+		}
+		wal_seg_path(dir, firsts[i], path);
+		int fd = env.open(path, O_RDONLY, 0);
+		if (fd < 0) {
+			rc = wal_sys(errno, "open of", path, 0);
+			break;
+		}
+		struct wal_scan s;
+		rc = wal_scan_segment(fd, path, firsts[i], UINT32_MAX, UINT64_MAX, NULL, NULL, &s);
+		env.close(fd);
+		if (rc)
+			break;
+		struct wal_segment_info *in = &infos[i];
+		snprintf(in->name, sizeof(in->name), "%020" PRIu64 ".wal", firsts[i]);
+		in->first_seq = firsts[i];
+		in->last_seq = s.last_seq;
+		in->entries = s.entries;
+		in->bytes = s.size;
+		in->valid_bytes = s.valid_bytes;
+	}
+	env.free(firsts);
+	return rc ? rc : (int)n;
+}

@@ -1,0 +1,30 @@
+/*
+ * diag.h — result codes with context. A failure is recorded once, where it
+ * happens, in a thread-local message; callers propagate the code.
+ */
+#ifndef STRATA_DIAG_H
+#define STRATA_DIAG_H
+
+#include "../strata.h"
+
+/** Record a message for rc on this thread and return rc. printf-style. */
+int diag_set(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** Map an errno value to a STRATA_E* code (ENOSPC -> STRATA_ENOSPC, else STRATA_EIO). */
+int diag_errno(int err);
+/** Record "<what> <path>: <strerror(err)>" and return the mapped code. */
+int diag_sys(int err, const char *what, const char *path);
+/** The last message on this thread ("" when none). */
+const char *diag_last(void);
+/** Forget the last message. */
+void diag_clear(void);
+
+/** Log levels for diag_log. */
+enum { LOG_LVL_DEBUG, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
+/** Log sink: the default writes logfmt lines to stderr. */
+extern void (*diag_log_sink)(int level, const char *msg);
+/** Minimum level written by the default sink (default LOG_LVL_INFO; env STRATA_LOG_LEVEL). */
+extern int diag_log_level;
+/** Log a formatted message. */
+void diag_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

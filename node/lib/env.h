@@ -1,0 +1,72 @@
+/*
+ * env.h — the seams. Every clock read, file syscall, allocation and test point in
+ * the engine goes through the table `env`, which tests replace member by member.
+ */
+#ifndef STRATA_ENV_H
+#define STRATA_ENV_H
+
+#include <dirent.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/** The replaceable operations. Each member has the signature of its libc namesake. */
+struct env_ops {
+	/** Monotonic clock, nanoseconds. */
+	uint64_t (*mono_ns)(void);
+	/** Wall clock, nanoseconds since the Unix epoch. */
+	uint64_t (*wall_ns)(void);
+	int (*open)(const char *path, int flags, mode_t mode);
+	int (*close)(int fd);
+	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+	int (*fsync)(int fd);
+	int (*fdatasync)(int fd);
+	int (*ftruncate)(int fd, off_t len);
+	int (*fstat)(int fd, struct stat *st);
+	int (*rename)(const char *from, const char *to);
+	int (*link)(const char *from, const char *to);
+	int (*unlink)(const char *path);
+	int (*mkdir)(const char *path, mode_t mode);
+	DIR *(*opendir)(const char *path);
+	struct dirent *(*readdir)(DIR *d);
+	int (*closedir)(DIR *d);
+	void *(*malloc)(size_t n);
+	void *(*calloc)(size_t n, size_t size);
+	void *(*realloc)(void *p, size_t n);
+	void (*free)(void *p);
+	/** Test point, called at named places in the engine (see ENV_POINTS below). It may
+	 *  block (to pause an operation) or _exit (to crash there). Returning nonzero makes
+	 *  the operation fail at that point with STRATA_EINJECTED through its normal error
+	 *  path. NULL = no points. */
+	int (*point)(const char *name, const void *arg);
+};
+
+/** The live table. Tests may overwrite members before starting the engine. */
+extern struct env_ops env;
+
+/** Restore the libc defaults. */
+void env_reset(void);
+
+/** Call env.point if set; 0 when unset. */
+static inline int env_point(const char *name, const void *arg)
+{
+	return env.point != NULL ? env.point(name, arg) : 0;
+}
+
+/*
+ * ENV_POINTS — names passed to env.point, with their arg:
+ *   "seal.swapped"          shard*   active memtable sealed, nothing flushed yet
+ *   "seal.flushed"          shard*   generation object written, manifest not updated
+ *   "seal.published"        shard*   manifest updated and view swapped
+ *   "prepare.sealed"        shard*   prepare's seal done, manifest not yet read
+ *   "prepare.block"         shard*   prepare wrote one output block (mid-IO; may block)
+ *   "prepare.run_written"   shard*   the new run is complete in the object store
+ *   "commit.manifest_updated" shard* manifest written, view not yet swapped
+ *   "commit.swapped"        shard*   view swapped, exclusive lock released
+ *   "commit.before_delete"  shard*   about to delete the merged objects
+ *   "wal.before_sync"       wal*     group commit written, fdatasync not yet called
+ */
+
+#endif

@@ -1,0 +1,785 @@
+/*
+ * fs.c — the local-directory object store. A key "a/b/c" is the file <dir>/a/b/c.
+ * Writes go to a temp file ".tmp.<random>" in the key's directory, are fsynced,
+ * then renamed (put, writer) or hard-linked (put_if_absent) over the key, and the
+ * directory is fsynced. Temp files are never listed.
+ */
+#include "objstore.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/diag.h"
+#include "../lib/env.h"
+
+/** Longest key accepted, in bytes. */
+#define FS_KEY_MAX 1024
+/** Longest full path (root dir + key + temp suffix), in bytes including the NUL. */
+#define FS_PATH_MAX 4096
+/** Deepest directory nesting walked by list. */
+#define FS_LIST_MAX_DEPTH 64
+/** Prefix of temp file names; keys may not have a component starting with it. */
+#define FS_TMP_PREFIX ".tmp."
+/** Attempts at finding an unused temp file name. */
+#define FS_TMP_TRIES 16
+
+/** A local-directory store. */
+struct fs_store {
+	/** Generic header; must be first. */
+	struct objstore base;
+	/** Root directory, without trailing '/'. */
+	char *dir;
+	/** Length of dir. */
+	size_t dirlen;
+};
+
+/** A streamed write in progress. */
+struct fs_writer {
+	/** Generic header; must be first. */
+	struct objstore_writer base;
+	/** Open temp file. */
+	int fd;
+	/** Bytes written so far. */
+	uint64_t off;
+	/** Full path of the temp file. */
+	char tmp[FS_PATH_MAX];
+	/** Full path of the key. */
+	char path[FS_PATH_MAX];
+};
+
+/** Counter mixed into temp names so concurrent writers in one process differ. */
+static atomic_uint_fast64_t fs_tmp_counter;
+
+static const struct objstore_ops fs_ops;
+
+static uint64_t
+fs_mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/*
+ * Validate a key (is_prefix = 0) or a list prefix (is_prefix = 1). A prefix may be
+ * empty, may end with '/', and its last component may be partial.
+ */
+static int
+fs_check_key(struct fs_store *fs, const char *key, int is_prefix)
+{
+	const char *what = is_prefix ? "prefix" : "key";
+	if (key == NULL)
+		return diag_set(STRATA_EINVAL, "%s: NULL %s", fs->base.name, what);
+	size_t len = strlen(key);
+	if (len == 0 && !is_prefix)
+		return diag_set(STRATA_EINVAL, "%s: empty key", fs->base.name);
+	if (len > FS_KEY_MAX)
+		return diag_set(STRATA_EINVAL, "%s: %s longer than %d bytes", fs->base.name, what,
+				FS_KEY_MAX);
+	if (key[0] == '/')
+		return diag_set(STRATA_EINVAL, "%s: absolute %s '%s'", fs->base.name, what, key);
+	if (strstr(key, "..") != NULL)
+		return diag_set(STRATA_EINVAL, "%s: %s '%s' contains '..'", fs->base.name, what, key);
+	if (strstr(key, "//") != NULL)
+		return diag_set(STRATA_EINVAL, "%s: %s '%s' contains '//'", fs->base.name, what, key);
+	if (is_prefix)
+		return 0;
+	if (key[len - 1] == '/')
+		return diag_set(STRATA_EINVAL, "%s: key '%s' ends with '/'", fs->base.name, key);
+	const char *c = key;
+	while (*c != '\0') {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (n == 1 && c[0] == '.')
+			return diag_set(STRATA_EINVAL, "%s: key '%s' has a '.' component",
+					fs->base.name, key);
+		if (n >= strlen(FS_TMP_PREFIX) && memcmp(c, FS_TMP_PREFIX, strlen(FS_TMP_PREFIX)) == 0)
+			return diag_set(STRATA_EINVAL, "%s: key '%s' has a component starting with '%s'",
+					fs->base.name, key, FS_TMP_PREFIX);
+		if (n > 255)
+			return diag_set(STRATA_EINVAL, "%s: key '%s' has a component over 255 bytes",
+					fs->base.name, key);
+		c += n;
+		if (*c == '/')
+			c++;
+	}
+	return 0;
+}
+
+/** Full path of key under the root. */
+static int
+fs_path(struct fs_store *fs, const char *key, char *dst)
+{
+	int n = snprintf(dst, FS_PATH_MAX, "%s/%s", fs->dir, key);
+	if (n < 0 || n >= FS_PATH_MAX - 32)
+		return diag_set(STRATA_EINVAL, "%s: path of key '%s' too long", fs->base.name, key);
+	return 0;
+}
+
+/** Length of the directory part of path (up to, not including, the last '/'). */
+static size_t
+fs_dirlen(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? (size_t)(s - path) : 0;
+}
+
+/** fsync the directory whose path is the first len bytes of path. */
+static int
+fs_sync_dir(const char *path, size_t len)
+{
+	char d[FS_PATH_MAX];
+	if (len == 0) {
+		d[0] = '/';
+		len = 1;
+	} else {
+		memcpy(d, path, len);
+	}
+	d[len] = '\0';
+	int fd = env.open(d, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return diag_sys(errno, "open directory", d);
+	if (env.fsync(fd) != 0) {
+		int err = errno;
+		env.close(fd);
+		return diag_sys(err, "fsync directory", d);
+	}
+	env.close(fd);
+	return 0;
+}
+
+/*
+ * Create every missing directory of path's directory part below the root (root_len
+ * bytes of path are the existing root). A new directory's parent is fsynced.
+ */
+static int
+fs_mkdirs(const char *path, size_t root_len)
+{
+	char d[FS_PATH_MAX];
+	size_t end = fs_dirlen(path);
+	if (end <= root_len)
+		return 0;
+	memcpy(d, path, end);
+	d[end] = '\0';
+	int fd = env.open(d, O_RDONLY | O_DIRECTORY, 0);
+	if (fd >= 0) {
+		env.close(fd);
+		return 0;
+	}
+	for (size_t i = root_len + 1; i <= end; i++) {
+		if (i != end && d[i] != '/')
+			continue;
+		char save = d[i];
+		d[i] = '\0';
+		if (env.mkdir(d, 0755) == 0) {
+			int rc = fs_sync_dir(d, fs_dirlen(d));
+			if (rc) {
+				d[i] = save;
+				return rc;
+			}
+		} else if (errno != EEXIST) {
+			int rc = diag_sys(errno, "mkdir", d);
+			d[i] = save;
+			return rc;
+		}
+		d[i] = save;
+	}
+	return 0;
+}
+
+/** Create an unused temp file next to path; tmp receives its path. */
+static int
+fs_tmp_open(const char *path, char *tmp, int *fd_out)
+{
+	size_t dl = fs_dirlen(path);
+	for (int i = 0; i < FS_TMP_TRIES; i++) {
+		uint64_t seed = atomic_fetch_add(&fs_tmp_counter, 1);
+		uint64_t r = fs_mix64(seed ^ fs_mix64(env.mono_ns()) ^ ((uint64_t)getpid() << 40) ^
+				      (uint64_t)(uintptr_t)tmp);
+		snprintf(tmp, FS_PATH_MAX, "%.*s/" FS_TMP_PREFIX "%016llx", (int)dl, path,
+			 (unsigned long long)r);
+		int fd = env.open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fd >= 0) {
+			*fd_out = fd;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return diag_set(diag_errno(errno), "create temp file %s for %s: %s", tmp, path,
+					strerror(errno));
+	}
+	return diag_set(STRATA_EIO, "create temp file for %s: %d names taken", path, FS_TMP_TRIES);
+}
+
+/** Write all of data at off. */
+static int
+fs_write_all(int fd, const void *data, size_t len, uint64_t off, const char *tmp, const char *path)
+{
+	const uint8_t *p = data;
+	while (len > 0) {
+		ssize_t n = env.pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return diag_set(diag_errno(errno), "write %s (temp %s) at %llu: %s", path, tmp,
+					(unsigned long long)off, strerror(errno));
+		}
+		if (n == 0)
+			return diag_set(STRATA_EIO, "write %s (temp %s) at %llu: no progress", path,
+					tmp, (unsigned long long)off);
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/** fsync and close a temp file; the fd is closed whatever happens. */
+static int
+fs_tmp_finish(int fd, const char *tmp, const char *path)
+{
+	if (env.fsync(fd) != 0) {
+		int err = errno;
+		env.close(fd);
+		return diag_set(diag_errno(err), "fsync %s (temp %s): %s", path, tmp, strerror(err));
+	}
+	if (env.close(fd) != 0) {
+		int err = errno;
+		return diag_set(diag_errno(err), "close %s (temp %s): %s", path, tmp, strerror(err));
+	}
+	return 0;
+}
+
+/** Open key for reading; STRATA_NOTFOUND if absent or not a regular file. */
+static int
+fs_open_read(struct fs_store *fs, const char *key, char *path, int *fd_out, uint64_t *size)
+{
+	int rc = fs_check_key(fs, key, 0);
+	if (rc)
+		return rc;
+	if ((rc = fs_path(fs, key, path)) != 0)
+		return rc;
+	int fd = env.open(path, O_RDONLY, 0);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return STRATA_NOTFOUND;
+		return diag_sys(errno, "open", path);
+	}
+	struct stat st;
+	if (env.fstat(fd, &st) != 0) {
+		int err = errno;
+		env.close(fd);
+		return diag_sys(err, "fstat", path);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		env.close(fd);
+		return STRATA_NOTFOUND;
+	}
+	*fd_out = fd;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/** Read up to len bytes at off; *got receives the count (short only at end of file). */
+static int
+fs_read_all(int fd, void *dst, size_t len, uint64_t off, size_t *got, const char *path)
+{
+	uint8_t *p = dst;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = env.pread(fd, p + done, len - done, (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return diag_set(diag_errno(errno), "read %s at %llu: %s", path,
+					(unsigned long long)(off + done), strerror(errno));
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	*got = done;
+	return 0;
+}
+
+static int
+fs_get(struct objstore *os, const char *key, struct buf *out)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX];
+	int fd;
+	uint64_t size;
+	int rc = fs_open_read(fs, key, path, &fd, &size);
+	if (rc)
+		return rc;
+	if (size == 0) {
+		env.close(fd);
+		return 0;
+	}
+	if (size > SIZE_MAX / 2) {
+		env.close(fd);
+		return diag_set(STRATA_ENOMEM, "read %s: %llu bytes do not fit in memory", path,
+				(unsigned long long)size);
+	}
+	if (buf_reserve(out, (size_t)size) != 0) {
+		env.close(fd);
+		return diag_set(STRATA_ENOMEM, "read %s: no memory for %llu bytes", path,
+				(unsigned long long)size);
+	}
+	size_t got;
+	rc = fs_read_all(fd, out->data + out->len, (size_t)size, 0, &got, path);
+	env.close(fd);
+	if (rc)
+		return rc;
+	if (got != size)
+		return diag_set(STRATA_EIO, "read %s: %zu of %llu bytes (file shrank)", path, got,
+				(unsigned long long)size);
+	out->len += got;
+	return 0;
+}
+
+static int
+fs_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX];
+	int fd;
+	uint64_t size;
+	*got = 0;
+	int rc = fs_open_read(fs, key, path, &fd, &size);
+	if (rc)
+		return rc;
+	if (off >= size || len == 0) {
+		env.close(fd);
+		return 0;
+	}
+	if (len > size - off)
+		len = (size_t)(size - off);
+	rc = fs_read_all(fd, dst, len, off, got, path);
+	env.close(fd);
+	return rc;
+}
+
+static int
+fs_size(struct objstore *os, const char *key, uint64_t *size)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX];
+	int fd;
+	int rc = fs_open_read(fs, key, path, &fd, size);
+	if (rc)
+		return rc;
+	env.close(fd);
+	return 0;
+}
+
+/** Write data to a fresh fsynced temp file next to key's path (directories created). */
+static int
+fs_write_tmp(struct fs_store *fs, const char *key, const void *data, size_t len, char *path,
+	     char *tmp)
+{
+	int rc = fs_check_key(fs, key, 0);
+	if (rc)
+		return rc;
+	if (data == NULL && len > 0)
+		return diag_set(STRATA_EINVAL, "%s: put of key '%s' with NULL data", fs->base.name,
+				key);
+	if ((rc = fs_path(fs, key, path)) != 0)
+		return rc;
+	if ((rc = fs_mkdirs(path, fs->dirlen)) != 0)
+		return rc;
+	int fd;
+	if ((rc = fs_tmp_open(path, tmp, &fd)) != 0)
+		return rc;
+	rc = fs_write_all(fd, data, len, 0, tmp, path);
+	if (rc) {
+		env.close(fd);
+		env.unlink(tmp);
+		return rc;
+	}
+	rc = fs_tmp_finish(fd, tmp, path);
+	if (rc) {
+		env.unlink(tmp);
+		return rc;
+	}
+	return 0;
+}
+
+static int
+fs_put(struct objstore *os, const char *key, const void *data, size_t len)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX], tmp[FS_PATH_MAX];
+	int rc = fs_write_tmp(fs, key, data, len, path, tmp);
+	if (rc)
+		return rc;
+	if (env.rename(tmp, path) != 0) {
+		int err = errno;
+		env.unlink(tmp);
+		return diag_set(diag_errno(err), "rename %s to %s: %s", tmp, path, strerror(err));
+	}
+	return fs_sync_dir(path, fs_dirlen(path));
+}
+
+static int
+fs_put_if_absent(struct objstore *os, const char *key, const void *data, size_t len)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX], tmp[FS_PATH_MAX];
+	int rc = fs_write_tmp(fs, key, data, len, path, tmp);
+	if (rc)
+		return rc;
+	if (env.link(tmp, path) != 0) {
+		int err = errno;
+		env.unlink(tmp);
+		if (err == EEXIST)
+			return diag_set(STRATA_EEXIST, "put-if-absent %s: object exists", path);
+		return diag_set(diag_errno(err), "link %s to %s: %s", tmp, path, strerror(err));
+	}
+	if (env.unlink(tmp) != 0 && errno != ENOENT)
+		return diag_sys(errno, "unlink", tmp);
+	return fs_sync_dir(path, fs_dirlen(path));
+}
+
+static int
+fs_writer_open(struct objstore *os, const char *key, struct objstore_writer **out)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	int rc = fs_check_key(fs, key, 0);
+	if (rc)
+		return rc;
+	struct fs_writer *w = env.malloc(sizeof(*w));
+	if (w == NULL)
+		return diag_set(STRATA_ENOMEM, "%s: no memory for a writer of '%s'", fs->base.name,
+				key);
+	w->base.os = os;
+	w->off = 0;
+	if ((rc = fs_path(fs, key, w->path)) != 0 || (rc = fs_mkdirs(w->path, fs->dirlen)) != 0 ||
+	    (rc = fs_tmp_open(w->path, w->tmp, &w->fd)) != 0) {
+		env.free(w);
+		return rc;
+	}
+	*out = &w->base;
+	return 0;
+}
+
+static int
+fs_writer_write(struct objstore_writer *base, const void *data, size_t len)
+{
+	struct fs_writer *w = (struct fs_writer *)base;
+	if (len == 0)
+		return 0;
+	if (data == NULL)
+		return diag_set(STRATA_EINVAL, "write %s: NULL data", w->path);
+	int rc = fs_write_all(w->fd, data, len, w->off, w->tmp, w->path);
+	if (rc)
+		return rc;
+	w->off += len;
+	return 0;
+}
+
+static int
+fs_writer_commit(struct objstore_writer *base)
+{
+	struct fs_writer *w = (struct fs_writer *)base;
+	int rc = fs_tmp_finish(w->fd, w->tmp, w->path);
+	if (rc == 0 && env.rename(w->tmp, w->path) != 0) {
+		int err = errno;
+		rc = diag_set(diag_errno(err), "rename %s to %s: %s", w->tmp, w->path,
+			      strerror(err));
+	}
+	if (rc) {
+		env.unlink(w->tmp);
+		env.free(w);
+		return rc;
+	}
+	rc = fs_sync_dir(w->path, fs_dirlen(w->path));
+	env.free(w);
+	return rc;
+}
+
+static void
+fs_writer_abort(struct objstore_writer *base)
+{
+	struct fs_writer *w = (struct fs_writer *)base;
+	if (w == NULL)
+		return;
+	env.close(w->fd);
+	env.unlink(w->tmp);
+	env.free(w);
+}
+
+static int
+fs_del(struct objstore *os, const char *key)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX];
+	int rc = fs_check_key(fs, key, 0);
+	if (rc)
+		return rc;
+	if ((rc = fs_path(fs, key, path)) != 0)
+		return rc;
+	if (env.unlink(path) != 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return diag_sys(errno, "unlink", path);
+	}
+	return fs_sync_dir(path, fs_dirlen(path));
+}
+
+/** One key found by list. */
+struct fs_entry {
+	/** The key (owned). */
+	char *key;
+	/** Object size. */
+	uint64_t size;
+};
+
+/** Keys collected by a list walk. */
+struct fs_listing {
+	/** The entries. */
+	struct fs_entry *v;
+	/** Number used. */
+	size_t n;
+	/** Number allocated. */
+	size_t cap;
+};
+
+static int
+fs_listing_add(struct fs_listing *l, const char *key, uint64_t size)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct fs_entry *v = env.realloc(l->v, cap * sizeof(*v));
+		if (v == NULL)
+			return diag_set(STRATA_ENOMEM, "list: no memory for %zu keys", cap);
+		l->v = v;
+		l->cap = cap;
+	}
+	size_t len = strlen(key);
+	char *k = env.malloc(len + 1);
+	if (k == NULL)
+		return diag_set(STRATA_ENOMEM, "list: no memory for key '%s'", key);
+	memcpy(k, key, len + 1);
+	l->v[l->n].key = k;
+	l->v[l->n].size = size;
+	l->n++;
+	return 0;
+}
+
+static void
+fs_listing_destroy(struct fs_listing *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		env.free(l->v[i].key);
+	env.free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int
+fs_entry_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct fs_entry *)a)->key, ((const struct fs_entry *)b)->key);
+}
+
+/*
+ * Walk the directory holding keys that start with rel (a key prefix ending in '/'
+ * or empty). At the top level only names starting with part are taken.
+ */
+static int
+fs_walk(struct fs_store *fs, char *rel, size_t rel_len, const char *part, int depth,
+	struct fs_listing *l)
+{
+	char path[FS_PATH_MAX];
+	if (depth > FS_LIST_MAX_DEPTH)
+		return diag_set(STRATA_EIO, "list %s/%.*s: nested deeper than %d directories",
+				fs->dir, (int)rel_len, rel, FS_LIST_MAX_DEPTH);
+	int pn = snprintf(path, sizeof(path), "%s/%.*s", fs->dir, (int)rel_len, rel);
+	if (pn < 0 || pn >= FS_PATH_MAX)
+		return diag_set(STRATA_EINVAL, "list %s: path too long", fs->dir);
+	DIR *d = env.opendir(path);
+	if (d == NULL) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return diag_sys(errno, "opendir", path);
+	}
+	size_t part_len = part ? strlen(part) : 0;
+	int rc = 0;
+	for (;;) {
+		errno = 0;
+		struct dirent *de = env.readdir(d);
+		if (de == NULL) {
+			if (errno != 0)
+				rc = diag_sys(errno, "readdir", path);
+			break;
+		}
+		const char *name = de->d_name;
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			continue;
+		if (strncmp(name, FS_TMP_PREFIX, strlen(FS_TMP_PREFIX)) == 0)
+			continue;
+		if (part_len > 0 && strncmp(name, part, part_len) != 0)
+			continue;
+		size_t nl = strlen(name);
+		if (rel_len + nl + 2 > FS_KEY_MAX + 1)
+			continue;
+		memcpy(rel + rel_len, name, nl + 1);
+		int is_dir = de->d_type == DT_DIR;
+		uint64_t size = 0;
+		if (de->d_type == DT_REG || de->d_type == DT_UNKNOWN) {
+			char fp[FS_PATH_MAX];
+			snprintf(fp, sizeof(fp), "%s/%s", fs->dir, rel);
+			int fd = env.open(fp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+			if (fd < 0) {
+				if (errno == ENOENT || errno == ELOOP)
+					continue;
+				rc = diag_sys(errno, "open", fp);
+				break;
+			}
+			struct stat st;
+			if (env.fstat(fd, &st) != 0) {
+				rc = diag_sys(errno, "fstat", fp);
+				env.close(fd);
+				break;
+			}
+			env.close(fd);
+			is_dir = S_ISDIR(st.st_mode);
+			if (!is_dir && !S_ISREG(st.st_mode))
+				continue;
+			size = (uint64_t)st.st_size;
+		} else if (!is_dir) {
+			continue;
+		}
+		if (is_dir) {
+			rel[rel_len + nl] = '/';
+			rel[rel_len + nl + 1] = '\0';
+			rc = fs_walk(fs, rel, rel_len + nl + 1, NULL, depth + 1, l);
+		} else {
+			rc = fs_listing_add(l, rel, size);
+		}
+		rel[rel_len] = '\0';
+		if (rc)
+			break;
+	}
+	env.closedir(d);
+	return rc;
+}
+
+static int
+fs_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	int rc = fs_check_key(fs, prefix, 1);
+	if (rc)
+		return rc;
+	char rel[FS_KEY_MAX + 2];
+	size_t dl = strrchr(prefix, '/') ? fs_dirlen(prefix) + 1 : 0;
+	memcpy(rel, prefix, dl);
+	rel[dl] = '\0';
+	struct fs_listing l = {0};
+	rc = fs_walk(fs, rel, dl, prefix + dl, 0, &l);
+	if (rc == 0) {
+		if (l.n > 1)
+			qsort(l.v, l.n, sizeof(*l.v), fs_entry_cmp);
+		for (size_t i = 0; i < l.n; i++) {
+			rc = cb(ctx, l.v[i].key, l.v[i].size);
+			if (rc)
+				break;
+		}
+	}
+	fs_listing_destroy(&l);
+	return rc;
+}
+
+static void
+fs_destroy(struct objstore *os)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	env.free(fs->dir);
+	env.free(fs);
+}
+
+static const struct objstore_ops fs_ops = {
+	.get = fs_get,
+	.get_range = fs_get_range,
+	.size = fs_size,
+	.put = fs_put,
+	.put_if_absent = fs_put_if_absent,
+	.writer_open = fs_writer_open,
+	.writer_write = fs_writer_write,
+	.writer_commit = fs_writer_commit,
+	.writer_abort = fs_writer_abort,
+	.del = fs_del,
+	.list = fs_list,
+	.destroy = fs_destroy,
+};
+
+/** mkdir -p of a whole path (absolute or relative). */
+static int
+fs_mkdir_p(char *d)
+{
+	size_t len = strlen(d);
+	for (size_t i = 1; i <= len; i++) {
+		if (i != len && d[i] != '/')
+			continue;
+		char save = d[i];
+		d[i] = '\0';
+		int r = env.mkdir(d, 0755);
+		int err = errno;
+		d[i] = save;
+		if (r != 0 && err != EEXIST) {
+			char tmp[FS_PATH_MAX];
+			snprintf(tmp, sizeof(tmp), "%.*s", (int)i, d);
+			return diag_sys(err, "mkdir", tmp);
+		}
+	}
+	DIR *dd = env.opendir(d);
+	if (dd == NULL)
+		return diag_sys(errno, "opendir", d);
+	env.closedir(dd);
+	return 0;
+}
+
+int
+objstore_fs_new(const char *dir, struct objstore **out)
+{
+	if (dir == NULL || dir[0] == '\0')
+		return diag_set(STRATA_EINVAL, "fs object store: empty directory name");
+	size_t len = strlen(dir);
+	while (len > 1 && dir[len - 1] == '/')
+		len--;
+	if (len + FS_KEY_MAX + 64 >= FS_PATH_MAX)
+		return diag_set(STRATA_EINVAL, "fs object store: directory name over %d bytes",
+				FS_PATH_MAX - FS_KEY_MAX - 64);
+	struct fs_store *fs = env.calloc(1, sizeof(*fs));
+	char *d = env.malloc(len + 1);
+	if (fs == NULL || d == NULL) {
+		env.free(fs);
+		env.free(d);
+		return diag_set(STRATA_ENOMEM, "fs object store %s: no memory", dir);
+	}
+	memcpy(d, dir, len);
+	d[len] = '\0';
+	if (len == 1 && d[0] == '/') {
+		/* The root itself: paths are built as "<dir>/<key>", so keep it empty. */
+		d[0] = '\0';
+		len = 0;
+	}
+	int rc = len > 0 ? fs_mkdir_p(d) : 0;
+	if (rc) {
+		env.free(fs);
+		env.free(d);
+		return rc;
+	}
+	fs->base.ops = &fs_ops;
+	snprintf(fs->base.name, sizeof(fs->base.name), "fs:%s", len ? d : "/");
+	fs->dir = d;
+	fs->dirlen = len;
+	*out = &fs->base;
+	return 0;
+}

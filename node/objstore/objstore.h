@@ -1,0 +1,93 @@
+/*
+ * objstore.h — the object-store seam. All run and manifest IO goes through it.
+ * Keys are '/'-separated relative names ("shard-0000/gen/...."). Implementations:
+ * fs (a local directory, objstore_fs_new). Every call returns 0 or a negative
+ * STRATA_E* code with a message recorded through diag_set naming the key.
+ */
+#ifndef STRATA_OBJSTORE_H
+#define STRATA_OBJSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/buf.h"
+
+struct objstore;
+struct objstore_writer;
+
+/** Called once per key by list; nonzero stops the listing and is returned. */
+typedef int (*objstore_list_cb)(void *ctx, const char *key, uint64_t size);
+
+/** The operations of one object-store implementation. */
+struct objstore_ops {
+	/** Read a whole object into out (appended). STRATA_NOTFOUND if absent. */
+	int (*get)(struct objstore *os, const char *key, struct buf *out);
+	/** Read len bytes at off into dst; *got receives the bytes read (short at the end). */
+	int (*get_range)(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst,
+			 size_t *got);
+	/** Size of an object. STRATA_NOTFOUND if absent. */
+	int (*size)(struct objstore *os, const char *key, uint64_t *size);
+	/** Write a whole object, durably, replacing any existing one. */
+	int (*put)(struct objstore *os, const char *key, const void *data, size_t len);
+	/** Write a whole object only if key does not exist; STRATA_EEXIST if it does. */
+	int (*put_if_absent)(struct objstore *os, const char *key, const void *data, size_t len);
+	/** Start a streamed write of key; the object appears only at writer_commit. */
+	int (*writer_open)(struct objstore *os, const char *key, struct objstore_writer **w);
+	/** Append bytes to a streamed write. */
+	int (*writer_write)(struct objstore_writer *w, const void *data, size_t len);
+	/** Make the streamed object durable and visible under its key; frees w. */
+	int (*writer_commit)(struct objstore_writer *w);
+	/** Drop a streamed write; nothing becomes visible; frees w. */
+	void (*writer_abort)(struct objstore_writer *w);
+	/** Delete key. Deleting an absent key is not an error. */
+	int (*del)(struct objstore *os, const char *key);
+	/** Call cb for every key starting with prefix, in byte order. */
+	int (*list)(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx);
+	/** Release the store. */
+	void (*destroy)(struct objstore *os);
+};
+
+/** An object store: ops plus whatever the implementation keeps after it. */
+struct objstore {
+	/** The implementation. */
+	const struct objstore_ops *ops;
+	/** Human-readable location for messages ("fs:/path/objects"). */
+	char name[256];
+};
+
+/** Open a local-directory store rooted at dir (created if missing). */
+int objstore_fs_new(const char *dir, struct objstore **out);
+
+static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
+{ return os->ops->get(os, key, out); }
+static inline int objstore_get_range(struct objstore *os, const char *key, uint64_t off, size_t len,
+				     void *dst, size_t *got)
+{ return os->ops->get_range(os, key, off, len, dst, got); }
+static inline int objstore_size(struct objstore *os, const char *key, uint64_t *size)
+{ return os->ops->size(os, key, size); }
+static inline int objstore_put(struct objstore *os, const char *key, const void *d, size_t n)
+{ return os->ops->put(os, key, d, n); }
+static inline int objstore_put_if_absent(struct objstore *os, const char *key, const void *d, size_t n)
+{ return os->ops->put_if_absent(os, key, d, n); }
+static inline int objstore_writer_open(struct objstore *os, const char *key, struct objstore_writer **w)
+{ return os->ops->writer_open(os, key, w); }
+static inline int objstore_del(struct objstore *os, const char *key)
+{ return os->ops->del(os, key); }
+static inline int objstore_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
+{ return os->ops->list(os, prefix, cb, ctx); }
+static inline void objstore_destroy(struct objstore *os)
+{ if (os) os->ops->destroy(os); }
+
+/** Every writer starts with this header so the generic helpers below can reach its ops. */
+struct objstore_writer {
+	/** The store being written. */
+	struct objstore *os;
+};
+static inline int objstore_writer_write(struct objstore_writer *w, const void *d, size_t n)
+{ return w->os->ops->writer_write(w, d, n); }
+static inline int objstore_writer_commit(struct objstore_writer *w)
+{ return w->os->ops->writer_commit(w); }
+static inline void objstore_writer_abort(struct objstore_writer *w)
+{ w->os->ops->writer_abort(w); }
+
+#endif

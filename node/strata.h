@@ -1,0 +1,172 @@
+/*
+ * strata.h — the public embedding API of strata, a log-structured storage node.
+ *
+ * A store holds numbered shards; each shard is an independent LSM (WAL, memtable,
+ * generations, base runs, manifest). Every function returns 0 on success, a
+ * positive STRATA_NOTFOUND where documented, or a negative STRATA_E* code; the
+ * message with context for the last failure on the calling thread is returned by
+ * strata_last_error(). strata_append, strata_get and strata_scan may be called from
+ * many threads at once, concurrently with one thread preparing and committing merges.
+ */
+#ifndef STRATA_H
+#define STRATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_VERSION "0.1.0"
+
+/** Result codes. 0 is success; STRATA_NOTFOUND is the only positive code. */
+enum {
+	STRATA_OK = 0,
+	STRATA_NOTFOUND = 1,   /**< get: no row for that key */
+	STRATA_EINVAL = -1,    /**< bad argument: NULL data, empty key, bad option */
+	STRATA_ENOMEM = -2,    /**< allocation failed */
+	STRATA_EIO = -3,       /**< a file or object-store operation failed */
+	STRATA_ECORRUPT = -4,  /**< a checksum or format check failed; the message names the file */
+	STRATA_EFENCED = -5,   /**< another writer claimed a newer epoch for this shard */
+	STRATA_ECONFLICT = -6, /**< a merge plan no longer applies (its generations are gone) */
+	STRATA_ETOOBIG = -7,   /**< key over 4 KiB or value over the configured maximum */
+	STRATA_ERANGE = -8,    /**< shard number out of range */
+	STRATA_ENOSPC = -9,    /**< no space left on the device */
+	STRATA_EBUSY = -10,    /**< the resource is in use (a prepare already in flight) */
+	STRATA_ECLOSED = -11,  /**< the store or shard is closed */
+	STRATA_EREADONLY = -12,/**< a WAL sync failed; the shard refuses writes until reopened */
+	STRATA_EEXIST = -13,   /**< the object already exists (lost a put-if-absent race) */
+	STRATA_EINJECTED = -14,/**< a failure injected through the test seam */
+	STRATA_EVERSION = -15, /**< a file has a format version this build cannot read */
+};
+
+/** Sync modes for the WAL. */
+enum {
+	STRATA_SYNC_FSYNC = 0,    /**< fdatasync per group commit before acknowledging */
+	STRATA_SYNC_NONE = 1,     /**< never sync (simulations, benchmarks of the CPU path) */
+	STRATA_SYNC_INTERVAL = 2, /**< acknowledge after write; sync every sync_interval_ms */
+};
+
+/** Largest key accepted, in bytes. */
+#define STRATA_MAX_KEY 4096u
+
+/** An open store. */
+typedef struct strata strata;
+/** A prepared merge: the generations it folds and the run it wrote. */
+typedef struct strata_plan strata_plan;
+
+/** How to open a store. Initialise with strata_options_init, then set fields. */
+typedef struct strata_options {
+	/** Data directory: WAL segments and (for the fs object store) objects live here. */
+	const char *dir;
+	/** Number of shards, numbered 0..shards-1. */
+	uint32_t shards;
+	/** STRATA_SYNC_FSYNC, STRATA_SYNC_NONE or STRATA_SYNC_INTERVAL. */
+	int sync;
+	/** For STRATA_SYNC_INTERVAL: milliseconds between background syncs. */
+	uint32_t sync_interval_ms;
+	/** Largest value accepted, in bytes (default 64 MiB). */
+	uint64_t max_value_bytes;
+	/** WAL segment size at which a new segment starts (default 64 MiB). */
+	uint64_t wal_segment_bytes;
+	/** Uncompressed target size of a run-file block (default 64 KiB). */
+	uint32_t block_bytes;
+	/** zstd compression level for run-file blocks (default 1). */
+	int zstd_level;
+	/** Bloom filter bits per key (default 10; 0 disables filters). */
+	uint32_t bloom_bits_per_key;
+	/** Manifest versions kept behind the current one (default 4). */
+	uint32_t manifest_keep;
+} strata_options;
+
+/** One row as passed to append and returned by scan. */
+typedef struct strata_row {
+	const void *key;
+	size_t key_len;
+	const void *value;
+	size_t value_len;
+} strata_row;
+
+/** Per-shard statistics. */
+typedef struct strata_stats {
+	uint64_t memtable_rows;      /**< rows in the active and sealed memtables */
+	uint64_t memtable_bytes;     /**< bytes accounted to the active and sealed memtables */
+	uint64_t sealed_memtables;   /**< memtables sealed but not yet published as generations */
+	uint64_t generations;        /**< flushed generations waiting to be merged */
+	uint64_t base_runs;          /**< runs in the base */
+	uint64_t wal_bytes;          /**< bytes in live WAL segments */
+	uint64_t wal_segments;       /**< live WAL segment files */
+	uint64_t writer_epoch;       /**< this writer's ownership epoch */
+	uint64_t manifest_version;   /**< version of the manifest this writer last wrote or read */
+	uint64_t replay_after;       /**< WAL position up to which rows are in generations */
+	uint64_t last_seq;           /**< highest sequence number assigned */
+	uint64_t next_generation;    /**< next generation/run id */
+	uint64_t appends;            /**< append calls acknowledged */
+	uint64_t rows_appended;      /**< rows acknowledged */
+	uint64_t wal_syncs;          /**< WAL fdatasync calls (group commits) */
+	uint64_t seals;              /**< generations flushed by seal */
+	uint64_t merges;             /**< merge passes committed */
+	uint64_t merge_conflicts;    /**< plans refused at commit because they no longer applied */
+	uint64_t merged_generations; /**< generations folded into the base by merges */
+	uint64_t merge_bytes_in;     /**< generation bytes read by committed merges */
+	uint64_t merge_bytes_out;    /**< run bytes written by committed merges */
+	uint64_t compactions;        /**< base compactions committed */
+	uint64_t max_exclusive_ns;   /**< longest hold of the shard's exclusive lock */
+	uint64_t generation_bytes;   /**< bytes in flushed generations */
+	uint64_t base_bytes;         /**< bytes in base runs */
+} strata_stats;
+
+/** Fill *o with defaults: shards=1, sync=STRATA_SYNC_FSYNC, dir=NULL. */
+void strata_options_init(strata_options *o);
+/** Open (or create) a store: claims every shard's epoch, replays WALs, collects orphans. */
+int strata_open(const strata_options *o, strata **out);
+/** Append n rows to a shard; returns once they are durable under the sync mode.
+ *  All or nothing: a bad row rejects the whole batch and nothing is written. */
+int strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n);
+/** Like strata_append, and reports the sequence number of the last row. */
+int strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq);
+/** Read the newest value of key. STRATA_NOTFOUND if absent. *value is released with strata_free. */
+int strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len);
+/** Visit rows with start <= key < end in key order (NULL bound = unbounded).
+ *  A nonzero return from cb stops the scan and is returned. */
+int strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, const void *end,
+		size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx);
+/** Seal the active memtable and flush it as a generation. A no-op when empty. */
+int strata_seal(strata *db, uint32_t shard);
+/** Seal, then stream-merge the oldest max_generations (0 = all) generations into a new base run.
+ *  Runs under the shared lock; appends and reads continue. *plan is consumed by commit or abort. */
+int strata_prepare_merge(strata *db, uint32_t shard, uint32_t max_generations, strata_plan **plan);
+/** Number of generations a plan folds. */
+uint32_t strata_plan_generations(const strata_plan *plan);
+/** Shard a plan belongs to. */
+uint32_t strata_plan_shard(const strata_plan *plan);
+/** Publish a plan: O(1) work under the exclusive lock. Consumes the plan. STRATA_ECONFLICT
+ *  if its generations are no longer all in the manifest (its run is then deleted). */
+int strata_commit_merge(strata *db, strata_plan *plan);
+/** Drop a plan and delete its run. Consumes the plan. */
+void strata_abort_merge(strata *db, strata_plan *plan);
+/** prepare + commit; *merged (may be NULL) receives the number of generations folded. */
+int strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *merged);
+/** Prepare a base compaction of the oldest max_runs runs (0 = all); commit/abort as a merge. */
+int strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_plan **plan);
+/** Fill *out with the shard's statistics. */
+int strata_shard_stats(strata *db, uint32_t shard, strata_stats *out);
+/** Walk a shard's invariants (view against manifest, seq order, replay cursor);
+ *  0 or STRATA_ECORRUPT with a message. Meant for tests and `strata inspect`. */
+int strata_check(strata *db, uint32_t shard);
+/** Number of shards of an open store. */
+uint32_t strata_shards(const strata *db);
+/** Release memory returned by strata_get. */
+void strata_free(void *p);
+/** Flush nothing, sync the WALs, release everything. Safe on NULL. */
+void strata_close(strata *db);
+/** Words for a result code; every code has some. */
+const char *strata_strerror(int rc);
+/** The message with context (file, shard, offset) of the last failure on this thread. */
+const char *strata_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_H */

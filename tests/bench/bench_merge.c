@@ -1,0 +1,620 @@
+/*
+ * bench_merge — peak memory and throughput of a merge, against generation size.
+ *
+ * For each generation size S (MiB of raw row bytes), the parent process writes
+ * BENCH_MERGE_GENS generations of S MiB each into a fresh strata store (sync NONE,
+ * batches of 256 rows of a 16-byte key and a ~1 KiB value of 4 bits of entropy per
+ * byte, a seal every S MiB), closes it, drops the files from the page cache, and
+ * runs the merge in a fresh child process (fork + exec of this binary):
+ * the child opens the store, reads VmHWM, runs strata_merge(db, 0, 0, &merged),
+ * reads VmHWM again and reports the growth, the time and MB/s (generation bytes
+ * from the stats before the merge / seconds). The goal is a growth that does not
+ * depend on S. As a peer reference the same rows are loaded into RocksDB (auto
+ * compactions off, one flush per S MiB, so the same number of L0 files) and a
+ * child measures rocksdb_compact_range over everything in the same way.
+ * Asserts nothing about speed or memory; it prints figures.
+ *
+ * Environment: BENCH_MERGE_GEN_MB ("64,512"), BENCH_MERGE_GENS (8),
+ * BENCH_MERGE_VALUE (1024 bytes), BENCH_MERGE_OVERWRITE_PCT (10: share of rows that
+ * rewrite an older key), BENCH_MERGE_ROCKSDB (1; 0 skips the peer reference),
+ * BENCH_DIR (data directory).
+ */
+#include <inttypes.h>
+#include <sys/wait.h>
+
+#include <rocksdb/c.h>
+
+#include "../../node/strata.h"
+#include "bench_util.h"
+
+#ifndef BENCH_ROCKSDB_VERSION
+#define BENCH_ROCKSDB_VERSION "(version unknown)"
+#endif
+
+enum { KEY_BYTES = 16, BATCH_ROWS = 256, MAX_SIZES = 8, MAX_VALUE = 1 << 20 };
+
+/** Workload shared by the builder and the children. */
+struct workload {
+	/** Raw row bytes (key + value) per generation. */
+	uint64_t gen_bytes;
+	/** Generations to build. */
+	uint64_t gens;
+	/** Value size in bytes. */
+	uint64_t value_bytes;
+	/** Percentage of rows that rewrite an older key. */
+	uint64_t overwrite_pct;
+};
+
+/** What a merge child reports. */
+struct merge_result {
+	/** The child ran and reported. */
+	int ok;
+	/** Generations (strata) or L0 files (RocksDB) before the merge. */
+	uint64_t inputs;
+	/** Input file bytes: strata generation_bytes, RocksDB total SST bytes before. */
+	uint64_t bytes_in;
+	/** Output file bytes: strata merge_bytes_out, RocksDB total SST bytes after. */
+	uint64_t bytes_out;
+	/** Merge wall time in ns. */
+	uint64_t ns;
+	/** VmHWM at process start, in kB. */
+	uint64_t hwm_start_kb;
+	/** VmHWM after open, in kB. */
+	uint64_t hwm_open_kb;
+	/** VmHWM after the merge, in kB. */
+	uint64_t hwm_merge_kb;
+};
+
+/** splitmix64: a bijective mix of a row index. */
+static inline uint64_t
+mix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+/** Row i: key of 16 bytes (random order), value of 'a'..'p' (4 bits per byte). */
+static void
+make_row(const struct workload *wl, uint64_t i, uint8_t *key, uint8_t *value)
+{
+	uint64_t h = mix64(i);
+	uint64_t ki = i;
+	struct bench_rng rng = { .s = h | 1 };
+
+	/* Some rows rewrite the key of an earlier row, so the merge has duplicates to drop. */
+	if (i > 0 && (h >> 40) % 100 < wl->overwrite_pct)
+		ki = (h >> 8) % i;
+	uint64_t kh = mix64(ki ^ 0x5bd1e995ull);
+	for (int b = 0; b < 8; b++) {
+		key[b] = (uint8_t)(kh >> (56 - 8 * b));
+		key[8 + b] = (uint8_t)(ki >> (56 - 8 * b));
+	}
+	for (uint64_t off = 0; off < wl->value_bytes; off += 16) {
+		uint64_t r = bench_rng_next(&rng);
+
+		for (uint64_t j = 0; j < 16 && off + j < wl->value_bytes; j++)
+			value[off + j] = (uint8_t)('a' + ((r >> (4 * j)) & 15));
+	}
+}
+
+/** Calls back once per batch of rows; seal() after every gen_bytes of raw rows. */
+struct loader {
+	/** Append one batch; nonzero stops. */
+	int (*append)(void *ctx, const strata_row *rows, size_t n);
+	/** Turn the rows so far into one generation / L0 file; nonzero stops. */
+	int (*seal)(void *ctx);
+	/** Engine context. */
+	void *ctx;
+};
+
+static int
+load_rows(const struct workload *wl, const struct loader *ld, uint64_t *rows_out)
+{
+	uint8_t *keys = malloc((size_t)BATCH_ROWS * KEY_BYTES);
+	uint8_t *values = malloc((size_t)BATCH_ROWS * wl->value_bytes);
+	strata_row rows[BATCH_ROWS];
+	uint64_t i = 0, since = 0;
+	int rc = 0;
+
+	if (keys == NULL || values == NULL)
+		bench_die("out of memory");
+	for (uint64_t g = 0; g < wl->gens && rc == 0; g++) {
+		since = 0;
+		while (since < wl->gen_bytes && rc == 0) {
+			size_t n = 0;
+
+			while (n < BATCH_ROWS && since < wl->gen_bytes) {
+				uint8_t *k = keys + n * KEY_BYTES;
+				uint8_t *v = values + n * wl->value_bytes;
+
+				make_row(wl, i++, k, v);
+				rows[n].key = k;
+				rows[n].key_len = KEY_BYTES;
+				rows[n].value = v;
+				rows[n].value_len = wl->value_bytes;
+				since += KEY_BYTES + wl->value_bytes;
+				n++;
+			}
+			rc = ld->append(ld->ctx, rows, n);
+		}
+		if (rc == 0)
+			rc = ld->seal(ld->ctx);
+	}
+	free(keys);
+	free(values);
+	*rows_out = i;
+	return rc;
+}
+
+/* ---- strata ---------------------------------------------------------------- */
+
+static int
+strata_load_append(void *ctx, const strata_row *rows, size_t n)
+{
+	int rc = strata_append(ctx, 0, rows, n);
+
+	if (rc != 0)
+		fprintf(stderr, "bench_merge: strata_append: %s: %s\n", strata_strerror(rc),
+			strata_last_error());
+	return rc;
+}
+
+static int
+strata_load_seal(void *ctx)
+{
+	int rc = strata_seal(ctx, 0);
+
+	if (rc != 0)
+		fprintf(stderr, "bench_merge: strata_seal: %s: %s\n", strata_strerror(rc),
+			strata_last_error());
+	return rc;
+}
+
+static int
+strata_build(const struct workload *wl, const char *dir, uint64_t *rows, strata_stats *st)
+{
+	strata_options o;
+	strata *db;
+	struct loader ld = { strata_load_append, strata_load_seal, NULL };
+	int rc;
+
+	strata_options_init(&o);
+	o.dir = dir;
+	o.shards = 1;
+	o.sync = STRATA_SYNC_NONE;
+	rc = strata_open(&o, &db);
+	if (rc != 0) {
+		fprintf(stderr, "bench_merge: strata_open %s: %s: %s\n", dir, strata_strerror(rc),
+			strata_last_error());
+		return rc;
+	}
+	ld.ctx = db;
+	rc = load_rows(wl, &ld, rows);
+	if (rc == 0 && (rc = strata_shard_stats(db, 0, st)) != 0)
+		fprintf(stderr, "bench_merge: strata_shard_stats: %s\n", strata_last_error());
+	strata_close(db);
+	return rc;
+}
+
+/** Child: open the store, merge everything, report one line on stdout. */
+static int
+child_strata(const char *dir)
+{
+	strata_options o;
+	strata *db;
+	strata_stats before, after;
+	uint32_t merged = 0;
+	uint64_t hwm_start = bench_proc_status_kb("VmHWM"), hwm_open, hwm_merge, t0, t1;
+	int rc;
+
+	strata_options_init(&o);
+	o.dir = dir;
+	o.shards = 1;
+	rc = strata_open(&o, &db);
+	if (rc != 0) {
+		fprintf(stderr, "bench_merge child: strata_open %s: %s: %s\n", dir, strata_strerror(rc),
+			strata_last_error());
+		return 1;
+	}
+	if (strata_shard_stats(db, 0, &before) != 0)
+		return 1;
+	hwm_open = bench_proc_status_kb("VmHWM");
+	t0 = bench_now_ns();
+	rc = strata_merge(db, 0, 0, &merged);
+	t1 = bench_now_ns();
+	hwm_merge = bench_proc_status_kb("VmHWM");
+	if (rc != 0) {
+		fprintf(stderr, "bench_merge child: strata_merge: %s: %s\n", strata_strerror(rc),
+			strata_last_error());
+		strata_close(db);
+		return 1;
+	}
+	if (strata_shard_stats(db, 0, &after) != 0)
+		return 1;
+	if (merged != before.generations || after.generations != 0)
+		fprintf(stderr, "bench_merge child: note: merged %u of %" PRIu64
+			" generations, %" PRIu64 " left\n", merged, before.generations, after.generations);
+	rc = strata_check(db, 0);
+	if (rc != 0)
+		fprintf(stderr, "bench_merge child: strata_check after merge: %s\n", strata_last_error());
+	strata_close(db);
+	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
+	       " hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64 "\n",
+	       (uint64_t)merged, before.generation_bytes, after.merge_bytes_out, t1 - t0, hwm_start,
+	       hwm_open, hwm_merge);
+	return rc != 0;
+}
+
+/* ---- RocksDB --------------------------------------------------------------- */
+
+/** RocksDB handles of the loader. */
+struct rdb_ctx {
+	/** The database. */
+	rocksdb_t *db;
+	/** Writes without WAL: the loader flushes explicitly. */
+	rocksdb_writeoptions_t *wo;
+	/** Reused batch. */
+	rocksdb_writebatch_t *wb;
+};
+
+/** Options shared by the loader and the child, comparable to strata's defaults:
+ *  zstd level 1, 64 KiB blocks, bloom 10 bits/key, no automatic compaction. */
+static rocksdb_options_t *
+rdb_options(const struct workload *wl)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+	rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
+
+	rocksdb_options_set_create_if_missing(o, 1);
+	rocksdb_options_set_disable_auto_compactions(o, 1);
+	rocksdb_options_set_write_buffer_size(o, (size_t)(wl->gen_bytes * 2 + (64u << 20)));
+	rocksdb_options_set_level0_slowdown_writes_trigger(o, 1000);
+	rocksdb_options_set_level0_stop_writes_trigger(o, 1000);
+	rocksdb_options_set_compression(o, rocksdb_zstd_compression);
+	rocksdb_options_set_compression_options(o, -14, 1, 0, 0);
+	rocksdb_block_based_options_set_block_size(t, 64u << 10);
+	rocksdb_block_based_options_set_filter_policy(t, rocksdb_filterpolicy_create_bloom(10));
+	rocksdb_options_set_block_based_table_factory(o, t);
+	rocksdb_block_based_options_destroy(t);
+	return o;
+}
+
+static int
+rdb_load_append(void *ctx, const strata_row *rows, size_t n)
+{
+	struct rdb_ctx *c = ctx;
+	char *err = NULL;
+
+	rocksdb_writebatch_clear(c->wb);
+	for (size_t i = 0; i < n; i++)
+		rocksdb_writebatch_put(c->wb, rows[i].key, rows[i].key_len, rows[i].value,
+				       rows[i].value_len);
+	rocksdb_write(c->db, c->wo, c->wb, &err);
+	if (err != NULL) {
+		fprintf(stderr, "bench_merge: rocksdb_write: %s\n", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+rdb_load_seal(void *ctx)
+{
+	struct rdb_ctx *c = ctx;
+	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+	char *err = NULL;
+
+	rocksdb_flushoptions_set_wait(fo, 1);
+	rocksdb_flush(c->db, fo, &err);
+	rocksdb_flushoptions_destroy(fo);
+	if (err != NULL) {
+		fprintf(stderr, "bench_merge: rocksdb_flush: %s\n", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	return 0;
+}
+
+static uint64_t
+rdb_prop(rocksdb_t *db, const char *name)
+{
+	uint64_t v = 0;
+	char *s;
+
+	if (rocksdb_property_int(db, name, &v) == 0)
+		return v;
+	/* Some properties (num-files-at-levelN) exist only as strings. */
+	s = rocksdb_property_value(db, name);
+	if (s == NULL)
+		return UINT64_MAX;
+	v = strtoull(s, NULL, 10);
+	rocksdb_free(s);
+	return v;
+}
+
+static int
+rdb_build(const struct workload *wl, const char *dir, uint64_t *rows, uint64_t *l0_files,
+	  uint64_t *sst_bytes)
+{
+	rocksdb_options_t *o = rdb_options(wl);
+	struct rdb_ctx c;
+	struct loader ld = { rdb_load_append, rdb_load_seal, &c };
+	char *err = NULL;
+	int rc;
+
+	c.db = rocksdb_open(o, dir, &err);
+	if (err != NULL) {
+		fprintf(stderr, "bench_merge: rocksdb_open %s: %s\n", dir, err);
+		rocksdb_free(err);
+		rocksdb_options_destroy(o);
+		return -1;
+	}
+	c.wo = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_disable_WAL(c.wo, 1);
+	c.wb = rocksdb_writebatch_create();
+	rc = load_rows(wl, &ld, rows);
+	*l0_files = rdb_prop(c.db, "rocksdb.num-files-at-level0");
+	*sst_bytes = rdb_prop(c.db, "rocksdb.total-sst-files-size");
+	rocksdb_writebatch_destroy(c.wb);
+	rocksdb_writeoptions_destroy(c.wo);
+	rocksdb_close(c.db);
+	rocksdb_options_destroy(o);
+	return rc;
+}
+
+static int
+child_rocksdb(const char *dir, const struct workload *wl)
+{
+	uint64_t hwm_start = bench_proc_status_kb("VmHWM"), hwm_open, hwm_merge, t0, t1;
+	rocksdb_options_t *o = rdb_options(wl);
+	uint64_t l0, in, out;
+	char *err = NULL;
+	rocksdb_t *db;
+
+	rocksdb_options_set_create_if_missing(o, 0);
+	db = rocksdb_open(o, dir, &err);
+	if (err != NULL) {
+		fprintf(stderr, "bench_merge child: rocksdb_open %s: %s\n", dir, err);
+		return 1;
+	}
+	l0 = rdb_prop(db, "rocksdb.num-files-at-level0");
+	in = rdb_prop(db, "rocksdb.total-sst-files-size");
+	hwm_open = bench_proc_status_kb("VmHWM");
+	t0 = bench_now_ns();
+	rocksdb_compact_range(db, NULL, 0, NULL, 0);
+	t1 = bench_now_ns();
+	hwm_merge = bench_proc_status_kb("VmHWM");
+	out = rdb_prop(db, "rocksdb.total-sst-files-size");
+	rocksdb_close(db);
+	rocksdb_options_destroy(o);
+	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
+	       " hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64 "\n",
+	       l0, in, out, t1 - t0, hwm_start, hwm_open, hwm_merge);
+	return 0;
+}
+
+/* ---- parent ---------------------------------------------------------------- */
+
+/** Run this binary as "--child-ENGINE DIR" with the workload in the environment. */
+static void
+run_child(const char *engine, const char *dir, const struct workload *wl, struct merge_result *r)
+{
+	int fds[2], status;
+	pid_t pid;
+	FILE *f;
+	char line[1024];
+
+	memset(r, 0, sizeof(*r));
+	fflush(stdout);
+	if (pipe(fds) != 0)
+		bench_die("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		bench_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		char mode[64], gb[32];
+
+		snprintf(mode, sizeof(mode), "--child-%s", engine);
+		snprintf(gb, sizeof(gb), "%" PRIu64, wl->gen_bytes);
+		close(fds[0]);
+		if (dup2(fds[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		close(fds[1]);
+		execl("/proc/self/exe", "bench_merge", mode, dir, gb, (char *)NULL);
+		fprintf(stderr, "bench_merge: exec /proc/self/exe: %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	if (f == NULL)
+		bench_die("fdopen: %s", strerror(errno));
+	if (fgets(line, sizeof(line), f) != NULL &&
+	    sscanf(line, "inputs=%" SCNu64 " bytes_in=%" SCNu64 " bytes_out=%" SCNu64 " ns=%" SCNu64
+		   " hwm_start=%" SCNu64 " hwm_open=%" SCNu64 " hwm_merge=%" SCNu64, &r->inputs,
+		   &r->bytes_in, &r->bytes_out, &r->ns, &r->hwm_start_kb, &r->hwm_open_kb,
+		   &r->hwm_merge_kb) == 7)
+		r->ok = 1;
+	fclose(f);
+	if (waitpid(pid, &status, 0) < 0)
+		bench_die("waitpid: %s", strerror(errno));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "bench_merge: %s merge child failed (status 0x%x)\n", engine, status);
+		r->ok = 0;
+	}
+}
+
+static void
+print_result(const char *engine, uint64_t gen_mb, const struct workload *wl,
+	     const struct merge_result *r)
+{
+	double secs = (double)r->ns / 1e9;
+
+	if (!r->ok) {
+		printf("%-8s %7" PRIu64 " %5" PRIu64 "   failed (see stderr)\n", engine, gen_mb, wl->gens);
+		return;
+	}
+	printf("%-8s %7" PRIu64 " %5" PRIu64 " %6" PRIu64 " %10.1f %10.1f %8.2f %8.1f %9.1f %9.1f %10.1f\n",
+	       engine, gen_mb, wl->gens, r->inputs, (double)r->bytes_in / (1 << 20),
+	       (double)r->bytes_out / (1 << 20), secs,
+	       secs > 0 ? (double)r->bytes_in / 1e6 / secs : 0.0,
+	       (double)r->hwm_open_kb / 1024, (double)r->hwm_merge_kb / 1024,
+	       (double)(r->hwm_merge_kb - r->hwm_open_kb) / 1024);
+}
+
+int
+main(int argc, char **argv)
+{
+	uint64_t sizes[MAX_SIZES];
+	struct merge_result rs[MAX_SIZES], rr[MAX_SIZES];
+	int ran[MAX_SIZES], nsz, do_rocks, failed = 0;
+	struct workload wl;
+
+	wl.gens = bench_env_u64("BENCH_MERGE_GENS", 8);
+	wl.value_bytes = bench_env_u64("BENCH_MERGE_VALUE", 1024);
+	wl.overwrite_pct = bench_env_u64("BENCH_MERGE_OVERWRITE_PCT", 10);
+	if (wl.gens == 0 || wl.gens > 1000)
+		bench_die("BENCH_MERGE_GENS must be 1..1000");
+	if (wl.value_bytes == 0 || wl.value_bytes > MAX_VALUE)
+		bench_die("BENCH_MERGE_VALUE must be 1..%d", MAX_VALUE);
+	if (wl.overwrite_pct > 100)
+		bench_die("BENCH_MERGE_OVERWRITE_PCT must be 0..100");
+
+	if (argc == 4 && strncmp(argv[1], "--child-", 8) == 0) {
+		wl.gen_bytes = strtoull(argv[3], NULL, 10);
+		if (strcmp(argv[1], "--child-strata") == 0)
+			return child_strata(argv[2]);
+		if (strcmp(argv[1], "--child-rocksdb") == 0)
+			return child_rocksdb(argv[2], &wl);
+		bench_die("unknown mode %s", argv[1]);
+	}
+	if (argc != 1)
+		bench_die("usage: bench_merge (settings through BENCH_* environment variables)");
+
+	nsz = bench_env_list("BENCH_MERGE_GEN_MB", "64,512", sizes, MAX_SIZES);
+	do_rocks = (int)bench_env_u64("BENCH_MERGE_ROCKSDB", 1);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("== bench_merge: merge memory and throughput vs generation size, strata %s, "
+	       "peer RocksDB %s\n", STRATA_VERSION, BENCH_ROCKSDB_VERSION);
+	bench_print_host(bench_base_dir());
+	printf("workload: %" PRIu64 " generations per size, each of the given MiB of raw rows "
+	       "(16-byte key + %" PRIu64 "-byte value of 4 bits/byte entropy), keys in random order, "
+	       "%" PRIu64 "%% of rows rewrite an older key\n",
+	       wl.gens, wl.value_bytes, wl.overwrite_pct);
+	printf("build  : strata sync=NONE, 1 shard, default options, batches of %d rows, seal every "
+	       "generation; RocksDB WAL off, auto compactions off, zstd level 1, 64 KiB blocks, "
+	       "bloom 10, one flush per generation (same rows, same boundaries)\n", BATCH_ROWS);
+	printf("measure: each merge in a fresh child process (fork+exec) after the data files were "
+	       "fdatasynced and dropped from the page cache (POSIX_FADV_DONTNEED): VmHWM after open "
+	       "and after strata_merge(db, 0, 0) / rocksdb_compact_range(all); MB/s = input file "
+	       "bytes / merge seconds\n\n");
+
+	for (int i = 0; i < nsz; i++) {
+		uint64_t raw, need, avail, rows;
+		char dir[4096];
+		strata_stats st;
+		uint64_t t0;
+
+		ran[i] = 0;
+		rs[i].ok = rr[i].ok = 0;
+		if (sizes[i] > (1u << 20))
+			bench_die("BENCH_MERGE_GEN_MB entries must be at most 1048576");
+		wl.gen_bytes = sizes[i] << 20;
+		raw = wl.gen_bytes * wl.gens;
+		/* WAL up to one memtable + generations + merged run (values compress to ~55%),
+		 * plus 1 GiB of slack; each engine's directory is removed before the next. */
+		need = wl.gen_bytes + raw / 10 * 14 + (1ull << 30);
+		avail = bench_free_bytes(bench_base_dir());
+		if (avail < need) {
+			printf("size %" PRIu64 " MiB: SKIPPED: needs ~%.1f GiB free in %s, %.1f GiB "
+			       "available\n", sizes[i], (double)need / (1u << 30), bench_base_dir(),
+			       (double)avail / (1u << 30));
+			continue;
+		}
+		ran[i] = 1;
+
+		bench_mkdtemp("merge-strata", dir, sizeof(dir));
+		t0 = bench_now_ns();
+		if (strata_build(&wl, dir, &rows, &st) != 0) {
+			failed = 1;
+			bench_rmrf(dir);
+			continue;
+		}
+		printf("size %" PRIu64 " MiB: strata built %" PRIu64 " generations, %" PRIu64
+		       " rows, %.1f MiB raw -> %.1f MiB of generation files in %.1f s\n", sizes[i],
+		       st.generations, rows, (double)raw / (1 << 20),
+		       (double)st.generation_bytes / (1 << 20), (double)(bench_now_ns() - t0) / 1e9);
+		bench_drop_cache(dir);
+		run_child("strata", dir, &wl, &rs[i]);
+		failed |= !rs[i].ok;
+		bench_rmrf(dir);
+
+		if (!do_rocks)
+			continue;
+		bench_mkdtemp("merge-rocksdb", dir, sizeof(dir));
+		{
+			uint64_t l0 = 0, sst = 0;
+
+			t0 = bench_now_ns();
+			if (rdb_build(&wl, dir, &rows, &l0, &sst) != 0) {
+				failed = 1;
+				bench_rmrf(dir);
+				continue;
+			}
+			printf("size %" PRIu64 " MiB: rocksdb built %" PRIu64 " L0 files, %" PRIu64
+			       " rows, %.1f MiB of SST files in %.1f s\n", sizes[i], l0, rows,
+			       (double)sst / (1 << 20), (double)(bench_now_ns() - t0) / 1e9);
+		}
+		bench_drop_cache(dir);
+		run_child("rocksdb", dir, &wl, &rr[i]);
+		bench_rmrf(dir);
+	}
+
+	printf("\n%-8s %7s %5s %6s %10s %10s %8s %8s %9s %9s %10s\n", "engine", "gen_MiB", "gens",
+	       "inputs", "in_MiB", "out_MiB", "secs", "MB/s", "hwm_open", "hwm_after", "rss_growth");
+	for (int i = 0; i < nsz; i++) {
+		if (!ran[i])
+			continue;
+		print_result("strata", sizes[i], &wl, &rs[i]);
+		if (do_rocks)
+			print_result("rocksdb", sizes[i], &wl, &rr[i]);
+	}
+	printf("(hwm_* and rss_growth in MiB: VmHWM after open, after the merge, and their difference)\n");
+	if (!do_rocks)
+		printf("rocksdb peer reference: SKIPPED (BENCH_MERGE_ROCKSDB=0)\n");
+
+	/* Growth ratio between the largest and the smallest size that both ran. */
+	{
+		int lo = -1, hi = -1;
+
+		for (int i = 0; i < nsz; i++) {
+			if (!ran[i] || !rs[i].ok)
+				continue;
+			if (lo < 0 || sizes[i] < sizes[lo])
+				lo = i;
+			if (hi < 0 || sizes[i] > sizes[hi])
+				hi = i;
+		}
+		if (lo >= 0 && hi >= 0 && lo != hi) {
+			double gl = (double)(rs[lo].hwm_merge_kb - rs[lo].hwm_open_kb);
+			double gh = (double)(rs[hi].hwm_merge_kb - rs[hi].hwm_open_kb);
+
+			printf("strata RSS growth ratio %" PRIu64 "/%" PRIu64 " MiB generations: %.2f "
+			       "(goal ~1: merge memory independent of generation size)\n",
+			       sizes[hi], sizes[lo], gl > 0 ? gh / gl : 0.0);
+			if (do_rocks && rr[lo].ok && rr[hi].ok) {
+				gl = (double)(rr[lo].hwm_merge_kb - rr[lo].hwm_open_kb);
+				gh = (double)(rr[hi].hwm_merge_kb - rr[hi].hwm_open_kb);
+				printf("rocksdb RSS growth ratio %" PRIu64 "/%" PRIu64 " MiB: %.2f\n",
+				       sizes[hi], sizes[lo], gl > 0 ? gh / gl : 0.0);
+			}
+		} else {
+			printf("RSS growth ratio: not computed (fewer than two sizes ran)\n");
+		}
+	}
+	if (failed)
+		printf("bench_merge: an engine reported an error (see stderr); figures are partial\n");
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,1401 @@
+/*
+ * test_engine.c — the engine through the public API (node/strata.h): appends and
+ * reads concurrent with merges, the prepare/commit discipline, merge caps, fencing,
+ * large values and input checks. Pauses inside seal/prepare/commit go through the
+ * test points of node/lib/env.h (ENV_POINTS); a watchdog fails a test that hangs.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../node/core/manifest.h"
+#include "../../node/lib/buf.h"
+#include "../../node/lib/env.h"
+#include "../../node/objstore/objstore.h"
+#include "../../node/strata.h"
+#include "harness.h"
+
+#ifndef TEST
+#define TEST(name) static void name(void)
+#endif
+
+/** Object-store prefix of shard 0. */
+#define SHARD0 "shard-0000/"
+/** Seconds a test may take before the watchdog declares it hung. */
+#ifndef WATCHDOG_S
+#define WATCHDOG_S 60
+#endif
+/** Most stores one test keeps open at once. */
+#define MAX_DBS 8
+/** Most temporary directories one test creates. */
+#define MAX_DIRS 8
+
+/* ---------------------------------------------------------------- per-test state */
+
+/** Name of the running test, for the watchdog. */
+static const char *t_name = "";
+/** Stores opened by the running test and not yet closed. */
+static strata *t_dbs[MAX_DBS];
+/** Directories created by the running test. */
+static char *t_dirs[MAX_DIRS];
+
+static void
+watchdog_fire(int sig)
+{
+	(void)sig;
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg),
+			 "  watchdog: %s did not finish within %d s: an operation blocked\n"
+			 "not ok - %s\n",
+			 t_name, WATCHDOG_S, t_name);
+	if (write(2, msg, (size_t)n) < 0)
+		_exit(2);
+	_exit(2);
+}
+
+static char *
+tdir(void)
+{
+	char *d = harness_tmpdir("engine");
+	for (int i = 0; i < MAX_DIRS; i++) {
+		if (t_dirs[i] == NULL) {
+			t_dirs[i] = d;
+			return d;
+		}
+	}
+	fprintf(stderr, "  too many temp dirs in one test\n");
+	abort();
+}
+
+static strata_options
+opts_for(const char *dir)
+{
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = dir;
+	o.shards = 1;
+	o.sync = STRATA_SYNC_NONE;
+	return o;
+}
+
+/** Open a store, tracked so the test runner closes it if a test bails out. NULL on failure. */
+static strata *
+db_open(const strata_options *o)
+{
+	strata *db = NULL;
+	int rc = strata_open(o, &db);
+	if (rc != 0) {
+		fprintf(stderr, "  strata_open(%s) = %s: %s\n", o->dir, strata_strerror(rc),
+			strata_last_error());
+		return NULL;
+	}
+	for (int i = 0; i < MAX_DBS; i++) {
+		if (t_dbs[i] == NULL) {
+			t_dbs[i] = db;
+			return db;
+		}
+	}
+	fprintf(stderr, "  too many open stores in one test\n");
+	abort();
+}
+
+static void
+db_close(strata *db)
+{
+	for (int i = 0; i < MAX_DBS; i++)
+		if (t_dbs[i] == db)
+			t_dbs[i] = NULL;
+	strata_close(db);
+}
+
+/* ---------------------------------------------------------------- test points */
+
+enum { PT_OFF, PT_PAUSE, PT_EXIT };
+
+/** The one env.point callback, installed for the whole run and steered by pt. */
+static struct {
+	/** Guards every field. */
+	pthread_mutex_t mu;
+	/** Signalled on every change. */
+	pthread_cond_t cv;
+	/** Point acted on, or NULL. */
+	const char *name;
+	/** PT_PAUSE or PT_EXIT. */
+	int action;
+	/** Threads paused at the point so far. */
+	int arrived;
+	/** Worker threads that finished their operation. */
+	int finished;
+	/** Set to let paused threads go. */
+	int released;
+} pt = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, PT_OFF, 0, 0, 0 };
+
+/** Set on threads that volunteer to be paused; each pauses at most once. */
+static __thread int pt_self;
+/** Set once this thread has paused. */
+static __thread int pt_self_done;
+
+static int
+test_point(const char *name, const void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&pt.mu);
+	if (pt.name == NULL || strcmp(name, pt.name) != 0) {
+		pthread_mutex_unlock(&pt.mu);
+		return 0;
+	}
+	if (pt.action == PT_EXIT)
+		_exit(0);
+	if (pt.action == PT_PAUSE && pt_self && !pt_self_done) {
+		pt_self_done = 1;
+		pt.arrived++;
+		pthread_cond_broadcast(&pt.cv);
+		while (!pt.released)
+			pthread_cond_wait(&pt.cv, &pt.mu);
+	}
+	pthread_mutex_unlock(&pt.mu);
+	return 0;
+}
+
+static void
+pt_arm(const char *name, int action)
+{
+	pthread_mutex_lock(&pt.mu);
+	pt.name = name;
+	pt.action = action;
+	pt.arrived = 0;
+	pt.finished = 0;
+	pt.released = 0;
+	pthread_mutex_unlock(&pt.mu);
+}
+
+static void
+pt_disarm(void)
+{
+	pthread_mutex_lock(&pt.mu);
+	pt.name = NULL;
+	pt.action = PT_OFF;
+	pt.released = 1;
+	pthread_cond_broadcast(&pt.cv);
+	pthread_mutex_unlock(&pt.mu);
+}
+
+/** Wait until n threads are paused or a worker finished without pausing; returns arrivals. */
+static int
+pt_wait(int n)
+{
+	pthread_mutex_lock(&pt.mu);
+	while (pt.arrived < n && pt.finished == 0)
+		pthread_cond_wait(&pt.cv, &pt.mu);
+	int got = pt.arrived;
+	pthread_mutex_unlock(&pt.mu);
+	return got;
+}
+
+static void
+pt_release(void)
+{
+	pthread_mutex_lock(&pt.mu);
+	pt.released = 1;
+	pthread_cond_broadcast(&pt.cv);
+	pthread_mutex_unlock(&pt.mu);
+}
+
+static void
+pt_worker_finished(void)
+{
+	pthread_mutex_lock(&pt.mu);
+	pt.finished++;
+	pthread_cond_broadcast(&pt.cv);
+	pthread_mutex_unlock(&pt.mu);
+}
+
+/* ---------------------------------------------------------------- rows */
+
+static uint64_t
+xorshift(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+/** Value of a row: "<key>=<tag>" padded with '.' to at least pad bytes. */
+static size_t
+make_value(char *dst, size_t cap, const char *key, const char *tag, size_t pad)
+{
+	int n = snprintf(dst, cap, "%s=%s", key, tag);
+	size_t len = (size_t)n;
+	while (len < pad && len + 1 < cap)
+		dst[len++] = '.';
+	dst[len] = '\0';
+	return len;
+}
+
+/** Append keys "<prefix>%05d" for i in [from, to) in batches of `batch`, values tagged `tag`. */
+static int
+put_range(strata *db, const char *prefix, int from, int to, const char *tag, int batch)
+{
+	char keys[64][48], vals[64][160];
+	strata_row rows[64];
+	if (batch < 1 || batch > 64)
+		batch = 64;
+	for (int i = from; i < to;) {
+		int n = 0;
+		for (; n < batch && i < to; n++, i++) {
+			snprintf(keys[n], sizeof(keys[n]), "%s%05d", prefix, i);
+			size_t vl = make_value(vals[n], sizeof(vals[n]), keys[n], tag, 40);
+			rows[n] = (strata_row){ keys[n], strlen(keys[n]), vals[n], vl };
+		}
+		int rc = strata_append(db, 0, rows, (size_t)n);
+		if (rc != 0) {
+			fprintf(stderr, "  append %s..: %s: %s\n", keys[0], strata_strerror(rc),
+				strata_last_error());
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/** 1 if key reads back exactly want (want NULL: must be STRATA_NOTFOUND); prints otherwise. */
+static int
+get_is(strata *db, const char *key, const char *want)
+{
+	void *v = NULL;
+	size_t n = 0;
+	int rc = strata_get(db, 0, key, strlen(key), &v, &n);
+	if (want == NULL) {
+		if (rc == STRATA_NOTFOUND)
+			return 1;
+		fprintf(stderr, "  get %s: want NOTFOUND, got %s (%s)\n", key, strata_strerror(rc),
+			rc == 0 ? "a value" : strata_last_error());
+		if (rc == 0)
+			strata_free(v);
+		return 0;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "  get %s: %s: %s\n", key, strata_strerror(rc), strata_last_error());
+		return 0;
+	}
+	int ok = n == strlen(want) && memcmp(v, want, n) == 0;
+	if (!ok)
+		fprintf(stderr, "  get %s: got '%.*s', want '%s'\n", key, (int)(n > 80 ? 80 : n),
+			(const char *)v, want);
+	strata_free(v);
+	return ok;
+}
+
+/** Number of keys in [from, to) that do not read back as put_range wrote them (tag). */
+static int
+range_misses(strata *db, const char *prefix, int from, int to, const char *tag)
+{
+	int bad = 0;
+	for (int i = from; i < to; i++) {
+		char key[48], val[160];
+		snprintf(key, sizeof(key), "%s%05d", prefix, i);
+		make_value(val, sizeof(val), key, tag, 40);
+		if (!get_is(db, key, val) && ++bad >= 5) {
+			fprintf(stderr, "  (more misses under %s not shown)\n", prefix);
+			return bad + (to - i - 1);
+		}
+	}
+	return bad;
+}
+
+/** What a full scan saw. */
+struct scan_check {
+	/** Rows visited. */
+	size_t rows;
+	/** Rows whose key was not strictly greater than the previous one (disorder or duplicate). */
+	size_t disorder;
+	/** Rows whose value does not start with "<key>=". */
+	size_t bad_values;
+	/** Previous key. */
+	char prev[STRATA_MAX_KEY];
+	/** Its length. */
+	size_t prev_len;
+	/** Set after the first row. */
+	int have_prev;
+};
+
+static int
+scan_check_cb(void *ctx, const strata_row *row)
+{
+	struct scan_check *sc = ctx;
+	if (sc->have_prev) {
+		size_t m = row->key_len < sc->prev_len ? row->key_len : sc->prev_len;
+		int c = memcmp(row->key, sc->prev, m);
+		if (c < 0 || (c == 0 && row->key_len <= sc->prev_len)) {
+			if (sc->disorder++ < 5)
+				fprintf(stderr, "  scan: '%.*s' after '%.*s'\n", (int)row->key_len,
+					(const char *)row->key, (int)sc->prev_len, sc->prev);
+		}
+	}
+	if (row->value_len <= row->key_len || memcmp(row->value, row->key, row->key_len) != 0 ||
+	    ((const char *)row->value)[row->key_len] != '=') {
+		if (sc->bad_values++ < 5)
+			fprintf(stderr, "  scan: bad value for '%.*s'\n", (int)row->key_len,
+				(const char *)row->key);
+	}
+	if (row->key_len <= sizeof(sc->prev)) {
+		memcpy(sc->prev, row->key, row->key_len);
+		sc->prev_len = row->key_len;
+	}
+	sc->have_prev = 1;
+	sc->rows++;
+	return 0;
+}
+
+/** Scan the whole of shard 0 and require order, no duplicates, sane values and `want` rows. */
+static int
+scan_ok(strata *db, size_t want)
+{
+	static struct scan_check sc;
+	memset(&sc, 0, sizeof(sc));
+	int rc = strata_scan(db, 0, NULL, 0, NULL, 0, scan_check_cb, &sc);
+	if (rc != 0) {
+		fprintf(stderr, "  scan: %s: %s\n", strata_strerror(rc), strata_last_error());
+		return 0;
+	}
+	if (sc.rows != want || sc.disorder != 0 || sc.bad_values != 0) {
+		fprintf(stderr, "  scan: %zu rows (want %zu), %zu out of order/duplicate, %zu bad values\n",
+			sc.rows, want, sc.disorder, sc.bad_values);
+		return 0;
+	}
+	return 1;
+}
+
+static strata_stats
+stats_of(strata *db)
+{
+	strata_stats s;
+	memset(&s, 0, sizeof(s));
+	int rc = strata_shard_stats(db, 0, &s);
+	if (rc != 0)
+		fprintf(stderr, "  stats: %s: %s\n", strata_strerror(rc), strata_last_error());
+	return s;
+}
+
+/* ---------------------------------------------------------------- object store */
+
+static int
+count_cb(void *ctx, const char *key, uint64_t size)
+{
+	(void)key;
+	(void)size;
+	(*(long *)ctx)++;
+	return 0;
+}
+
+/** Objects under "shard-0000/<sub>" in dir's object store, or -1. */
+static long
+count_objects(const char *dir, const char *sub)
+{
+	char root[512], prefix[64];
+	snprintf(root, sizeof(root), "%s/objects", dir);
+	snprintf(prefix, sizeof(prefix), SHARD0 "%s", sub);
+	struct objstore *os = NULL;
+	if (objstore_fs_new(root, &os) != 0) {
+		fprintf(stderr, "  objstore_fs_new(%s): %s\n", root, strata_last_error());
+		return -1;
+	}
+	long n = 0;
+	int rc = objstore_list(os, prefix, count_cb, &n);
+	objstore_destroy(os);
+	if (rc != 0) {
+		fprintf(stderr, "  list %s: %s\n", prefix, strata_last_error());
+		return -1;
+	}
+	return n;
+}
+
+/** Load shard 0's current manifest from dir's object store. */
+static int
+load_manifest(const char *dir, struct manifest *m)
+{
+	char root[512];
+	snprintf(root, sizeof(root), "%s/objects", dir);
+	memset(m, 0, sizeof(*m));
+	struct objstore *os = NULL;
+	int rc = objstore_fs_new(root, &os);
+	if (rc == 0)
+		rc = manifest_load(os, SHARD0, m);
+	if (rc != 0)
+		fprintf(stderr, "  manifest_load(%s): %s: %s\n", root, strata_strerror(rc),
+			strata_last_error());
+	objstore_destroy(os);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- merge workers */
+
+enum { JOB_MERGE, JOB_PREPARE_COMMIT };
+
+/** A merge run on its own thread. */
+struct job {
+	/** Store and arguments. */
+	strata *db;
+	uint32_t cap;
+	/** JOB_MERGE (strata_merge) or JOB_PREPARE_COMMIT (prepare, then commit). */
+	int kind;
+	/** Volunteer to be paused at the armed point. */
+	int pause;
+	/** Results. */
+	int rc, rc_prepare, rc_commit;
+	uint32_t merged;
+	/** The thread. */
+	pthread_t th;
+};
+
+static void *
+job_main(void *p)
+{
+	struct job *j = p;
+	pt_self = j->pause;
+	if (j->kind == JOB_MERGE) {
+		j->rc = strata_merge(j->db, 0, j->cap, &j->merged);
+		if (j->rc != 0)
+			fprintf(stderr, "  merge: %s: %s\n", strata_strerror(j->rc), strata_last_error());
+	} else {
+		strata_plan *plan = NULL;
+		j->rc_prepare = strata_prepare_merge(j->db, 0, j->cap, &plan);
+		if (j->rc_prepare != 0) {
+			fprintf(stderr, "  prepare: %s: %s\n", strata_strerror(j->rc_prepare),
+				strata_last_error());
+		} else {
+			j->merged = strata_plan_generations(plan);
+			/* Both preparers have their plans before either commits. */
+			j->rc_commit = strata_commit_merge(j->db, plan);
+			if (j->rc_commit != 0 && j->rc_commit != STRATA_ECONFLICT)
+				fprintf(stderr, "  commit: %s: %s\n", strata_strerror(j->rc_commit),
+					strata_last_error());
+		}
+		j->rc = j->rc_prepare != 0 ? j->rc_prepare : j->rc_commit;
+	}
+	pt_worker_finished();
+	return NULL;
+}
+
+static void
+job_start(struct job *j)
+{
+	if (pthread_create(&j->th, NULL, job_main, j) != 0) {
+		perror("pthread_create");
+		abort();
+	}
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/** appends_survive_concurrent_merges: shared state of appenders and merger. */
+static struct {
+	/** Guards the counters. */
+	pthread_mutex_t mu;
+	/** Signalled on every change. */
+	pthread_cond_t cv;
+	/** Batches acknowledged so far, all appenders. */
+	uint64_t acked;
+	/** Seal+merge passes completed. */
+	uint64_t passes;
+	/** Appenders that finished. */
+	int done;
+} t1 = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+
+#define T1_THREADS 4
+#define T1_KEYS 5000
+#define T1_CHECKPOINT 1000
+
+/** One appender thread of appends_survive_concurrent_merges. */
+struct t1_appender {
+	strata *db;
+	int id;
+	/** Failed appends or read-backs. */
+	int errors;
+	pthread_t th;
+};
+
+static void
+t1_row(char *key, size_t kcap, char *val, size_t vcap, int id, int i)
+{
+	snprintf(key, kcap, "t%d-%05d", id, i);
+	make_value(val, vcap, key, "v", 24);
+}
+
+static void *
+t1_append_main(void *p)
+{
+	struct t1_appender *a = p;
+	uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(a->id + 1);
+	static __thread char keys[50][32], vals[50][64];
+	strata_row rows[50];
+	int next = 0, checkpoint = T1_CHECKPOINT;
+	while (next < T1_KEYS) {
+		int n = 1 + (int)(xorshift(&rng) % 50);
+		if (n > T1_KEYS - next)
+			n = T1_KEYS - next;
+		for (int i = 0; i < n; i++) {
+			t1_row(keys[i], sizeof(keys[i]), vals[i], sizeof(vals[i]), a->id, next + i);
+			rows[i] = (strata_row){ keys[i], strlen(keys[i]), vals[i], strlen(vals[i]) };
+		}
+		int rc = strata_append(a->db, 0, rows, (size_t)n);
+		if (rc != 0) {
+			fprintf(stderr, "  appender %d: append: %s: %s\n", a->id, strata_strerror(rc),
+				strata_last_error());
+			a->errors++;
+		}
+		next += n;
+		char key[32], val[64];
+		t1_row(key, sizeof(key), val, sizeof(val), a->id, (int)(xorshift(&rng) % (uint64_t)next));
+		if (!get_is(a->db, key, val))
+			a->errors++;
+		pthread_mutex_lock(&t1.mu);
+		t1.acked++;
+		pthread_cond_broadcast(&t1.cv);
+		if (next >= checkpoint) {
+			/* Guarantee merges interleave with this appender's batches. */
+			uint64_t p0 = t1.passes;
+			while (t1.passes == p0)
+				pthread_cond_wait(&t1.cv, &t1.mu);
+			checkpoint += T1_CHECKPOINT;
+		}
+		pthread_mutex_unlock(&t1.mu);
+	}
+	pthread_mutex_lock(&t1.mu);
+	t1.done++;
+	pthread_cond_broadcast(&t1.cv);
+	pthread_mutex_unlock(&t1.mu);
+	return NULL;
+}
+
+/** The merger thread of appends_survive_concurrent_merges. */
+struct t1_merger {
+	strata *db;
+	int errors;
+	uint64_t merged;
+	pthread_t th;
+};
+
+static void *
+t1_merge_main(void *p)
+{
+	struct t1_merger *m = p;
+	pthread_mutex_lock(&t1.mu);
+	while (t1.done < T1_THREADS) {
+		uint64_t seen = t1.acked;
+		pthread_mutex_unlock(&t1.mu);
+		int rc = strata_seal(m->db, 0);
+		if (rc != 0) {
+			fprintf(stderr, "  merger: seal: %s: %s\n", strata_strerror(rc), strata_last_error());
+			m->errors++;
+		}
+		uint32_t merged = 0;
+		rc = strata_merge(m->db, 0, 3, &merged);
+		if (rc != 0) {
+			fprintf(stderr, "  merger: merge: %s: %s\n", strata_strerror(rc), strata_last_error());
+			m->errors++;
+		} else if (merged > 3) {
+			fprintf(stderr, "  merger: merge with cap 3 folded %u generations\n", merged);
+			m->errors++;
+		}
+		m->merged += merged;
+		pthread_mutex_lock(&t1.mu);
+		t1.passes++;
+		pthread_cond_broadcast(&t1.cv);
+		while (t1.acked == seen && t1.done < T1_THREADS)
+			pthread_cond_wait(&t1.cv, &t1.mu);
+	}
+	pthread_mutex_unlock(&t1.mu);
+	return NULL;
+}
+
+/** Every acknowledged key of the appenders reads back; returns the number that do not. */
+static int
+t1_verify(strata *db)
+{
+	int bad = 0;
+	for (int id = 0; id < T1_THREADS; id++) {
+		for (int i = 0; i < T1_KEYS; i++) {
+			char key[32], val[64];
+			t1_row(key, sizeof(key), val, sizeof(val), id, i);
+			if (!get_is(db, key, val) && ++bad > 5)
+				return bad;
+		}
+	}
+	return bad;
+}
+
+TEST(appends_survive_concurrent_merges)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.block_bytes = 4096;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	t1.acked = 0;
+	t1.passes = 0;
+	t1.done = 0;
+	struct t1_appender ap[T1_THREADS];
+	struct t1_merger mg = { .db = db };
+	for (int i = 0; i < T1_THREADS; i++) {
+		ap[i] = (struct t1_appender){ .db = db, .id = i };
+		REQUIRE(pthread_create(&ap[i].th, NULL, t1_append_main, &ap[i]) == 0);
+	}
+	REQUIRE(pthread_create(&mg.th, NULL, t1_merge_main, &mg) == 0);
+	for (int i = 0; i < T1_THREADS; i++) {
+		pthread_join(ap[i].th, NULL);
+		CHECK_EQ(ap[i].errors, 0);
+	}
+	pthread_join(mg.th, NULL);
+	CHECK_EQ(mg.errors, 0);
+	CHECK(mg.merged > 0);
+	CHECK(t1.passes >= T1_KEYS / T1_CHECKPOINT);
+
+	CHECK_EQ(t1_verify(db), 0);
+	CHECK(scan_ok(db, T1_THREADS * T1_KEYS));
+	strata_stats s = stats_of(db);
+	CHECK_EQ(s.rows_appended, T1_THREADS * T1_KEYS);
+	CHECK_EQ(s.merged_generations, mg.merged);
+
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	s = stats_of(db);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.memtable_rows, 0);
+	CHECK(scan_ok(db, T1_THREADS * T1_KEYS));
+	db_close(db);
+
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(t1_verify(db), 0);
+	CHECK(scan_ok(db, T1_THREADS * T1_KEYS));
+	db_close(db);
+}
+
+/** Append three generations g0..g2 of `per` rows each ("g<n>-%05d"). */
+static int
+three_generations(strata *db, int per)
+{
+	for (int g = 0; g < 3; g++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "g%d-", g);
+		int rc = put_range(db, prefix, 0, per, "old", 25);
+		if (rc == 0)
+			rc = strata_seal(db, 0);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int
+three_generations_misses(strata *db, int per)
+{
+	int bad = 0;
+	for (int g = 0; g < 3; g++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "g%d-", g);
+		bad += range_misses(db, prefix, 0, per, "old");
+	}
+	return bad;
+}
+
+TEST(seal_during_merge_is_not_drained)
+{
+	static const char *const points[] = { "prepare.block", "prepare.run_written" };
+	for (int p = 0; p < 2; p++) {
+		fprintf(stderr, "  # paused at %s\n", points[p]);
+		const char *dir = tdir();
+		strata_options o = opts_for(dir);
+		o.block_bytes = 1024;
+		strata *db = db_open(&o);
+		REQUIRE(db != NULL);
+		REQUIRE_EQ(three_generations(db, 300), 0);
+		REQUIRE_EQ(stats_of(db).generations, 3);
+
+		pt_arm(points[p], PT_PAUSE);
+		struct job j = { .db = db, .cap = 0, .kind = JOB_MERGE, .pause = 1 };
+		job_start(&j);
+		int arrived = pt_wait(1);
+		CHECK_EQ(arrived, 1);
+		if (arrived == 1) {
+			/* While the merge is paused: a new generation appears. */
+			CHECK_EQ(put_range(db, "new-", 0, 100, "new", 10), 0);
+			CHECK_EQ(strata_seal(db, 0), 0);
+			CHECK_EQ(stats_of(db).generations, 4);
+			CHECK_EQ(range_misses(db, "new-", 0, 100, "new"), 0);
+		}
+		pt_release();
+		pthread_join(j.th, NULL);
+		pt_disarm();
+		REQUIRE(arrived == 1);
+		CHECK_EQ(j.rc, 0);
+		CHECK_EQ(j.merged, 3);
+
+		strata_stats s = stats_of(db);
+		CHECK_EQ(s.generations, 1);
+		CHECK_EQ(s.base_runs, 1);
+		CHECK_EQ(count_objects(dir, "gen/"), 1);
+		CHECK_EQ(count_objects(dir, "run/"), 1);
+		CHECK_EQ(range_misses(db, "new-", 0, 100, "new"), 0);
+		CHECK_EQ(three_generations_misses(db, 300), 0);
+		CHECK(scan_ok(db, 1000));
+		db_close(db);
+
+		/* The new generation is in the manifest, not only in memory. */
+		db = db_open(&o);
+		REQUIRE(db != NULL);
+		s = stats_of(db);
+		CHECK_EQ(s.generations, 1);
+		CHECK_EQ(s.base_runs, 1);
+		CHECK_EQ(s.memtable_rows, 0);
+		CHECK_EQ(range_misses(db, "new-", 0, 100, "new"), 0);
+		CHECK_EQ(three_generations_misses(db, 300), 0);
+		uint32_t merged = 0;
+		CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+		CHECK_EQ(merged, 1);
+		CHECK_EQ(range_misses(db, "new-", 0, 100, "new"), 0);
+		CHECK(scan_ok(db, 1000));
+		db_close(db);
+	}
+}
+
+TEST(concurrent_merges_do_not_duplicate)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(three_generations(db, 100), 0);
+
+	pt_arm("prepare.run_written", PT_PAUSE);
+	struct job a = { .db = db, .cap = 0, .kind = JOB_PREPARE_COMMIT, .pause = 1 };
+	struct job b = a;
+	job_start(&a);
+	job_start(&b);
+	int arrived = pt_wait(2);
+	CHECK_EQ(arrived, 2);
+	pt_release();
+	pthread_join(a.th, NULL);
+	pthread_join(b.th, NULL);
+	pt_disarm();
+
+	CHECK_EQ(a.rc_prepare, 0);
+	CHECK_EQ(b.rc_prepare, 0);
+	REQUIRE(a.rc_prepare == 0 && b.rc_prepare == 0);
+	/* Both plans fold the same three generations. */
+	CHECK_EQ(a.merged, 3);
+	CHECK_EQ(b.merged, 3);
+	int won = (a.rc_commit == 0) + (b.rc_commit == 0);
+	int lost = (a.rc_commit == STRATA_ECONFLICT) + (b.rc_commit == STRATA_ECONFLICT);
+	CHECK_EQ(won, 1);
+	CHECK_EQ(lost, 1);
+
+	strata_stats s = stats_of(db);
+	CHECK_EQ(s.base_runs, 1);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.merges, 1);
+	CHECK_EQ(s.merge_conflicts, 1);
+	CHECK_EQ(three_generations_misses(db, 100), 0);
+	CHECK(scan_ok(db, 300));
+	/* Before any reopen (which would collect orphans): the loser deleted its own run. */
+	CHECK_EQ(count_objects(dir, "run/"), 1);
+	CHECK_EQ(count_objects(dir, "gen/"), 0);
+	db_close(db);
+
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(stats_of(db).base_runs, 1);
+	CHECK(scan_ok(db, 300));
+	db_close(db);
+}
+
+/** append_not_blocked_by_prepare: one client thread appending and reading. */
+struct t5_client {
+	strata *db;
+	int id;
+	/** Failed operations. */
+	int errors;
+	pthread_t th;
+};
+
+static void *
+t5_client_main(void *p)
+{
+	struct t5_client *c = p;
+	char prefix[16];
+	snprintf(prefix, sizeof(prefix), "c%d-", c->id);
+	if (put_range(c->db, prefix, 0, 500, "during", 10) != 0)
+		c->errors++;
+	c->errors += range_misses(c->db, prefix, 0, 500, "during");
+	/* Rows of the generations being merged stay readable. */
+	c->errors += three_generations_misses(c->db, 300);
+	return NULL;
+}
+
+TEST(append_not_blocked_by_prepare)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.block_bytes = 1024;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(three_generations(db, 300), 0);
+
+	pt_arm("prepare.block", PT_PAUSE);
+	struct job j = { .db = db, .cap = 0, .kind = JOB_MERGE, .pause = 1 };
+	job_start(&j);
+	int arrived = pt_wait(1);
+	CHECK_EQ(arrived, 1);
+	/* The prepare is paused mid-IO: these must all complete (a block here hangs the watchdog). */
+	struct t5_client c[2];
+	for (int i = 0; i < 2; i++) {
+		c[i] = (struct t5_client){ .db = db, .id = i };
+		if (pthread_create(&c[i].th, NULL, t5_client_main, &c[i]) != 0)
+			abort();
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(c[i].th, NULL);
+		CHECK_EQ(c[i].errors, 0);
+	}
+	int still_paused;
+	pthread_mutex_lock(&pt.mu);
+	still_paused = pt.finished == 0;
+	pthread_mutex_unlock(&pt.mu);
+	CHECK(still_paused);
+	CHECK_EQ(stats_of(db).rows_appended, 3 * 300 + 2 * 500);
+	pt_release();
+	pthread_join(j.th, NULL);
+	pt_disarm();
+	CHECK_EQ(j.rc, 0);
+	CHECK_EQ(j.merged, 3);
+	CHECK_EQ(range_misses(db, "c0-", 0, 500, "during"), 0);
+	CHECK_EQ(range_misses(db, "c1-", 0, 500, "during"), 0);
+	CHECK(scan_ok(db, 3 * 300 + 2 * 500));
+	db_close(db);
+}
+
+/** Ten generations "G<g>-%05d" of 50 rows, each also overwriting "shared" with "shared=gen-<g>". */
+static int
+ten_generations(strata *db)
+{
+	for (int g = 0; g < 10; g++) {
+		char prefix[16], val[32];
+		snprintf(prefix, sizeof(prefix), "G%d-", g);
+		snprintf(val, sizeof(val), "shared=gen-%d", g);
+		int rc = put_range(db, prefix, 0, 50, "x", 25);
+		strata_row r = { "shared", 6, val, strlen(val) };
+		if (rc == 0)
+			rc = strata_append(db, 0, &r, 1);
+		if (rc == 0)
+			rc = strata_seal(db, 0);
+		if (rc != 0) {
+			fprintf(stderr, "  generation %d: %s: %s\n", g, strata_strerror(rc), strata_last_error());
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int
+ten_generations_misses(strata *db)
+{
+	int bad = 0;
+	for (int g = 0; g < 10; g++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "G%d-", g);
+		bad += range_misses(db, prefix, 0, 50, "x");
+	}
+	if (!get_is(db, "shared", "shared=gen-9"))
+		bad++;
+	return bad;
+}
+
+TEST(merge_pass_is_bounded)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(ten_generations(db), 0);
+	REQUIRE_EQ(stats_of(db).generations, 10);
+	struct manifest m0;
+	REQUIRE_EQ(load_manifest(dir, &m0), 0);
+	CHECK_EQ(m0.ngens, 10);
+
+	static const uint32_t want[] = { 3, 3, 3, 1 };
+	uint32_t got[16];
+	int passes = 0;
+	while (stats_of(db).generations > 0 && passes < 16) {
+		uint32_t merged = 0;
+		int rc = strata_merge(db, 0, 3, &merged);
+		CHECK_EQ(rc, 0);
+		if (rc != 0)
+			break;
+		got[passes++] = merged;
+		/* Newest value wins while older generations sit in the base below newer ones. */
+		CHECK(get_is(db, "shared", "shared=gen-9"));
+		if (passes == 1 && m0.ngens == 10) {
+			/* The pass took the oldest three. */
+			struct manifest m1;
+			if (load_manifest(dir, &m1) == 0) {
+				CHECK_EQ(m1.ngens, 7);
+				for (uint32_t i = 0; i < m1.ngens && i < 7; i++)
+					CHECK_EQ(m1.gens[i].id, m0.gens[i + 3].id);
+				CHECK_EQ(m1.nruns, 1);
+				manifest_destroy(&m1);
+			}
+		}
+	}
+	manifest_destroy(&m0);
+	CHECK_EQ(passes, 4);
+	for (int i = 0; i < passes && i < 4; i++)
+		CHECK_EQ(got[i], want[i]);
+	strata_stats s = stats_of(db);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.base_runs, 4);
+	CHECK_EQ(s.merged_generations, 10);
+	CHECK_EQ(count_objects(dir, "gen/"), 0);
+	CHECK_EQ(count_objects(dir, "run/"), 4);
+	CHECK_EQ(ten_generations_misses(db), 0);
+	CHECK(scan_ok(db, 10 * 50 + 1));
+	db_close(db);
+}
+
+TEST(cap_zero_merges_all)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(ten_generations(db), 0);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 10);
+	strata_stats s = stats_of(db);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.base_runs, 1);
+	CHECK_EQ(count_objects(dir, "gen/"), 0);
+	CHECK_EQ(count_objects(dir, "run/"), 1);
+	CHECK_EQ(ten_generations_misses(db), 0);
+	CHECK(scan_ok(db, 10 * 50 + 1));
+	db_close(db);
+}
+
+TEST(merge_seals_first)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	char keys[100][16], vals[100][64];
+	strata_row rows[100];
+	for (int i = 0; i < 100; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "m-%05d", i);
+		size_t vl = make_value(vals[i], sizeof(vals[i]), keys[i], "wal", 40);
+		rows[i] = (strata_row){ keys[i], strlen(keys[i]), vals[i], vl };
+	}
+	uint64_t last = 0;
+	REQUIRE_EQ(strata_append_seq(db, 0, rows, 50, &last), 0);
+	uint64_t last2 = 0;
+	REQUIRE_EQ(strata_append_seq(db, 0, rows + 50, 50, &last2), 0);
+	CHECK_EQ(last2, last + 50);
+	last = last2;
+	strata_stats s = stats_of(db);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.memtable_rows, 100);
+	CHECK_EQ(s.last_seq, last);
+
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 1);
+	s = stats_of(db);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.base_runs, 1);
+	CHECK_EQ(s.memtable_rows, 0);
+	CHECK_EQ(s.sealed_memtables, 0);
+	CHECK_EQ(s.replay_after, last);
+	struct manifest m;
+	if (load_manifest(dir, &m) == 0) {
+		CHECK_EQ(m.ngens, 0);
+		CHECK_EQ(m.nruns, 1);
+		CHECK_EQ(m.replay_after, last);
+		if (m.nruns == 1) {
+			CHECK_EQ(m.runs[0].rows, 100);
+			CHECK_EQ(m.runs[0].max_seq, last);
+		}
+		manifest_destroy(&m);
+	} else {
+		CHECK(!"manifest loads");
+	}
+	CHECK_EQ(range_misses(db, "m-", 0, 100, "wal"), 0);
+	db_close(db);
+
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	s = stats_of(db);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.base_runs, 1);
+	CHECK_EQ(s.memtable_rows, 0);
+	CHECK_EQ(s.replay_after, last);
+	CHECK_EQ(range_misses(db, "m-", 0, 100, "wal"), 0);
+	CHECK(scan_ok(db, 100));
+	db_close(db);
+}
+
+TEST(second_open_fences_first)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *a = db_open(&o);
+	REQUIRE(a != NULL);
+	REQUIRE_EQ(put_range(a, "r1-", 0, 100, "a", 20), 0);
+	REQUIRE_EQ(strata_seal(a, 0), 0);
+	strata_plan *plan = NULL;
+	REQUIRE_EQ(strata_prepare_merge(a, 0, 0, &plan), 0);
+	CHECK_EQ(strata_plan_generations(plan), 1);
+	CHECK_EQ(strata_plan_shard(plan), 0);
+	REQUIRE_EQ(put_range(a, "r2-", 0, 100, "a", 20), 0);
+	strata_stats sa = stats_of(a);
+
+	strata *b = db_open(&o);
+	if (b == NULL)
+		strata_abort_merge(a, plan);
+	REQUIRE(b != NULL);
+	strata_stats sb = stats_of(b);
+	CHECK(sb.writer_epoch > sa.writer_epoch);
+
+	int rc = strata_seal(a, 0);
+	CHECK_EQ(rc, STRATA_EFENCED);
+	rc = strata_commit_merge(a, plan);
+	CHECK_EQ(rc, STRATA_EFENCED);
+
+	/* B owns the shard: it sees A's acknowledged rows and merges without claiming an epoch. */
+	CHECK_EQ(range_misses(b, "r1-", 0, 100, "a"), 0);
+	CHECK_EQ(range_misses(b, "r2-", 0, 100, "a"), 0);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(b, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 2);
+	strata_stats sb2 = stats_of(b);
+	CHECK_EQ(sb2.writer_epoch, sb.writer_epoch);
+	CHECK_EQ(sb2.generations, 0);
+	CHECK_EQ(sb2.base_runs, 1);
+	struct manifest m;
+	if (load_manifest(dir, &m) == 0) {
+		CHECK_EQ(m.writer_epoch, sb.writer_epoch);
+		manifest_destroy(&m);
+	}
+	db_close(a);
+	CHECK_EQ(range_misses(b, "r1-", 0, 100, "a"), 0);
+	CHECK_EQ(range_misses(b, "r2-", 0, 100, "a"), 0);
+	CHECK_EQ(count_objects(dir, "run/"), 1);
+	CHECK_EQ(count_objects(dir, "gen/"), 0);
+	db_close(b);
+
+	strata *c = db_open(&o);
+	REQUIRE(c != NULL);
+	CHECK(stats_of(c).writer_epoch > sb.writer_epoch);
+	CHECK_EQ(range_misses(c, "r1-", 0, 100, "a"), 0);
+	CHECK_EQ(range_misses(c, "r2-", 0, 100, "a"), 0);
+	CHECK(scan_ok(c, 200));
+	db_close(c);
+}
+
+static void
+fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t s = seed | 1;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x = xorshift(&s);
+		memcpy(p + i, &x, 8);
+	}
+	for (; i < n; i++)
+		p[i] = (uint8_t)xorshift(&s);
+}
+
+/** 1 if key reads back as exactly v[0..n). */
+static int
+get_blob_is(strata *db, const char *key, const uint8_t *want, size_t n)
+{
+	void *v = NULL;
+	size_t got = 0;
+	int rc = strata_get(db, 0, key, strlen(key), &v, &got);
+	if (rc != 0) {
+		fprintf(stderr, "  get %s: %s: %s\n", key, strata_strerror(rc), strata_last_error());
+		return 0;
+	}
+	int ok = got == n && memcmp(v, want, n) == 0;
+	if (!ok)
+		fprintf(stderr, "  get %s: %zu bytes, want %zu%s\n", key, got, n,
+			got == n ? " (contents differ)" : "");
+	strata_free(v);
+	return ok;
+}
+
+#define BIG_VALUE (16u << 20)
+#define BIG_KEYS 4
+
+TEST(large_values_round_trip)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.max_value_bytes = BIG_VALUE;
+	uint8_t *vals[BIG_KEYS];
+	for (int i = 0; i < BIG_KEYS; i++) {
+		vals[i] = malloc(BIG_VALUE + 1);
+		REQUIRE(vals[i] != NULL);
+		fill_random(vals[i], BIG_VALUE + 1, 0x1234567ull + (uint64_t)i);
+	}
+	const char *keys[BIG_KEYS] = { "big-0", "big-1", "big-2", "big-3" };
+	strata *db = db_open(&o);
+	if (db == NULL)
+		goto out;
+	strata_row r;
+	for (int i = 0; i < 2; i++) {
+		r = (strata_row){ keys[i], strlen(keys[i]), vals[i], BIG_VALUE };
+		CHECK_EQ(strata_append(db, 0, &r, 1), 0);
+		CHECK(get_blob_is(db, keys[i], vals[i], BIG_VALUE));
+	}
+	r = (strata_row){ "too-big", 7, vals[0], BIG_VALUE + 1 };
+	CHECK_EQ(strata_append(db, 0, &r, 1), STRATA_ETOOBIG);
+	CHECK_EQ(strata_seal(db, 0), 0);
+	CHECK(get_blob_is(db, keys[0], vals[0], BIG_VALUE));
+	CHECK(get_blob_is(db, keys[1], vals[1], BIG_VALUE));
+	r = (strata_row){ keys[2], strlen(keys[2]), vals[2], BIG_VALUE };
+	CHECK_EQ(strata_append(db, 0, &r, 1), 0);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 2);
+	for (int i = 0; i < 3; i++)
+		CHECK(get_blob_is(db, keys[i], vals[i], BIG_VALUE));
+	/* The last one only in the WAL across a reopen. */
+	r = (strata_row){ keys[3], strlen(keys[3]), vals[3], BIG_VALUE };
+	CHECK_EQ(strata_append(db, 0, &r, 1), 0);
+	db_close(db);
+	db = db_open(&o);
+	if (db == NULL) {
+		CHECK(!"reopen with a 16 MiB value in the WAL");
+		goto out;
+	}
+	CHECK_EQ(stats_of(db).memtable_rows, 1);
+	for (int i = 0; i < BIG_KEYS; i++)
+		CHECK(get_blob_is(db, keys[i], vals[i], BIG_VALUE));
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 1);
+	db_close(db);
+	db = db_open(&o);
+	if (db == NULL) {
+		CHECK(!"reopen after merging 16 MiB values");
+		goto out;
+	}
+	for (int i = 0; i < BIG_KEYS; i++)
+		CHECK(get_blob_is(db, keys[i], vals[i], BIG_VALUE));
+	CHECK_EQ(stats_of(db).base_runs, 2);
+	db_close(db);
+out:
+	for (int i = 0; i < BIG_KEYS; i++)
+		free(vals[i]);
+}
+
+TEST(bad_input_is_refused)
+{
+	const char *dir = tdir();
+	strata *db = NULL;
+	/* Bad options. */
+	CHECK_EQ(strata_open(NULL, &db), STRATA_EINVAL);
+	strata_options o = opts_for(NULL);
+	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
+	o = opts_for(dir);
+	o.shards = 0;
+	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
+	o = opts_for(dir);
+	o.sync = 7;
+	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
+
+	o = opts_for(dir);
+	o.max_value_bytes = 1024;
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	static char big[STRATA_MAX_KEY + 2];
+	memset(big, 'k', sizeof(big));
+	static char val[1026];
+	memset(val, 'v', sizeof(val));
+
+	/* Limits are inclusive. */
+	strata_row r = { big, STRATA_MAX_KEY, "v", 1 };
+	CHECK_EQ(strata_append(db, 0, &r, 1), 0);
+	r.key_len = STRATA_MAX_KEY + 1;
+	CHECK_EQ(strata_append(db, 0, &r, 1), STRATA_ETOOBIG);
+	CHECK(strlen(strata_last_error()) > 0);
+	r = (strata_row){ "val-max", 7, val, 1024 };
+	CHECK_EQ(strata_append(db, 0, &r, 1), 0);
+	r = (strata_row){ "val-over", 8, val, 1025 };
+	CHECK_EQ(strata_append(db, 0, &r, 1), STRATA_ETOOBIG);
+	CHECK(strlen(strata_last_error()) > 0);
+	CHECK(get_is(db, "val-over", NULL));
+
+	/* Shard out of range, everywhere. */
+	r = (strata_row){ "k", 1, "k=", 2 };
+	void *v = NULL;
+	size_t vl = 0;
+	strata_stats s;
+	strata_plan *plan = NULL;
+	uint32_t merged = 0;
+	CHECK_EQ(strata_append(db, 1, &r, 1), STRATA_ERANGE);
+	CHECK_EQ(strata_get(db, 1, "k", 1, &v, &vl), STRATA_ERANGE);
+	CHECK_EQ(strata_seal(db, 1), STRATA_ERANGE);
+	CHECK_EQ(strata_merge(db, 1, 0, &merged), STRATA_ERANGE);
+	CHECK_EQ(strata_prepare_merge(db, 1, 0, &plan), STRATA_ERANGE);
+	CHECK_EQ(strata_shard_stats(db, 1, &s), STRATA_ERANGE);
+	CHECK_EQ(strata_append(db, UINT32_MAX, &r, 1), STRATA_ERANGE);
+
+	/* NULL or empty data. */
+	CHECK_EQ(strata_append(db, 0, NULL, 3), STRATA_EINVAL);
+	r = (strata_row){ NULL, 3, "x", 1 };
+	CHECK_EQ(strata_append(db, 0, &r, 1), STRATA_EINVAL);
+	r = (strata_row){ "", 0, "x", 1 };
+	CHECK_EQ(strata_append(db, 0, &r, 1), STRATA_EINVAL);
+	r = (strata_row){ "nullval", 7, NULL, 5 };
+	CHECK_EQ(strata_append(db, 0, &r, 1), STRATA_EINVAL);
+	CHECK_EQ(strata_get(db, 0, NULL, 3, &v, &vl), STRATA_EINVAL);
+	CHECK_EQ(strata_get(db, 0, "", 0, &v, &vl), STRATA_EINVAL);
+	CHECK_EQ(strata_get(db, 0, "k", 1, NULL, &vl), STRATA_EINVAL);
+
+	/* All or nothing: one bad row rejects the batch, and none of it is written. */
+	strata_stats before = stats_of(db);
+	strata_row batch[5] = {
+		{ "batch-0", 7, "batch-0=", 8 },
+		{ "batch-1", 7, "batch-1=", 8 },
+		{ big, STRATA_MAX_KEY + 1, "x", 1 },
+		{ "batch-3", 7, "batch-3=", 8 },
+		{ "batch-4", 7, "batch-4=", 8 },
+	};
+	CHECK_EQ(strata_append(db, 0, batch, 5), STRATA_ETOOBIG);
+	batch[2] = (strata_row){ "batch-2", 7, val, 1025 };
+	CHECK_EQ(strata_append(db, 0, batch, 5), STRATA_ETOOBIG);
+	batch[2] = (strata_row){ NULL, 7, "x", 1 };
+	CHECK_EQ(strata_append(db, 0, batch, 5), STRATA_EINVAL);
+	batch[2] = (strata_row){ "batch-2", 7, "batch-2=", 8 };
+	batch[4] = (strata_row){ "", 0, "x", 1 };
+	CHECK_EQ(strata_append(db, 0, batch, 5), STRATA_EINVAL);
+	strata_stats after = stats_of(db);
+	CHECK_EQ(after.rows_appended, before.rows_appended);
+	CHECK_EQ(after.appends, before.appends);
+	CHECK_EQ(after.last_seq, before.last_seq);
+	CHECK_EQ(after.memtable_rows, before.memtable_rows);
+	for (int i = 0; i < 5; i++) {
+		char key[16];
+		snprintf(key, sizeof(key), "batch-%d", i);
+		CHECK(get_is(db, key, NULL));
+	}
+	/* Nothing reached the WAL either. */
+	db_close(db);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	for (int i = 0; i < 5; i++) {
+		char key[16];
+		snprintf(key, sizeof(key), "batch-%d", i);
+		CHECK(get_is(db, key, NULL));
+	}
+	CHECK(get_is(db, "val-over", NULL));
+	CHECK_EQ(stats_of(db).memtable_rows, 2);
+	db_close(db);
+}
+
+TEST(strerror_covers_every_code)
+{
+	static const int codes[] = {
+		STRATA_OK,	 STRATA_NOTFOUND, STRATA_EINVAL,    STRATA_ENOMEM,   STRATA_EIO,
+		STRATA_ECORRUPT, STRATA_EFENCED,  STRATA_ECONFLICT, STRATA_ETOOBIG,  STRATA_ERANGE,
+		STRATA_ENOSPC,	 STRATA_EBUSY,	  STRATA_ECLOSED,   STRATA_EREADONLY, STRATA_EEXIST,
+		STRATA_EINJECTED, STRATA_EVERSION,
+	};
+	const size_t n = sizeof(codes) / sizeof(codes[0]);
+	const char *unknown = strata_strerror(-12345);
+	CHECK(unknown != NULL && unknown[0] != '\0');
+	CHECK(strata_strerror(12345) != NULL);
+	for (size_t i = 0; i < n; i++) {
+		const char *s = strata_strerror(codes[i]);
+		CHECK(s != NULL);
+		if (s == NULL)
+			continue;
+		if (s[0] == '\0' || (unknown != NULL && strcmp(s, unknown) == 0)) {
+			fprintf(stderr, "  code %d has no words of its own: '%s'\n", codes[i], s);
+			CHECK(0);
+		}
+		for (size_t k = 0; k < i; k++) {
+			const char *t = strata_strerror(codes[k]);
+			if (t != NULL && strcmp(s, t) == 0) {
+				fprintf(stderr, "  codes %d and %d share '%s'\n", codes[k], codes[i], s);
+				CHECK(0);
+			}
+		}
+	}
+	/* Every code between the extremes is named. */
+	for (int rc = STRATA_EVERSION; rc <= STRATA_NOTFOUND; rc++) {
+		const char *s = strata_strerror(rc);
+		CHECK(s != NULL && unknown != NULL && strcmp(s, unknown) != 0);
+	}
+}
+
+/* ---------------------------------------------------------------- runner */
+
+static void
+t_begin(const char *name)
+{
+	t_name = name;
+	alarm(WATCHDOG_S);
+}
+
+static void
+t_end(void)
+{
+	alarm(0);
+	pt_disarm();
+	for (int i = 0; i < MAX_DBS; i++) {
+		if (t_dbs[i] != NULL) {
+			strata_close(t_dbs[i]);
+			t_dbs[i] = NULL;
+		}
+	}
+	for (int i = 0; i < MAX_DIRS; i++) {
+		if (t_dirs[i] != NULL) {
+			harness_rmrf(t_dirs[i]);
+			free(t_dirs[i]);
+			t_dirs[i] = NULL;
+		}
+	}
+}
+
+#define T(fn)                                                                                   \
+	do {                                                                                    \
+		t_begin(#fn);                                                                   \
+		RUN(fn);                                                                        \
+		t_end();                                                                        \
+	} while (0)
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	signal(SIGALRM, watchdog_fire);
+	env.point = test_point;
+	T(appends_survive_concurrent_merges);
+	T(seal_during_merge_is_not_drained);
+	T(concurrent_merges_do_not_duplicate);
+	T(append_not_blocked_by_prepare);
+	T(merge_pass_is_bounded);
+	T(cap_zero_merges_all);
+	T(merge_seals_first);
+	T(second_open_fences_first);
+	T(large_values_round_trip);
+	T(bad_input_is_refused);
+	T(strerror_covers_every_code);
+	return HARNESS_END("test_engine");
+}

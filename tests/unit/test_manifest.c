@@ -1,0 +1,625 @@
+/* test_manifest.c — manifest codec, edits and the versioned CAS protocol (node/core/manifest.c). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "../../node/core/manifest.h"
+#include "../../node/lib/crc.h"
+#include "../../node/lib/diag.h"
+#include "../../node/lib/env.h"
+
+#ifndef TEST
+#define TEST(name) static void name(void)
+#endif
+
+/** Shard prefix used throughout. */
+#define PFX "shard-0007/"
+
+/** A store in a fresh temp dir. */
+struct fixture {
+	/** The temp dir. */
+	char *dir;
+	/** The store rooted at dir. */
+	struct objstore *os;
+};
+
+static int
+fx_open(struct fixture *fx)
+{
+	fx->dir = harness_tmpdir("manifest");
+	if (fx->dir == NULL)
+		return -1;
+	return objstore_fs_new(fx->dir, &fx->os);
+}
+
+static void
+fx_close(struct fixture *fx)
+{
+	env_reset();
+	objstore_destroy(fx->os);
+	if (fx->dir) {
+		harness_rmrf(fx->dir);
+		free(fx->dir);
+	}
+}
+
+static struct manifest_obj
+obj(uint64_t id, uint64_t epoch)
+{
+	return (struct manifest_obj){.id = id, .epoch = epoch, .bytes = id * 1000 + 7, .rows = id * 3,
+				     .min_seq = id * 100, .max_seq = id * 100 + 99};
+}
+
+/** A manifest with 3 generations and 2 runs. */
+static void
+sample(struct manifest *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->version = 42;
+	m->writer_epoch = 5;
+	m->replay_after = 123456789012ull;
+	m->next_generation = 20;
+	struct manifest_obj g[] = {obj(11, 5), obj(12, 5), obj(19, 4)};
+	struct manifest_obj r[] = {obj(3, 1), obj(7, 2)};
+	for (int i = 0; i < 3; i++)
+		manifest_add_gen(m, &g[i]);
+	for (int i = 0; i < 2; i++)
+		manifest_add_run(m, &r[i]);
+}
+
+static int
+same(const struct manifest *a, const struct manifest *b)
+{
+	if (a->version != b->version || a->writer_epoch != b->writer_epoch ||
+	    a->replay_after != b->replay_after || a->next_generation != b->next_generation ||
+	    a->ngens != b->ngens || a->nruns != b->nruns)
+		return 0;
+	if (a->ngens && memcmp(a->gens, b->gens, a->ngens * sizeof(*a->gens)) != 0)
+		return 0;
+	if (a->nruns && memcmp(a->runs, b->runs, a->nruns * sizeof(*a->runs)) != 0)
+		return 0;
+	return 1;
+}
+
+/** Recompute the trailing crc of an encoded manifest after patching it. */
+static void
+reseal(struct buf *b)
+{
+	enc_u32(b->data + b->len - 4, crc32c(0, b->data, b->len - 4));
+}
+
+TEST(encode_decode_round_trip)
+{
+	struct manifest m, d;
+	sample(&m);
+	struct buf b = {0};
+	REQUIRE_EQ(manifest_encode(&m, &b), 0);
+	CHECK_EQ(b.len, 8 + 4 + 32 + 4 + 3 * 48 + 4 + 2 * 48 + 4);
+	CHECK(memcmp(b.data, "STRMANIF", 8) == 0);
+	REQUIRE_EQ(manifest_decode(b.data, b.len, "sample", &d), 0);
+	CHECK(same(&m, &d));
+	manifest_destroy(&d);
+
+	struct manifest empty = {.version = 0, .next_generation = 1};
+	buf_reset(&b);
+	REQUIRE_EQ(manifest_encode(&empty, &b), 0);
+	REQUIRE_EQ(manifest_decode(b.data, b.len, "empty", &d), 0);
+	CHECK(same(&empty, &d));
+	CHECK(d.gens == NULL && d.runs == NULL);
+	manifest_destroy(&d);
+
+	struct manifest c;
+	REQUIRE_EQ(manifest_copy(&c, &m), 0);
+	CHECK(same(&c, &m));
+	CHECK(c.gens != m.gens && c.runs != m.runs);
+	manifest_destroy(&c);
+	CHECK(c.gens == NULL && c.ngens == 0);
+	manifest_destroy(&m);
+	buf_destroy(&b);
+}
+
+TEST(every_byte_flip_and_truncation_is_rejected)
+{
+	struct manifest m, d;
+	sample(&m);
+	struct buf b = {0};
+	REQUIRE_EQ(manifest_encode(&m, &b), 0);
+	manifest_destroy(&m);
+	static const uint8_t masks[] = {0x01, 0x10, 0x80, 0xff};
+	int bad = 0;
+	for (size_t i = 0; i < b.len; i++) {
+		for (size_t k = 0; k < sizeof(masks); k++) {
+			b.data[i] ^= masks[k];
+			diag_clear();
+			int rc = manifest_decode(b.data, b.len, "flipped-obj", &d);
+			if (rc != STRATA_ECORRUPT && rc != STRATA_EVERSION) {
+				if (bad++ < 5)
+					fprintf(stderr, "  flip at %zu mask %02x: rc %d\n", i, masks[k], rc);
+				if (rc == 0)
+					manifest_destroy(&d);
+			} else if (strstr(diag_last(), "flipped-obj") == NULL) {
+				bad++;
+			}
+			b.data[i] ^= masks[k];
+		}
+	}
+	for (size_t n = 0; n < b.len; n++) {
+		uint8_t *copy = malloc(n ? n : 1);
+		memcpy(copy, b.data, n);
+		int rc = manifest_decode(copy, n, "truncated-obj", &d);
+		free(copy);
+		if (rc != STRATA_ECORRUPT) {
+			if (bad++ < 5)
+				fprintf(stderr, "  truncation to %zu: rc %d\n", n, rc);
+			if (rc == 0)
+				manifest_destroy(&d);
+		}
+	}
+	CHECK_EQ(bad, 0);
+	/* The untouched buffer still decodes. */
+	CHECK_EQ(manifest_decode(b.data, b.len, "ok", &d), 0);
+	manifest_destroy(&d);
+	buf_destroy(&b);
+}
+
+TEST(checksummed_but_inconsistent_content_is_rejected)
+{
+	struct manifest m, d;
+	sample(&m);
+	struct buf b = {0};
+	REQUIRE_EQ(manifest_encode(&m, &b), 0);
+	/* offsets: magic 0, format 8, version 12, epoch 20, replay 28, next_gen 36,
+	 * ngens 44, gens 48.., nruns 48+3*48=192, runs 196.. */
+	struct buf t = {0};
+
+	buf_append(&t, b.data, b.len);
+	enc_u32(t.data + 8, 2);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "newer", &d), STRATA_EVERSION);
+	CHECK(strstr(diag_last(), "newer") != NULL);
+
+	buf_reset(&t);
+	buf_append(&t, b.data, b.len);
+	enc_u32(t.data + 8, 0);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "fmt0", &d), STRATA_ECORRUPT);
+
+	buf_reset(&t);
+	buf_append(&t, b.data, b.len);
+	enc_u64(t.data + 36, 19);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "idrange", &d), STRATA_ECORRUPT);
+	CHECK(strstr(diag_last(), "idrange") != NULL && strstr(diag_last(), "19") != NULL);
+
+	buf_reset(&t);
+	buf_append(&t, b.data, b.len);
+	enc_u64(t.data + 48 + 48, 11);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "dupgen", &d), STRATA_ECORRUPT);
+	CHECK(strstr(diag_last(), "twice") != NULL);
+
+	buf_reset(&t);
+	buf_append(&t, b.data, b.len);
+	enc_u64(t.data + 196, 12);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "dup-gen-run", &d), STRATA_ECORRUPT);
+
+	buf_reset(&t);
+	buf_append(&t, b.data, b.len);
+	enc_u32(t.data + 44, 0xffffffffu);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "hugecount", &d), STRATA_ECORRUPT);
+
+	buf_reset(&t);
+	buf_append(&t, b.data, b.len);
+	enc_u32(t.data + 44, 4);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "count+1", &d), STRATA_ECORRUPT);
+
+	buf_reset(&t);
+	buf_append(&t, b.data, b.len - 4);
+	buf_put_u64(&t, 0);
+	buf_put_u32(&t, 0);
+	reseal(&t);
+	CHECK_EQ(manifest_decode(t.data, t.len, "trailing", &d), STRATA_ECORRUPT);
+
+	/* encode refuses what decode would refuse. */
+	m.next_generation = 19;
+	buf_reset(&t);
+	CHECK_EQ(manifest_encode(&m, &t), STRATA_EINVAL);
+	CHECK_EQ(t.len, 0);
+	manifest_destroy(&m);
+	buf_destroy(&t);
+	buf_destroy(&b);
+}
+
+TEST(obj_keys_round_trip_and_bad_ones_are_refused)
+{
+	char key[256];
+	struct manifest_obj o = obj(0x1234abcd, 0x2a);
+	manifest_obj_key(key, sizeof(key), PFX, MANIFEST_GEN, &o);
+	CHECK_EQ(strcmp(key, PFX "gen/000000001234abcd-0000002a.sst"), 0);
+	int kind = -1;
+	uint64_t id = 0, epoch = 0;
+	CHECK_EQ(manifest_parse_obj_key(key, &kind, &id, &epoch), 0);
+	CHECK(kind == MANIFEST_GEN && id == 0x1234abcd && epoch == 0x2a);
+	manifest_obj_key(key, sizeof(key), "", MANIFEST_RUN, &o);
+	CHECK_EQ(strcmp(key, "run/000000001234abcd-0000002a.sst"), 0);
+	CHECK_EQ(manifest_parse_obj_key(key, &kind, &id, &epoch), 0);
+	CHECK(kind == MANIFEST_RUN && id == 0x1234abcd && epoch == 0x2a);
+	o.epoch = 0x123456789ull;
+	manifest_obj_key(key, sizeof(key), PFX, MANIFEST_RUN, &o);
+	CHECK_EQ(manifest_parse_obj_key(key, &kind, &id, &epoch), 0);
+	CHECK(epoch == 0x123456789ull);
+	CHECK_EQ(manifest_parse_obj_key(key + strlen(PFX), &kind, &id, &epoch), 0);
+	const char *bad[] = {
+		"gen/000000001234abcd-0000002a",       "gen/000000001234abcd0000002a.sst",
+		"xgen/000000001234abcd-0000002a.sst", "gen/000000001234ABCD-0000002a.sst",
+		"gen/1234abcd-0000002a.sst",          "gen/000000001234abcd-2a.sst",
+		"gen/000000001234abcd-0000002a.sstx", "manifest/00000000000000000001",
+		"000000001234abcd-0000002a.sst",      "gen/00000000001234abcd-0000002a.sst",
+		"gen/000000001234abcd-00000002a.sst", "",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = manifest_parse_obj_key(bad[i], &kind, &id, &epoch);
+		if (rc != STRATA_EINVAL)
+			fprintf(stderr, "  accepted '%s'\n", bad[i]);
+		CHECK_EQ(rc, STRATA_EINVAL);
+	}
+	manifest_version_key(key, sizeof(key), PFX, 17);
+	CHECK_EQ(strcmp(key, PFX "manifest/00000000000000000017"), 0);
+}
+
+TEST(remove_gens_is_all_or_nothing)
+{
+	struct manifest m;
+	sample(&m);
+	uint64_t ids[] = {11, 99};
+	CHECK_EQ(manifest_remove_gens(&m, ids, 2), STRATA_ECONFLICT);
+	CHECK_EQ(m.ngens, 3);
+	CHECK(manifest_find_gen(&m, 11) == 0 && manifest_find_gen(&m, 12) == 1);
+	uint64_t twice[] = {12, 12};
+	CHECK(manifest_remove_gens(&m, twice, 2) < 0);
+	CHECK_EQ(m.ngens, 3);
+	/* A run id is not a generation id. */
+	uint64_t run_id[] = {3};
+	CHECK_EQ(manifest_remove_gens(&m, run_id, 1), STRATA_ECONFLICT);
+	CHECK_EQ(m.ngens, 3);
+	uint64_t two[] = {19, 11};
+	CHECK_EQ(manifest_remove_gens(&m, two, 2), 0);
+	CHECK_EQ(m.ngens, 1);
+	CHECK_EQ(m.gens[0].id, 12);
+	CHECK_EQ(manifest_find_gen(&m, 11), -1);
+	CHECK_EQ(manifest_remove_gens(&m, NULL, 0), 0);
+	CHECK_EQ(m.ngens, 1);
+	uint64_t runs[] = {7};
+	CHECK_EQ(manifest_remove_runs(&m, runs, 1), 0);
+	CHECK(m.nruns == 1 && m.runs[0].id == 3);
+	CHECK_EQ(manifest_remove_runs(&m, runs, 1), STRATA_ECONFLICT);
+	struct manifest_obj dup = obj(3, 1);
+	CHECK_EQ(manifest_add_gen(&m, &dup), STRATA_EINVAL);
+	manifest_destroy(&m);
+}
+
+TEST(load_picks_highest_version_and_ignores_other_names)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct manifest m;
+	CHECK_EQ(manifest_load(fx.os, PFX, &m), STRATA_NOTFOUND);
+	char key[256];
+	struct buf b = {0};
+	uint64_t versions[] = {3, 10, 9, 2};
+	for (int i = 0; i < 4; i++) {
+		struct manifest v = {.version = versions[i], .writer_epoch = versions[i] * 10,
+				     .next_generation = 1};
+		buf_reset(&b);
+		REQUIRE_EQ(manifest_encode(&v, &b), 0);
+		manifest_version_key(key, sizeof(key), PFX, versions[i]);
+		REQUIRE_EQ(objstore_put(fx.os, key, b.data, b.len), 0);
+	}
+	CHECK_EQ(objstore_put(fx.os, PFX "manifest/junk", "x", 1), 0);
+	CHECK_EQ(objstore_put(fx.os, PFX "manifest/99", "x", 1), 0);
+	CHECK_EQ(objstore_put(fx.os, PFX "manifest/000000000000000000099", "x", 1), 0);
+	CHECK_EQ(objstore_put(fx.os, "shard-0008/manifest/00000000000000000050", "x", 1), 0);
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK_EQ(m.version, 10);
+	CHECK_EQ(m.writer_epoch, 100);
+	manifest_destroy(&m);
+	buf_destroy(&b);
+	fx_close(&fx);
+}
+
+TEST(corrupt_highest_version_fails_load_naming_object)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct manifest m;
+	for (int i = 0; i < 3; i++) {
+		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+		manifest_destroy(&m);
+	}
+	struct buf b = {0};
+	REQUIRE_EQ(objstore_get(fx.os, PFX "manifest/00000000000000000003", &b), 0);
+	b.data[b.len / 2] ^= 0x40;
+	REQUIRE_EQ(objstore_put(fx.os, PFX "manifest/00000000000000000003", b.data, b.len), 0);
+	diag_clear();
+	CHECK_EQ(manifest_load(fx.os, PFX, &m), STRATA_ECORRUPT);
+	CHECK(strstr(diag_last(), PFX "manifest/00000000000000000003") != NULL);
+	CHECK_EQ(manifest_claim_epoch(fx.os, PFX, &m), STRATA_ECORRUPT);
+
+	/* A valid encoding stored under the wrong version's name is corrupt too. */
+	buf_reset(&b);
+	REQUIRE_EQ(objstore_get(fx.os, PFX "manifest/00000000000000000002", &b), 0);
+	REQUIRE_EQ(objstore_put(fx.os, PFX "manifest/00000000000000000004", b.data, b.len), 0);
+	diag_clear();
+	CHECK_EQ(manifest_load(fx.os, PFX, &m), STRATA_ECORRUPT);
+	CHECK(strstr(diag_last(), PFX "manifest/00000000000000000004") != NULL);
+	buf_destroy(&b);
+	fx_close(&fx);
+}
+
+TEST(claim_epoch_bumps_epoch_each_time)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct manifest m;
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+	CHECK(m.version == 1 && m.writer_epoch == 1 && m.next_generation == 1);
+	CHECK(m.ngens == 0 && m.nruns == 0);
+	manifest_destroy(&m);
+	for (uint64_t i = 2; i <= 5; i++) {
+		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+		CHECK_EQ(m.version, i);
+		CHECK_EQ(m.writer_epoch, i);
+		manifest_destroy(&m);
+	}
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK(m.version == 5 && m.writer_epoch == 5);
+	manifest_destroy(&m);
+	/* Another shard's prefix is independent. */
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, "shard-0001/", &m), 0);
+	CHECK(m.version == 1 && m.writer_epoch == 1);
+	manifest_destroy(&m);
+	fx_close(&fx);
+}
+
+/** State of concurrent claimers. */
+struct claimers {
+	/** The store. */
+	struct objstore *os;
+	/** Released together. */
+	pthread_barrier_t go;
+	/** Result per thread. */
+	int rc[6];
+	/** Epoch each thread claimed. */
+	uint64_t epoch[6];
+};
+
+/** Argument of one claimer. */
+struct claimer {
+	/** Shared state. */
+	struct claimers *c;
+	/** Thread index. */
+	int i;
+};
+
+static void *
+claimer_main(void *arg)
+{
+	struct claimer *me = arg;
+	struct manifest m;
+	pthread_barrier_wait(&me->c->go);
+	me->c->rc[me->i] = manifest_claim_epoch(me->c->os, PFX, &m);
+	if (me->c->rc[me->i] == 0) {
+		me->c->epoch[me->i] = m.writer_epoch;
+		manifest_destroy(&m);
+	}
+	return NULL;
+}
+
+TEST(concurrent_claims_get_distinct_epochs)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct claimers c = {.os = fx.os};
+	struct claimer me[6];
+	pthread_t t[6];
+	pthread_barrier_init(&c.go, NULL, 6);
+	for (int i = 0; i < 6; i++) {
+		me[i] = (struct claimer){.c = &c, .i = i};
+		pthread_create(&t[i], NULL, claimer_main, &me[i]);
+	}
+	for (int i = 0; i < 6; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&c.go);
+	int seen[7] = {0};
+	for (int i = 0; i < 6; i++) {
+		CHECK_EQ(c.rc[i], 0);
+		if (c.epoch[i] >= 1 && c.epoch[i] <= 6)
+			seen[c.epoch[i]]++;
+	}
+	for (int e = 1; e <= 6; e++)
+		CHECK_EQ(seen[e], 1);
+	struct manifest m;
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK(m.version == 6 && m.writer_epoch == 6);
+	manifest_destroy(&m);
+	fx_close(&fx);
+}
+
+/** A mutation that adds one generation with a fresh id and counts its calls. */
+struct add_gen_ctx {
+	/** Times called. */
+	int calls;
+	/** Epoch recorded in the generation. */
+	uint64_t epoch;
+	/** Id the last call allocated. */
+	uint64_t id;
+	/** Return this instead of mutating, when nonzero. */
+	int fail;
+};
+
+static int
+add_gen_mutate(void *arg, struct manifest *next)
+{
+	struct add_gen_ctx *c = arg;
+	c->calls++;
+	if (c->fail)
+		return c->fail;
+	struct manifest_obj o = obj(next->next_generation, c->epoch);
+	c->id = o.id;
+	next->next_generation++;
+	next->replay_after += 10;
+	return manifest_add_gen(next, &o);
+}
+
+TEST(commit_update_by_older_epoch_after_claim_is_fenced)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct manifest old, cur;
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &old), 0);
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &cur), 0);
+	REQUIRE_EQ(cur.writer_epoch, 2);
+	struct add_gen_ctx ctx = {.epoch = 1};
+
+	/* The old owner, still holding v1: its put of v2 loses, the reload shows epoch 2. */
+	diag_clear();
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, 1, &old, add_gen_mutate, &ctx), STRATA_EFENCED);
+	CHECK(strstr(diag_last(), PFX) != NULL);
+	CHECK(strstr(diag_last(), "epoch 2") != NULL && strstr(diag_last(), "ours is 1") != NULL);
+	CHECK_EQ(ctx.calls, 1);
+	CHECK(old.version == 2 && old.writer_epoch == 2);
+	/* Holding the fresh manifest, it is fenced before mutating. */
+	ctx.calls = 0;
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, 1, &old, add_gen_mutate, &ctx), STRATA_EFENCED);
+	CHECK_EQ(ctx.calls, 0);
+	struct manifest m;
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK(m.version == 2 && m.ngens == 0);
+	manifest_destroy(&m);
+
+	/* The current owner commits. */
+	ctx = (struct add_gen_ctx){.epoch = 2};
+	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, 2, &cur, add_gen_mutate, &ctx), 0);
+	REQUIRE(cur.version == 3 && cur.writer_epoch == 2 && cur.ngens == 1);
+	CHECK(cur.gens[0].id == 1 && cur.next_generation == 2);
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK(same(&m, &cur));
+	manifest_destroy(&m);
+
+	/* A stored epoch older than ours is not fenced; the stored epoch is kept. */
+	ctx.calls = 0;
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, 9, &cur, add_gen_mutate, &ctx), 0);
+	CHECK(cur.version == 4 && cur.writer_epoch == 2 && ctx.calls == 1);
+	manifest_destroy(&old);
+	manifest_destroy(&cur);
+	fx_close(&fx);
+}
+
+TEST(lost_race_is_retried_on_fresh_copy)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct manifest a, b;
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &a), 0);
+	REQUIRE_EQ(manifest_copy(&b, &a), 0);
+	/* Another writer with the same epoch (e.g. a seal) commits v2 first. */
+	struct add_gen_ctx other = {.epoch = 1};
+	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, 1, &b, add_gen_mutate, &other), 0);
+	REQUIRE_EQ(b.version, 2);
+	/* Our update, based on v1, loses the put of v2, reloads v2 and re-applies. */
+	struct add_gen_ctx ours = {.epoch = 1};
+	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, 1, &a, add_gen_mutate, &ours), 0);
+	CHECK_EQ(ours.calls, 2);
+	CHECK_EQ(a.version, 3);
+	CHECK_EQ(a.ngens, 2);
+	CHECK(manifest_find_gen(&a, other.id) == 0 && manifest_find_gen(&a, ours.id) == 1);
+	CHECK(other.id != ours.id);
+	CHECK_EQ(a.next_generation, 3);
+	CHECK_EQ(a.replay_after, 20);
+	struct manifest m;
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK(same(&m, &a));
+	manifest_destroy(&m);
+	manifest_destroy(&a);
+	manifest_destroy(&b);
+	fx_close(&fx);
+}
+
+TEST(failed_mutation_writes_nothing)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct manifest a;
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &a), 0);
+	struct add_gen_ctx ctx = {.epoch = 1, .fail = STRATA_ECONFLICT};
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, 1, &a, add_gen_mutate, &ctx), STRATA_ECONFLICT);
+	CHECK_EQ(a.version, 1);
+	struct manifest m;
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK_EQ(m.version, 1);
+	manifest_destroy(&m);
+	manifest_destroy(&a);
+	fx_close(&fx);
+}
+
+/** Collects listed keys, joined by ';'. */
+static int
+join_cb(void *ctx, const char *key, uint64_t size)
+{
+	char *s = ctx;
+	strcat(s, key + strlen(PFX "manifest/"));
+	strcat(s, ";");
+	return 0;
+}
+
+TEST(gc_keeps_newest_keep_plus_one_versions)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	struct manifest m;
+	for (int i = 0; i < 10; i++) {
+		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+		manifest_destroy(&m);
+	}
+	CHECK_EQ(objstore_put(fx.os, PFX "manifest/junk", "x", 1), 0);
+	CHECK_EQ(manifest_gc(fx.os, PFX, 10, 3), 0);
+	char s[1024] = "";
+	CHECK_EQ(objstore_list(fx.os, PFX "manifest/", join_cb, s), 0);
+	CHECK_EQ(strcmp(s, "00000000000000000007;00000000000000000008;00000000000000000009;"
+			   "00000000000000000010;junk;"),
+		 0);
+	/* Versions above the given current are never touched. */
+	CHECK_EQ(manifest_gc(fx.os, PFX, 9, 0), 0);
+	s[0] = '\0';
+	CHECK_EQ(objstore_list(fx.os, PFX "manifest/", join_cb, s), 0);
+	CHECK_EQ(strcmp(s, "00000000000000000009;00000000000000000010;junk;"), 0);
+	CHECK_EQ(manifest_gc(fx.os, PFX, 2, 5), 0);
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK_EQ(m.version, 10);
+	manifest_destroy(&m);
+	fx_close(&fx);
+}
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	RUN(encode_decode_round_trip);
+	RUN(every_byte_flip_and_truncation_is_rejected);
+	RUN(checksummed_but_inconsistent_content_is_rejected);
+	RUN(obj_keys_round_trip_and_bad_ones_are_refused);
+	RUN(remove_gens_is_all_or_nothing);
+	RUN(load_picks_highest_version_and_ignores_other_names);
+	RUN(corrupt_highest_version_fails_load_naming_object);
+	RUN(claim_epoch_bumps_epoch_each_time);
+	RUN(concurrent_claims_get_distinct_epochs);
+	RUN(commit_update_by_older_epoch_after_claim_is_fenced);
+	RUN(lost_race_is_retried_on_fresh_copy);
+	RUN(failed_mutation_writes_nothing);
+	RUN(gc_keeps_newest_keep_plus_one_versions);
+	return HARNESS_END("test_manifest");
+}

@@ -1,0 +1,708 @@
+/*
+ * test_mem.c — the memtable: order, versions, duplicates, seek, accounting,
+ * concurrent inserts with lock-free readers, large values and allocation failure.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../../node/core/mem.h"
+#include "../../node/lib/diag.h"
+#include "../../node/lib/env.h"
+#include "harness.h"
+
+/** Reference order: key bytes, shorter prefix first, then seq descending. */
+static int
+ref_cmp(const void *k1, size_t l1, uint64_t s1, const void *k2, size_t l2, uint64_t s2)
+{
+	size_t min = l1 < l2 ? l1 : l2;
+	int c = min ? memcmp(k1, k2, min) : 0;
+	if (c != 0)
+		return c;
+	if (l1 != l2)
+		return l1 < l2 ? -1 : 1;
+	if (s1 != s2)
+		return s1 > s2 ? -1 : 1;
+	return 0;
+}
+
+/** One expected entry. */
+struct exp_row {
+	/** Key bytes. */
+	const char *key;
+	/** Key length. */
+	size_t klen;
+	/** Sequence number. */
+	uint64_t seq;
+};
+
+/** CHECK that iterating m from the start yields exactly want[0..n). */
+static void
+check_contents(struct mem *m, const struct exp_row *want, size_t n)
+{
+	struct mem_iter it;
+	size_t i = 0;
+	for (mem_iter_seek(&it, m, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it), i++) {
+		const void *k, *v;
+		size_t kl, vl;
+		uint64_t s;
+		mem_iter_entry(&it, &k, &kl, &s, &v, &vl);
+		if (i >= n) {
+			CHECK(i < n);
+			return;
+		}
+		CHECK_EQ(kl, want[i].klen);
+		CHECK(kl == want[i].klen && (kl == 0 || memcmp(k, want[i].key, kl) == 0));
+		CHECK_EQ(s, want[i].seq);
+	}
+	CHECK_EQ(i, n);
+}
+
+static void
+order_is_key_ascending_then_seq_descending(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	/* Inserted in a scrambled order. */
+	static const struct exp_row ins[] = {
+		{"b", 1, 4},   {"a\0", 2, 2}, {"ab", 2, 9},  {"a", 1, 3},    {"", 0, 5},
+		{"a", 1, 10},  {"\xff", 1, 1}, {"ab", 2, 1}, {"a\0", 2, 7},  {"a", 1, 1},
+		{"aa", 2, 6},  {"b", 1, 8},   {"", 0, 11},   {"a\0\0", 3, 12},
+	};
+	static const struct exp_row want[] = {
+		{"", 0, 11},   {"", 0, 5},    {"a", 1, 10},  {"a", 1, 3},  {"a", 1, 1},
+		{"a\0", 2, 7}, {"a\0", 2, 2}, {"a\0\0", 3, 12}, {"aa", 2, 6}, {"ab", 2, 9},
+		{"ab", 2, 1},  {"b", 1, 8},   {"b", 1, 4},   {"\xff", 1, 1},
+	};
+	size_t n = sizeof(ins) / sizeof(ins[0]);
+	for (size_t i = 0; i < n; i++)
+		REQUIRE_EQ(mem_insert(m, ins[i].key, ins[i].klen, ins[i].seq, "v", 1), 0);
+	CHECK_EQ(mem_rows(m), n);
+	check_contents(m, want, sizeof(want) / sizeof(want[0]));
+	mem_unref(m);
+}
+
+static void
+prefix_keys_order_shorter_first(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, "ab", 2, 1, NULL, 0), 0);
+	REQUIRE_EQ(mem_insert(m, "a\0", 2, 2, NULL, 0), 0);
+	REQUIRE_EQ(mem_insert(m, "a", 1, 3, NULL, 0), 0);
+	static const struct exp_row want[] = {{"a", 1, 3}, {"a\0", 2, 2}, {"ab", 2, 1}};
+	check_contents(m, want, 3);
+	uint64_t seq = 0;
+	CHECK_EQ(mem_get(m, "a", 1, &seq, NULL, NULL), 0);
+	CHECK_EQ(seq, 3);
+	CHECK_EQ(mem_get(m, "a\0", 2, &seq, NULL, NULL), 0);
+	CHECK_EQ(seq, 2);
+	mem_unref(m);
+}
+
+static void
+get_returns_highest_seq(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, "key", 3, 5, "v5", 2), 0);
+	REQUIRE_EQ(mem_insert(m, "key", 3, 9, "v9", 2), 0);
+	REQUIRE_EQ(mem_insert(m, "key", 3, 3, "v3", 2), 0);
+	REQUIRE_EQ(mem_insert(m, "kex", 3, 20, "x", 1), 0);
+	REQUIRE_EQ(mem_insert(m, "kez", 3, 21, "z", 1), 0);
+	uint64_t seq = 0;
+	const void *v = NULL;
+	size_t vl = 0;
+	CHECK_EQ(mem_get(m, "key", 3, &seq, &v, &vl), 0);
+	CHECK_EQ(seq, 9);
+	CHECK(vl == 2 && memcmp(v, "v9", 2) == 0);
+	CHECK_EQ(mem_get(m, "ke", 2, &seq, &v, &vl), STRATA_NOTFOUND);
+	CHECK_EQ(mem_get(m, "keyy", 4, &seq, &v, &vl), STRATA_NOTFOUND);
+	CHECK_EQ(mem_get(m, "kea", 3, &seq, &v, &vl), STRATA_NOTFOUND);
+	CHECK_EQ(mem_get(m, "l", 1, &seq, &v, &vl), STRATA_NOTFOUND);
+	CHECK_EQ(mem_get(m, "", 0, &seq, &v, &vl), STRATA_NOTFOUND);
+	CHECK_EQ(mem_max_seq(m), 21);
+	mem_unref(m);
+}
+
+static void
+duplicate_key_seq_collapses(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, "k", 1, 5, "first", 5), 0);
+	uint64_t bytes = mem_bytes(m);
+	CHECK_EQ(bytes, 1 + 5 + MEM_ENTRY_OVERHEAD);
+	CHECK_EQ(mem_insert(m, "k", 1, 5, "first", 5), 0);
+	CHECK_EQ(mem_insert(m, "k", 1, 5, "second!", 7), 0);
+	CHECK_EQ(mem_rows(m), 1);
+	CHECK_EQ(mem_bytes(m), bytes);
+	uint64_t seq;
+	const void *v;
+	size_t vl;
+	CHECK_EQ(mem_get(m, "k", 1, &seq, &v, &vl), 0);
+	CHECK(vl == 5 && memcmp(v, "first", 5) == 0);
+	REQUIRE_EQ(mem_insert(m, "k", 1, 6, "new", 3), 0);
+	CHECK_EQ(mem_rows(m), 2);
+	static const struct exp_row want[] = {{"k", 1, 6}, {"k", 1, 5}};
+	check_contents(m, want, 2);
+	mem_unref(m);
+}
+
+/** Seek to key and CHECK the entry reached (want NULL: past the end). */
+static void
+check_seek(struct mem *m, const char *key, size_t klen, const char *want, uint64_t want_seq)
+{
+	struct mem_iter it;
+	mem_iter_seek(&it, m, key, klen);
+	if (want == NULL) {
+		CHECK(!mem_iter_valid(&it));
+		return;
+	}
+	REQUIRE(mem_iter_valid(&it));
+	const void *k;
+	size_t kl;
+	uint64_t s;
+	mem_iter_entry(&it, &k, &kl, &s, NULL, NULL);
+	CHECK(kl == strlen(want) && memcmp(k, want, kl) == 0);
+	CHECK_EQ(s, want_seq);
+}
+
+static void
+seek_positions(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	struct mem_iter it;
+	mem_iter_seek(&it, m, NULL, 0);
+	CHECK(!mem_iter_valid(&it));
+	mem_iter_seek(&it, m, "a", 1);
+	CHECK(!mem_iter_valid(&it));
+	const char *keys[] = {"b", "d", "f"};
+	for (int i = 0; i < 3; i++) {
+		REQUIRE_EQ(mem_insert(m, keys[i], 1, (uint64_t)i * 10 + 1, "x", 1), 0);
+		REQUIRE_EQ(mem_insert(m, keys[i], 1, (uint64_t)i * 10 + 2, "y", 1), 0);
+	}
+	check_seek(m, NULL, 0, "b", 2);
+	check_seek(m, "", 0, "b", 2);
+	check_seek(m, "a", 1, "b", 2);
+	check_seek(m, "b", 1, "b", 2);
+	check_seek(m, "b\0", 2, "d", 12);
+	check_seek(m, "c", 1, "d", 12);
+	check_seek(m, "d", 1, "d", 12);
+	check_seek(m, "e\xff\xff", 3, "f", 22);
+	check_seek(m, "f", 1, "f", 22);
+	check_seek(m, "f\0", 2, NULL, 0);
+	check_seek(m, "g", 1, NULL, 0);
+	mem_iter_seek(&it, m, "d", 1);
+	REQUIRE(mem_iter_valid(&it));
+	mem_iter_next(&it);
+	uint64_t s;
+	const void *v;
+	size_t vl;
+	mem_iter_entry(&it, NULL, NULL, &s, &v, &vl);
+	CHECK_EQ(s, 11);
+	CHECK(vl == 1 && memcmp(v, "x", 1) == 0);
+	mem_unref(m);
+}
+
+static void
+byte_accounting_matches_formula(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	CHECK_EQ(mem_bytes(m), 0);
+	CHECK_EQ(mem_rows(m), 0);
+	CHECK_EQ(mem_max_seq(m), 0);
+	char key[64], val[300];
+	memset(val, 'v', sizeof(val));
+	uint64_t want = 0, payload = 0;
+	for (int i = 0; i < 1000; i++) {
+		size_t kl = (size_t)snprintf(key, sizeof(key), "key-%d", i * 37 % 1000);
+		size_t vl = (size_t)(i * 13 % 300);
+		REQUIRE_EQ(mem_insert(m, key, kl, (uint64_t)(1000 - i), val, vl), 0);
+		want += kl + vl + MEM_ENTRY_OVERHEAD;
+		payload += kl + vl;
+		if (i % 10 == 0)
+			REQUIRE_EQ(mem_insert(m, key, kl, (uint64_t)(1000 - i), val, vl), 0);
+	}
+	CHECK_EQ(mem_rows(m), 1000);
+	CHECK_EQ(mem_bytes(m), want);
+	CHECK_EQ(mem_max_seq(m), 1000);
+	CHECK(mem_arena_bytes(m) >= payload);
+	mem_unref(m);
+}
+
+static void
+empty_key_and_empty_value(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, NULL, 0, 1, NULL, 0), 0);
+	REQUIRE_EQ(mem_insert(m, "", 0, 2, "x", 1), 0);
+	REQUIRE_EQ(mem_insert(m, "a", 1, 3, "", 0), 0);
+	CHECK_EQ(mem_rows(m), 3);
+	CHECK_EQ(mem_bytes(m), 3 * MEM_ENTRY_OVERHEAD + 1 + 1);
+	uint64_t seq;
+	const void *v;
+	size_t vl = 99;
+	CHECK_EQ(mem_get(m, NULL, 0, &seq, &v, &vl), 0);
+	CHECK_EQ(seq, 2);
+	CHECK(vl == 1 && memcmp(v, "x", 1) == 0);
+	CHECK_EQ(mem_get(m, "a", 1, &seq, &v, &vl), 0);
+	CHECK_EQ(seq, 3);
+	CHECK_EQ(vl, 0);
+	static const struct exp_row want[] = {{"", 0, 2}, {"", 0, 1}, {"a", 1, 3}};
+	check_contents(m, want, 3);
+
+	diag_clear();
+	CHECK_EQ(mem_insert(m, NULL, 1, 4, "x", 1), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "NULL key") != NULL);
+	CHECK_EQ(mem_insert(m, "b", 1, 4, NULL, 1), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "NULL value") != NULL);
+	CHECK_EQ(mem_get(m, NULL, 1, &seq, &v, &vl), STRATA_EINVAL);
+	CHECK_EQ(mem_rows(m), 3);
+	CHECK_EQ(mem_max_seq(m), 3);
+	mem_unref(m);
+}
+
+static void
+oversized_entry_is_rejected(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	CHECK_EQ(mem_insert(m, "k", (size_t)MEM_MAX_KEY + 1, 1, "v", 1), STRATA_ETOOBIG);
+	CHECK(strstr(diag_last(), "key of") != NULL);
+	CHECK_EQ(mem_insert(m, "k", 1, 1, "v", SIZE_MAX - 8), STRATA_ETOOBIG);
+	CHECK_EQ(mem_rows(m), 0);
+	CHECK_EQ(mem_bytes(m), 0);
+	struct mem_iter it;
+	mem_iter_seek(&it, m, NULL, 0);
+	CHECK(!mem_iter_valid(&it));
+	mem_unref(m);
+}
+
+static void
+large_value_round_trip(void)
+{
+	size_t n = 16u << 20;
+	unsigned char *big = malloc(n);
+	REQUIRE(big != NULL);
+	for (size_t i = 0; i < n; i++)
+		big[i] = (unsigned char)(i * 2654435761u >> 13);
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, "a", 1, 1, "small", 5), 0);
+	REQUIRE_EQ(mem_insert(m, "big", 3, 2, big, n), 0);
+	REQUIRE_EQ(mem_insert(m, "c", 1, 3, "small", 5), 0);
+	/* An entry just over the dedicated-allocation threshold, and one just under. */
+	REQUIRE_EQ(mem_insert(m, "mid1", 4, 4, big, MEM_CHUNK_BYTES / 4), 0);
+	REQUIRE_EQ(mem_insert(m, "mid2", 4, 5, big, MEM_CHUNK_BYTES / 4 - 200), 0);
+	/* The memtable holds a copy: scribbling on the source afterwards changes nothing. */
+	memset(big + n / 2, 0, 8);
+	uint64_t seq;
+	const void *v;
+	size_t vl;
+	REQUIRE_EQ(mem_get(m, "big", 3, &seq, &v, &vl), 0);
+	CHECK_EQ(seq, 2);
+	REQUIRE_EQ(vl, n);
+	for (size_t i = 0; i < 8; i++)
+		big[n / 2 + i] = (unsigned char)((n / 2 + i) * 2654435761u >> 13);
+	CHECK(memcmp(v, big, n) == 0);
+	REQUIRE_EQ(mem_get(m, "mid1", 4, &seq, &v, &vl), 0);
+	CHECK(vl == MEM_CHUNK_BYTES / 4 && memcmp(v, big, vl) == 0);
+	REQUIRE_EQ(mem_get(m, "mid2", 4, &seq, &v, &vl), 0);
+	CHECK(vl == MEM_CHUNK_BYTES / 4 - 200 && memcmp(v, big, vl) == 0);
+	CHECK_EQ(mem_bytes(m), 1 + 5 + 3 + n + 1 + 5 + 4 + MEM_CHUNK_BYTES / 4 + 4 +
+				       MEM_CHUNK_BYTES / 4 - 200 + 5 * MEM_ENTRY_OVERHEAD);
+	CHECK(mem_arena_bytes(m) >= n + MEM_CHUNK_BYTES / 2);
+	static const struct exp_row want[] = {
+		{"a", 1, 1}, {"big", 3, 2}, {"c", 1, 3}, {"mid1", 4, 4}, {"mid2", 4, 5},
+	};
+	check_contents(m, want, 5);
+	mem_unref(m);
+	free(big);
+}
+
+/** Allocation seam state: calls left before failing (-1: never fail), live blocks. */
+static long fail_after = -1;
+static long live_blocks;
+
+static void *
+test_malloc(size_t n)
+{
+	if (fail_after == 0)
+		return NULL;
+	if (fail_after > 0)
+		fail_after--;
+	void *p = malloc(n);
+	if (p != NULL)
+		live_blocks++;
+	return p;
+}
+
+static void
+test_free(void *p)
+{
+	if (p != NULL)
+		live_blocks--;
+	free(p);
+}
+
+static void
+enomem_on_new_returns_null(void)
+{
+	env.malloc = test_malloc;
+	env.free = test_free;
+	fail_after = 0;
+	struct mem *m = mem_new();
+	CHECK(m == NULL);
+	fail_after = -1;
+	env_reset();
+	mem_unref(m);
+}
+
+/** CHECK that m holds exactly the rows "r%05d" for i < n with seq i+1, in order. */
+static void
+check_small_rows(struct mem *m, int n)
+{
+	struct mem_iter it;
+	int i = 0;
+	for (mem_iter_seek(&it, m, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it), i++) {
+		char want[16];
+		const void *k, *v;
+		size_t kl, vl;
+		uint64_t s;
+		mem_iter_entry(&it, &k, &kl, &s, &v, &vl);
+		snprintf(want, sizeof(want), "r%05d", i);
+		if (kl != 6 || memcmp(k, want, 6) != 0 || s != (uint64_t)i + 1 || vl != 100) {
+			CHECK(!"row out of place");
+			return;
+		}
+	}
+	CHECK_EQ(i, n);
+	CHECK_EQ(mem_rows(m), n);
+	CHECK_EQ(mem_bytes(m), (uint64_t)n * (6 + 100 + MEM_ENTRY_OVERHEAD));
+	CHECK_EQ(mem_max_seq(m), n);
+}
+
+static void
+enomem_leaves_memtable_consistent(void)
+{
+	env.malloc = test_malloc;
+	env.free = test_free;
+	live_blocks = 0;
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	char val[100], key[16];
+	memset(val, 'v', sizeof(val));
+
+	fail_after = 0;
+	diag_clear();
+	CHECK_EQ(mem_insert(m, "r00000", 6, 1, val, 100), STRATA_ENOMEM);
+	CHECK(strstr(diag_last(), "memtable") != NULL);
+	check_small_rows(m, 0);
+	CHECK_EQ(mem_get(m, "r00000", 6, NULL, NULL, NULL), STRATA_NOTFOUND);
+	CHECK_EQ(mem_arena_bytes(m), 0);
+
+	/* Fill the first chunk; the insert that needs a second chunk fails. */
+	fail_after = 1;
+	int n = 0, rc;
+	for (;;) {
+		snprintf(key, sizeof(key), "r%05d", n);
+		rc = mem_insert(m, key, 6, (uint64_t)n + 1, val, 100);
+		if (rc != 0)
+			break;
+		n++;
+		REQUIRE(n < 100000);
+	}
+	CHECK_EQ(rc, STRATA_ENOMEM);
+	CHECK(n > 1000);
+	check_small_rows(m, n);
+	CHECK_EQ(mem_get(m, key, 6, NULL, NULL, NULL), STRATA_NOTFOUND);
+	CHECK_EQ(mem_insert(m, key, 6, (uint64_t)n + 1, val, 100), STRATA_ENOMEM);
+
+	/* A dedicated allocation fails too. */
+	size_t bn = MEM_CHUNK_BYTES;
+	char *big = calloc(1, bn);
+	REQUIRE(big != NULL);
+	CHECK_EQ(mem_insert(m, "zbig", 4, 999999, big, bn), STRATA_ENOMEM);
+	CHECK(strstr(diag_last(), "entry") != NULL);
+	check_small_rows(m, n);
+	CHECK_EQ(mem_get(m, "zbig", 4, NULL, NULL, NULL), STRATA_NOTFOUND);
+
+	/* Allocation works again: the failed rows go in and everything is in place. */
+	fail_after = -1;
+	for (int i = n; i < n + 50; i++) {
+		snprintf(key, sizeof(key), "r%05d", i);
+		REQUIRE_EQ(mem_insert(m, key, 6, (uint64_t)i + 1, val, 100), 0);
+	}
+	check_small_rows(m, n + 50);
+	CHECK_EQ(mem_insert(m, "zbig", 4, 999999, big, bn), 0);
+	CHECK_EQ(mem_get(m, "zbig", 4, NULL, NULL, NULL), 0);
+	CHECK_EQ(mem_rows(m), n + 51);
+	mem_unref(m);
+	CHECK_EQ(live_blocks, 0);
+	free(big);
+	env_reset();
+}
+
+static void
+last_unref_frees_every_allocation(void)
+{
+	env.malloc = test_malloc;
+	env.free = test_free;
+	live_blocks = 0;
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	char *big = calloc(1, 600000);
+	REQUIRE(big != NULL);
+	char key[16];
+	for (int i = 0; i < 30000; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		REQUIRE_EQ(mem_insert(m, key, strlen(key), 1, big, (size_t)(i % 97)), 0);
+	}
+	REQUIRE_EQ(mem_insert(m, "big1", 4, 1, big, 600000), 0);
+	REQUIRE_EQ(mem_insert(m, "big2", 4, 1, big, 300000), 0);
+	REQUIRE_EQ(mem_insert(m, "big2", 4, 1, big, 300000), 0);
+	CHECK(live_blocks > 3);
+	mem_ref(m);
+	mem_unref(m);
+	CHECK_EQ(mem_get(m, "big1", 4, NULL, NULL, NULL), 0);
+	CHECK(live_blocks > 3);
+	mem_unref(m);
+	CHECK_EQ(live_blocks, 0);
+	env_reset();
+	free(big);
+}
+
+/** Concurrent test shape. */
+enum {
+	CONC_WRITERS = 4,
+	CONC_PER_WRITER = 50000,
+	CONC_ROWS = CONC_WRITERS * CONC_PER_WRITER,
+	CONC_KEYS = 30000,
+	CONC_READERS = 2,
+};
+
+/** Key of row r. */
+static size_t
+conc_key(int r, char *buf)
+{
+	uint32_t idx = (uint32_t)((uint64_t)(uint32_t)r * 2654435761u % CONC_KEYS);
+	return (size_t)snprintf(buf, 16, "k%u", idx);
+}
+
+/** Value of row r (vlen r % 23). */
+static size_t
+conc_val(int r, unsigned char *buf)
+{
+	size_t n = (size_t)(r % 23);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (unsigned char)(r * 31 + (int)i);
+	return n;
+}
+
+/** Shared state of the concurrent test. */
+struct conc {
+	/** The memtable under test. */
+	struct mem *m;
+	/** Set once every writer has finished. */
+	atomic_int done;
+	/** Errors seen by threads (insert failures, order violations, bad entries). */
+	atomic_int errors;
+	/** Reader passes completed. */
+	atomic_int passes;
+};
+
+/** Writer argument. */
+struct conc_writer {
+	/** Shared state. */
+	struct conc *c;
+	/** Writer index. */
+	int t;
+};
+
+static int
+conc_insert(struct mem *m, int r)
+{
+	char key[16];
+	unsigned char val[32];
+	size_t kl = conc_key(r, key);
+	size_t vl = conc_val(r, val);
+	return mem_insert(m, key, kl, (uint64_t)r + 1, val, vl);
+}
+
+static void *
+conc_writer_main(void *arg)
+{
+	struct conc_writer *w = arg;
+	for (int j = 0; j < CONC_PER_WRITER; j++) {
+		if (conc_insert(w->c->m, j * CONC_WRITERS + w->t) != 0)
+			atomic_fetch_add(&w->c->errors, 1);
+		/* A neighbour's row again, at about the time the neighbour inserts it. */
+		if (j % 4 == 0 &&
+		    conc_insert(w->c->m, j * CONC_WRITERS + (w->t + 1) % CONC_WRITERS) != 0)
+			atomic_fetch_add(&w->c->errors, 1);
+	}
+	return NULL;
+}
+
+/** One reader pass: order strict, every entry's key and value those of its seq. */
+static long
+conc_pass(struct conc *c)
+{
+	struct mem_iter it;
+	const void *pk = NULL;
+	size_t pkl = 0;
+	uint64_t ps = 0;
+	long count = 0;
+	for (mem_iter_seek(&it, c->m, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it)) {
+		const void *k, *v;
+		size_t kl, vl;
+		uint64_t s;
+		mem_iter_entry(&it, &k, &kl, &s, &v, &vl);
+		if (count > 0 && ref_cmp(pk, pkl, ps, k, kl, s) >= 0) {
+			atomic_fetch_add(&c->errors, 1);
+			return -1;
+		}
+		char wk[16];
+		unsigned char wv[32];
+		if (s < 1 || s > CONC_ROWS) {
+			atomic_fetch_add(&c->errors, 1);
+			return -1;
+		}
+		size_t wkl = conc_key((int)s - 1, wk);
+		size_t wvl = conc_val((int)s - 1, wv);
+		if (kl != wkl || memcmp(k, wk, kl) != 0 || vl != wvl ||
+		    (vl > 0 && memcmp(v, wv, vl) != 0)) {
+			atomic_fetch_add(&c->errors, 1);
+			return -1;
+		}
+		pk = k;
+		pkl = kl;
+		ps = s;
+		count++;
+	}
+	return count;
+}
+
+static void *
+conc_reader_main(void *arg)
+{
+	struct conc *c = arg;
+	long last = 0;
+	int stop;
+	do {
+		stop = atomic_load(&c->done);
+		long n = conc_pass(c);
+		if (n < last)
+			atomic_fetch_add(&c->errors, 1);
+		if (n < 0)
+			break;
+		last = n;
+		char key[16];
+		size_t kl = conc_key((int)n, key);
+		uint64_t s;
+		const void *v;
+		size_t vl;
+		if (mem_get(c->m, key, kl, &s, &v, &vl) == 0) {
+			char wk[16];
+			size_t wkl = conc_key((int)s - 1, wk);
+			if (wkl != kl || memcmp(wk, key, kl) != 0)
+				atomic_fetch_add(&c->errors, 1);
+		}
+		atomic_fetch_add(&c->passes, 1);
+	} while (!stop);
+	return NULL;
+}
+
+static void
+concurrent_inserts_with_readers(void)
+{
+	struct conc c;
+	c.m = mem_new();
+	REQUIRE(c.m != NULL);
+	atomic_init(&c.done, 0);
+	atomic_init(&c.errors, 0);
+	atomic_init(&c.passes, 0);
+	pthread_t wt[CONC_WRITERS], rt[CONC_READERS];
+	struct conc_writer wa[CONC_WRITERS];
+	for (int i = 0; i < CONC_READERS; i++)
+		REQUIRE_EQ(pthread_create(&rt[i], NULL, conc_reader_main, &c), 0);
+	for (int i = 0; i < CONC_WRITERS; i++) {
+		wa[i].c = &c;
+		wa[i].t = i;
+		REQUIRE_EQ(pthread_create(&wt[i], NULL, conc_writer_main, &wa[i]), 0);
+	}
+	for (int i = 0; i < CONC_WRITERS; i++)
+		pthread_join(wt[i], NULL);
+	atomic_store(&c.done, 1);
+	for (int i = 0; i < CONC_READERS; i++)
+		pthread_join(rt[i], NULL);
+	CHECK_EQ(atomic_load(&c.errors), 0);
+	CHECK(atomic_load(&c.passes) >= CONC_READERS);
+
+	CHECK_EQ(conc_pass(&c), CONC_ROWS);
+	unsigned char *seen = calloc(CONC_ROWS, 1);
+	uint64_t *newest = calloc(CONC_KEYS, sizeof(*newest));
+	REQUIRE(seen != NULL && newest != NULL);
+	uint64_t want_bytes = 0;
+	for (int r = 0; r < CONC_ROWS; r++) {
+		char key[16];
+		unsigned char val[32];
+		want_bytes += conc_key(r, key) + conc_val(r, val) + MEM_ENTRY_OVERHEAD;
+		uint32_t idx = (uint32_t)atoi(key + 1);
+		if (newest[idx] < (uint64_t)r + 1)
+			newest[idx] = (uint64_t)r + 1;
+	}
+	struct mem_iter it;
+	long dups = 0;
+	for (mem_iter_seek(&it, c.m, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it)) {
+		uint64_t s;
+		mem_iter_entry(&it, NULL, NULL, &s, NULL, NULL);
+		if (seen[s - 1]++)
+			dups++;
+	}
+	CHECK_EQ(dups, 0);
+	long missing = 0;
+	for (int r = 0; r < CONC_ROWS; r++)
+		missing += !seen[r];
+	CHECK_EQ(missing, 0);
+	CHECK_EQ(mem_rows(c.m), CONC_ROWS);
+	CHECK_EQ(mem_bytes(c.m), want_bytes);
+	CHECK_EQ(mem_max_seq(c.m), CONC_ROWS);
+	long wrong_get = 0;
+	for (uint32_t idx = 0; idx < CONC_KEYS; idx++) {
+		char key[16];
+		size_t kl = (size_t)snprintf(key, sizeof(key), "k%u", idx);
+		uint64_t s = 0;
+		int rc = mem_get(c.m, key, kl, &s, NULL, NULL);
+		if (newest[idx] == 0 ? rc != STRATA_NOTFOUND : rc != 0 || s != newest[idx])
+			wrong_get++;
+	}
+	CHECK_EQ(wrong_get, 0);
+	free(seen);
+	free(newest);
+	mem_unref(c.m);
+}
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	RUN(order_is_key_ascending_then_seq_descending);
+	RUN(prefix_keys_order_shorter_first);
+	RUN(get_returns_highest_seq);
+	RUN(duplicate_key_seq_collapses);
+	RUN(seek_positions);
+	RUN(byte_accounting_matches_formula);
+	RUN(empty_key_and_empty_value);
+	RUN(oversized_entry_is_rejected);
+	RUN(large_value_round_trip);
+	RUN(enomem_on_new_returns_null);
+	RUN(enomem_leaves_memtable_consistent);
+	RUN(last_unref_frees_every_allocation);
+	RUN(concurrent_inserts_with_readers);
+	return HARNESS_END("test_mem");
+}

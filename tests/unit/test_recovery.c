@@ -1,0 +1,970 @@
+/*
+ * test_recovery.c — recovery through the public API (node/strata.h): merges
+ * interrupted at every commit step converge, replay starts at the manifest's cursor,
+ * torn WAL tails are cut, and corrupt WAL entries, run blocks and manifests are
+ * reported naming the file or object. "Crashes" are forked children that _exit at
+ * a test point of node/lib/env.h (ENV_POINTS).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../node/core/manifest.h"
+#include "../../node/core/wal.h"
+#include "../../node/lib/buf.h"
+#include "../../node/lib/env.h"
+#include "../../node/objstore/objstore.h"
+#include "../../node/strata.h"
+#include "harness.h"
+
+#ifndef TEST
+#define TEST(name) static void name(void)
+#endif
+
+/** Object-store prefix of shard 0. */
+#define SHARD0 "shard-0000/"
+/** Seconds a test may take before the watchdog declares it hung. */
+#ifndef WATCHDOG_S
+#define WATCHDOG_S 60
+#endif
+/** Most stores one test keeps open at once. */
+#define MAX_DBS 8
+/** Most temporary directories one test creates. */
+#define MAX_DIRS 8
+
+/* ---------------------------------------------------------------- per-test state */
+
+/** Name of the running test, for the watchdog. */
+static const char *t_name = "";
+/** Stores opened by the running test and not yet closed. */
+static strata *t_dbs[MAX_DBS];
+/** Directories created by the running test. */
+static char *t_dirs[MAX_DIRS];
+
+static void
+watchdog_fire(int sig)
+{
+	(void)sig;
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg),
+			 "  watchdog: %s did not finish within %d s: an operation blocked\n"
+			 "not ok - %s\n",
+			 t_name, WATCHDOG_S, t_name);
+	if (write(2, msg, (size_t)n) < 0)
+		_exit(2);
+	_exit(2);
+}
+
+static char *
+tdir(void)
+{
+	char *d = harness_tmpdir("recovery");
+	for (int i = 0; i < MAX_DIRS; i++) {
+		if (t_dirs[i] == NULL) {
+			t_dirs[i] = d;
+			return d;
+		}
+	}
+	fprintf(stderr, "  too many temp dirs in one test\n");
+	abort();
+}
+
+static strata_options
+opts_for(const char *dir)
+{
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = dir;
+	o.shards = 1;
+	o.sync = STRATA_SYNC_NONE;
+	return o;
+}
+
+/** Open a store, tracked so the test runner closes it if a test bails out. NULL on failure. */
+static strata *
+db_open(const strata_options *o)
+{
+	strata *db = NULL;
+	int rc = strata_open(o, &db);
+	if (rc != 0) {
+		fprintf(stderr, "  strata_open(%s) = %s: %s\n", o->dir, strata_strerror(rc),
+			strata_last_error());
+		return NULL;
+	}
+	for (int i = 0; i < MAX_DBS; i++) {
+		if (t_dbs[i] == NULL) {
+			t_dbs[i] = db;
+			return db;
+		}
+	}
+	fprintf(stderr, "  too many open stores in one test\n");
+	abort();
+}
+
+static void
+db_close(strata *db)
+{
+	for (int i = 0; i < MAX_DBS; i++)
+		if (t_dbs[i] == db)
+			t_dbs[i] = NULL;
+	strata_close(db);
+}
+
+
+/* ---------------------------------------------------------------- rows */
+
+static uint64_t
+xorshift(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+/** Value of a row: "<key>=<tag>" padded with '.' to at least pad bytes. */
+static size_t
+make_value(char *dst, size_t cap, const char *key, const char *tag, size_t pad)
+{
+	int n = snprintf(dst, cap, "%s=%s", key, tag);
+	size_t len = (size_t)n;
+	while (len < pad && len + 1 < cap)
+		dst[len++] = '.';
+	dst[len] = '\0';
+	return len;
+}
+
+/** Append keys "<prefix>%05d" for i in [from, to) in batches of `batch`, values tagged `tag`. */
+static int
+put_range(strata *db, const char *prefix, int from, int to, const char *tag, int batch)
+{
+	char keys[64][48], vals[64][160];
+	strata_row rows[64];
+	if (batch < 1 || batch > 64)
+		batch = 64;
+	for (int i = from; i < to;) {
+		int n = 0;
+		for (; n < batch && i < to; n++, i++) {
+			snprintf(keys[n], sizeof(keys[n]), "%s%05d", prefix, i);
+			size_t vl = make_value(vals[n], sizeof(vals[n]), keys[n], tag, 40);
+			rows[n] = (strata_row){ keys[n], strlen(keys[n]), vals[n], vl };
+		}
+		int rc = strata_append(db, 0, rows, (size_t)n);
+		if (rc != 0) {
+			fprintf(stderr, "  append %s..: %s: %s\n", keys[0], strata_strerror(rc),
+				strata_last_error());
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/** 1 if key reads back exactly want (want NULL: must be STRATA_NOTFOUND); prints otherwise. */
+static int
+get_is(strata *db, const char *key, const char *want)
+{
+	void *v = NULL;
+	size_t n = 0;
+	int rc = strata_get(db, 0, key, strlen(key), &v, &n);
+	if (want == NULL) {
+		if (rc == STRATA_NOTFOUND)
+			return 1;
+		fprintf(stderr, "  get %s: want NOTFOUND, got %s (%s)\n", key, strata_strerror(rc),
+			rc == 0 ? "a value" : strata_last_error());
+		if (rc == 0)
+			strata_free(v);
+		return 0;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "  get %s: %s: %s\n", key, strata_strerror(rc), strata_last_error());
+		return 0;
+	}
+	int ok = n == strlen(want) && memcmp(v, want, n) == 0;
+	if (!ok)
+		fprintf(stderr, "  get %s: got '%.*s', want '%s'\n", key, (int)(n > 80 ? 80 : n),
+			(const char *)v, want);
+	strata_free(v);
+	return ok;
+}
+
+/** Number of keys in [from, to) that do not read back as put_range wrote them (tag). */
+static int
+range_misses(strata *db, const char *prefix, int from, int to, const char *tag)
+{
+	int bad = 0;
+	for (int i = from; i < to; i++) {
+		char key[48], val[160];
+		snprintf(key, sizeof(key), "%s%05d", prefix, i);
+		make_value(val, sizeof(val), key, tag, 40);
+		if (!get_is(db, key, val) && ++bad >= 5) {
+			fprintf(stderr, "  (more misses under %s not shown)\n", prefix);
+			return bad + (to - i - 1);
+		}
+	}
+	return bad;
+}
+
+/** Number of keys in [from, to) that are not STRATA_NOTFOUND. */
+static int
+range_present(strata *db, const char *prefix, int from, int to)
+{
+	int bad = 0;
+	for (int i = from; i < to; i++) {
+		char key[48];
+		snprintf(key, sizeof(key), "%s%05d", prefix, i);
+		if (!get_is(db, key, NULL) && ++bad >= 5) {
+			fprintf(stderr, "  (more present under %s not shown)\n", prefix);
+			return bad + (to - i - 1);
+		}
+	}
+	return bad;
+}
+
+/** What a full scan saw. */
+struct scan_check {
+	/** Rows visited. */
+	size_t rows;
+	/** Rows whose key was not strictly greater than the previous one (disorder or duplicate). */
+	size_t disorder;
+	/** Rows whose value does not start with "<key>=". */
+	size_t bad_values;
+	/** Previous key. */
+	char prev[STRATA_MAX_KEY];
+	/** Its length. */
+	size_t prev_len;
+	/** Set after the first row. */
+	int have_prev;
+};
+
+static int
+scan_check_cb(void *ctx, const strata_row *row)
+{
+	struct scan_check *sc = ctx;
+	if (sc->have_prev) {
+		size_t m = row->key_len < sc->prev_len ? row->key_len : sc->prev_len;
+		int c = memcmp(row->key, sc->prev, m);
+		if (c < 0 || (c == 0 && row->key_len <= sc->prev_len)) {
+			if (sc->disorder++ < 5)
+				fprintf(stderr, "  scan: '%.*s' after '%.*s'\n", (int)row->key_len,
+					(const char *)row->key, (int)sc->prev_len, sc->prev);
+		}
+	}
+	if (row->value_len <= row->key_len || memcmp(row->value, row->key, row->key_len) != 0 ||
+	    ((const char *)row->value)[row->key_len] != '=') {
+		if (sc->bad_values++ < 5)
+			fprintf(stderr, "  scan: bad value for '%.*s'\n", (int)row->key_len,
+				(const char *)row->key);
+	}
+	if (row->key_len <= sizeof(sc->prev)) {
+		memcpy(sc->prev, row->key, row->key_len);
+		sc->prev_len = row->key_len;
+	}
+	sc->have_prev = 1;
+	sc->rows++;
+	return 0;
+}
+
+/** Scan the whole of shard 0 and require order, no duplicates, sane values and `want` rows. */
+static int
+scan_ok(strata *db, size_t want)
+{
+	static struct scan_check sc;
+	memset(&sc, 0, sizeof(sc));
+	int rc = strata_scan(db, 0, NULL, 0, NULL, 0, scan_check_cb, &sc);
+	if (rc != 0) {
+		fprintf(stderr, "  scan: %s: %s\n", strata_strerror(rc), strata_last_error());
+		return 0;
+	}
+	if (sc.rows != want || sc.disorder != 0 || sc.bad_values != 0) {
+		fprintf(stderr, "  scan: %zu rows (want %zu), %zu out of order/duplicate, %zu bad values\n",
+			sc.rows, want, sc.disorder, sc.bad_values);
+		return 0;
+	}
+	return 1;
+}
+
+static strata_stats
+stats_of(strata *db)
+{
+	strata_stats s;
+	memset(&s, 0, sizeof(s));
+	int rc = strata_shard_stats(db, 0, &s);
+	if (rc != 0)
+		fprintf(stderr, "  stats: %s: %s\n", strata_strerror(rc), strata_last_error());
+	return s;
+}
+
+/* ---------------------------------------------------------------- object store */
+
+static int
+count_cb(void *ctx, const char *key, uint64_t size)
+{
+	(void)key;
+	(void)size;
+	(*(long *)ctx)++;
+	return 0;
+}
+
+/** Objects under "shard-0000/<sub>" in dir's object store, or -1. */
+static long
+count_objects(const char *dir, const char *sub)
+{
+	char root[512], prefix[64];
+	snprintf(root, sizeof(root), "%s/objects", dir);
+	snprintf(prefix, sizeof(prefix), SHARD0 "%s", sub);
+	struct objstore *os = NULL;
+	if (objstore_fs_new(root, &os) != 0) {
+		fprintf(stderr, "  objstore_fs_new(%s): %s\n", root, strata_last_error());
+		return -1;
+	}
+	long n = 0;
+	int rc = objstore_list(os, prefix, count_cb, &n);
+	objstore_destroy(os);
+	if (rc != 0) {
+		fprintf(stderr, "  list %s: %s\n", prefix, strata_last_error());
+		return -1;
+	}
+	return n;
+}
+
+/** Load shard 0's current manifest from dir's object store. */
+static int
+load_manifest(const char *dir, struct manifest *m)
+{
+	char root[512];
+	snprintf(root, sizeof(root), "%s/objects", dir);
+	memset(m, 0, sizeof(*m));
+	struct objstore *os = NULL;
+	int rc = objstore_fs_new(root, &os);
+	if (rc == 0)
+		rc = manifest_load(os, SHARD0, m);
+	if (rc != 0)
+		fprintf(stderr, "  manifest_load(%s): %s: %s\n", root, strata_strerror(rc),
+			strata_last_error());
+	objstore_destroy(os);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- crash points */
+
+/** Point at which a forked child exits, or NULL. Set only in children. */
+static const char *exit_at;
+
+static int
+test_point(const char *name, const void *arg)
+{
+	(void)arg;
+	const char *at = __atomic_load_n(&exit_at, __ATOMIC_ACQUIRE);
+	if (at != NULL && strcmp(name, at) == 0)
+		_exit(0);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- files and objects */
+
+/** Path and file name of the newest WAL segment of shard 0 under dir. 0 or -1. */
+static int
+last_segment(const char *dir, char *path, size_t cap, char *name, size_t ncap)
+{
+	char wdir[512];
+	snprintf(wdir, sizeof(wdir), "%s/wal/shard-0000", dir);
+	DIR *d = opendir(wdir);
+	if (d == NULL) {
+		fprintf(stderr, "  opendir %s: %s\n", wdir, strerror(errno));
+		return -1;
+	}
+	char best[256] = "";
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		size_t len = strlen(e->d_name);
+		if (len > 4 && strcmp(e->d_name + len - 4, ".wal") == 0 && strcmp(e->d_name, best) > 0 &&
+		    len < sizeof(best))
+			memcpy(best, e->d_name, len + 1);
+	}
+	closedir(d);
+	if (best[0] == '\0') {
+		fprintf(stderr, "  no WAL segment in %s\n", wdir);
+		return -1;
+	}
+	snprintf(path, cap, "%s/%s", wdir, best);
+	snprintf(name, ncap, "%s", best);
+	return 0;
+}
+
+static long long
+file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+static int
+flip_file_byte(const char *path, long long off)
+{
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		return -1;
+	unsigned char c;
+	int rc = -1;
+	if (pread(fd, &c, 1, off) == 1) {
+		c ^= 0xff;
+		if (pwrite(fd, &c, 1, off) == 1)
+			rc = 0;
+	}
+	close(fd);
+	return rc;
+}
+
+static struct objstore *
+objects_of(const char *dir)
+{
+	char root[512];
+	snprintf(root, sizeof(root), "%s/objects", dir);
+	struct objstore *os = NULL;
+	if (objstore_fs_new(root, &os) != 0) {
+		fprintf(stderr, "  objstore_fs_new(%s): %s\n", root, strata_last_error());
+		return NULL;
+	}
+	return os;
+}
+
+/** Keys listed under a prefix. */
+struct key_list {
+	/** The keys, full (as listed). */
+	char keys[256][160];
+	/** How many. */
+	int n;
+};
+
+static int
+key_list_cb(void *ctx, const char *key, uint64_t size)
+{
+	(void)size;
+	struct key_list *l = ctx;
+	if (l->n < 256)
+		snprintf(l->keys[l->n], sizeof(l->keys[0]), "%s", key);
+	l->n++;
+	return 0;
+}
+
+static int
+list_keys(const char *dir, const char *prefix, struct key_list *l)
+{
+	memset(l, 0, sizeof(*l));
+	struct objstore *os = objects_of(dir);
+	if (os == NULL)
+		return -1;
+	int rc = objstore_list(os, prefix, key_list_cb, l);
+	objstore_destroy(os);
+	if (rc != 0 || l->n > 256) {
+		fprintf(stderr, "  list %s: %d keys, %s\n", prefix, l->n, strata_last_error());
+		return -1;
+	}
+	return 0;
+}
+
+/** A key relative to shard 0's prefix. */
+static const char *
+rel_key(const char *key)
+{
+	return strncmp(key, SHARD0, strlen(SHARD0)) == 0 ? key + strlen(SHARD0) : key;
+}
+
+/** The first (last = 0) or last key under "shard-0000/<sub>". 0 or -1. */
+static int
+find_object(const char *dir, const char *sub, int last, char *key, size_t cap)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), SHARD0 "%s", sub);
+	static struct key_list l;
+	if (list_keys(dir, prefix, &l) != 0 || l.n == 0) {
+		fprintf(stderr, "  no object under %s\n", prefix);
+		return -1;
+	}
+	snprintf(key, cap, "%s", l.keys[last ? l.n - 1 : 0]);
+	return 0;
+}
+
+/** Invert the byte at frac of the object's length, through the object store. */
+static int
+flip_object_byte(const char *dir, const char *key, double frac)
+{
+	struct objstore *os = objects_of(dir);
+	if (os == NULL)
+		return -1;
+	struct buf b = { 0 };
+	int rc = objstore_get(os, key, &b);
+	if (rc == 0 && b.len > 0) {
+		size_t off = (size_t)((double)b.len * frac);
+		b.data[off] ^= 0xff;
+		rc = objstore_put(os, key, b.data, b.len);
+	} else if (rc == 0) {
+		rc = -1;
+	}
+	if (rc != 0)
+		fprintf(stderr, "  flip %s: %d %s\n", key, rc, strata_last_error());
+	buf_destroy(&b);
+	objstore_destroy(os);
+	return rc;
+}
+
+/** Gen/run objects not referenced by the manifest plus referenced ones missing; prints each. */
+static int
+objects_mismatch_manifest(const char *dir)
+{
+	struct manifest m;
+	if (load_manifest(dir, &m) != 0)
+		return 1;
+	static struct key_list l;
+	if (list_keys(dir, SHARD0, &l) != 0) {
+		manifest_destroy(&m);
+		return 1;
+	}
+	int bad = 0;
+	for (int i = 0; i < l.n; i++) {
+		const char *k = rel_key(l.keys[i]);
+		if (strncmp(k, "manifest/", 9) == 0)
+			continue;
+		int kind;
+		uint64_t id, epoch;
+		if (manifest_parse_obj_key(k, &kind, &id, &epoch) != 0) {
+			fprintf(stderr, "  unexpected object %s\n", l.keys[i]);
+			bad++;
+			continue;
+		}
+		int at = kind == MANIFEST_GEN ? manifest_find_gen(&m, id) : manifest_find_run(&m, id);
+		const struct manifest_obj *o = at < 0 ? NULL : kind == MANIFEST_GEN ? &m.gens[at] : &m.runs[at];
+		if (o == NULL || o->epoch != epoch) {
+			fprintf(stderr, "  leaked object %s (not in manifest version %llu)\n", l.keys[i],
+				(unsigned long long)m.version);
+			bad++;
+		}
+	}
+	for (int kind = MANIFEST_GEN; kind <= MANIFEST_RUN; kind++) {
+		uint32_t n = kind == MANIFEST_GEN ? m.ngens : m.nruns;
+		for (uint32_t i = 0; i < n; i++) {
+			const struct manifest_obj *o = kind == MANIFEST_GEN ? &m.gens[i] : &m.runs[i];
+			char want[160];
+			manifest_obj_key(want, sizeof(want), SHARD0, kind, o);
+			int found = 0;
+			for (int k = 0; k < l.n && !found; k++)
+				found = strcmp(rel_key(l.keys[k]), rel_key(want)) == 0;
+			if (!found) {
+				fprintf(stderr, "  manifest version %llu references missing %s\n",
+					(unsigned long long)m.version, want);
+				bad++;
+			}
+		}
+	}
+	manifest_destroy(&m);
+	return bad;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static const char *const crash_points[] = {
+	"prepare.run_written",
+	"commit.manifest_updated",
+	"commit.before_delete",
+};
+
+/** In a forked child: build three generations and a WAL tail, then merge and die at point. */
+static void
+crash_child(const strata_options *o, const char *point)
+{
+	strata *db = NULL;
+	if (strata_open(o, &db) != 0)
+		_exit(10);
+	for (int g = 0; g < 3; g++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "g%d-", g);
+		if (put_range(db, prefix, 0, 100, "old", 25) != 0 || strata_seal(db, 0) != 0)
+			_exit(11);
+	}
+	if (put_range(db, "tail-", 0, 50, "t", 10) != 0)
+		_exit(12);
+	__atomic_store_n(&exit_at, point, __ATOMIC_RELEASE);
+	uint32_t merged = 0;
+	int rc = strata_merge(db, 0, 0, &merged);
+	fprintf(stderr, "  child: merge returned %s without reaching %s\n", strata_strerror(rc), point);
+	_exit(3);
+}
+
+static int
+crash_rows_misses(strata *db)
+{
+	int bad = range_misses(db, "tail-", 0, 50, "t");
+	for (int g = 0; g < 3; g++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "g%d-", g);
+		bad += range_misses(db, prefix, 0, 100, "old");
+	}
+	return bad;
+}
+
+TEST(interrupted_merge_converges)
+{
+	for (size_t p = 0; p < sizeof(crash_points) / sizeof(crash_points[0]); p++) {
+		fprintf(stderr, "  # crash at %s\n", crash_points[p]);
+		const char *dir = tdir();
+		strata_options o = opts_for(dir);
+		fflush(stdout);
+		fflush(stderr);
+		pid_t pid = fork();
+		REQUIRE(pid >= 0);
+		if (pid == 0)
+			crash_child(&o, crash_points[p]);
+		int status = 0;
+		REQUIRE(waitpid(pid, &status, 0) == pid);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "  child did not stop at %s: %s %d\n", crash_points[p],
+				WIFEXITED(status) ? "exit" : "signal",
+				WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			CHECK(0);
+			continue;
+		}
+
+		strata *db = db_open(&o);
+		REQUIRE(db != NULL);
+		CHECK_EQ(crash_rows_misses(db), 0);
+		/* Open collected the orphans of the interrupted merge. */
+		CHECK_EQ(objects_mismatch_manifest(dir), 0);
+		uint32_t merged = 0;
+		int rc = strata_merge(db, 0, 0, &merged);
+		CHECK_EQ(rc, 0);
+		strata_stats s = stats_of(db);
+		CHECK_EQ(s.generations, 0);
+		CHECK_EQ(s.base_runs, 1);
+		CHECK_EQ(objects_mismatch_manifest(dir), 0);
+		CHECK_EQ(count_objects(dir, "gen/"), 0);
+		CHECK_EQ(count_objects(dir, "run/"), 1);
+		CHECK_EQ(crash_rows_misses(db), 0);
+		CHECK(scan_ok(db, 3 * 100 + 50));
+		db_close(db);
+
+		db = db_open(&o);
+		REQUIRE(db != NULL);
+		CHECK_EQ(crash_rows_misses(db), 0);
+		CHECK_EQ(objects_mismatch_manifest(dir), 0);
+		CHECK_EQ(stats_of(db).base_runs, 1);
+		db_close(db);
+	}
+}
+
+static int
+drain_gens(void *ctx, struct manifest *next)
+{
+	(void)ctx;
+	next->ngens = 0;
+	return 0;
+}
+
+TEST(recovery_replays_after_cursor_even_if_generations_drained)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_range(db, "sealed-", 0, 100, "s", 20), 0);
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	strata_stats s = stats_of(db);
+	CHECK_EQ(s.replay_after, s.last_seq);
+	uint64_t cursor = s.replay_after;
+	REQUIRE_EQ(put_range(db, "tail-", 0, 50, "t", 10), 0);
+	db_close(db);
+
+	/* Precondition for catching a replay from 0: the sealed rows are still in the WAL. */
+	struct wal_segment_info segs[16];
+	char wdir[512];
+	snprintf(wdir, sizeof(wdir), "%s/wal/shard-0000", dir);
+	int nseg = wal_inspect_dir(wdir, segs, 16);
+	int sealed_in_wal = 0;
+	for (int i = 0; i < nseg && i < 16; i++)
+		if (segs[i].entries > 0 && segs[i].first_seq <= cursor)
+			sealed_in_wal = 1;
+	if (!sealed_in_wal)
+		fprintf(stderr, "  note: the sealed rows left the WAL; a replay from 0 would go unseen\n");
+
+	/* An external compactor drains the generation list and deletes the objects. */
+	struct objstore *os = objects_of(dir);
+	REQUIRE(os != NULL);
+	struct manifest m;
+	int rc = manifest_load(os, SHARD0, &m);
+	if (rc != 0)
+		objstore_destroy(os);
+	REQUIRE_EQ(rc, 0);
+	CHECK_EQ(m.ngens, 1);
+	CHECK_EQ(m.replay_after, cursor);
+	char keys[8][160];
+	uint32_t nkeys = 0;
+	for (uint32_t i = 0; i < m.ngens && nkeys < 8; i++)
+		manifest_obj_key(keys[nkeys++], sizeof(keys[0]), SHARD0, MANIFEST_GEN, &m.gens[i]);
+	rc = manifest_commit_update(os, SHARD0, m.writer_epoch, &m, drain_gens, NULL);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(m.ngens, 0);
+	CHECK_EQ(m.replay_after, cursor);
+	for (uint32_t i = 0; i < nkeys; i++)
+		CHECK_EQ(objstore_del(os, keys[i]), 0);
+	manifest_destroy(&m);
+	objstore_destroy(os);
+	REQUIRE_EQ(rc, 0);
+
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(range_misses(db, "tail-", 0, 50, "t"), 0);
+	CHECK_EQ(range_present(db, "sealed-", 0, 100), 0);
+	s = stats_of(db);
+	CHECK_EQ(s.generations, 0);
+	CHECK_EQ(s.memtable_rows, 50);
+	CHECK_EQ(s.replay_after, cursor);
+	CHECK(scan_ok(db, 50));
+	db_close(db);
+}
+
+TEST(torn_wal_tail_is_truncated)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	long long sz[5];
+	char seg[640], name[256], first[256] = "";
+	for (int b = 0; b < 5; b++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "b%d-", b);
+		REQUIRE_EQ(put_range(db, prefix, 0, 20, "w", 20), 0);
+		REQUIRE_EQ(last_segment(dir, seg, sizeof(seg), name, sizeof(name)), 0);
+		if (b == 0)
+			snprintf(first, sizeof(first), "%s", name);
+		REQUIRE(strcmp(first, name) == 0);
+		sz[b] = file_size(seg);
+	}
+	db_close(db);
+	REQUIRE(sz[4] > sz[3]);
+	/* Tear the last entry in half. */
+	long long cut = sz[3] + (sz[4] - sz[3]) / 2;
+	REQUIRE(truncate(seg, cut) == 0);
+
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	for (int b = 0; b < 4; b++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "b%d-", b);
+		CHECK_EQ(range_misses(db, prefix, 0, 20, "w"), 0);
+	}
+	CHECK_EQ(range_present(db, "b4-", 0, 20), 0);
+	long long after = file_size(seg);
+	if (after >= 0 && after > sz[3])
+		fprintf(stderr, "  %s is %lld bytes after open; the torn tail starts at %lld\n", seg, after,
+			sz[3]);
+	CHECK(after <= sz[3]);
+	/* New appends land after the cut and survive another reopen. */
+	CHECK_EQ(put_range(db, "after-", 0, 20, "w", 20), 0);
+	db_close(db);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	for (int b = 0; b < 4; b++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "b%d-", b);
+		CHECK_EQ(range_misses(db, prefix, 0, 20, "w"), 0);
+	}
+	CHECK_EQ(range_present(db, "b4-", 0, 20), 0);
+	CHECK_EQ(range_misses(db, "after-", 0, 20, "w"), 0);
+	CHECK(scan_ok(db, 5 * 20));
+	db_close(db);
+}
+
+TEST(corrupt_wal_entry_fails_open)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	char seg[640], name[256];
+	REQUIRE_EQ(put_range(db, "b0-", 0, 5, "w", 5), 0);
+	REQUIRE_EQ(last_segment(dir, seg, sizeof(seg), name, sizeof(name)), 0);
+	long long sz0 = file_size(seg);
+	REQUIRE_EQ(put_range(db, "b1-", 0, 40, "w", 40), 0);
+	long long sz1 = file_size(seg);
+	for (int b = 2; b < 5; b++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "b%d-", b);
+		REQUIRE_EQ(put_range(db, prefix, 0, 20, "w", 20), 0);
+	}
+	char seg2[640], name2[256];
+	REQUIRE_EQ(last_segment(dir, seg2, sizeof(seg2), name2, sizeof(name2)), 0);
+	REQUIRE(strcmp(seg, seg2) == 0);
+	db_close(db);
+	REQUIRE(sz1 > sz0 && sz0 >= 0);
+	/* Corrupt the middle of the second entry; three whole entries follow it. */
+	REQUIRE_EQ(flip_file_byte(seg, sz0 + (sz1 - sz0) / 2), 0);
+
+	strata *bad = NULL;
+	int rc = strata_open(&o, &bad);
+	CHECK_EQ(rc, STRATA_ECORRUPT);
+	const char *err = strata_last_error();
+	if (strstr(err, name) == NULL) {
+		fprintf(stderr, "  error does not name segment %s: '%s'\n", name, err);
+		CHECK(0);
+	}
+	if (rc == 0) {
+		for (int b = 1; b < 5; b++) {
+			char prefix[16];
+			snprintf(prefix, sizeof(prefix), "b%d-", b);
+			fprintf(stderr, "  opened anyway; rows of batch %d missing: %d\n", b,
+				range_misses(bad, prefix, 0, b == 1 ? 40 : 20, "w"));
+		}
+		strata_close(bad);
+	}
+}
+
+TEST(corrupt_run_block_is_reported)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	/* Values of random hex so the block stays most of the object. */
+	uint64_t rng = 0x51ed2701u;
+	static char keys[100][16], vals[100][200];
+	strata_row rows[100];
+	for (int i = 0; i < 100; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "r-%05d", i);
+		int n = snprintf(vals[i], sizeof(vals[i]), "%s=", keys[i]);
+		while (n < 180)
+			vals[i][n++] = "0123456789abcdef"[xorshift(&rng) & 15];
+		vals[i][n] = '\0';
+		rows[i] = (strata_row){ keys[i], strlen(keys[i]), vals[i], (size_t)n };
+	}
+	REQUIRE_EQ(strata_append(db, 0, rows, 100), 0);
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	db_close(db);
+	REQUIRE_EQ(count_objects(dir, "gen/"), 1);
+	char key[160];
+	REQUIRE_EQ(find_object(dir, "gen/", 0, key, sizeof(key)), 0);
+	REQUIRE_EQ(flip_object_byte(dir, key, 0.25), 0);
+	const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
+
+	int rc = strata_open(&o, &db);
+	if (rc != 0) {
+		CHECK_EQ(rc, STRATA_ECORRUPT);
+		if (strstr(strata_last_error(), base) == NULL) {
+			fprintf(stderr, "  open error does not name %s: '%s'\n", base, strata_last_error());
+			CHECK(0);
+		}
+		return;
+	}
+	int named = 0, corrupt = 0;
+	for (int i = 0; i < 100; i++) {
+		void *v = NULL;
+		size_t vl = 0;
+		rc = strata_get(db, 0, keys[i], strlen(keys[i]), &v, &vl);
+		if (rc == 0) {
+			if (vl != strlen(vals[i]) || memcmp(v, vals[i], vl) != 0)
+				fprintf(stderr, "  get %s returned a wrong value from a corrupt block\n", keys[i]);
+			strata_free(v);
+		}
+		if (rc == STRATA_ECORRUPT) {
+			corrupt++;
+			named += strstr(strata_last_error(), base) != NULL;
+			if (corrupt == 1)
+				fprintf(stderr, "  # %s\n", strata_last_error());
+		}
+	}
+	CHECK_EQ(corrupt, 100);
+	CHECK_EQ(named, corrupt);
+	static struct scan_check sc;
+	memset(&sc, 0, sizeof(sc));
+	rc = strata_scan(db, 0, NULL, 0, NULL, 0, scan_check_cb, &sc);
+	CHECK_EQ(rc, STRATA_ECORRUPT);
+	if (rc == STRATA_ECORRUPT && strstr(strata_last_error(), base) == NULL) {
+		fprintf(stderr, "  scan error does not name %s: '%s'\n", base, strata_last_error());
+		CHECK(0);
+	}
+	strata_close(db);
+}
+
+TEST(corrupt_manifest_fails_open)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_range(db, "m-", 0, 50, "x", 25), 0);
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	REQUIRE_EQ(put_range(db, "n-", 0, 50, "x", 25), 0);
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	db_close(db);
+	char key[160];
+	REQUIRE_EQ(find_object(dir, "manifest/", 1, key, sizeof(key)), 0);
+	REQUIRE_EQ(flip_object_byte(dir, key, 0.5), 0);
+	const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
+
+	int rc = strata_open(&o, &db);
+	CHECK_EQ(rc, STRATA_ECORRUPT);
+	if (strstr(strata_last_error(), base) == NULL) {
+		fprintf(stderr, "  error does not name manifest %s: '%s'\n", key, strata_last_error());
+		CHECK(0);
+	}
+	if (rc == 0)
+		strata_close(db);
+}
+
+/* ---------------------------------------------------------------- runner */
+
+static void
+t_begin(const char *name)
+{
+	t_name = name;
+	alarm(WATCHDOG_S);
+}
+
+static void
+t_end(void)
+{
+	alarm(0);
+	for (int i = 0; i < MAX_DBS; i++) {
+		if (t_dbs[i] != NULL) {
+			strata_close(t_dbs[i]);
+			t_dbs[i] = NULL;
+		}
+	}
+	for (int i = 0; i < MAX_DIRS; i++) {
+		if (t_dirs[i] != NULL) {
+			harness_rmrf(t_dirs[i]);
+			free(t_dirs[i]);
+			t_dirs[i] = NULL;
+		}
+	}
+}
+
+#define T(fn)                                                                                   \
+	do {                                                                                    \
+		t_begin(#fn);                                                                   \
+		RUN(fn);                                                                        \
+		t_end();                                                                        \
+	} while (0)
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	signal(SIGALRM, watchdog_fire);
+	env.point = test_point;
+	T(interrupted_merge_converges);
+	T(recovery_replays_after_cursor_even_if_generations_drained);
+	T(torn_wal_tail_is_truncated);
+	T(corrupt_wal_entry_fails_open);
+	T(corrupt_run_block_is_reported);
+	T(corrupt_manifest_fails_open);
+	return HARNESS_END("test_recovery");
+}
