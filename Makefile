@@ -11,12 +11,12 @@ DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev lib
             clang libclang-rt-14-dev
 BENCH_PKGS := librocksdb-dev
 
+comma := ,
 ifneq ($(SAN),)
   CC    := clang
   BUILD := build-san-$(subst $(comma),-,$(SAN))
   SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
-comma := ,
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -D_GNU_SOURCE \
@@ -24,7 +24,7 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -D_
 LDLIBS   += $(shell pkg-config --libs $(PKGS_PC) 2>/dev/null) -lpthread -lm
 LDFLAGS  += $(SANFLAGS)
 
-LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c)
+LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c) node/strata.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_SRC  := $(wildcard node/cli/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)

@@ -21,6 +21,7 @@
 #include "../lib/env.h"
 #include "manifest.h"
 #include "mem.h"
+#include "store.h"
 #include "wal.h"
 
 /** A memtable plus what seal needs to know about it. */
@@ -33,6 +34,8 @@ struct slot {
 	atomic_int writers;
 	/** Set once sealed: no new positions are assigned to it. */
 	atomic_int sealed;
+	/** Set once the listener was told this memtable reached the size limit. */
+	atomic_int full_reported;
 	/** Highest position assigned to it (valid once sealed). */
 	uint64_t cut;
 };
@@ -117,6 +120,10 @@ struct shard {
 	atomic_int fenced;
 	/** Highest position covered by a seal. */
 	uint64_t last_cut;
+	/** Who hears about seals and full memtables (NULL = nobody). */
+	_Atomic(const struct store_listener *) listener;
+	/** Memtable size that triggers on_memtable_full (0 = none). */
+	atomic_uint_fast64_t mem_limit;
 	/** Counters for stats. */
 	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
 		merge_in, merge_out, compactions, max_excl_ns;
@@ -316,6 +323,8 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 	pthread_rwlock_unlock(&s->rw);
 	if (rc == 0)
 		rc = wal_wait(s->wal, &t);
+	if (rc == 0 && env_point("append.durable", s) != 0)
+		rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at append.durable", s->cfg.id);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = mem_insert(sl->mem, rows[i].key, rows[i].key_len, t.first_seq + i, rows[i].value,
 				rows[i].value_len);
@@ -323,6 +332,15 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 		pthread_mutex_lock(&s->writers_mu);
 		pthread_cond_broadcast(&s->writers_cv);
 		pthread_mutex_unlock(&s->writers_mu);
+	}
+	if (rc == 0 && env_point("append.inserted", s) != 0)
+		rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at append.inserted", s->cfg.id);
+	uint64_t limit = atomic_load(&s->mem_limit);
+	if (rc == 0 && limit != 0 && mem_bytes(sl->mem) >= limit &&
+	    atomic_exchange(&sl->full_reported, 1) == 0) {
+		const struct store_listener *l = atomic_load(&s->listener);
+		if (l != NULL && l->on_memtable_full != NULL)
+			l->on_memtable_full(l->ctx, s->cfg.id, mem_bytes(sl->mem));
 	}
 	slot_unref(sl);
 	if (rc)
@@ -722,6 +740,8 @@ static int
 flush_one(struct shard *s, struct slot *sl)
 {
 	/* Every append assigned a position in this memtable must have inserted. */
+	if (atomic_load(&sl->writers) > 0)
+		env_point("seal.waiting", s);
 	pthread_mutex_lock(&s->writers_mu);
 	while (atomic_load(&sl->writers) > 0)
 		pthread_cond_wait(&s->writers_cv, &s->writers_mu);
@@ -790,8 +810,12 @@ flush_one(struct shard *s, struct slot *sl)
 		s->last_cut = u.cut;
 	pthread_mutex_unlock(&s->manifest_mu);
 	view_unref(old);
-	if (t != NULL)
+	if (t != NULL) {
 		atomic_fetch_add(&s->seals, 1);
+		const struct store_listener *l = atomic_load(&s->listener);
+		if (l != NULL && l->on_seal != NULL)
+			l->on_seal(l->ctx, s->cfg.id, u.obj.id, u.obj.rows, u.obj.bytes);
+	}
 	if ((rc = env_point("seal.published", s)) != 0)
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.published",
 				s->cfg.id);
@@ -1441,4 +1465,17 @@ shard_check(struct shard *s)
 	view_unref(v);
 	pthread_mutex_unlock(&s->manifest_mu);
 	return rc;
+}
+
+void
+shard_set_listener(struct shard *s, const struct store_listener *l, uint64_t memtable_max_bytes)
+{
+	atomic_store(&s->mem_limit, memtable_max_bytes);
+	atomic_store(&s->listener, l);
+}
+
+void
+shard_set_memtable_limit(struct shard *s, uint64_t memtable_max_bytes)
+{
+	atomic_store(&s->mem_limit, memtable_max_bytes);
 }

@@ -70,6 +70,11 @@ uint32_t shard_plan_inputs(const struct shard_plan *p);
 /** The shard a plan belongs to. */
 struct shard *shard_plan_shard(const struct shard_plan *p);
 void shard_stats(struct shard *s, strata_stats *out);
+struct store_listener;
+/** Install the store's listener (NULL = none) and memtable size limit (0 = none). The
+ *  listener must stay valid until the shard closes or another one is installed. */
+void shard_set_listener(struct shard *s, const struct store_listener *l, uint64_t memtable_max_bytes);
+void shard_set_memtable_limit(struct shard *s, uint64_t memtable_max_bytes);
 /** Walk the shard's invariants (view vs manifest, ordering); 0 or STRATA_ECORRUPT with a message. */
 int shard_check(struct shard *s);
 

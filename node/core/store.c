@@ -12,6 +12,7 @@
 #include "../lib/env.h"
 #include "../strata.h"
 #include "shard.h"
+#include "store.h"
 
 struct strata {
 	/** The options it was opened with (dir owned). */
@@ -23,6 +24,14 @@ struct strata {
 	/** The shards. */
 	struct shard **shards;
 	uint32_t nshards;
+	/** The listener installed by store_set_listener (copied; NULL = none). */
+	struct store_listener *listener;
+	/** Listeners replaced while shards might still be calling them; freed at close. */
+	struct store_listener **old_listeners;
+	uint32_t nold;
+	/** The attached runtime and how to stop it. */
+	void *rt;
+	void (*rt_stop)(void *rt);
 };
 
 struct strata_plan {
@@ -69,7 +78,7 @@ mkdir_p(const char *path)
 }
 
 int
-strata_open(const strata_options *o, strata **out)
+store_open(const strata_options *o, strata **out)
 {
 	if (o == NULL || out == NULL || o->dir == NULL || o->dir[0] == '\0')
 		return diag_set(STRATA_EINVAL, "strata_open: options and a data directory are required");
@@ -118,7 +127,7 @@ strata_open(const strata_options *o, strata **out)
 			db->nshards++;
 	}
 	if (rc) {
-		strata_close(db);
+		store_close(db);
 		return rc;
 	}
 	db->opt.dir = db->dir;
@@ -127,16 +136,76 @@ strata_open(const strata_options *o, strata **out)
 }
 
 void
-strata_close(strata *db)
+store_close(strata *db)
 {
 	if (db == NULL)
 		return;
+	if (db->rt_stop != NULL)
+		db->rt_stop(db->rt);
+	db->rt = NULL;
+	db->rt_stop = NULL;
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_close(db->shards[i]);
+	env.free(db->listener);
+	for (uint32_t i = 0; i < db->nold; i++)
+		env.free(db->old_listeners[i]);
+	env.free(db->old_listeners);
 	objstore_destroy(db->os);
 	env.free(db->shards);
 	free(db->dir);
 	env.free(db);
+}
+
+void
+store_set_listener(strata *db, const struct store_listener *l, uint64_t memtable_max_bytes)
+{
+	struct store_listener *copy = NULL;
+	if (l != NULL) {
+		copy = env.malloc(sizeof(*copy));
+		if (copy == NULL) {
+			diag_log(LOG_LVL_ERROR, "out of memory installing a store listener");
+			return;
+		}
+		*copy = *l;
+	}
+	for (uint32_t i = 0; i < db->nshards; i++)
+		shard_set_listener(db->shards[i], copy, memtable_max_bytes);
+	if (db->listener != NULL) {
+		/* A shard may be inside a callback of the old one: keep it until close. */
+		struct store_listener **old = env.realloc(db->old_listeners,
+							  (db->nold + 1) * sizeof(*old));
+		if (old != NULL) {
+			db->old_listeners = old;
+			db->old_listeners[db->nold++] = db->listener;
+		}
+	}
+	db->listener = copy;
+}
+
+void
+store_set_memtable_limit(strata *db, uint64_t memtable_max_bytes)
+{
+	for (uint32_t i = 0; i < db->nshards; i++)
+		shard_set_memtable_limit(db->shards[i], memtable_max_bytes);
+}
+
+void
+store_attach_runtime(strata *db, void *rt, void (*stop)(void *rt))
+{
+	db->rt = rt;
+	db->rt_stop = stop;
+}
+
+void *
+store_runtime(strata *db)
+{
+	return db->rt;
+}
+
+const strata_options *
+store_options(const strata *db)
+{
+	return &db->opt;
 }
 
 uint32_t

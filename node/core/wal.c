@@ -1236,14 +1236,20 @@ wal_inspect_dir(const char *dir, struct wal_segment_info *infos, int max)
 		return rc;
 	if (n > INT_MAX)
 		n = INT_MAX;
+	if (strlen(dir) + 1 + WAL_NAME_LEN >= PATH_MAX) {
+		env.free(firsts);
+		return diag_set(STRATA_EINVAL, "wal: directory path %s is too long", dir);
+	}
+	/* A segment released by a running node between listing and opening is skipped. */
 	char path[PATH_MAX];
-	for (size_t i = 0; i < n && (int)i < max; i++) {
-		if (strlen(dir) + 1 + WAL_NAME_LEN >= PATH_MAX) {
-			rc = diag_set(STRATA_EINVAL, "wal: directory path %s is too long", dir);
-			break;
-		}
+	size_t total = n, k = 0;
+	for (size_t i = 0; i < n && (int)k < max; i++) {
 		wal_seg_path(dir, firsts[i], path);
 		int fd = env.open(path, O_RDONLY, 0);
+		if (fd < 0 && errno == ENOENT) {
+			total--;
+			continue;
+		}
 		if (fd < 0) {
 			rc = wal_sys(errno, "open of", path, 0);
 			break;
@@ -1253,7 +1259,7 @@ wal_inspect_dir(const char *dir, struct wal_segment_info *infos, int max)
 		env.close(fd);
 		if (rc)
 			break;
-		struct wal_segment_info *in = &infos[i];
+		struct wal_segment_info *in = &infos[k++];
 		snprintf(in->name, sizeof(in->name), "%020" PRIu64 ".wal", firsts[i]);
 		in->first_seq = firsts[i];
 		in->last_seq = s.last_seq;
@@ -1261,6 +1267,7 @@ wal_inspect_dir(const char *dir, struct wal_segment_info *infos, int max)
 		in->bytes = s.size;
 		in->valid_bytes = s.valid_bytes;
 	}
+	n = total;
 	env.free(firsts);
 	return rc ? rc : (int)n;
 }

@@ -13,6 +13,30 @@
  * A failed write or fdatasync is never retried as if the data were safe: the WAL
  * turns failed, every waiter and every later submit gets STRATA_EREADONLY, and the
  * shard refuses writes until it is reopened (which replays what reached the file).
+ *
+ * Format (little-endian). Segment header, 24 bytes: "STRWAL01", u32 version (1),
+ * u32 crc32c of magic, version and first_seq, u64 first_seq (equal to the file name).
+ * Entry: u32 crc32c of everything after it in the entry, u32 payload_len, u64
+ * first_seq, u32 nrows (>= 1), payload = per row varint klen, varint vlen, key, value.
+ * Positions start at 1 and are contiguous inside a segment; a later segment may start
+ * above the previous one's end (a next_seq_floor jump), never at or below it.
+ *
+ * Writing: a batch is coalesced into one pwrite per 1 MiB (an entry of 1 MiB or more
+ * is written from its own buffer). A segment rolls before an entry that would take it
+ * past segment_bytes unless it is still empty, so one entry never spans segments.
+ * Creating or deleting a segment fsyncs the directory (not under STRATA_SYNC_NONE).
+ *
+ * Limits: an entry's payload is at most max_entry_bytes (default 1 GiB, at most
+ * UINT32_MAX) and at most UINT32_MAX rows; wal_submit refuses more with
+ * STRATA_ETOOBIG, so replay never meets an entry it would reject. There is no cap on
+ * bytes queued but not yet written: every queued entry belongs to a wal_submit whose
+ * caller still holds its rows, so the queue is bounded by the callers' in-flight
+ * appends (the shard bounds those by its value limit and its appending threads).
+ *
+ * Threads: wal_submit, wal_wait, wal_release, wal_next_seq, wal_usage and wal_failed
+ * may run concurrently. wal_close must not run concurrently with any other call on
+ * the same WAL. STRATA_SYNC_INTERVAL starts one thread that sleeps on the real
+ * monotonic clock (a simulation with a manual clock uses STRATA_SYNC_NONE).
  */
 #ifndef STRATA_WAL_H
 #define STRATA_WAL_H
@@ -59,10 +83,20 @@ typedef int (*wal_replay_cb)(void *ctx, uint64_t first_seq, const strata_row *ro
  *  next_seq_floor: the first position handed out is at least this (e.g. replay_after+1). */
 int wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_floor,
 	     wal_replay_cb cb, void *ctx, struct wal **out);
+/*   Torn tail: in the last segment only, an entry with an incomplete header, a length
+ *   reaching past EOF, or a bad CRC while ending exactly at EOF; a last segment shorter
+ *   than its header is dropped. Anything else invalid is STRATA_ECORRUPT, and the open
+ *   changes nothing. Segments are validated and replayed in one pass, so a failed open
+ *   may already have passed some entries to cb: the caller discards what it built.
+ *   An empty old segment is deleted; the first position is
+ *   max(1, last position found + 1, position named by the last segment, next_seq_floor). */
 /** Assign positions to n rows and queue their entry. No IO; thread-safe. */
 int wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t);
 /** Block until the ticket's entry is durable under the sync mode (written, for NONE). */
 int wal_wait(struct wal *w, const struct wal_ticket *t);
+/*   Returns 0 for a ticket already acknowledged, even after a later failure;
+ *   STRATA_EREADONLY for one not acknowledged once the WAL failed; STRATA_EINJECTED to
+ *   the leader whose batch hit the "wal.before_sync" test point (the WAL is failed). */
 /** Delete segments whose entries all have positions <= upto (never the current one). */
 int wal_release(struct wal *w, uint64_t upto);
 /** The next position wal_submit will hand out. */

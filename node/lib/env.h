@@ -57,6 +57,10 @@ static inline int env_point(const char *name, const void *arg)
 
 /*
  * ENV_POINTS — names passed to env.point, with their arg:
+ *   "append.durable"        shard*   an append's rows are durable, not yet in the memtable
+ *   "seal.waiting"          shard*   a flush waits for in-flight appends of its memtable
+ *   "append.inserted"       shard*   an append's rows are durable and in the memtable,
+ *                                    not yet acknowledged (its memtable cannot flush yet)
  *   "seal.swapped"          shard*   active memtable sealed, nothing flushed yet
  *   "seal.flushed"          shard*   generation object written, manifest not updated
  *   "seal.published"        shard*   manifest updated and view swapped

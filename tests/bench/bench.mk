@@ -34,3 +34,6 @@ bench-build: $(BENCH_BIN)
 $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench_util.h node/strata.h $(LIBSTRATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< $(LIBSTRATA) $(BENCH_LDLIBS)
+
+$(LIBSTRATA):
+	@echo "bench: $@ is missing; build the library first (top-level make)"; exit 1

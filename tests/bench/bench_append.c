@@ -10,7 +10,8 @@
  *
  * Environment: BENCH_SECONDS (5), BENCH_THREADS (4), BENCH_BATCHES ("1,100"),
  * BENCH_SEAL_MB (64: strata memtable size at which the bench seals, as RocksDB
- * flushes at its default 64 MiB write buffer), BENCH_DIR (data directory).
+ * flushes at its default 64 MiB write buffer), BENCH_ENGINES ("strata,rocksdb"),
+ * BENCH_DIR (data directory).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -381,8 +382,17 @@ main(void)
 	uint64_t seconds = bench_env_u64("BENCH_SECONDS", 5);
 	uint64_t seal_mb = bench_env_u64("BENCH_SEAL_MB", 64);
 	struct run_result rs[MAX_BATCHES], rr[MAX_BATCHES];
-	int failed = 0;
+	const char *engines = getenv("BENCH_ENGINES");
+	int with_strata = 1, with_rocks = 1, failed = 0;
 
+	if (engines != NULL && *engines != '\0') {
+		with_strata = strstr(engines, "strata") != NULL;
+		with_rocks = strstr(engines, "rocksdb") != NULL;
+		if (!with_strata && !with_rocks)
+			bench_die("BENCH_ENGINES=%s names neither strata nor rocksdb", engines);
+	}
+	memset(rs, 0, sizeof(rs));
+	memset(rr, 0, sizeof(rr));
 	if (threads == 0 || threads > 256)
 		bench_die("BENCH_THREADS must be 1..256");
 	if (seconds == 0 || seconds > 3600)
@@ -410,13 +420,20 @@ main(void)
 		if (batches[i] > 100000)
 			bench_die("BENCH_BATCHES entries must be at most 100000");
 		cr.engine = ENGINE_ROCKSDB;
-		failed |= run_one(&cs, &rs[i]);
-		print_row("strata", &cs, &rs[i]);
-		failed |= run_one(&cr, &rr[i]);
-		print_row("rocksdb", &cr, &rr[i]);
+		if (with_strata) {
+			failed |= run_one(&cs, &rs[i]);
+			print_row("strata", &cs, &rs[i]);
+		}
+		if (with_rocks) {
+			failed |= run_one(&cr, &rr[i]);
+			print_row("rocksdb", &cr, &rr[i]);
+		}
 	}
-	printf("\nratio strata/rocksdb (rows/s; >1 means strata is faster):\n");
-	for (int i = 0; i < nb; i++) {
+	if (with_strata && with_rocks)
+		printf("\nratio strata/rocksdb (rows/s; >1 means strata is faster):\n");
+	else
+		printf("\nratio strata/rocksdb: not computed (BENCH_ENGINES=%s)\n", engines);
+	for (int i = 0; i < nb && with_strata && with_rocks; i++) {
 		printf("  batch %-6" PRIu64 " %.2fx  (p99 latency ratio %.2fx)\n", batches[i],
 		       rr[i].rows_per_s > 0 ? rs[i].rows_per_s / rr[i].rows_per_s : 0.0,
 		       rr[i].p99_us > 0 ? rs[i].p99_us / rr[i].p99_us : 0.0);

@@ -47,11 +47,13 @@ static void
 watchdog_fire(int sig)
 {
 	(void)sig;
-	char msg[256];
+	char msg[1024];
 	int n = snprintf(msg, sizeof(msg),
-			 "  watchdog: %s did not finish within %d s: an operation blocked\n"
-			 "not ok - %s\n",
-			 t_name, WATCHDOG_S, t_name);
+			 "  watchdog: %s did not finish within %d s: an operation blocked; "
+			 "its data is left in %s\nnot ok - %s\n",
+			 t_name, WATCHDOG_S, t_dirs[0] ? t_dirs[0] : "(no directory)", t_name);
+	if (n > (int)sizeof(msg) - 1)
+		n = (int)sizeof(msg) - 1;
 	if (write(2, msg, (size_t)n) < 0)
 		_exit(2);
 	_exit(2);
@@ -132,7 +134,11 @@ static struct {
 	int finished;
 	/** Set to let paused threads go. */
 	int released;
-} pt = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, PT_OFF, 0, 0, 0 };
+	/** Times a flush reported waiting for in-flight appends ("seal.waiting"). */
+	int seal_waiting;
+	/** Set by seal_waits_for_inflight_append's sealing thread when its seal returned. */
+	int seal_done;
+} pt = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, PT_OFF, 0, 0, 0, 0, 0 };
 
 /** Set on threads that volunteer to be paused; each pauses at most once. */
 static __thread int pt_self;
@@ -144,6 +150,10 @@ test_point(const char *name, const void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&pt.mu);
+	if (strcmp(name, "seal.waiting") == 0) {
+		pt.seal_waiting++;
+		pthread_cond_broadcast(&pt.cv);
+	}
 	if (pt.name == NULL || strcmp(name, pt.name) != 0) {
 		pthread_mutex_unlock(&pt.mu);
 		return 0;
@@ -824,6 +834,80 @@ struct t5_client {
 	pthread_t th;
 };
 
+
+/** Appends one row ("inflight") from a thread that volunteers to pause. */
+static void *
+inflight_append_thread(void *arg)
+{
+	strata *db = arg;
+	pt_self = 1;
+	strata_row r = { "inflight", 8, "v-inflight", 10 };
+	intptr_t rc = strata_append(db, 0, &r, 1);
+	pt_worker_finished();
+	return (void *)rc;
+}
+
+/** Seals shard 0 and records that it returned. */
+static void *
+sealer_thread(void *arg)
+{
+	strata *db = arg;
+	intptr_t rc = strata_seal(db, 0);
+	pthread_mutex_lock(&pt.mu);
+	pt.seal_done = 1;
+	pthread_cond_broadcast(&pt.cv);
+	pthread_mutex_unlock(&pt.mu);
+	return (void *)rc;
+}
+
+/*
+ * A seal must not flush a memtable while an append that was given a position in
+ * it has not inserted its rows: the generation would miss the row while the WAL
+ * cursor moves past it, and a restart would never replay it.
+ */
+TEST(seal_waits_for_inflight_append)
+{
+	char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_range(db, "w", 0, 10, "a", 10), 0);
+	pt_arm("append.durable", PT_PAUSE);
+	pthread_mutex_lock(&pt.mu);
+	pt.seal_waiting = 0;
+	pt.seal_done = 0;
+	pthread_mutex_unlock(&pt.mu);
+	pthread_t ta, ts;
+	pthread_create(&ta, NULL, inflight_append_thread, db);
+	int arrived = pt_wait(1);
+	CHECK_EQ(arrived, 1);
+	pthread_create(&ts, NULL, sealer_thread, db);
+	pthread_mutex_lock(&pt.mu);
+	while (pt.seal_waiting == 0 && !pt.seal_done)
+		pthread_cond_wait(&pt.cv, &pt.mu);
+	int done_early = pt.seal_done;
+	pthread_mutex_unlock(&pt.mu);
+	CHECK(!done_early); /* the seal finished while an append into its memtable was in flight */
+	pt_release();
+	void *ra, *rs;
+	pthread_join(ta, &ra);
+	pthread_join(ts, &rs);
+	pt_disarm();
+	CHECK_EQ((intptr_t)ra, 0);
+	CHECK_EQ((intptr_t)rs, 0);
+	void *v = NULL;
+	size_t vl = 0;
+	CHECK_EQ(strata_get(db, 0, "inflight", 8, &v, &vl), 0);
+	strata_free(v);
+	db_close(db);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	v = NULL;
+	CHECK_EQ(strata_get(db, 0, "inflight", 8, &v, &vl), 0);
+	CHECK(v != NULL && vl == 10 && memcmp(v, "v-inflight", 10) == 0);
+	strata_free(v);
+	db_close(db);
+}
 static void *
 t5_client_main(void *p)
 {
@@ -1389,6 +1473,7 @@ main(int argc, char **argv)
 	T(appends_survive_concurrent_merges);
 	T(seal_during_merge_is_not_drained);
 	T(concurrent_merges_do_not_duplicate);
+	T(seal_waits_for_inflight_append);
 	T(append_not_blocked_by_prepare);
 	T(merge_pass_is_bounded);
 	T(cap_zero_merges_all);

@@ -53,11 +53,13 @@ static void
 watchdog_fire(int sig)
 {
 	(void)sig;
-	char msg[256];
+	char msg[1024];
 	int n = snprintf(msg, sizeof(msg),
-			 "  watchdog: %s did not finish within %d s: an operation blocked\n"
-			 "not ok - %s\n",
-			 t_name, WATCHDOG_S, t_name);
+			 "  watchdog: %s did not finish within %d s: an operation blocked; "
+			 "its data is left in %s\nnot ok - %s\n",
+			 t_name, WATCHDOG_S, t_dirs[0] ? t_dirs[0] : "(no directory)", t_name);
+	if (n > (int)sizeof(msg) - 1)
+		n = (int)sizeof(msg) - 1;
 	if (write(2, msg, (size_t)n) < 0)
 		_exit(2);
 	_exit(2);

@@ -39,6 +39,10 @@ static int fx_block_until;
 static int fx_submitted;
 /** While set, every fdatasync waits. */
 static int fx_hold;
+/** Holds that gave up after FX_HOLD_MAX_S (a hang the test reports instead). */
+static int fx_hold_timeouts;
+/** Longest a held fdatasync waits, in seconds. */
+#define FX_HOLD_MAX_S 20
 /** pwrite calls seen when the injected fdatasync failure happened (-1: none yet). */
 static int fx_pwrites_at_failure;
 /** Only count and inject after fx_arm. */
@@ -57,8 +61,17 @@ fx_fdatasync(int fd)
 	if (k == 1 && fx_block_until)
 		while (fx_submitted < fx_block_until)
 			pthread_cond_wait(&fx_cv, &fx_mu);
-	while (fx_hold)
-		pthread_cond_wait(&fx_cv, &fx_mu);
+	if (fx_hold) {
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += FX_HOLD_MAX_S;
+		while (fx_hold)
+			if (pthread_cond_timedwait(&fx_cv, &fx_mu, &dl) == ETIMEDOUT) {
+				fx_hold_timeouts++;
+				fx_hold = 0;
+				break;
+			}
+	}
 	int fail = fx_fail_sync_at && k == fx_fail_sync_at;
 	if (fail)
 		fx_pwrites_at_failure = fx_pwrites;
@@ -96,7 +109,7 @@ fx_install(void)
 	env.pwrite = fx_pwrite;
 	pthread_mutex_lock(&fx_mu);
 	fx_syncs = fx_pwrites = fx_fail_sync_at = fx_fail_pwrite_at = fx_errno = 0;
-	fx_block_until = fx_submitted = fx_hold = fx_armed = 0;
+	fx_block_until = fx_submitted = fx_hold = fx_armed = fx_hold_timeouts = 0;
 	fx_pwrites_at_failure = -1;
 	pthread_mutex_unlock(&fx_mu);
 }
@@ -127,6 +140,22 @@ fx_submitted_inc(void)
 	fx_submitted++;
 	pthread_cond_broadcast(&fx_cv);
 	pthread_mutex_unlock(&fx_mu);
+}
+
+/** Wait (bounded) until fx_syncs reaches n; 1 when it did. */
+static int
+fx_wait_syncs(int n)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += FX_HOLD_MAX_S;
+	pthread_mutex_lock(&fx_mu);
+	int e = 0;
+	while (fx_syncs < n && e != ETIMEDOUT)
+		e = pthread_cond_timedwait(&fx_cv, &fx_mu, &dl);
+	int ok = fx_syncs >= n;
+	pthread_mutex_unlock(&fx_mu);
+	return ok;
 }
 
 /* ---- rows with checkable contents ---- */
@@ -1130,18 +1159,13 @@ TEST(interval_mode_acks_after_write_and_syncs_in_background)
 	for (int i = 0; i < 10; i++)
 		CHECK_EQ(append_entry(w, 0, i, 1, &tk[i]), 0);
 	/* The background thread reaches fdatasync by itself (bounded wait, not a threshold). */
-	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 20;
+	int seen_sync = fx_wait_syncs(1);
 	pthread_mutex_lock(&fx_mu);
-	int e = 0;
-	while (fx_syncs == 0 && e != ETIMEDOUT)
-		e = pthread_cond_timedwait(&fx_cv, &fx_mu, &dl);
-	int seen_sync = fx_syncs > 0;
 	fx_hold = 0;
 	pthread_cond_broadcast(&fx_cv);
 	pthread_mutex_unlock(&fx_mu);
 	CHECK(seen_sync);
+	CHECK_EQ(fx_get(&fx_hold_timeouts), 0);
 	wal_close(w);
 	CHECK(fx_get(&fx_syncs) >= 1);
 	env_reset();
@@ -1152,6 +1176,60 @@ TEST(interval_mode_acks_after_write_and_syncs_in_background)
 	free(s);
 	harness_rmrf(dir);
 	free(dir);
+}
+
+/** One append of fsync_mode_acks_only_after_fdatasync. */
+struct ack_arg {
+	/** The WAL. */
+	struct wal *w;
+	/** Result of the append. */
+	int rc;
+	/** Set once the append returned. */
+	int done;
+};
+
+static void *
+ack_main(void *p)
+{
+	struct ack_arg *a = p;
+	struct wal_ticket tk;
+	int rc = append_entry(a->w, 0, 0, 1, &tk);
+	pthread_mutex_lock(&fx_mu);
+	a->rc = rc;
+	a->done = 1;
+	pthread_mutex_unlock(&fx_mu);
+	return NULL;
+}
+
+TEST(fsync_mode_acks_only_after_fdatasync)
+{
+	fx_install();
+	char *dir = harness_tmpdir("wal");
+	REQUIRE(dir != NULL);
+	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
+	struct wal *w;
+	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
+	fx_arm();
+	pthread_mutex_lock(&fx_mu);
+	fx_hold = 1;
+	pthread_mutex_unlock(&fx_mu);
+	struct ack_arg a = {.w = w};
+	pthread_t th;
+	pthread_create(&th, NULL, ack_main, &a);
+	CHECK(fx_wait_syncs(1));
+	/* The fdatasync is in flight and held: the append must not have returned. */
+	pthread_mutex_lock(&fx_mu);
+	CHECK_EQ(a.done, 0);
+	fx_hold = 0;
+	pthread_cond_broadcast(&fx_cv);
+	pthread_mutex_unlock(&fx_mu);
+	pthread_join(th, NULL);
+	CHECK_EQ(a.rc, 0);
+	CHECK_EQ(fx_get(&fx_hold_timeouts), 0);
+	wal_close(w);
+	harness_rmrf(dir);
+	free(dir);
+	env_reset();
 }
 
 TEST(interval_mode_close_makes_the_tail_durable)
@@ -1220,6 +1298,22 @@ TEST(inspect_reports_without_modifying)
 	CHECK_EQ(info[0].valid_bytes, ends[4]);
 	CHECK_EQ(file_size(path), cut);
 	CHECK_EQ(wal_inspect_dir("/nonexistent/strata-wal", info, 4) < 0, 1);
+	/* While a WAL is open: its torn tail is already cut, the fresh segment shows. */
+	struct wal_options o = opts(dir, STRATA_SYNC_NONE, 0);
+	struct wal *w;
+	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
+	struct wal_ticket tk;
+	CHECK_EQ(append_entry(w, 0, 50, 2, &tk), 0);
+	REQUIRE_EQ(wal_inspect_dir(dir, info, 4), 2);
+	CHECK_EQ(info[0].bytes, ends[4]);
+	CHECK_EQ(info[0].valid_bytes, ends[4]);
+	CHECK_EQ(info[1].first_seq, 7);
+	CHECK_EQ(info[1].entries, 1);
+	CHECK_EQ(info[1].last_seq, 8);
+	CHECK_EQ(info[1].valid_bytes, info[1].bytes);
+	/* Fewer slots than segments: the count still says how many there are. */
+	CHECK_EQ(wal_inspect_dir(dir, info, 1), 2);
+	wal_close(w);
 	harness_rmrf(dir);
 	free(dir);
 	env_reset();
@@ -1246,6 +1340,7 @@ main(int argc, char **argv)
 	RUN(enospc_on_write_reports_no_space);
 	RUN(injected_point_before_sync_fails_the_leader);
 	RUN(positions_are_monotonic_across_reopen_and_rolls);
+	RUN(fsync_mode_acks_only_after_fdatasync);
 	RUN(interval_mode_acks_after_write_and_syncs_in_background);
 	RUN(interval_mode_close_makes_the_tail_durable);
 	RUN(none_mode_never_syncs);

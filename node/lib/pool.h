@@ -1,0 +1,31 @@
+/*
+ * pool.h — a bounded worker pool whose completions return to a libev loop.
+ * work() runs on a worker thread; done() runs later on the loop thread (woken
+ * through ev_async). The queue is bounded: a full pool refuses new work.
+ */
+#ifndef STRATA_POOL_H
+#define STRATA_POOL_H
+
+#include <ev.h>
+#include <stdint.h>
+
+struct pool;
+
+/** Work run on a worker thread. */
+typedef void (*pool_work_fn)(void *arg);
+/** Completion run on the loop thread after work() returned. */
+typedef void (*pool_done_fn)(void *arg);
+
+/** Start threads workers serving loop; at most max_queued jobs wait (0 = 4096). */
+int pool_new(struct ev_loop *loop, unsigned threads, unsigned max_queued, struct pool **out);
+/** Queue a job. STRATA_EBUSY (with a message) when the queue is full. Thread-safe. */
+int pool_submit(struct pool *p, pool_work_fn work, pool_done_fn done, void *arg);
+/** Jobs queued or running. */
+unsigned pool_pending(struct pool *p);
+/** Jobs refused because the queue was full. */
+uint64_t pool_refused(struct pool *p);
+/** Finish every queued job (running their done callbacks on the calling thread, which
+ *  must be the loop thread or the loop must be stopped), stop the threads, free. */
+void pool_delete(struct pool *p);
+
+#endif
