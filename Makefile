@@ -5,10 +5,10 @@
 CC       ?= cc
 SAN      ?=
 BUILD    ?= build
-PKGS_PC  := libzstd libisal libxxhash jansson
+PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl
 DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
-            libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev libjansson-dev \
-            clang libclang-rt-14-dev
+            luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
+            libjansson-dev clang libclang-rt-14-dev curl
 BENCH_PKGS := librocksdb-dev
 
 comma := ,
@@ -19,14 +19,14 @@ ifneq ($(SAN),)
 endif
 
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -D_GNU_SOURCE \
+CFLAGS   += -std=gnu11 -fPIC -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -D_GNU_SOURCE \
             $(SANFLAGS) $(shell pkg-config --cflags $(PKGS_PC) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(PKGS_PC) 2>/dev/null) -lpthread -lm
+LDLIBS   += $(shell pkg-config --libs $(PKGS_PC) 2>/dev/null) -lev -lhttp_parser -lpthread -lm
 LDFLAGS  += $(SANFLAGS)
 
-LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c) node/strata.c
+LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c node/policy/*.c) node/strata.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-CLI_SRC  := $(wildcard node/cli/*.c)
+CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)

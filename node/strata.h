@@ -78,6 +78,10 @@ typedef struct strata_options {
 	uint32_t bloom_bits_per_key;
 	/** Manifest versions kept behind the current one (default 4). */
 	uint32_t manifest_keep;
+	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in
+	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
+	 *  the policy runtime on a libev loop on a thread of its own. */
+	const char *policy;
 } strata_options;
 
 /** One row as passed to append and returned by scan. */
@@ -117,6 +121,10 @@ typedef struct strata_stats {
 	uint64_t base_bytes;         /**< bytes in base runs */
 } strata_stats;
 
+/** Replace the running policy with a file (when path_or_source names one) or with
+ *  source text, validated first in a fresh Lua state. On failure the old policy stays
+ *  and err (may be NULL) receives the file:line message. Needs options.policy set. */
+int strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err, size_t errlen);
 /** Fill *o with defaults: shards=1, sync=STRATA_SYNC_FSYNC, dir=NULL. */
 void strata_options_init(strata_options *o);
 /** Open (or create) a store: claims every shard's epoch, replays WALs, collects orphans. */

@@ -2,8 +2,9 @@
  * wal.c — one shard's write-ahead log: segment files, group commit, recovery.
  *
  * Segment: header (magic "STRWAL01", u32 version, u32 crc32c of magic, version and
- * first_seq, u64 first_seq), then entries. Entry: u32 crc32c of everything after it,
- * u32 payload_len, u64 first_seq, u32 nrows, payload (per row: varint klen, varint
+ * first_seq, u64 first_seq), then entries. Entry header, 24 bytes: u32 header_crc
+ * (crc32c of the next 20 bytes), u32 payload_len, u64 first_seq, u32 nrows, u32
+ * payload_crc (crc32c of the payload); then the payload (per row: varint klen, varint
  * vlen, key, value). All integers little-endian.
  */
 #include "wal.h"
@@ -27,10 +28,10 @@
 
 /** Bytes of a segment header. */
 #define WAL_SEG_HDR 24u
-/** Bytes of an entry header: crc, payload_len, first_seq, nrows. */
-#define WAL_ENTRY_HDR 20u
-/** Segment format version written and read by this build. */
-#define WAL_VERSION 1u
+/** Bytes of an entry header: header_crc, payload_len, first_seq, nrows, payload_crc. */
+#define WAL_ENTRY_HDR 24u
+/** Segment format version written and read by this build (2: entry header checksum). */
+#define WAL_VERSION 2u
 /** Segment size used when the options say 0. */
 #define WAL_DEFAULT_SEGMENT_BYTES (64ull << 20)
 /** Largest entry payload used when the options say 0. */
@@ -46,8 +47,6 @@
 #define WAL_NAME_LEN 24u
 /** Longest failure message kept for later callers. */
 #define WAL_MSG_MAX 512u
-/** CRC32C polynomial, bit-reflected. */
-#define WAL_CRC_POLY 0x82f63b78u
 
 static const char wal_magic[8] = {'S', 'T', 'R', 'W', 'A', 'L', '0', '1'};
 
@@ -176,47 +175,6 @@ struct wal_reader {
 	/** File offset of b.data[0]. */
 	uint64_t boff;
 };
-
-/* ---- CRC32C arithmetic: combine the CRC of a header with that of a payload ---- */
-
-/** Multiply a and b modulo the CRC polynomial (bit-reflected, a != 0). */
-static uint32_t
-wal_crc_mult(uint32_t a, uint32_t b)
-{
-	uint32_t m = 1u << 31, p = 0;
-	for (;;) {
-		if (a & m) {
-			p ^= b;
-			if ((a & (m - 1)) == 0)
-				break;
-		}
-		m >>= 1;
-		b = b & 1 ? (b >> 1) ^ WAL_CRC_POLY : b >> 1;
-	}
-	return p;
-}
-
-/** x^(8n) modulo the polynomial: the operator that shifts a CRC over n bytes. */
-static uint32_t
-wal_crc_shift_op(uint64_t n)
-{
-	uint32_t p = 1u << 31;
-	uint32_t sq = 1u << 23;
-	while (n) {
-		if (n & 1)
-			p = wal_crc_mult(sq, p);
-		sq = wal_crc_mult(sq, sq);
-		n >>= 1;
-	}
-	return p;
-}
-
-/** crc32c(A || B) from crc32c(A), crc32c(B) and shift_op = wal_crc_shift_op(|B|). */
-static uint32_t
-wal_crc_combine(uint32_t crc_a, uint32_t crc_b, uint32_t shift_op)
-{
-	return wal_crc_mult(shift_op, crc_a) ^ crc_b;
-}
 
 /* ---- small helpers ---- */
 
@@ -444,11 +402,39 @@ wal_reader_get(struct wal_reader *r, uint64_t off, size_t n, const uint8_t **out
 	return 0;
 }
 
+/** Set *zero to whether every byte of r's file from off to its end is zero. */
+static int
+wal_zero_to_end(struct wal_reader *r, uint64_t off, int *zero)
+{
+	*zero = 1;
+	while (off < r->size) {
+		uint64_t n = r->size - off;
+		if (n > WAL_READ_CHUNK)
+			n = WAL_READ_CHUNK;
+		const uint8_t *p;
+		int rc = wal_reader_get(r, off, (size_t)n, &p);
+		if (rc)
+			return rc;
+		for (uint64_t i = 0; i < n; i++) {
+			if (p[i] != 0) {
+				*zero = 0;
+				return 0;
+			}
+		}
+		off += n;
+	}
+	return 0;
+}
+
 /**
  * Validate one segment from its start. Stops at the first invalid spot and records
  * it in s (valid_bytes, torn, why); returns 0 then. A negative return is an IO error,
  * an unknown version, or a replay callback that aborted. Each valid entry whose last
  * position is above replay_after goes to cb (when cb is set).
+ * Torn (an interrupted append, if this is the last segment): fewer bytes left than an
+ * entry header; a bad header checksum with only zeros from there to the end; a good
+ * header whose payload reaches past the end; a bad payload checksum in an entry that
+ * ends at the end or is followed only by zeros; a segment of zeros only.
  */
 static int
 wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entry,
@@ -474,11 +460,15 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entr
 	if (rc)
 		goto out;
 	if (memcmp(p, wal_magic, 8) != 0) {
-		snprintf(s->why, sizeof(s->why), "bad segment magic");
+		rc = wal_zero_to_end(&r, 0, &s->torn);
+		snprintf(s->why, sizeof(s->why), "%s",
+			 s->torn ? "zero-filled segment" : "bad segment magic");
 		goto out;
 	}
 	if (dec_u32(p + 8) != WAL_VERSION) {
-		rc = diag_set(STRATA_EVERSION, "wal: segment %s has format version %u, this build reads %u",
+		rc = diag_set(STRATA_EVERSION,
+			      "wal: segment %s has format version %u, but this build reads only "
+			      "version %u (entries with a header checksum); it cannot be replayed",
 			      path, dec_u32(p + 8), WAL_VERSION);
 		goto out;
 	}
@@ -497,7 +487,8 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entr
 	while (off < s->size) {
 		if (s->size - off < WAL_ENTRY_HDR) {
 			s->torn = 1;
-			snprintf(s->why, sizeof(s->why), "incomplete entry header");
+			snprintf(s->why, sizeof(s->why),
+				 "incomplete entry header (%" PRIu64 " bytes)", s->size - off);
 			break;
 		}
 		uint8_t h[WAL_ENTRY_HDR];
@@ -505,28 +496,45 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entr
 		if (rc)
 			goto out;
 		memcpy(h, p, WAL_ENTRY_HDR);
-		uint32_t crc = dec_u32(h);
+		if (crc32c(0, h + 4, WAL_ENTRY_HDR - 4) != dec_u32(h)) {
+			rc = wal_zero_to_end(&r, off, &s->torn);
+			if (rc)
+				goto out;
+			if (s->torn)
+				snprintf(s->why, sizeof(s->why),
+					 "zero-filled tail of %" PRIu64 " bytes", s->size - off);
+			else
+				snprintf(s->why, sizeof(s->why), "entry header checksum mismatch");
+			break;
+		}
 		uint32_t plen = dec_u32(h + 4);
 		uint64_t fseq = dec_u64(h + 8);
 		uint32_t nrows = dec_u32(h + 16);
-		uint64_t end = off + WAL_ENTRY_HDR + plen;
-		if (end > s->size) {
-			s->torn = 1;
-			snprintf(s->why, sizeof(s->why),
-				 "entry of %u payload bytes extends past the end of the file", plen);
-			break;
-		}
+		uint32_t pcrc = dec_u32(h + 20);
 		if (plen > max_entry) {
 			snprintf(s->why, sizeof(s->why), "payload length %u exceeds the limit %" PRIu64,
 				 plen, max_entry);
 			break;
 		}
+		uint64_t end = off + WAL_ENTRY_HDR + plen;
+		if (end > s->size) {
+			s->torn = 1;
+			snprintf(s->why, sizeof(s->why),
+				 "entry of %u payload bytes extends %" PRIu64
+				 " bytes past the end of the file",
+				 plen, end - s->size);
+			break;
+		}
 		rc = wal_reader_get(&r, off + WAL_ENTRY_HDR, plen, &p);
 		if (rc)
 			goto out;
-		if (crc32c(crc32c(0, h + 4, 16), p, plen) != crc) {
-			s->torn = end == s->size;
-			snprintf(s->why, sizeof(s->why), "entry checksum mismatch");
+		if (crc32c(0, p, plen) != pcrc) {
+			rc = wal_zero_to_end(&r, end, &s->torn);
+			if (rc)
+				goto out;
+			snprintf(s->why, sizeof(s->why), "entry payload checksum mismatch%s",
+				 !s->torn ? "" : end == s->size ? " in the final entry"
+								: " in the final entry, zeros after it");
 			break;
 		}
 		if (nrows == 0 || nrows > plen / 2) {
@@ -873,12 +881,11 @@ wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t
 		p += rows[i].value_len;
 	}
 	assert(p == e->data + len);
-	uint32_t crc_payload = crc32c(0, e->data + WAL_ENTRY_HDR, (size_t)plen);
-	uint32_t shift = wal_crc_shift_op(plen);
 	e->next = NULL;
 	e->len = len;
 	enc_u32(e->data + 4, (uint32_t)plen);
 	enc_u32(e->data + 16, (uint32_t)n);
+	enc_u32(e->data + 20, crc32c(0, e->data + WAL_ENTRY_HDR, (size_t)plen));
 
 	pthread_mutex_lock(&w->mu);
 	int rc = 0;
@@ -897,7 +904,7 @@ wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t
 	e->last_seq = w->next_seq + n - 1;
 	w->next_seq += n;
 	enc_u64(e->data + 8, e->first_seq);
-	enc_u32(e->data, wal_crc_combine(crc32c(0, e->data + 4, 16), crc_payload, shift));
+	enc_u32(e->data, crc32c(0, e->data + 4, WAL_ENTRY_HDR - 4));
 	if (w->q_tail != NULL)
 		w->q_tail->next = e;
 	else

@@ -14,10 +14,13 @@
  * turns failed, every waiter and every later submit gets STRATA_EREADONLY, and the
  * shard refuses writes until it is reopened (which replays what reached the file).
  *
- * Format (little-endian). Segment header, 24 bytes: "STRWAL01", u32 version (1),
+ * Format (little-endian). Segment header, 24 bytes: "STRWAL01", u32 version (2),
  * u32 crc32c of magic, version and first_seq, u64 first_seq (equal to the file name).
- * Entry: u32 crc32c of everything after it in the entry, u32 payload_len, u64
- * first_seq, u32 nrows (>= 1), payload = per row varint klen, varint vlen, key, value.
+ * Any other version is refused with STRATA_EVERSION.
+ * Entry header, 24 bytes: u32 header_crc (crc32c of the next 20 bytes), u32
+ * payload_len, u64 first_seq, u32 nrows (>= 1), u32 payload_crc (crc32c of the
+ * payload); then the payload = per row varint klen, varint vlen, key, value. The
+ * header has its own checksum so that a length is trusted only once verified.
  * Positions start at 1 and are contiguous inside a segment; a later segment may start
  * above the previous one's end (a next_seq_floor jump), never at or below it.
  *
@@ -83,10 +86,13 @@ typedef int (*wal_replay_cb)(void *ctx, uint64_t first_seq, const strata_row *ro
  *  next_seq_floor: the first position handed out is at least this (e.g. replay_after+1). */
 int wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_floor,
 	     wal_replay_cb cb, void *ctx, struct wal **out);
-/*   Torn tail: in the last segment only, an entry with an incomplete header, a length
- *   reaching past EOF, or a bad CRC while ending exactly at EOF; a last segment shorter
- *   than its header is dropped. Anything else invalid is STRATA_ECORRUPT, and the open
- *   changes nothing. Segments are validated and replayed in one pass, so a failed open
+/*   Torn tail, in the last segment only: fewer than 24 bytes left; an entry header
+ *   with a bad header_crc when every byte from it to EOF is zero (a zero-filled tail);
+ *   a verified header whose payload reaches past EOF; a bad payload_crc in an entry
+ *   that ends at EOF or is followed only by zeros. A last segment shorter than its
+ *   header or made only of zeros is dropped. Anything else invalid (a bad header_crc
+ *   followed by non-zero bytes, for instance) is STRATA_ECORRUPT, and the open changes
+ *   nothing. Segments are validated and replayed in one pass, so a failed open
  *   may already have passed some entries to cb: the caller discards what it built.
  *   An empty old segment is deleted; the first position is
  *   max(1, last position found + 1, position named by the last segment, next_seq_floor). */

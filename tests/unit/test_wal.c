@@ -17,6 +17,9 @@
 #include "../../node/lib/env.h"
 #include "harness.h"
 
+/** Bytes of an entry header: header_crc, payload_len, first_seq, nrows, payload_crc. */
+#define ENTRY_HDR 24
+
 /* ---- fault injection through env ---- */
 
 /** Guards the fx_* state below. */
@@ -333,8 +336,9 @@ write_file(const char *path, const uint8_t *p, size_t n)
 	return fclose(f) == 0 ? rc : -1;
 }
 
+/** XOR the byte at off of path with mask; 0 or -1. */
 static int
-flip_byte(const char *path, long long off)
+xor_byte(const char *path, long long off, uint8_t mask)
 {
 	size_t n;
 	uint8_t *p = read_file(path, &n);
@@ -342,10 +346,27 @@ flip_byte(const char *path, long long off)
 		free(p);
 		return -1;
 	}
-	p[off] ^= 0x5a;
+	p[off] ^= mask;
 	int rc = write_file(path, p, n);
 	free(p);
 	return rc;
+}
+
+static int
+flip_byte(const char *path, long long off)
+{
+	return xor_byte(path, off, 0x5a);
+}
+
+/** Append n bytes to path (created if missing); 0 or -1. */
+static int
+append_bytes(const char *path, const uint8_t *p, size_t n)
+{
+	FILE *f = fopen(path, "ab");
+	if (f == NULL)
+		return -1;
+	int rc = fwrite(p, 1, n, f) == n ? 0 : -1;
+	return fclose(f) == 0 ? rc : -1;
 }
 
 static int
@@ -549,6 +570,16 @@ write_entries(const char *dir, int n, long long *ends, uint64_t segment_bytes)
 	return rc;
 }
 
+/** The last warning logged, for checks on torn-tail reports. */
+static char last_warn[1024];
+
+static void
+capture_sink(int level, const char *msg)
+{
+	if (level == LOG_LVL_WARN)
+		snprintf(last_warn, sizeof(last_warn), "%s", msg);
+}
+
 TEST(torn_tail_is_truncated_to_last_whole_entry)
 {
 	fx_install();
@@ -562,9 +593,10 @@ TEST(torn_tail_is_truncated_to_last_whole_entry)
 	uint8_t *orig = read_file(path, &len);
 	REQUIRE(orig != NULL);
 	REQUIRE_EQ(len, ends[5]);
-	REQUIRE(ends[5] - ends[4] > 21);
-	long long cuts[] = {ends[4] + 1, ends[4] + 10, ends[4] + 19, ends[4] + 20, ends[4] + 21,
-			    ends[5] - 1};
+	REQUIRE(ends[5] - ends[4] > ENTRY_HDR + 1);
+	/* Inside the header, a whole header with its payload cut, most of the payload. */
+	long long cuts[] = {ends[4] + 1, ends[4] + 10, ends[4] + ENTRY_HDR - 1, ends[4] + ENTRY_HDR,
+			    ends[4] + ENTRY_HDR + 1, ends[5] - 1};
 	for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
 		harness_rmrf(dir);
 		REQUIRE(mkdir(dir, 0755) == 0);
@@ -572,8 +604,20 @@ TEST(torn_tail_is_truncated_to_last_whole_entry)
 		struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 		struct seen *s = seen_new();
 		struct wal *w;
+		void (*sink)(int, const char *) = diag_log_sink;
+		diag_log_sink = capture_sink;
+		last_warn[0] = '\0';
 		int rc = wal_open(&o, 0, 0, collect_cb, s, &w);
+		diag_log_sink = sink;
 		CHECK_EQ(rc, 0);
+		char offs[64];
+		snprintf(offs, sizeof(offs), "offset %lld", ends[4]);
+		if (strstr(last_warn, "00000000000000000001.wal") == NULL ||
+		    strstr(last_warn, offs) == NULL) {
+			fprintf(stderr, "  warning does not name segment and %s: '%s'\n", offs,
+				last_warn);
+			CHECK(0);
+		}
 		if (rc != 0) {
 			fprintf(stderr, "  cut %lld: %s\n", cuts[c], diag_last());
 			free(s);
@@ -611,7 +655,7 @@ TEST(bad_checksum_on_final_entry_is_a_torn_tail)
 	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
 	char path[4096];
 	seg_path(path, sizeof(path), dir, 1);
-	REQUIRE_EQ(flip_byte(path, ends[4] + 22), 0);
+	REQUIRE_EQ(flip_byte(path, ends[4] + ENTRY_HDR + 2), 0);
 	struct wal_options o = opts(dir, STRATA_SYNC_NONE, 0);
 	struct seen *s = seen_new();
 	struct wal *w;
@@ -689,8 +733,10 @@ TEST(corrupt_middle_entry_fails_open_naming_segment_and_offset)
 	size_t len;
 	uint8_t *orig = read_file(path, &len);
 	REQUIRE(orig != NULL);
-	/* A payload byte, the stored CRC, the first_seq and the nrows fields of entry 3. */
-	long long flips[] = {ends[2] + 20 + 3, ends[2] + 1, ends[2] + 9, ends[2] + 16};
+	/* A payload byte and the header_crc, payload_len, first_seq, nrows and payload_crc
+	 * fields of entry 3. */
+	long long flips[] = {ends[2] + ENTRY_HDR + 3, ends[2] + 1, ends[2] + 5,
+			     ends[2] + 9, ends[2] + 16, ends[2] + 21};
 	for (size_t f = 0; f < sizeof(flips) / sizeof(flips[0]); f++) {
 		REQUIRE(write_file(path, orig, len) == 0);
 		REQUIRE_EQ(flip_byte(path, flips[f]), 0);
@@ -729,19 +775,20 @@ TEST(torn_entry_in_older_segment_is_corruption)
 	env_reset();
 }
 
-/** Append a well-formed entry (valid CRC) with the given first_seq to path. */
+/** Append a well-formed entry (valid checksums) with the given first_seq to path. */
 static int
 append_forged_entry(const char *path, uint64_t first_seq)
 {
-	uint8_t e[20 + 6];
-	uint8_t *p = e + 20;
+	uint8_t e[ENTRY_HDR + 6];
+	uint8_t *p = e + ENTRY_HDR;
 	p[0] = 2;
 	p[1] = 2;
 	memcpy(p + 2, "kkvv", 4);
 	enc_u32(e + 4, 6);
 	enc_u64(e + 8, first_seq);
 	enc_u32(e + 16, 1);
-	enc_u32(e, crc32c(0, e + 4, sizeof(e) - 4));
+	enc_u32(e + 20, crc32c(0, p, 6));
+	enc_u32(e, crc32c(0, e + 4, ENTRY_HDR - 4));
 	int fd = open(path, O_WRONLY | O_APPEND);
 	if (fd < 0)
 		return -1;
@@ -790,8 +837,8 @@ TEST(payload_over_max_entry_bytes_is_corruption)
 	long long ends[6];
 	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
 	/* The limit admits the first entry's payload but not the second's. */
-	long long maxp = ends[1] - ends[0] - 20;
-	REQUIRE(maxp < ends[2] - ends[1] - 20);
+	long long maxp = ends[1] - ends[0] - ENTRY_HDR;
+	REQUIRE(maxp < ends[2] - ends[1] - ENTRY_HDR);
 	check_corrupt_open(dir, 1, ends[1], (uint64_t)maxp);
 	/* Submit refuses what replay would refuse. */
 	char *dir2 = harness_tmpdir("wal");
@@ -814,6 +861,209 @@ TEST(payload_over_max_entry_bytes_is_corruption)
 	wal_close(w);
 	harness_rmrf(dir2);
 	free(dir2);
+	harness_rmrf(dir);
+	free(dir);
+	env_reset();
+}
+
+TEST(flipped_length_bit_before_tail_is_corruption)
+{
+	fx_install();
+	char *dir = harness_tmpdir("wal");
+	REQUIRE(dir != NULL);
+	long long ends[6];
+	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
+	char path[4096];
+	seg_path(path, sizeof(path), dir, 1);
+	size_t len;
+	uint8_t *orig = read_file(path, &len);
+	REQUIRE(orig != NULL);
+	/* Entry k starts at ends[k]: the second-to-last (3) and a middle one (2). Bit 28 of
+	 * payload_len adds 256 MiB: past EOF, yet under the default 1 GiB entry limit. */
+	int victims[] = {3, 2};
+	for (size_t v = 0; v < sizeof(victims) / sizeof(victims[0]); v++) {
+		long long at = ends[victims[v]];
+		REQUIRE(at + ENTRY_HDR + (long long)dec_u32(orig + at + 4) + (1ll << 28) >
+			(long long)len);
+		REQUIRE(write_file(path, orig, len) == 0);
+		REQUIRE_EQ(xor_byte(path, at + 7, 0x10), 0);
+		check_corrupt_open(dir, 1, at, 0);
+		CHECK(strstr(diag_last(), "header checksum") != NULL);
+		/* Nothing was truncated or created. */
+		CHECK_EQ(file_size(path), (long long)len);
+		CHECK_EQ(count_segments(dir), 1);
+	}
+	free(orig);
+	harness_rmrf(dir);
+	free(dir);
+	env_reset();
+}
+
+/** Open dir, expecting success; CHECK that n entries ending at position last were
+ *  replayed and that the torn-tail warning names segment seg_first and offset off. */
+static void
+check_torn_open(const char *dir, uint64_t seg_first, long long off, int n, uint64_t last)
+{
+	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
+	struct seen *s = seen_new();
+	struct wal *w = NULL;
+	void (*sink)(int, const char *) = diag_log_sink;
+	diag_log_sink = capture_sink;
+	last_warn[0] = '\0';
+	int rc = wal_open(&o, 0, 0, collect_cb, s, &w);
+	diag_log_sink = sink;
+	CHECK_EQ(rc, 0);
+	if (rc != 0) {
+		fprintf(stderr, "  open: %s\n", diag_last());
+		free(s);
+		return;
+	}
+	char name[64], offs[64];
+	snprintf(name, sizeof(name), "%020llu.wal", (unsigned long long)seg_first);
+	snprintf(offs, sizeof(offs), "offset %lld", off);
+	if (strstr(last_warn, name) == NULL || strstr(last_warn, offs) == NULL) {
+		fprintf(stderr, "  warning does not name %s and %s: '%s'\n", name, offs, last_warn);
+		CHECK(0);
+	}
+	CHECK_EQ(s->n, n);
+	CHECK_EQ(s->bad_rows, 0);
+	CHECK_EQ(s->out_of_order, 0);
+	CHECK_EQ(s->last, last);
+	CHECK_EQ(wal_next_seq(w), last + 1);
+	wal_close(w);
+	free(s);
+}
+
+TEST(zero_filled_tail_is_torn)
+{
+	fx_install();
+	char *dir = harness_tmpdir("wal");
+	REQUIRE(dir != NULL);
+	long long ends[6];
+	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0); /* positions 1..7 */
+	char path[4096];
+	seg_path(path, sizeof(path), dir, 1);
+	size_t len;
+	uint8_t *orig = read_file(path, &len);
+	REQUIRE(orig != NULL);
+	size_t zlen = (2u << 20) + 3;
+	uint8_t *zeros = calloc(1, zlen);
+	REQUIRE(zeros != NULL);
+	/* Zeros after the last entry: one page, and more than the scanner reads at once. */
+	size_t tails[] = {4096, zlen};
+	for (size_t t = 0; t < 2; t++) {
+		harness_rmrf(dir);
+		REQUIRE(mkdir(dir, 0755) == 0);
+		REQUIRE(write_file(path, orig, len) == 0);
+		REQUIRE(append_bytes(path, zeros, tails[t]) == 0);
+		check_torn_open(dir, 1, ends[5], 5, 7);
+		CHECK_EQ(file_size(path), ends[5]);
+	}
+	/* The last entry's payload never arrived either: its header is whole, zeros after. */
+	harness_rmrf(dir);
+	REQUIRE(mkdir(dir, 0755) == 0);
+	memset(orig + ends[4] + ENTRY_HDR, 0, (size_t)(ends[5] - ends[4] - ENTRY_HDR));
+	REQUIRE(write_file(path, orig, len) == 0);
+	REQUIRE(append_bytes(path, zeros, 4096) == 0);
+	check_torn_open(dir, 1, ends[4], 4, 6);
+	CHECK_EQ(file_size(path), ends[4]);
+	/* A newly rolled last segment made only of zeros is dropped (and then replaced by
+	 * the fresh segment of the same name). */
+	harness_rmrf(dir);
+	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
+	char path8[4096];
+	seg_path(path8, sizeof(path8), dir, 8);
+	REQUIRE(append_bytes(path8, zeros, 4096) == 0);
+	check_torn_open(dir, 8, 0, 5, 7);
+	CHECK_EQ(file_size(path), ends[5]);
+	CHECK_EQ(file_size(path8), 24);
+	CHECK_EQ(count_segments(dir), 2);
+	free(zeros);
+	free(orig);
+	harness_rmrf(dir);
+	free(dir);
+	env_reset();
+}
+
+TEST(garbage_tail_is_corruption)
+{
+	fx_install();
+	char *dir = harness_tmpdir("wal");
+	REQUIRE(dir != NULL);
+	long long ends[6];
+	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
+	char path[4096];
+	seg_path(path, sizeof(path), dir, 1);
+	size_t len;
+	uint8_t *orig = read_file(path, &len);
+	REQUIRE(orig != NULL);
+	uint8_t garbage[64];
+	for (size_t i = 0; i < sizeof(garbage); i++)
+		garbage[i] = (uint8_t)(0xa5 ^ (i * 29));
+	/* Zeros with one byte set at the very end, beyond the scanner's first read. */
+	size_t zlen = (1u << 20) + 4096;
+	uint8_t *late = calloc(1, zlen);
+	REQUIRE(late != NULL);
+	late[zlen - 1] = 1;
+	struct {
+		/** Bytes appended after the last entry. */
+		const uint8_t *p;
+		/** Their count. */
+		size_t n;
+	} tails[] = {{garbage, sizeof(garbage)}, {late, zlen}};
+	for (size_t t = 0; t < 2; t++) {
+		REQUIRE(write_file(path, orig, len) == 0);
+		REQUIRE(append_bytes(path, tails[t].p, tails[t].n) == 0);
+		check_corrupt_open(dir, 1, ends[5], 0);
+		CHECK_EQ(file_size(path), (long long)len + (long long)tails[t].n);
+		CHECK_EQ(count_segments(dir), 1);
+	}
+	/* A bad payload in the last entry with garbage after it is not a torn append. */
+	REQUIRE(write_file(path, orig, len) == 0);
+	REQUIRE_EQ(flip_byte(path, ends[4] + ENTRY_HDR + 2), 0);
+	REQUIRE(append_bytes(path, garbage, sizeof(garbage)) == 0);
+	check_corrupt_open(dir, 1, ends[4], 0);
+	CHECK(strstr(diag_last(), "payload checksum") != NULL);
+	CHECK_EQ(file_size(path), (long long)len + (long long)sizeof(garbage));
+	free(late);
+	free(orig);
+	harness_rmrf(dir);
+	free(dir);
+	env_reset();
+}
+
+TEST(old_segment_version_is_refused)
+{
+	fx_install();
+	char *dir = harness_tmpdir("wal");
+	REQUIRE(dir != NULL);
+	REQUIRE_EQ(write_entries(dir, 3, NULL, 0), 0);
+	char path[4096];
+	seg_path(path, sizeof(path), dir, 1);
+	size_t len;
+	uint8_t *p = read_file(path, &len);
+	REQUIRE(p != NULL);
+	/* Rewrite the header as version 1, with a checksum that matches it. */
+	enc_u32(p + 8, 1);
+	enc_u32(p + 12, crc32c(crc32c(0, p, 12), p + 16, 8));
+	REQUIRE(write_file(path, p, len) == 0);
+	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
+	struct wal *w = NULL;
+	CHECK_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), STRATA_EVERSION);
+	CHECK(w == NULL);
+	const char *m = diag_last();
+	if (strstr(m, "00000000000000000001.wal") == NULL || strstr(m, "version 1") == NULL) {
+		fprintf(stderr, "  message: %s\n", m);
+		CHECK(0);
+	}
+	CHECK_EQ(file_size(path), (long long)len);
+	/* No fresh segment was created after the refused one (positions 1..4). */
+	char next[4096];
+	seg_path(next, sizeof(next), dir, 5);
+	CHECK_EQ(file_size(next), -1);
+	if (w != NULL)
+		wal_close(w);
+	free(p);
 	harness_rmrf(dir);
 	free(dir);
 	env_reset();
@@ -1333,6 +1583,10 @@ main(int argc, char **argv)
 	RUN(torn_entry_in_older_segment_is_corruption);
 	RUN(position_gap_or_repeat_is_corruption);
 	RUN(payload_over_max_entry_bytes_is_corruption);
+	RUN(flipped_length_bit_before_tail_is_corruption);
+	RUN(zero_filled_tail_is_torn);
+	RUN(garbage_tail_is_corruption);
+	RUN(old_segment_version_is_refused);
 	RUN(replay_after_skips_and_deletes_covered_segments);
 	RUN(release_deletes_old_segments_but_never_the_current_one);
 	RUN(fdatasync_failure_turns_wal_readonly_and_keeps_acked_rows);
