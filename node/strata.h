@@ -19,6 +19,8 @@ extern "C" {
 #endif
 
 #define STRATA_VERSION "0.1.0"
+/** This build has the policy runtime (options.policy, strata_set_policy). */
+#define STRATA_HAVE_POLICY 1
 
 /** Result codes. 0 is success; STRATA_NOTFOUND is the only positive code. */
 enum {

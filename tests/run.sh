@@ -1,5 +1,6 @@
 #!/bin/sh
-# Run test binaries (and later other suites); each prints "# name: N passed, N failed".
+# Run test suites; each argument is a command line (a test binary, or a script with
+# arguments) that prints "# name: N passed, N failed".
 # Sum them and end with one line "N passed, N failed". Exit non-zero on any failure.
 passed=0
 failed=0
@@ -7,7 +8,7 @@ status=0
 log=$(mktemp)
 for t in "$@"; do
 	echo "== $t"
-	"$t" >"$log" 2>&1
+	sh -c "$t" >"$log" 2>&1
 	rc=$?
 	cat "$log"
 	line=$(grep -E '^# .*: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1)

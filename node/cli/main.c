@@ -14,6 +14,8 @@
 #include "../objstore/objstore.h"
 #include "../strata.h"
 
+int cmd_policy(int argc, char **argv);
+
 static void
 usage(FILE *f)
 {
@@ -21,6 +23,7 @@ usage(FILE *f)
 		"usage: strata COMMAND [ARGS]\n"
 		"\n"
 		"commands:\n"
+		"  policy check FILE                validate a policy: resolved settings or every error\n"
 		"  inspect DIR [--json] [--verify]  print each shard's manifest, generations, base runs\n"
 		"                                   and WAL range (read-only; works on a live node's DIR)\n"
 		"  --help                           this text\n"
@@ -282,6 +285,9 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "inspect") == 0)
 		return cmd_inspect(argc - 2, argv + 2);
+	if (strcmp(argv[1], "policy") == 0)
+		return cmd_policy(argc - 2, argv + 2);
+
 	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

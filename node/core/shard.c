@@ -12,6 +12,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,8 @@ struct shard {
 	_Atomic(const struct store_listener *) listener;
 	/** Memtable size that triggers on_memtable_full (0 = none). */
 	atomic_uint_fast64_t mem_limit;
+	/** Threads between loading the listener and returning from its callback. */
+	atomic_int cb_inflight;
 	/** Counters for stats. */
 	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
 		merge_in, merge_out, compactions, max_excl_ns;
@@ -338,9 +341,11 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 	uint64_t limit = atomic_load(&s->mem_limit);
 	if (rc == 0 && limit != 0 && mem_bytes(sl->mem) >= limit &&
 	    atomic_exchange(&sl->full_reported, 1) == 0) {
+		atomic_fetch_add(&s->cb_inflight, 1);
 		const struct store_listener *l = atomic_load(&s->listener);
 		if (l != NULL && l->on_memtable_full != NULL)
 			l->on_memtable_full(l->ctx, s->cfg.id, mem_bytes(sl->mem));
+		atomic_fetch_sub(&s->cb_inflight, 1);
 	}
 	slot_unref(sl);
 	if (rc)
@@ -812,9 +817,11 @@ flush_one(struct shard *s, struct slot *sl)
 	view_unref(old);
 	if (t != NULL) {
 		atomic_fetch_add(&s->seals, 1);
+		atomic_fetch_add(&s->cb_inflight, 1);
 		const struct store_listener *l = atomic_load(&s->listener);
 		if (l != NULL && l->on_seal != NULL)
 			l->on_seal(l->ctx, s->cfg.id, u.obj.id, u.obj.rows, u.obj.bytes);
+		atomic_fetch_sub(&s->cb_inflight, 1);
 	}
 	if ((rc = env_point("seal.published", s)) != 0)
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.published",
@@ -1472,6 +1479,9 @@ shard_set_listener(struct shard *s, const struct store_listener *l, uint64_t mem
 {
 	atomic_store(&s->mem_limit, memtable_max_bytes);
 	atomic_store(&s->listener, l);
+	/* Callers may free the old listener's context once this returns. */
+	while (atomic_load(&s->cb_inflight) > 0)
+		sched_yield();
 }
 
 void

@@ -24,7 +24,8 @@ struct store_listener {
 int store_open(const strata_options *o, strata **out);
 /** Stop the attached runtime, then close every shard and free the store. */
 void store_close(strata *db);
-/** Install (or with NULL remove) the listener and the memtable size limit (0 = none). */
+/** Install (or with NULL remove) the listener and the memtable size limit (0 = none).
+ *  Returns once no callback of the previous listener is running (never call it from one). */
 void store_set_listener(strata *db, const struct store_listener *l, uint64_t memtable_max_bytes);
 /** Change only the memtable size limit. */
 void store_set_memtable_limit(strata *db, uint64_t memtable_max_bytes);

@@ -1,0 +1,216 @@
+/*
+ * pool.c — a bounded worker pool whose completions return to a libev loop.
+ *
+ * Jobs wait in a FIFO (at most max_queued waiting); a worker runs work() and
+ * moves the job to the done list, then wakes the loop with ev_async_send; the
+ * loop-side async callback runs every done() in completion order. A job counts
+ * as pending from pool_submit until its done() has returned.
+ */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "diag.h"
+#include "env.h"
+
+/** One queued, running or completed job. */
+struct pool_job {
+	/** Runs on a worker thread. */
+	pool_work_fn work;
+	/** Runs on the loop thread afterwards. */
+	pool_done_fn done;
+	/** Passed to both. */
+	void *arg;
+	/** Next in the wait queue or the done list. */
+	struct pool_job *next;
+};
+
+struct pool {
+	/** The loop done() callbacks run on. */
+	struct ev_loop *loop;
+	/** Wakes the loop when jobs complete. */
+	ev_async wake;
+	/** Guards every field below it. */
+	pthread_mutex_t mu;
+	/** Signalled when a job is queued or the pool stops. */
+	pthread_cond_t cv;
+	/** Jobs waiting for a worker, oldest first. */
+	struct pool_job *head, *tail;
+	/** Completed jobs waiting for done(), oldest first. */
+	struct pool_job *done_head, *done_tail;
+	/** Jobs waiting in the queue. */
+	unsigned queued;
+	/** Bound of queued. */
+	unsigned max_queued;
+	/** Set by pool_delete: workers drain the queue and exit; submit refuses. */
+	int stopping;
+	/** Jobs submitted whose done() has not returned yet. */
+	atomic_uint pending;
+	/** Jobs refused because the queue was full. */
+	atomic_uint_fast64_t refused;
+	/** Worker threads. */
+	pthread_t *threads;
+	/** Number of started worker threads. */
+	unsigned nthreads;
+};
+
+static void *
+pool_worker(void *arg)
+{
+	struct pool *p = arg;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (p->head == NULL && !p->stopping)
+			pthread_cond_wait(&p->cv, &p->mu);
+		struct pool_job *j = p->head;
+		if (j == NULL)
+			break; /* stopping and drained */
+		p->head = j->next;
+		if (p->head == NULL)
+			p->tail = NULL;
+		p->queued--;
+		pthread_mutex_unlock(&p->mu);
+		j->work(j->arg);
+		j->next = NULL;
+		pthread_mutex_lock(&p->mu);
+		if (p->done_tail != NULL)
+			p->done_tail->next = j;
+		else
+			p->done_head = j;
+		p->done_tail = j;
+		if (!p->stopping)
+			ev_async_send(p->loop, &p->wake);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/** Run every completed job's done() on the calling (loop) thread. */
+static void
+pool_deliver(struct pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	struct pool_job *j = p->done_head;
+	p->done_head = p->done_tail = NULL;
+	pthread_mutex_unlock(&p->mu);
+	while (j != NULL) {
+		struct pool_job *next = j->next;
+		if (j->done != NULL)
+			j->done(j->arg);
+		env.free(j);
+		atomic_fetch_sub(&p->pending, 1);
+		j = next;
+	}
+}
+
+static void
+pool_wake_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	pool_deliver(w->data);
+}
+
+int
+pool_new(struct ev_loop *loop, unsigned threads, unsigned max_queued, struct pool **out)
+{
+	*out = NULL;
+	if (loop == NULL || threads == 0 || threads > 1024)
+		return diag_set(STRATA_EINVAL, "pool: a loop and 1..1024 threads are required (got %u)",
+				threads);
+	struct pool *p = env.calloc(1, sizeof(*p));
+	if (p == NULL)
+		return diag_set(STRATA_ENOMEM, "pool: out of memory");
+	p->threads = env.calloc(threads, sizeof(*p->threads));
+	if (p->threads == NULL) {
+		env.free(p);
+		return diag_set(STRATA_ENOMEM, "pool: out of memory");
+	}
+	p->loop = loop;
+	p->max_queued = max_queued ? max_queued : 4096;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	ev_async_init(&p->wake, pool_wake_cb);
+	p->wake.data = p;
+	ev_async_start(loop, &p->wake);
+	for (unsigned i = 0; i < threads; i++) {
+		int err = pthread_create(&p->threads[i], NULL, pool_worker, p);
+		if (err != 0) {
+			pool_delete(p);
+			return diag_set(STRATA_ENOMEM, "pool: cannot start worker thread %u: error %d", i,
+					err);
+		}
+		p->nthreads++;
+	}
+	*out = p;
+	return 0;
+}
+
+int
+pool_submit(struct pool *p, pool_work_fn work, pool_done_fn done, void *arg)
+{
+	if (p == NULL || work == NULL)
+		return diag_set(STRATA_EINVAL, "pool_submit: a pool and a work function are required");
+	struct pool_job *j = env.malloc(sizeof(*j));
+	if (j == NULL)
+		return diag_set(STRATA_ENOMEM, "pool: out of memory queueing a job");
+	j->work = work;
+	j->done = done;
+	j->arg = arg;
+	j->next = NULL;
+	pthread_mutex_lock(&p->mu);
+	if (p->stopping) {
+		pthread_mutex_unlock(&p->mu);
+		env.free(j);
+		return diag_set(STRATA_ECLOSED, "pool: shutting down, job refused");
+	}
+	if (p->queued >= p->max_queued) {
+		pthread_mutex_unlock(&p->mu);
+		env.free(j);
+		atomic_fetch_add(&p->refused, 1);
+		return diag_set(STRATA_EBUSY, "pool: queue full (%u jobs waiting)", p->max_queued);
+	}
+	if (p->tail != NULL)
+		p->tail->next = j;
+	else
+		p->head = j;
+	p->tail = j;
+	p->queued++;
+	atomic_fetch_add(&p->pending, 1);
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+unsigned
+pool_pending(struct pool *p)
+{
+	return p ? atomic_load(&p->pending) : 0;
+}
+
+uint64_t
+pool_refused(struct pool *p)
+{
+	return p ? atomic_load(&p->refused) : 0;
+}
+
+void
+pool_delete(struct pool *p)
+{
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stopping = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	/* Workers drained the queue before exiting; deliver what they finished. */
+	pool_deliver(p);
+	ev_async_stop(p->loop, &p->wake);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	env.free(p->threads);
+	env.free(p);
+}

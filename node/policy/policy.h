@@ -1,0 +1,122 @@
+/*
+ * policy.h — one policy Lua state: the sandbox, the memory limit, the per-run
+ * CPU budget, loading and validation of a policy script, and hook runs
+ * (coroutines) on that state. The runtime (runtime.c) binds the shard/node
+ * primitives into it and schedules the runs.
+ *
+ * Everything here runs on one thread (the loop thread) per state.
+ */
+#ifndef STRATA_POLICY_H
+#define STRATA_POLICY_H
+
+#include <lua.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+struct policy;
+struct policy_run;
+
+/** Default CPU budget of one hook run (and of loading), milliseconds. */
+#define POLICY_DEFAULT_BUDGET_MS 200u
+/** Default memory limit of a policy state, bytes. */
+#define POLICY_DEFAULT_MEM_BYTES (64ull << 20)
+/** Smallest memory limit accepted (a bare sandboxed state needs about 100 KiB). */
+#define POLICY_MIN_MEM_BYTES (1ull << 20)
+/** Largest policy source accepted, bytes. */
+#define POLICY_MAX_SOURCE_BYTES (1u << 20)
+/** Virtual-machine instructions between two budget checks of the count hook. */
+#define POLICY_HOOK_INSTRUCTIONS 1000
+
+/** Hooks a policy may define. */
+enum policy_hook {
+	POLICY_ON_SEAL,
+	POLICY_ON_SWEEP,
+	POLICY_ON_MERGE_REQUEST,
+	POLICY_HOOK_COUNT,
+};
+
+/** Outcome of policy_run_resume. */
+enum {
+	/** The hook returned; its results are on the run's thread stack. */
+	POLICY_RUN_DONE = 0,
+	/** The hook yielded inside a primitive and waits to be resumed. */
+	POLICY_RUN_YIELD = 1,
+	/** The hook failed (Lua error, time budget or memory limit); see err. */
+	POLICY_RUN_ERROR = 2,
+};
+
+/** How to build a policy state. */
+struct policy_limits {
+	/** Memory limit of the state, bytes (0 = POLICY_DEFAULT_MEM_BYTES). */
+	uint64_t mem_bytes;
+	/** CPU budget of one run and of loading, milliseconds (0 = POLICY_DEFAULT_BUDGET_MS). */
+	uint32_t budget_ms;
+};
+
+/** CPU clock of the budget: nanoseconds of CPU time of the calling thread. A
+ *  budget is CPU time, which the engine's wall/monotonic seams do not model (a
+ *  frozen manual clock must not switch the budget off); tests may replace it. */
+extern uint64_t (*policy_cpu_ns)(void);
+
+/** The text of the built-in default policy (policies/default.lua). */
+extern const char policy_builtin_source[];
+/** Name of the built-in default policy in messages. */
+#define POLICY_BUILTIN_NAME "policies/default.lua (built-in)"
+
+/** Create a fresh sandboxed state, load src (text only) under the budget,
+ *  validate the returned table and resolve the settings. On failure err holds
+ *  every error, one per line, each prefixed with name:line. */
+int policy_new(const char *name, const char *src, size_t len, const struct policy_limits *lim,
+	       struct policy **out, char *err, size_t errlen);
+/** Close the state (every run of it must have ended) and free. Safe on NULL. */
+void policy_delete(struct policy *p);
+/** The Lua state (for binding primitives). */
+lua_State *policy_lua(struct policy *p);
+/** The policy a Lua state (or one of its threads) belongs to. */
+struct policy *policy_of(lua_State *L);
+/** Resolved settings. */
+const struct runtime_settings *policy_settings(const struct policy *p);
+/** Whether the script defines the hook (otherwise the built-in default runs). */
+int policy_has_hook(const struct policy *p, enum policy_hook h);
+/** Lua name of a hook ("on_seal", ...). */
+const char *policy_hook_name(enum policy_hook h);
+/** The script's source text and its name. */
+const char *policy_source(const struct policy *p, size_t *len);
+const char *policy_name(const struct policy *p);
+/** Opaque pointer of the embedding runtime, readable from primitives. */
+void policy_set_host(struct policy *p, void *host);
+void *policy_host(const struct policy *p);
+/** Bytes the state currently holds. */
+uint64_t policy_mem_used(const struct policy *p);
+
+/** Start a run of hook h: a new coroutine with the hook function (the script's,
+ *  or the built-in default) on its stack. Push the arguments on
+ *  policy_run_thread() and call policy_run_resume(). */
+int policy_run_new(struct policy *p, enum policy_hook h, struct policy_run **out);
+/** The coroutine of a run. */
+lua_State *policy_run_thread(struct policy_run *r);
+/** Resume with nargs values on the run's stack (the hook's arguments on the
+ *  first resume, a primitive's results afterwards). The budget counts CPU time
+ *  only while resumed. POLICY_RUN_ERROR fills err with the message. */
+int policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen);
+/** The run being resumed right now on p (NULL between resumes and while loading). */
+struct policy_run *policy_current_run(struct policy *p);
+/** Per-run pointer for the runtime. */
+void policy_run_set_data(struct policy_run *r, void *data);
+void *policy_run_data(const struct policy_run *r);
+/** Free a run that finished or is abandoned (its coroutine becomes garbage). */
+void policy_run_delete(struct policy_run *r);
+
+/** (runtime.c) Work in flight in a runtime: live hook runs, pool jobs, store
+ *  events and merge requests not yet handled. 0 when idle. For tests and for
+ *  simulation steps that run the loop until nothing is left to do. */
+unsigned runtime_busy(struct runtime *rt);
+
+/** Format the resolved settings and hooks as "key = value" lines (for `strata policy check`). */
+void policy_describe(const struct policy *p, char *buf, size_t len);
+/** Levenshtein distance of two strings (bounded to 255 characters each). */
+unsigned policy_edit_distance(const char *a, const char *b);
+
+#endif

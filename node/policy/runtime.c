@@ -1,0 +1,1853 @@
+/*
+ * runtime.c — the policy runtime: a LuaJIT merge policy driving seals, merges and
+ * base compactions of one store from a libev loop.
+ *
+ * Threads. Everything runs on the loop thread except the IO, which runs on the
+ * worker pool (seal, prepare, commit, abort, merge, compaction), and the store
+ * listener callbacks, which arrive on whatever thread sealed or appended; they
+ * only record the event per shard (coalesced) under a mutex and ev_async_send.
+ * Commit runs on a worker too: it is O(1) in data size but writes the manifest
+ * (a file rename and sync), which the loop thread never waits for.
+ *
+ * Clock. Timer deadlines are env.mono_ns() instants. An ev_prepare watcher checks
+ * them on every loop iteration and an ev_timer wakes the loop when the next one
+ * is due, so a manual clock (tests, simulations) drives the timers: advance it
+ * and turn the loop once. node:now() is env.wall_ns() / 1e9.
+ *
+ * Triggers, all through the policy (the cap binds on each: a prepare or merge
+ * asks for at most merge_max_generations, max_generations = 0 meaning the cap):
+ *   flush timer    every flush_interval_s per shard: seal a non-empty memtable
+ *   size trigger   the store reports memtable_max_bytes reached: seal
+ *   on_seal        after every published generation (coalesced per shard; one
+ *                  run per shard at a time, re-run if seals arrived meanwhile);
+ *                  info = {shard, generation (last id), seals, rows, bytes (summed
+ *                  over the coalesced seals), generations (waiting now), now}
+ *   sweeper        every sweep_interval_s: on_sweep(node) (skipped while the
+ *                  previous sweep still runs)
+ *   merge request  runtime_merge_request: on_merge_request(shard, req), req =
+ *                  {shard, max_generations = 0}; the hook returns the number
+ *                  merged or nil, reason (the request then fails with that reason)
+ * Intervals re-arm when a reload changes them (the new deadline is now + the
+ * new interval).
+ *
+ * Hooks run as coroutines (one per run). A primitive that does IO submits a job
+ * to the pool and yields; the completion resumes the coroutine with the result.
+ * Primitives and their misuse:
+ *   shard:seal()                          true | nil, reason
+ *   shard:prepare{max_generations = n}    plan | nil, reason
+ *   shard:commit(plan)                    generations (runs) folded | nil, reason
+ *   shard:abort(plan)                     true | nil, reason (the run is deleted on a worker)
+ *   shard:merge{max_generations = n}      generations merged | nil, reason
+ *   shard:compact{max_runs = n}           runs folded | nil, reason (0 = all runs)
+ *   shard:stats(), shard:id(), node:shards(), node:now(), strata.log.*
+ *   plan.generations, plan.shard, plan.state ("ready" or "done")
+ * reason is "<word>: <message>": "conflict: ..." when a plan no longer applies
+ * (STRATA_ECONFLICT), "busy: ..." when a prepare, merge or compaction is already
+ * in flight on the shard (or the pool queue is full), "consumed: ..." when a plan
+ * is committed or aborted a second time, "wrong shard: ..." when a plan is given
+ * to another shard, else the engine's error ("io: ...", "fenced: ...").
+ * A yielding primitive called outside a hook run (or through a C function such as
+ * table.sort or string.gsub, which cannot yield) is a Lua error. Plans a run
+ * neither committed nor aborted are aborted when the run ends. A bad option
+ * (max_generations = -1, a plan argument that is not a plan) is a Lua error.
+ *
+ * Limits (policy.c has the details). Time: LuaJIT's compiled traces never call a
+ * debug hook, so the JIT is switched off for every policy state
+ * (luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF)) and a count hook
+ * (lua_sethook LUA_MASKCOUNT, every POLICY_HOOK_INSTRUCTIONS instructions) compares
+ * the CPU time the hook run has used while resumed with hook_budget_ms; time
+ * parked in a primitive waiting for IO does not count. Over budget it raises
+ * "hook exceeded its time budget of N ms" (loading the file: "policy exceeded
+ * ..."), and the sandbox's pcall/xpcall cannot swallow it. The clock is the
+ * thread's CPU clock (policy_cpu_ns), not env.mono_ns: a frozen manual clock must
+ * not switch the budget off. Memory: each state's allocator refuses allocations
+ * over policy_mem_bytes ("not enough memory"). A failed hook (Lua error, budget,
+ * memory) is logged with diag_log(LOG_LVL_WARN), counted in hook_errors and kept
+ * in last_error; the store keeps working and the next trigger runs the hook again.
+ *
+ * Reload: the new script is compiled and validated in a fresh state; on success
+ * it becomes current for new runs, while runs already started finish on the old
+ * state, which is closed when its last run ends. Appends never touch the loop.
+ *
+ * Lifetime: runtime_new attaches the runtime to the store (store_attach_runtime),
+ * so strata_close deletes it first; strata_close must then run on the loop
+ * thread. One runtime per store.
+ */
+#include "runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/store.h"
+#include "../lib/diag.h"
+#include "../lib/env.h"
+#include "policy.h"
+
+/** Metatable names in the policy state's registry. */
+#define RT_MT_SHARD "strata.shard"
+#define RT_MT_PLAN "strata.plan"
+#define RT_MT_NODE "strata.node"
+
+/** Kinds of pool jobs. */
+enum rt_job_kind {
+	RT_JOB_SEAL,
+	RT_JOB_PREPARE,
+	RT_JOB_COMMIT,
+	RT_JOB_ABORT,
+	RT_JOB_MERGE,
+	RT_JOB_COMPACT,
+};
+
+/** States of a plan seen from Lua. */
+enum rt_plan_state {
+	/** Prepared, waiting for commit or abort. */
+	RT_PLAN_READY,
+	/** Committed or aborted (handed to a worker). */
+	RT_PLAN_DONE,
+};
+
+struct runtime;
+struct rt_run;
+
+/** One policy Lua state and the runs still using it. */
+struct rt_state {
+	/** The policy. */
+	struct policy *pol;
+	/** The runtime. */
+	struct runtime *rt;
+	/** Runs started on this state that have not ended. */
+	unsigned live;
+	/** Set once a reload replaced it: closed when live drops to 0. */
+	int retired;
+	/** Registry reference of the table of shard objects (index id + 1). */
+	int shards_ref;
+	/** Registry reference of the node object. */
+	int node_ref;
+	/** Next retired state still running hooks. */
+	struct rt_state *next;
+};
+
+/** A plan as a Lua userdata. */
+struct rt_plan {
+	/** The engine's plan; NULL once committed or aborted. */
+	strata_plan *plan;
+	/** The runtime (for aborting from __gc). */
+	struct runtime *rt;
+	/** Shard it belongs to. */
+	uint32_t shard;
+	/** Generations (or runs) it folds. */
+	uint32_t inputs;
+	/** enum rt_plan_state. */
+	int state;
+};
+
+/** A shard userdata. */
+struct rt_lshard {
+	/** Shard number. */
+	uint32_t id;
+};
+
+/** One hook run: a coroutine on one state. */
+struct rt_run {
+	/** The runtime. */
+	struct runtime *rt;
+	/** The state it runs on (kept alive until the run ends). */
+	struct rt_state *st;
+	/** The coroutine. */
+	struct policy_run *pr;
+	/** Which hook. */
+	enum policy_hook hook;
+	/** Shard of an on_seal or on_merge_request run. */
+	uint32_t shard;
+	/** Set while parked on a pool job. */
+	int waiting;
+	/** Registry reference of the table of plans this run prepared. */
+	int plans_ref;
+	/** Generations merged by this run's commits and merges. */
+	uint64_t merged;
+	/** Code of the last primitive that returned nil, reason (0 = none). */
+	int last_rc;
+	/** Completion of a merge request (NULL for other runs). */
+	runtime_merge_cb cb;
+	/** Passed to cb. */
+	void *ctx;
+	/** Links in the runtime's list of live runs. */
+	struct rt_run *prev, *next;
+};
+
+/** A job on the worker pool. */
+struct rt_job {
+	/** The runtime. */
+	struct runtime *rt;
+	/** enum rt_job_kind. */
+	int kind;
+	/** Shard. */
+	uint32_t shard;
+	/** max_generations of a prepare or merge, max_runs of a compaction. */
+	uint32_t max;
+	/** In: the plan to commit or abort. Out: the prepared plan. */
+	strata_plan *plan;
+	/** The run to resume with the result (NULL: nobody waits). */
+	struct rt_run *run;
+	/** Set when a timer or size-trigger seal (clears the shard's sealing flag). */
+	int trigger;
+	/** Result code. */
+	int rc;
+	/** Generations (runs) planned, merged or committed. */
+	uint32_t count;
+	/** Message of a failure, copied from the worker's diagnostics. */
+	char err[512];
+	/** Completion of a seal request. */
+	runtime_done_cb cb;
+	/** Passed to cb. */
+	void *ctx;
+};
+
+/** The runtime's view of a shard (loop thread only). */
+struct rt_shard {
+	/** env.mono_ns() deadline of the flush timer (0 = off). */
+	uint64_t flush_due;
+	/** A prepare, merge or compaction of a hook is in flight. */
+	int busy;
+	/** A timer or size-trigger seal is queued or running. */
+	int sealing;
+	/** The on_seal run in progress. */
+	struct rt_run *seal_run;
+	/** Seals reported and not yet given to on_seal, and their last generation,
+	 *  rows and bytes. */
+	uint64_t seals, last_gen, rows, bytes;
+};
+
+/** Events of one shard recorded by listener callbacks (under ev_mu). */
+struct rt_event {
+	/** Seals published since the loop last looked. */
+	uint64_t seals;
+	/** Last generation, and rows and bytes summed over those seals. */
+	uint64_t last_gen, rows, bytes;
+	/** The memtable reached memtable_max_bytes. */
+	int full;
+	/** The shard is in the dirty list. */
+	int queued;
+};
+
+/** A call waiting for the loop thread (runtime_invoke). */
+struct rt_invoke {
+	/** What to run. */
+	void (*fn)(void *arg);
+	void *arg;
+	/** Set once it ran. */
+	int done;
+	/** Next waiting call. */
+	struct rt_invoke *next;
+};
+
+/** A merge request waiting to start (deferred to the next loop iteration). */
+struct rt_mreq {
+	/** Shard. */
+	uint32_t shard;
+	/** Completion. */
+	runtime_merge_cb cb;
+	void *ctx;
+	/** Next request. */
+	struct rt_mreq *next;
+};
+
+struct runtime {
+	/** The store (not owned). */
+	strata *db;
+	/** The loop (not owned). */
+	struct ev_loop *loop;
+	/** Thread of the loop. */
+	pthread_t loop_thread;
+	/** Options copied at start (policy_path owned). */
+	char *policy_path;
+	/** Limits of every policy state. */
+	struct policy_limits limits;
+	/** The worker pool. */
+	struct pool *pool;
+	/** Number of shards. */
+	uint32_t nshards;
+	/** Per-shard state (loop thread). */
+	struct rt_shard *shards;
+	/** The running policy. */
+	struct rt_state *cur;
+	/** Replaced states with runs still going. */
+	struct rt_state *retired;
+	/** Live runs. */
+	struct rt_run *runs;
+	/** The on_sweep run in progress. */
+	struct rt_run *sweep_run;
+	/** env.mono_ns() deadline of the sweeper (0 = off). */
+	uint64_t sweep_due;
+	/** Earliest deadline (UINT64_MAX = none). */
+	uint64_t next_due;
+	/** Settings the timers are armed for. */
+	struct runtime_settings armed;
+	/** Wakes the loop for the next deadline. */
+	ev_timer timer;
+	/** Checks deadlines on every loop iteration (manual clocks). */
+	ev_prepare prep;
+	/** Wakes the loop for listener events, invokes and merge requests. */
+	ev_async events;
+	/** Watches the policy file. */
+	ev_stat stat;
+	/** Whether stat is started. */
+	int watching;
+	/** Guards ev, dirty, ndirty, invokes. */
+	pthread_mutex_t ev_mu;
+	/** Signalled when an invoke ran. */
+	pthread_cond_t inv_cv;
+	/** Per-shard events from listener callbacks. */
+	struct rt_event *ev;
+	/** Shards with events, in arrival order. */
+	uint32_t *dirty;
+	uint32_t ndirty;
+	/** Loop-side copies of dirty and of each one's full flag (taken under ev_mu). */
+	uint32_t *taken;
+	uint8_t *taken_full;
+	/** Calls waiting for the loop thread. */
+	struct rt_invoke *invokes;
+	/** Merge requests waiting to start (loop thread). */
+	struct rt_mreq *mreq_head, *mreq_tail;
+	/** Listener callbacks executing now. */
+	atomic_int in_callback;
+	/** Set when the listener is removed: late callbacks do nothing. */
+	atomic_int sink_closed;
+	/** Set by runtime_delete: completions abandon their runs. */
+	int closing;
+	/** Counters (loop thread). */
+	struct runtime_stats stats;
+};
+
+static void rt_run_resume(struct rt_run *run, int nargs);
+static void rt_start_seal_run(struct runtime *rt, uint32_t id);
+
+static void
+rt_copy(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%s", src ? src : "");
+}
+
+static const char *
+rt_reason(int rc)
+{
+	switch (rc) {
+	case STRATA_ECONFLICT: return "conflict";
+	case STRATA_EBUSY: return "busy";
+	case STRATA_EFENCED: return "fenced";
+	case STRATA_EIO: return "io";
+	case STRATA_ENOSPC: return "nospace";
+	case STRATA_ECORRUPT: return "corrupt";
+	case STRATA_ECLOSED: return "closed";
+	case STRATA_EREADONLY: return "readonly";
+	case STRATA_EINJECTED: return "injected";
+	case STRATA_ENOMEM: return "nomem";
+	case STRATA_ERANGE: return "range";
+	case STRATA_EINVAL: return "invalid";
+	default: return "error";
+	}
+}
+
+static void
+rt_set_error(struct runtime *rt, const char *msg)
+{
+	rt_copy(rt->stats.last_error, sizeof(rt->stats.last_error), msg);
+}
+
+/* ---------------------------------------------------------------- Lua objects */
+
+static void
+rt_push_shard(struct rt_state *st, lua_State *L, uint32_t id)
+{
+	lua_rawgeti(L, LUA_REGISTRYINDEX, st->shards_ref);
+	lua_rawgeti(L, -1, (int)id + 1);
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		struct rt_lshard *s = lua_newuserdata(L, sizeof(*s));
+		s->id = id;
+		luaL_getmetatable(L, RT_MT_SHARD);
+		lua_setmetatable(L, -2);
+		lua_pushvalue(L, -1);
+		lua_rawseti(L, -3, (int)id + 1);
+	}
+	lua_remove(L, -2);
+}
+
+static void
+rt_push_stats(lua_State *L, const strata_stats *s)
+{
+	lua_createtable(L, 0, 25);
+#define RT_FIELD(f)                                 \
+	do {                                        \
+		lua_pushnumber(L, (lua_Number)s->f); \
+		lua_setfield(L, -2, #f);            \
+	} while (0)
+	RT_FIELD(memtable_rows);
+	RT_FIELD(memtable_bytes);
+	RT_FIELD(sealed_memtables);
+	RT_FIELD(generations);
+	RT_FIELD(base_runs);
+	RT_FIELD(wal_bytes);
+	RT_FIELD(wal_segments);
+	RT_FIELD(writer_epoch);
+	RT_FIELD(manifest_version);
+	RT_FIELD(replay_after);
+	RT_FIELD(last_seq);
+	RT_FIELD(next_generation);
+	RT_FIELD(appends);
+	RT_FIELD(rows_appended);
+	RT_FIELD(wal_syncs);
+	RT_FIELD(seals);
+	RT_FIELD(merges);
+	RT_FIELD(merge_conflicts);
+	RT_FIELD(merged_generations);
+	RT_FIELD(merge_bytes_in);
+	RT_FIELD(merge_bytes_out);
+	RT_FIELD(compactions);
+	RT_FIELD(max_exclusive_ns);
+	RT_FIELD(generation_bytes);
+	RT_FIELD(base_bytes);
+#undef RT_FIELD
+}
+
+static struct runtime *
+rt_of(lua_State *L)
+{
+	return policy_host(policy_of(L));
+}
+
+static uint32_t
+rt_check_shard(lua_State *L)
+{
+	struct rt_lshard *s = luaL_checkudata(L, 1, RT_MT_SHARD);
+	return s->id;
+}
+
+/** The run a yielding primitive belongs to; a Lua error when it cannot yield here. */
+static struct rt_run *
+rt_hook_run(lua_State *L, const char *what)
+{
+	struct policy_run *pr = policy_current_run(policy_of(L));
+	if (pr == NULL || policy_run_thread(pr) != L || !lua_isyieldable(L))
+		luaL_error(L, "%s must be called from a policy hook (not while loading the policy, and not "
+			   "through a C function such as table.sort or string.gsub)", what);
+	return policy_run_data(pr);
+}
+
+/** Optional integer option of the table at index idx (0 when absent). */
+static uint32_t
+rt_opt_count(lua_State *L, int idx, const char *field, const char *what)
+{
+	if (lua_isnoneornil(L, idx))
+		return 0;
+	luaL_checktype(L, idx, LUA_TTABLE);
+	lua_getfield(L, idx, field);
+	uint32_t v = 0;
+	if (!lua_isnil(L, -1)) {
+		if (lua_type(L, -1) != LUA_TNUMBER)
+			luaL_error(L, "%s: %s must be a number, not %s", what, field, luaL_typename(L, -1));
+		lua_Number n = lua_tonumber(L, -1);
+		if (n != (lua_Number)(int64_t)n || n < 0 || n > 1e9)
+			luaL_error(L, "%s: %s must be an integer between 0 and 1000000000 (got %f)", what, field,
+				   n);
+		v = (uint32_t)n;
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
+/** max_generations clamped to the running policy's cap (0 = the cap). */
+static uint32_t
+rt_clamp(struct runtime *rt, struct rt_state *st, uint32_t want)
+{
+	(void)rt;
+	uint32_t cap = policy_settings(st->pol)->merge_max_generations;
+	if (cap == 0)
+		return want;
+	return want == 0 || want > cap ? cap : want;
+}
+
+static int
+rt_push_fail(lua_State *L, struct rt_run *run, int rc, const char *msg)
+{
+	if (run != NULL)
+		run->last_rc = rc;
+	lua_pushnil(L);
+	lua_pushfstring(L, "%s: %s", rt_reason(rc), msg);
+	return 2;
+}
+
+/* ---------------------------------------------------------------- pool jobs */
+
+static struct rt_job *
+rt_job_new(struct runtime *rt, int kind, uint32_t shard)
+{
+	struct rt_job *j = env.calloc(1, sizeof(*j));
+	if (j == NULL)
+		return NULL;
+	j->rt = rt;
+	j->kind = kind;
+	j->shard = shard;
+	return j;
+}
+
+static void
+rt_job_work(void *arg)
+{
+	struct rt_job *j = arg;
+	strata *db = j->rt->db;
+	int rc = 0;
+	switch (j->kind) {
+	case RT_JOB_SEAL:
+		rc = strata_seal(db, j->shard);
+		break;
+	case RT_JOB_PREPARE:
+		rc = strata_prepare_merge(db, j->shard, j->max, &j->plan);
+		if (rc == 0)
+			j->count = strata_plan_generations(j->plan);
+		break;
+	case RT_JOB_COMMIT:
+		j->count = strata_plan_generations(j->plan);
+		rc = strata_commit_merge(db, j->plan);
+		j->plan = NULL;
+		break;
+	case RT_JOB_ABORT:
+		strata_abort_merge(db, j->plan);
+		j->plan = NULL;
+		break;
+	case RT_JOB_MERGE:
+		rc = strata_merge(db, j->shard, j->max, &j->count);
+		break;
+	case RT_JOB_COMPACT: {
+		strata_plan *p = NULL;
+		rc = strata_prepare_compact(db, j->shard, j->max, &p);
+		if (rc == 0) {
+			j->count = strata_plan_generations(p);
+			rc = strata_commit_merge(db, p);
+		}
+		break;
+	}
+	}
+	j->rc = rc;
+	if (rc != 0)
+		rt_copy(j->err, sizeof(j->err), strata_last_error());
+}
+
+static void rt_job_done(void *arg);
+
+/** Submit j; on failure free it and return the code (message in diag). */
+static int
+rt_submit(struct runtime *rt, struct rt_job *j)
+{
+	int rc = pool_submit(rt->pool, rt_job_work, rt_job_done, j);
+	if (rc != 0)
+		env.free(j);
+	return rc;
+}
+
+/** Abort a plan without waiting: on a worker, or here when the pool refuses. */
+static void
+rt_abort_plan(struct runtime *rt, strata_plan *plan, uint32_t shard)
+{
+	if (plan == NULL)
+		return;
+	struct rt_job *j = rt->closing ? NULL : rt_job_new(rt, RT_JOB_ABORT, shard);
+	if (j != NULL) {
+		j->plan = plan;
+		if (pool_submit(rt->pool, rt_job_work, rt_job_done, j) == 0)
+			return;
+		env.free(j);
+	}
+	strata_abort_merge(rt->db, plan);
+}
+
+/** Push a job's result for its run; returns the number of values pushed. */
+static int
+rt_push_result(struct rt_run *run, struct rt_job *j, lua_State *co)
+{
+	if (j->rc != 0)
+		return rt_push_fail(co, run, j->rc, j->err);
+	switch (j->kind) {
+	case RT_JOB_SEAL:
+		lua_pushboolean(co, 1);
+		return 1;
+	case RT_JOB_PREPARE: {
+		struct rt_plan *lp = lua_newuserdata(co, sizeof(*lp));
+		memset(lp, 0, sizeof(*lp));
+		lp->plan = j->plan;
+		lp->rt = run->rt;
+		lp->shard = j->shard;
+		lp->inputs = j->count;
+		lp->state = RT_PLAN_READY;
+		j->plan = NULL;
+		luaL_getmetatable(co, RT_MT_PLAN);
+		lua_setmetatable(co, -2);
+		/* The run owns it until it ends: aborted then unless committed. */
+		lua_rawgeti(co, LUA_REGISTRYINDEX, run->plans_ref);
+		lua_pushvalue(co, -2);
+		lua_pushboolean(co, 1);
+		lua_rawset(co, -3);
+		lua_pop(co, 1);
+		return 1;
+	}
+	case RT_JOB_COMMIT:
+	case RT_JOB_MERGE:
+		run->merged += j->count;
+		lua_pushnumber(co, j->count);
+		return 1;
+	case RT_JOB_COMPACT:
+		lua_pushnumber(co, j->count);
+		return 1;
+	default:
+		lua_pushboolean(co, 1);
+		return 1;
+	}
+}
+
+static void
+rt_job_done(void *arg)
+{
+	struct rt_job *j = arg;
+	struct runtime *rt = j->rt;
+	struct rt_shard *sh = &rt->shards[j->shard];
+	if (j->kind == RT_JOB_PREPARE || j->kind == RT_JOB_MERGE || j->kind == RT_JOB_COMPACT)
+		sh->busy = 0;
+	if (j->trigger)
+		sh->sealing = 0;
+	if (j->kind == RT_JOB_ABORT) {
+		env.free(j);
+		return;
+	}
+	if (j->cb != NULL) {
+		j->cb(j->ctx, j->rc, j->rc ? j->err : NULL);
+		env.free(j);
+		return;
+	}
+	struct rt_run *run = j->run;
+	if (run == NULL) {
+		if (j->rc != 0 && !rt->closing)
+			diag_log(LOG_LVL_WARN, "policy: seal of shard %u failed: %s", j->shard, j->err);
+		env.free(j);
+		return;
+	}
+	run->waiting = 0;
+	if (rt->closing) {
+		/* The run is abandoned by runtime_delete; only the plan needs an owner. */
+		if (j->plan != NULL)
+			strata_abort_merge(rt->db, j->plan);
+		env.free(j);
+		return;
+	}
+	lua_State *co = policy_run_thread(run->pr);
+	int n = rt_push_result(run, j, co);
+	env.free(j);
+	rt_run_resume(run, n);
+}
+
+/* ---------------------------------------------------------------- primitives */
+
+/** Park the calling run on a new job; returns lua_yield or nil, reason. */
+static int
+rt_yield_job(lua_State *L, struct rt_run *run, struct rt_job *j)
+{
+	struct runtime *rt = run->rt;
+	j->run = run;
+	int rc = rt_submit(rt, j);
+	if (rc != 0)
+		return rt_push_fail(L, run, rc == STRATA_ECLOSED ? rc : STRATA_EBUSY, diag_last());
+	run->waiting = 1;
+	return lua_yield(L, 0);
+}
+
+static int
+rt_lua_seal(lua_State *L)
+{
+	uint32_t id = rt_check_shard(L);
+	struct rt_run *run = rt_hook_run(L, "shard:seal");
+	struct runtime *rt = run->rt;
+	struct rt_job *j = rt_job_new(rt, RT_JOB_SEAL, id);
+	if (j == NULL)
+		return luaL_error(L, "shard:seal: out of memory");
+	rt->stats.policy_seals++;
+	return rt_yield_job(L, run, j);
+}
+
+/** Start a prepare/merge/compaction job of kind on the calling run. */
+static int
+rt_lua_heavy(lua_State *L, int kind, const char *what)
+{
+	uint32_t id = rt_check_shard(L);
+	uint32_t want = rt_opt_count(L, 2, kind == RT_JOB_COMPACT ? "max_runs" : "max_generations", what);
+	struct rt_run *run = rt_hook_run(L, what);
+	struct runtime *rt = run->rt;
+	uint32_t max = kind == RT_JOB_COMPACT ? want : rt_clamp(rt, run->st, want);
+	struct rt_shard *sh = &rt->shards[id];
+	if (sh->busy) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "a prepare, merge or compaction is already in flight on shard %u",
+			 id);
+		return rt_push_fail(L, run, STRATA_EBUSY, msg);
+	}
+	struct rt_job *j = rt_job_new(rt, kind, id);
+	if (j == NULL)
+		return luaL_error(L, "%s: out of memory", what);
+	j->max = max;
+	int n = rt_yield_job(L, run, j);
+	if (run->waiting) {
+		sh->busy = 1;
+		if (kind == RT_JOB_COMPACT)
+			rt->stats.policy_compactions++;
+		else
+			rt->stats.policy_merges++;
+	}
+	return n;
+}
+
+static int
+rt_lua_prepare(lua_State *L)
+{
+	return rt_lua_heavy(L, RT_JOB_PREPARE, "shard:prepare");
+}
+
+static int
+rt_lua_merge(lua_State *L)
+{
+	return rt_lua_heavy(L, RT_JOB_MERGE, "shard:merge");
+}
+
+static int
+rt_lua_compact(lua_State *L)
+{
+	return rt_lua_heavy(L, RT_JOB_COMPACT, "shard:compact");
+}
+
+/** Check a plan argument for commit/abort; nil, reason pushed (returns 2) when misused. */
+static int
+rt_check_plan(lua_State *L, uint32_t id, struct rt_plan *lp, struct rt_run *run)
+{
+	if (lp->state == RT_PLAN_DONE || lp->plan == NULL) {
+		lua_pushnil(L);
+		lua_pushliteral(L, "consumed: the plan was already committed or aborted");
+		if (run != NULL)
+			run->last_rc = STRATA_EINVAL;
+		return 2;
+	}
+	if (lp->shard != id) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "wrong shard: the plan belongs to shard %d, not shard %d", (int)lp->shard,
+				(int)id);
+		if (run != NULL)
+			run->last_rc = STRATA_EINVAL;
+		return 2;
+	}
+	return 0;
+}
+
+static int
+rt_lua_commit(lua_State *L)
+{
+	uint32_t id = rt_check_shard(L);
+	struct rt_plan *lp = luaL_checkudata(L, 2, RT_MT_PLAN);
+	struct rt_run *run = rt_hook_run(L, "shard:commit");
+	int n = rt_check_plan(L, id, lp, run);
+	if (n)
+		return n;
+	struct rt_job *j = rt_job_new(run->rt, RT_JOB_COMMIT, id);
+	if (j == NULL)
+		return luaL_error(L, "shard:commit: out of memory");
+	j->plan = lp->plan;
+	j->run = run;
+	int rc = pool_submit(run->rt->pool, rt_job_work, rt_job_done, j);
+	if (rc != 0) {
+		/* Not queued: the plan stays with its userdata, still ready. */
+		env.free(j);
+		return rt_push_fail(L, run, rc == STRATA_ECLOSED ? rc : STRATA_EBUSY, diag_last());
+	}
+	lp->plan = NULL;
+	lp->state = RT_PLAN_DONE;
+	run->waiting = 1;
+	return lua_yield(L, 0);
+}
+
+static int
+rt_lua_abort(lua_State *L)
+{
+	uint32_t id = rt_check_shard(L);
+	struct rt_plan *lp = luaL_checkudata(L, 2, RT_MT_PLAN);
+	struct policy_run *pr = policy_current_run(policy_of(L));
+	struct rt_run *run = pr ? policy_run_data(pr) : NULL;
+	int n = rt_check_plan(L, id, lp, run);
+	if (n)
+		return n;
+	strata_plan *plan = lp->plan;
+	lp->plan = NULL;
+	lp->state = RT_PLAN_DONE;
+	rt_abort_plan(rt_of(L), plan, id);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int
+rt_lua_stats(lua_State *L)
+{
+	uint32_t id = rt_check_shard(L);
+	strata_stats s;
+	int rc = strata_shard_stats(rt_of(L)->db, id, &s);
+	if (rc != 0)
+		return rt_push_fail(L, NULL, rc, strata_last_error());
+	rt_push_stats(L, &s);
+	return 1;
+}
+
+static int
+rt_lua_id(lua_State *L)
+{
+	lua_pushnumber(L, rt_check_shard(L));
+	return 1;
+}
+
+static int
+rt_lua_shard_tostring(lua_State *L)
+{
+	lua_pushfstring(L, "shard %d", (int)rt_check_shard(L));
+	return 1;
+}
+
+static int
+rt_lua_node_shards(lua_State *L)
+{
+	luaL_checkudata(L, 1, RT_MT_NODE);
+	struct runtime *rt = rt_of(L);
+	struct rt_state *st = NULL;
+	struct policy *pol = policy_of(L);
+	if (rt->cur->pol == pol)
+		st = rt->cur;
+	for (struct rt_state *s = rt->retired; st == NULL && s != NULL; s = s->next)
+		if (s->pol == pol)
+			st = s;
+	if (st == NULL)
+		return luaL_error(L, "node:shards: the policy state is gone");
+	lua_createtable(L, (int)rt->nshards, 0);
+	for (uint32_t i = 0; i < rt->nshards; i++) {
+		rt_push_shard(st, L, i);
+		lua_rawseti(L, -2, (int)i + 1);
+	}
+	return 1;
+}
+
+static int
+rt_lua_node_now(lua_State *L)
+{
+	luaL_checkudata(L, 1, RT_MT_NODE);
+	lua_pushnumber(L, (lua_Number)env.wall_ns() / 1e9);
+	return 1;
+}
+
+static int
+rt_lua_plan_index(lua_State *L)
+{
+	struct rt_plan *lp = luaL_checkudata(L, 1, RT_MT_PLAN);
+	const char *k = luaL_checkstring(L, 2);
+	if (strcmp(k, "generations") == 0) {
+		lua_pushnumber(L, lp->inputs);
+	} else if (strcmp(k, "shard") == 0) {
+		lua_pushnumber(L, lp->shard);
+	} else if (strcmp(k, "state") == 0) {
+		static const char *names[] = {"ready", "done"};
+		lua_pushstring(L, names[lp->state]);
+	} else {
+		lua_pushnil(L);
+	}
+	return 1;
+}
+
+static int
+rt_lua_plan_gc(lua_State *L)
+{
+	struct rt_plan *lp = lua_touserdata(L, 1);
+	if (lp != NULL && lp->plan != NULL) {
+		strata_abort_merge(lp->rt->db, lp->plan);
+		lp->plan = NULL;
+		lp->state = RT_PLAN_DONE;
+	}
+	return 0;
+}
+
+static int
+rt_lua_plan_tostring(lua_State *L)
+{
+	struct rt_plan *lp = luaL_checkudata(L, 1, RT_MT_PLAN);
+	lua_pushfstring(L, "plan of shard %d (%d inputs)", (int)lp->shard, (int)lp->inputs);
+	return 1;
+}
+
+/** Register the metatables and objects of the primitives in a new state. */
+static void
+rt_bind(struct rt_state *st)
+{
+	lua_State *L = policy_lua(st->pol);
+	static const luaL_Reg shard_methods[] = {
+		{"seal", rt_lua_seal},	     {"prepare", rt_lua_prepare}, {"commit", rt_lua_commit},
+		{"abort", rt_lua_abort},     {"merge", rt_lua_merge},	  {"compact", rt_lua_compact},
+		{"stats", rt_lua_stats},     {"id", rt_lua_id},		  {NULL, NULL},
+	};
+	luaL_newmetatable(L, RT_MT_SHARD);
+	lua_newtable(L);
+	luaL_register(L, NULL, shard_methods);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, rt_lua_shard_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pushliteral(L, RT_MT_SHARD);
+	lua_setfield(L, -2, "__metatable");
+	lua_pop(L, 1);
+
+	luaL_newmetatable(L, RT_MT_PLAN);
+	lua_pushcfunction(L, rt_lua_plan_index);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, rt_lua_plan_gc);
+	lua_setfield(L, -2, "__gc");
+	lua_pushcfunction(L, rt_lua_plan_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pushliteral(L, RT_MT_PLAN);
+	lua_setfield(L, -2, "__metatable");
+	lua_pop(L, 1);
+
+	static const luaL_Reg node_methods[] = {
+		{"shards", rt_lua_node_shards},
+		{"now", rt_lua_node_now},
+		{NULL, NULL},
+	};
+	luaL_newmetatable(L, RT_MT_NODE);
+	lua_newtable(L);
+	luaL_register(L, NULL, node_methods);
+	lua_setfield(L, -2, "__index");
+	lua_pushliteral(L, RT_MT_NODE);
+	lua_setfield(L, -2, "__metatable");
+	lua_pop(L, 1);
+
+	lua_newtable(L);
+	st->shards_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	lua_newuserdata(L, 1);
+	luaL_getmetatable(L, RT_MT_NODE);
+	lua_setmetatable(L, -2);
+	st->node_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* ---------------------------------------------------------------- states */
+
+static int
+rt_state_new(struct runtime *rt, const char *name, const char *src, size_t len, struct rt_state **out,
+	     char *err, size_t errlen)
+{
+	*out = NULL;
+	struct policy *pol;
+	int rc = policy_new(name, src, len, &rt->limits, &pol, err, errlen);
+	if (rc != 0)
+		return rc;
+	struct rt_state *st = env.calloc(1, sizeof(*st));
+	if (st == NULL) {
+		policy_delete(pol);
+		snprintf(err, errlen, "%s: out of memory", name);
+		return STRATA_ENOMEM;
+	}
+	st->pol = pol;
+	st->rt = rt;
+	policy_set_host(pol, rt);
+	rt_bind(st);
+	*out = st;
+	return 0;
+}
+
+static void
+rt_state_free(struct rt_state *st)
+{
+	policy_delete(st->pol);
+	env.free(st);
+}
+
+/** A retired state whose last run ended: unlink and close it. */
+static void
+rt_state_release(struct runtime *rt, struct rt_state *st)
+{
+	if (!st->retired || st->live > 0)
+		return;
+	for (struct rt_state **pp = &rt->retired; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == st) {
+			*pp = st->next;
+			break;
+		}
+	}
+	rt_state_free(st);
+}
+
+/* ---------------------------------------------------------------- runs */
+
+/** Abort the plans a run left open and forget them. */
+static void
+rt_run_drop_plans(struct rt_run *run)
+{
+	lua_State *L = policy_lua(run->st->pol);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, run->plans_ref);
+	lua_pushnil(L);
+	while (lua_next(L, -2) != 0) {
+		lua_pop(L, 1);
+		struct rt_plan *lp = lua_touserdata(L, -1);
+		if (lp != NULL && lp->plan != NULL) {
+			strata_plan *plan = lp->plan;
+			lp->plan = NULL;
+			lp->state = RT_PLAN_DONE;
+			rt_abort_plan(run->rt, plan, lp->shard);
+		}
+	}
+	lua_pop(L, 1);
+	luaL_unref(L, LUA_REGISTRYINDEX, run->plans_ref);
+	run->plans_ref = LUA_NOREF;
+}
+
+/** End a run: abort its open plans, account, report, free. err NULL = success. */
+static void
+rt_run_finish(struct rt_run *run, const char *err)
+{
+	struct runtime *rt = run->rt;
+	struct rt_state *st = run->st;
+	rt_run_drop_plans(run);
+	char ctxname[64] = "";
+	if (run->hook != POLICY_ON_SWEEP)
+		snprintf(ctxname, sizeof(ctxname), " (shard %u)", run->shard);
+	if (err != NULL) {
+		rt->stats.hook_errors++;
+		char msg[sizeof(rt->stats.last_error)];
+		snprintf(msg, sizeof(msg), "%s%s: %s", policy_hook_name(run->hook), ctxname, err);
+		rt_set_error(rt, msg);
+		diag_log(LOG_LVL_WARN, "policy hook %s failed: %s", policy_hook_name(run->hook), msg);
+	}
+	/* The result of a merge request: (n) or (nil, reason). */
+	int rc = 0;
+	char reason[512] = "";
+	if (run->cb != NULL) {
+		if (err != NULL) {
+			rc = STRATA_EINVAL;
+			rt_copy(reason, sizeof(reason), err);
+		} else {
+			lua_State *co = policy_run_thread(run->pr);
+			if (lua_gettop(co) >= 1 && lua_isnil(co, 1) && !rt->closing) {
+				rc = run->last_rc ? run->last_rc : STRATA_EINVAL;
+				const char *m = lua_gettop(co) >= 2 ? lua_tostring(co, 2) : NULL;
+				rt_copy(reason, sizeof(reason), m ? m : "the merge request hook returned nil");
+			}
+		}
+	}
+	if (run->prev != NULL)
+		run->prev->next = run->next;
+	else
+		rt->runs = run->next;
+	if (run->next != NULL)
+		run->next->prev = run->prev;
+	if (run->hook == POLICY_ON_SEAL && rt->shards[run->shard].seal_run == run)
+		rt->shards[run->shard].seal_run = NULL;
+	if (rt->sweep_run == run)
+		rt->sweep_run = NULL;
+	policy_run_delete(run->pr);
+	st->live--;
+	rt_state_release(rt, st);
+	runtime_merge_cb cb = run->cb;
+	void *ctx = run->ctx;
+	uint32_t shard = run->shard;
+	uint64_t merged = run->merged;
+	enum policy_hook hook = run->hook;
+	int closing = rt->closing;
+	env.free(run);
+	if (cb != NULL) {
+		strata_stats s;
+		uint64_t pending = 0;
+		if (strata_shard_stats(rt->db, shard, &s) == 0)
+			pending = s.generations;
+		if (closing && rc == 0 && err == NULL)
+			rc = STRATA_ECLOSED, rt_copy(reason, sizeof(reason), "the policy runtime stopped");
+		cb(ctx, rc, merged, pending, rc ? reason : NULL);
+	}
+	if (!closing && hook == POLICY_ON_SEAL && rt->shards[shard].seal_run == NULL &&
+	    rt->shards[shard].seals > 0)
+		rt_start_seal_run(rt, shard);
+}
+
+static void
+rt_run_resume(struct rt_run *run, int nargs)
+{
+	char err[1024];
+	int rc = policy_run_resume(run->pr, nargs, err, sizeof(err));
+	if (rc == POLICY_RUN_YIELD) {
+		if (run->waiting)
+			return;
+		rt_run_finish(run, "the hook yielded outside a primitive");
+		return;
+	}
+	rt_run_finish(run, rc == POLICY_RUN_ERROR ? err : NULL);
+}
+
+/** Create a run of hook h on the current state; the caller pushes the arguments. */
+static struct rt_run *
+rt_run_new(struct runtime *rt, enum policy_hook h, uint32_t shard)
+{
+	struct rt_state *st = rt->cur;
+	struct rt_run *run = env.calloc(1, sizeof(*run));
+	if (run == NULL) {
+		diag_log(LOG_LVL_ERROR, "policy: out of memory starting hook %s", policy_hook_name(h));
+		return NULL;
+	}
+	if (policy_run_new(st->pol, h, &run->pr) != 0) {
+		diag_log(LOG_LVL_ERROR, "policy: cannot start hook %s: %s", policy_hook_name(h), diag_last());
+		env.free(run);
+		return NULL;
+	}
+	run->rt = rt;
+	run->st = st;
+	run->hook = h;
+	run->shard = shard;
+	policy_run_set_data(run->pr, run);
+	lua_State *L = policy_lua(st->pol);
+	lua_newtable(L);
+	run->plans_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	st->live++;
+	run->next = rt->runs;
+	if (rt->runs != NULL)
+		rt->runs->prev = run;
+	rt->runs = run;
+	rt->stats.hook_runs++;
+	return run;
+}
+
+static void
+rt_start_seal_run(struct runtime *rt, uint32_t id)
+{
+	struct rt_shard *sh = &rt->shards[id];
+	struct rt_run *run = rt_run_new(rt, POLICY_ON_SEAL, id);
+	if (run == NULL)
+		return;
+	sh->seal_run = run;
+	strata_stats s;
+	uint64_t gens = strata_shard_stats(rt->db, id, &s) == 0 ? s.generations : 0;
+	lua_State *co = policy_run_thread(run->pr);
+	rt_push_shard(run->st, co, id);
+	lua_createtable(co, 0, 7);
+	lua_pushnumber(co, id);
+	lua_setfield(co, -2, "shard");
+	lua_pushnumber(co, (lua_Number)sh->last_gen);
+	lua_setfield(co, -2, "generation");
+	lua_pushnumber(co, (lua_Number)sh->seals);
+	lua_setfield(co, -2, "seals");
+	lua_pushnumber(co, (lua_Number)sh->rows);
+	lua_setfield(co, -2, "rows");
+	lua_pushnumber(co, (lua_Number)sh->bytes);
+	lua_setfield(co, -2, "bytes");
+	lua_pushnumber(co, (lua_Number)gens);
+	lua_setfield(co, -2, "generations");
+	lua_pushnumber(co, (lua_Number)env.wall_ns() / 1e9);
+	lua_setfield(co, -2, "now");
+	sh->seals = sh->rows = sh->bytes = 0;
+	rt_run_resume(run, 2);
+}
+
+static void
+rt_start_sweep(struct runtime *rt)
+{
+	if (rt->sweep_run != NULL) {
+		diag_log(LOG_LVL_DEBUG, "policy: sweep skipped, the previous one still runs");
+		return;
+	}
+	struct rt_run *run = rt_run_new(rt, POLICY_ON_SWEEP, 0);
+	if (run == NULL)
+		return;
+	rt->sweep_run = run;
+	lua_State *co = policy_run_thread(run->pr);
+	lua_rawgeti(co, LUA_REGISTRYINDEX, run->st->node_ref);
+	rt_run_resume(run, 1);
+}
+
+static void
+rt_start_merge_request(struct runtime *rt, uint32_t id, runtime_merge_cb cb, void *ctx)
+{
+	struct rt_run *run = rt_run_new(rt, POLICY_ON_MERGE_REQUEST, id);
+	if (run == NULL) {
+		cb(ctx, STRATA_ENOMEM, 0, 0, "cannot start the merge request hook");
+		return;
+	}
+	run->cb = cb;
+	run->ctx = ctx;
+	lua_State *co = policy_run_thread(run->pr);
+	rt_push_shard(run->st, co, id);
+	lua_createtable(co, 0, 2);
+	lua_pushnumber(co, id);
+	lua_setfield(co, -2, "shard");
+	lua_pushnumber(co, 0);
+	lua_setfield(co, -2, "max_generations");
+	rt_run_resume(run, 2);
+}
+
+/* ---------------------------------------------------------------- timers */
+
+static uint64_t
+rt_interval_ns(double s)
+{
+	return s > 0 ? (uint64_t)(s * 1e9) : 0;
+}
+
+static void
+rt_rearm(struct runtime *rt, uint64_t now)
+{
+	uint64_t next = rt->sweep_due ? rt->sweep_due : UINT64_MAX;
+	for (uint32_t i = 0; i < rt->nshards; i++)
+		if (rt->shards[i].flush_due && rt->shards[i].flush_due < next)
+			next = rt->shards[i].flush_due;
+	rt->next_due = next;
+	ev_timer_stop(rt->loop, &rt->timer);
+	if (next == UINT64_MAX)
+		return;
+	double after = next > now ? (double)(next - now) / 1e9 : 0.;
+	ev_timer_set(&rt->timer, after, 0.);
+	ev_timer_start(rt->loop, &rt->timer);
+}
+
+/** Seal a shard for a timer or the size trigger, unless one is already on its way. */
+static void
+rt_trigger_seal(struct runtime *rt, uint32_t id)
+{
+	struct rt_shard *sh = &rt->shards[id];
+	if (sh->sealing)
+		return;
+	struct rt_job *j = rt_job_new(rt, RT_JOB_SEAL, id);
+	if (j == NULL)
+		return;
+	j->trigger = 1;
+	if (rt_submit(rt, j) != 0) {
+		diag_log(LOG_LVL_WARN, "policy: cannot queue a seal of shard %u: %s", id, diag_last());
+		return;
+	}
+	sh->sealing = 1;
+	rt->stats.policy_seals++;
+}
+
+static void
+rt_tick(struct runtime *rt)
+{
+	if (rt->closing)
+		return;
+	uint64_t now = env.mono_ns();
+	if (now < rt->next_due)
+		return;
+	uint64_t flush = rt_interval_ns(rt->armed.flush_interval_s);
+	for (uint32_t i = 0; i < rt->nshards; i++) {
+		struct rt_shard *sh = &rt->shards[i];
+		if (sh->flush_due == 0 || now < sh->flush_due)
+			continue;
+		sh->flush_due = now + flush;
+		rt->stats.flush_timer_fires++;
+		strata_stats s;
+		if (strata_shard_stats(rt->db, i, &s) == 0 && s.memtable_rows > 0)
+			rt_trigger_seal(rt, i);
+	}
+	if (rt->sweep_due != 0 && now >= rt->sweep_due) {
+		rt->sweep_due = now + rt_interval_ns(rt->armed.sweep_interval_s);
+		rt->stats.sweeps++;
+		rt_start_sweep(rt);
+	}
+	rt_rearm(rt, now);
+}
+
+static void
+rt_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	rt_tick(w->data);
+}
+
+static void
+rt_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	rt_tick(w->data);
+}
+
+/** Arm the timers and the size limit for the current state's settings. */
+static void
+rt_apply_settings(struct runtime *rt, int first)
+{
+	const struct runtime_settings *s = policy_settings(rt->cur->pol);
+	uint64_t now = env.mono_ns();
+	if (first || s->flush_interval_s != rt->armed.flush_interval_s) {
+		uint64_t iv = rt_interval_ns(s->flush_interval_s);
+		for (uint32_t i = 0; i < rt->nshards; i++)
+			rt->shards[i].flush_due = iv ? now + iv : 0;
+	}
+	if (first || s->sweep_interval_s != rt->armed.sweep_interval_s) {
+		uint64_t iv = rt_interval_ns(s->sweep_interval_s);
+		rt->sweep_due = iv ? now + iv : 0;
+	}
+	if (!first && s->memtable_max_bytes != rt->armed.memtable_max_bytes)
+		store_set_memtable_limit(rt->db, s->memtable_max_bytes);
+	rt->armed = *s;
+	rt_rearm(rt, now);
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void
+rt_listener_seal(void *ctx, uint32_t shard, uint64_t generation_id, uint64_t rows, uint64_t bytes)
+{
+	struct runtime *rt = ctx;
+	atomic_fetch_add(&rt->in_callback, 1);
+	if (!atomic_load(&rt->sink_closed) && shard < rt->nshards) {
+		pthread_mutex_lock(&rt->ev_mu);
+		struct rt_event *e = &rt->ev[shard];
+		e->seals++;
+		e->last_gen = generation_id;
+		e->rows += rows;
+		e->bytes += bytes;
+		if (!e->queued) {
+			e->queued = 1;
+			rt->dirty[rt->ndirty++] = shard;
+		}
+		pthread_mutex_unlock(&rt->ev_mu);
+		ev_async_send(rt->loop, &rt->events);
+	}
+	atomic_fetch_sub(&rt->in_callback, 1);
+}
+
+static void
+rt_listener_full(void *ctx, uint32_t shard, uint64_t bytes)
+{
+	(void)bytes;
+	struct runtime *rt = ctx;
+	atomic_fetch_add(&rt->in_callback, 1);
+	if (!atomic_load(&rt->sink_closed) && shard < rt->nshards) {
+		pthread_mutex_lock(&rt->ev_mu);
+		struct rt_event *e = &rt->ev[shard];
+		e->full = 1;
+		if (!e->queued) {
+			e->queued = 1;
+			rt->dirty[rt->ndirty++] = shard;
+		}
+		pthread_mutex_unlock(&rt->ev_mu);
+		ev_async_send(rt->loop, &rt->events);
+	}
+	atomic_fetch_sub(&rt->in_callback, 1);
+}
+
+/** Run the calls waiting in runtime_invoke. */
+static void
+rt_run_invokes(struct runtime *rt)
+{
+	pthread_mutex_lock(&rt->ev_mu);
+	struct rt_invoke *list = rt->invokes;
+	rt->invokes = NULL;
+	pthread_mutex_unlock(&rt->ev_mu);
+	/* Oldest first: the list was built by pushing at the head. */
+	struct rt_invoke *rev = NULL;
+	while (list != NULL) {
+		struct rt_invoke *next = list->next;
+		list->next = rev;
+		rev = list;
+		list = next;
+	}
+	while (rev != NULL) {
+		struct rt_invoke *next = rev->next;
+		rev->fn(rev->arg);
+		pthread_mutex_lock(&rt->ev_mu);
+		rev->done = 1;
+		pthread_cond_broadcast(&rt->inv_cv);
+		pthread_mutex_unlock(&rt->ev_mu);
+		rev = next;
+	}
+}
+
+static void
+rt_events_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct runtime *rt = w->data;
+	rt_run_invokes(rt);
+	if (rt->closing)
+		return;
+	/* Take the events; act on them outside the lock. */
+	pthread_mutex_lock(&rt->ev_mu);
+	uint32_t n = rt->ndirty;
+	uint32_t *ids = rt->taken;
+	uint8_t *full = rt->taken_full;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t id = rt->dirty[i];
+		struct rt_event *e = &rt->ev[id];
+		struct rt_shard *sh = &rt->shards[id];
+		ids[i] = id;
+		full[i] = e->full;
+		if (e->seals) {
+			sh->seals += e->seals;
+			sh->last_gen = e->last_gen;
+			sh->rows += e->rows;
+			sh->bytes += e->bytes;
+		}
+		memset(e, 0, sizeof(*e));
+	}
+	rt->ndirty = 0;
+	pthread_mutex_unlock(&rt->ev_mu);
+	for (uint32_t i = 0; i < n && !rt->closing; i++) {
+		if (full[i])
+			rt_trigger_seal(rt, ids[i]);
+		if (rt->shards[ids[i]].seals > 0 && rt->shards[ids[i]].seal_run == NULL)
+			rt_start_seal_run(rt, ids[i]);
+	}
+	while (rt->mreq_head != NULL && !rt->closing) {
+		struct rt_mreq *m = rt->mreq_head;
+		rt->mreq_head = m->next;
+		if (rt->mreq_head == NULL)
+			rt->mreq_tail = NULL;
+		runtime_merge_cb cb = m->cb;
+		void *ctx = m->ctx;
+		uint32_t id = m->shard;
+		env.free(m);
+		rt_start_merge_request(rt, id, cb, ctx);
+	}
+}
+
+static void
+rt_stat_cb(struct ev_loop *loop, ev_stat *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct runtime *rt = w->data;
+	if (w->attr.st_nlink == 0)
+		return; /* removed (or mid-rename): keep the running policy */
+	char err[1024];
+	if (runtime_reload_file(rt, err, sizeof(err)) == 0)
+		diag_log(LOG_LVL_INFO, "policy: reloaded %s (version %llu)", rt->policy_path,
+			 (unsigned long long)rt->stats.policy_version);
+}
+
+/* ---------------------------------------------------------------- files */
+
+/** Read a policy file through the env seams into a new buffer (env.free it). */
+static int
+rt_read_file(const char *path, char **out, size_t *len, char *err, size_t errlen)
+{
+	*out = NULL;
+	int fd = env.open(path, O_RDONLY, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return diag_errno(errno);
+	}
+	struct stat st;
+	if (env.fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+		env.close(fd);
+		return STRATA_EIO;
+	}
+	if (st.st_size > (off_t)POLICY_MAX_SOURCE_BYTES) {
+		snprintf(err, errlen, "%s: policy of %lld bytes is over the limit of %u bytes", path,
+			 (long long)st.st_size, POLICY_MAX_SOURCE_BYTES);
+		env.close(fd);
+		return STRATA_ETOOBIG;
+	}
+	size_t n = (size_t)st.st_size;
+	char *buf = env.malloc(n + 1);
+	if (buf == NULL) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		env.close(fd);
+		return STRATA_ENOMEM;
+	}
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = env.pread(fd, buf + got, n - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			snprintf(err, errlen, "%s: cannot read: %s", path, r < 0 ? strerror(errno) : "short file");
+			env.free(buf);
+			env.close(fd);
+			return STRATA_EIO;
+		}
+		got += (size_t)r;
+	}
+	env.close(fd);
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- API */
+
+static void
+rt_stop_from_store(void *rt)
+{
+	runtime_delete(rt);
+}
+
+int
+runtime_new(const struct runtime_options *o, struct runtime **out, char *err, size_t errlen)
+{
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	*out = NULL;
+	if (o == NULL || o->db == NULL || o->loop == NULL) {
+		snprintf(err, errlen, "runtime: a store and a loop are required");
+		return diag_set(STRATA_EINVAL, "runtime: a store and a loop are required");
+	}
+	if (store_runtime(o->db) != NULL) {
+		snprintf(err, errlen, "runtime: the store already has a policy runtime");
+		return diag_set(STRATA_EBUSY, "runtime: the store already has a policy runtime");
+	}
+	if (o->watch_file && o->policy_path == NULL) {
+		snprintf(err, errlen, "runtime: watch_file needs a policy_path");
+		return diag_set(STRATA_EINVAL, "runtime: watch_file needs a policy_path");
+	}
+	struct runtime *rt = env.calloc(1, sizeof(*rt));
+	if (rt == NULL) {
+		snprintf(err, errlen, "runtime: out of memory");
+		return diag_set(STRATA_ENOMEM, "runtime: out of memory");
+	}
+	rt->db = o->db;
+	rt->loop = o->loop;
+	rt->loop_thread = pthread_self();
+	rt->limits.mem_bytes = o->policy_mem_bytes;
+	rt->limits.budget_ms = o->hook_budget_ms;
+	rt->nshards = strata_shards(o->db);
+	rt->next_due = UINT64_MAX;
+	pthread_mutex_init(&rt->ev_mu, NULL);
+	pthread_cond_init(&rt->inv_cv, NULL);
+	ev_timer_init(&rt->timer, rt_timer_cb, 0., 0.);
+	rt->timer.data = rt;
+	ev_prepare_init(&rt->prep, rt_prepare_cb);
+	rt->prep.data = rt;
+	ev_async_init(&rt->events, rt_events_cb);
+	rt->events.data = rt;
+	rt->shards = env.calloc(rt->nshards ? rt->nshards : 1, sizeof(*rt->shards));
+	rt->ev = env.calloc(rt->nshards ? rt->nshards : 1, sizeof(*rt->ev));
+	rt->dirty = env.calloc(rt->nshards ? rt->nshards : 1, sizeof(*rt->dirty));
+	rt->taken = env.calloc(rt->nshards ? rt->nshards : 1, sizeof(*rt->taken));
+	rt->taken_full = env.calloc(rt->nshards ? rt->nshards : 1, sizeof(*rt->taken_full));
+	if (o->policy_path != NULL)
+		rt->policy_path = strdup(o->policy_path);
+	int rc = 0;
+	if (rt->shards == NULL || rt->ev == NULL || rt->dirty == NULL || rt->taken == NULL ||
+	    rt->taken_full == NULL ||
+	    (o->policy_path != NULL && rt->policy_path == NULL)) {
+		snprintf(err, errlen, "runtime: out of memory");
+		rc = STRATA_ENOMEM;
+	}
+	/* The policy: source text, a file, or the built-in default. */
+	if (rc == 0) {
+		char *file = NULL;
+		const char *src = o->policy_source, *name = o->policy_path;
+		size_t len = src ? strlen(src) : 0;
+		if (src == NULL && o->policy_path != NULL) {
+			rc = rt_read_file(o->policy_path, &file, &len, err, errlen);
+			src = file;
+		} else if (src == NULL) {
+			src = policy_builtin_source;
+			len = strlen(src);
+			name = POLICY_BUILTIN_NAME;
+		} else if (name == NULL) {
+			name = "policy";
+		}
+		if (rc == 0)
+			rc = rt_state_new(rt, name, src, len, &rt->cur, err, errlen);
+		env.free(file);
+	}
+	if (rc == 0)
+		rc = pool_new(o->loop, o->workers ? o->workers : 2, o->max_queued ? o->max_queued : 4096,
+			      &rt->pool);
+	if (rc != 0) {
+		if (err != NULL && errlen > 0 && err[0] == '\0')
+			snprintf(err, errlen, "runtime: %s", diag_last());
+		if (rt->cur != NULL)
+			rt_state_free(rt->cur);
+		pthread_cond_destroy(&rt->inv_cv);
+		pthread_mutex_destroy(&rt->ev_mu);
+		free(rt->policy_path);
+		env.free(rt->shards);
+		env.free(rt->ev);
+		env.free(rt->dirty);
+	env.free(rt->taken);
+	env.free(rt->taken_full);
+		env.free(rt);
+		return diag_set(rc, "%s", err ? err : "runtime: cannot start");
+	}
+	rt->stats.policy_version = 1;
+	rt_copy(rt->stats.policy_name, sizeof(rt->stats.policy_name), policy_name(rt->cur->pol));
+	ev_async_start(rt->loop, &rt->events);
+	ev_prepare_start(rt->loop, &rt->prep);
+	ev_unref(rt->loop); /* the deadline check alone does not keep the loop running */
+	if (o->watch_file) {
+		ev_stat_init(&rt->stat, rt_stat_cb, rt->policy_path, 0.);
+		rt->stat.data = rt;
+		ev_stat_start(rt->loop, &rt->stat);
+		rt->watching = 1;
+	}
+	rt_apply_settings(rt, 1);
+	struct store_listener l = {
+		.on_seal = rt_listener_seal,
+		.on_memtable_full = rt_listener_full,
+		.ctx = rt,
+	};
+	store_set_listener(rt->db, &l, rt->armed.memtable_max_bytes);
+	store_attach_runtime(rt->db, rt, rt_stop_from_store);
+	*out = rt;
+	return 0;
+}
+
+void
+runtime_delete(struct runtime *rt)
+{
+	if (rt == NULL)
+		return;
+	rt->closing = 1;
+	if (store_runtime(rt->db) == rt)
+		store_attach_runtime(rt->db, NULL, NULL);
+	/* No more events: remove the listener, then wait out callbacks already inside it. */
+	store_set_listener(rt->db, NULL, 0);
+	atomic_store(&rt->sink_closed, 1);
+	while (atomic_load(&rt->in_callback) != 0)
+		sched_yield();
+	ev_timer_stop(rt->loop, &rt->timer);
+	ev_ref(rt->loop);
+	ev_prepare_stop(rt->loop, &rt->prep);
+	if (rt->watching)
+		ev_stat_stop(rt->loop, &rt->stat);
+	rt_run_invokes(rt);
+	/* Workers finish their jobs; completions see closing and abandon their runs. */
+	pool_delete(rt->pool);
+	rt->pool = NULL;
+	while (rt->runs != NULL) {
+		struct rt_run *run = rt->runs;
+		rt_run_finish(run, NULL);
+	}
+	while (rt->mreq_head != NULL) {
+		struct rt_mreq *m = rt->mreq_head;
+		rt->mreq_head = m->next;
+		m->cb(m->ctx, STRATA_ECLOSED, 0, 0, "the policy runtime stopped");
+		env.free(m);
+	}
+	rt_run_invokes(rt);
+	ev_async_stop(rt->loop, &rt->events);
+	while (rt->retired != NULL) {
+		struct rt_state *st = rt->retired;
+		rt->retired = st->next;
+		rt_state_free(st);
+	}
+	rt_state_free(rt->cur);
+	pthread_cond_destroy(&rt->inv_cv);
+	pthread_mutex_destroy(&rt->ev_mu);
+	free(rt->policy_path);
+	env.free(rt->shards);
+	env.free(rt->ev);
+	env.free(rt->dirty);
+	env.free(rt->taken);
+	env.free(rt->taken_full);
+	env.free(rt);
+}
+
+int
+runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name, char *err,
+		      size_t errlen)
+{
+	char buf[1024];
+	if (err == NULL || errlen == 0) {
+		err = buf;
+		errlen = sizeof(buf);
+	}
+	err[0] = '\0';
+	if (name == NULL)
+		name = "policy";
+	struct rt_state *st;
+	int rc = rt_state_new(rt, name, src, len, &st, err, errlen);
+	if (rc != 0) {
+		rt->stats.reload_failures++;
+		rt_set_error(rt, err);
+		diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
+		return diag_set(rc, "%s", err);
+	}
+	struct rt_state *old = rt->cur;
+	rt->cur = st;
+	old->retired = 1;
+	if (old->live > 0) {
+		old->next = rt->retired;
+		rt->retired = old;
+	} else {
+		rt_state_free(old);
+	}
+	rt->stats.reloads++;
+	rt->stats.policy_version++;
+	rt_copy(rt->stats.policy_name, sizeof(rt->stats.policy_name), name);
+	rt_apply_settings(rt, 0);
+	return 0;
+}
+
+int
+runtime_reload_file(struct runtime *rt, char *err, size_t errlen)
+{
+	char buf[1024];
+	if (err == NULL || errlen == 0) {
+		err = buf;
+		errlen = sizeof(buf);
+	}
+	err[0] = '\0';
+	if (rt->policy_path == NULL) {
+		snprintf(err, errlen, "runtime: no policy file to reload (the policy was given as text)");
+		rt->stats.reload_failures++;
+		rt_set_error(rt, err);
+		return diag_set(STRATA_EINVAL, "%s", err);
+	}
+	char *src;
+	size_t len;
+	int rc = rt_read_file(rt->policy_path, &src, &len, err, errlen);
+	if (rc != 0) {
+		rt->stats.reload_failures++;
+		rt_set_error(rt, err);
+		diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
+		return diag_set(rc, "%s", err);
+	}
+	rc = runtime_reload_source(rt, src, len, rt->policy_path, err, errlen);
+	env.free(src);
+	return rc;
+}
+
+const char *
+runtime_policy_source(struct runtime *rt, size_t *len)
+{
+	return policy_source(rt->cur->pol, len);
+}
+
+void
+runtime_settings(struct runtime *rt, struct runtime_settings *out)
+{
+	*out = *policy_settings(rt->cur->pol);
+}
+
+void
+runtime_stats(struct runtime *rt, struct runtime_stats *out)
+{
+	*out = rt->stats;
+	out->pool_pending = pool_pending(rt->pool);
+}
+
+int
+runtime_merge_request(struct runtime *rt, uint32_t shard, runtime_merge_cb cb, void *ctx)
+{
+	if (cb == NULL)
+		return diag_set(STRATA_EINVAL, "merge request: a completion callback is required");
+	if (shard >= rt->nshards)
+		return diag_set(STRATA_ERANGE, "shard %u out of range (the store has %u shards)", shard,
+				rt->nshards);
+	if (rt->closing)
+		return diag_set(STRATA_ECLOSED, "merge request: the policy runtime is stopping");
+	struct rt_mreq *m = env.calloc(1, sizeof(*m));
+	if (m == NULL)
+		return diag_set(STRATA_ENOMEM, "merge request: out of memory");
+	m->shard = shard;
+	m->cb = cb;
+	m->ctx = ctx;
+	if (rt->mreq_tail != NULL)
+		rt->mreq_tail->next = m;
+	else
+		rt->mreq_head = m;
+	rt->mreq_tail = m;
+	/* Start on the next loop iteration, never inside the caller. */
+	ev_async_send(rt->loop, &rt->events);
+	return 0;
+}
+
+int
+runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, void *ctx)
+{
+	if (cb == NULL)
+		return diag_set(STRATA_EINVAL, "seal request: a completion callback is required");
+	if (shard >= rt->nshards)
+		return diag_set(STRATA_ERANGE, "shard %u out of range (the store has %u shards)", shard,
+				rt->nshards);
+	struct rt_job *j = rt_job_new(rt, RT_JOB_SEAL, shard);
+	if (j == NULL)
+		return diag_set(STRATA_ENOMEM, "seal request: out of memory");
+	j->cb = cb;
+	j->ctx = ctx;
+	return rt_submit(rt, j);
+}
+
+unsigned
+runtime_busy(struct runtime *rt)
+{
+	unsigned n = pool_pending(rt->pool);
+	for (struct rt_run *r = rt->runs; r != NULL; r = r->next)
+		n++;
+	for (struct rt_mreq *m = rt->mreq_head; m != NULL; m = m->next)
+		n++;
+	pthread_mutex_lock(&rt->ev_mu);
+	n += rt->ndirty;
+	for (struct rt_invoke *i = rt->invokes; i != NULL; i = i->next)
+		n++;
+	pthread_mutex_unlock(&rt->ev_mu);
+	return n;
+}
+
+struct pool *
+runtime_pool(struct runtime *rt)
+{
+	return rt->pool;
+}
+
+void
+runtime_invoke(struct runtime *rt, void (*fn)(void *arg), void *arg)
+{
+	if (pthread_equal(pthread_self(), rt->loop_thread)) {
+		fn(arg);
+		return;
+	}
+	struct rt_invoke inv = {.fn = fn, .arg = arg};
+	pthread_mutex_lock(&rt->ev_mu);
+	inv.next = rt->invokes;
+	rt->invokes = &inv;
+	pthread_mutex_unlock(&rt->ev_mu);
+	ev_async_send(rt->loop, &rt->events);
+	pthread_mutex_lock(&rt->ev_mu);
+	while (!inv.done)
+		pthread_cond_wait(&rt->inv_cv, &rt->ev_mu);
+	pthread_mutex_unlock(&rt->ev_mu);
+}
+
+int
+runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out,
+		     char *err, size_t errlen)
+{
+	char *file = NULL;
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if (src == NULL) {
+		if (path == NULL) {
+			snprintf(err, errlen, "policy check: a path or a source is required");
+			return STRATA_EINVAL;
+		}
+		int rc = rt_read_file(path, &file, &len, err, errlen);
+		if (rc != 0)
+			return rc;
+		src = file;
+	}
+	struct policy *p;
+	int rc = policy_new(path ? path : "policy", src, len, NULL, &p, err, errlen);
+	env.free(file);
+	if (rc != 0)
+		return rc;
+	if (out != NULL)
+		*out = *policy_settings(p);
+	policy_delete(p);
+	return 0;
+}

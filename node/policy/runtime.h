@@ -1,0 +1,118 @@
+/*
+ * runtime.h — the policy runtime of a node: a LuaJIT policy driving seals and
+ * merges from a libev loop.
+ *
+ * It owns per-shard flush timers (flush_interval_s), the global sweeper
+ * (sweep_interval_s), the size trigger (memtable_max_bytes, through the store
+ * listener), the count trigger after each seal (merge_after_generations), and a
+ * worker pool on which seal/prepare/compaction IO runs. Hooks run as coroutines
+ * on the loop thread; a primitive that does IO submits it to the pool and yields,
+ * and the completion resumes the coroutine, so the loop keeps serving.
+ *
+ * Every function here must be called on the loop thread, except runtime_invoke.
+ */
+#ifndef STRATA_RUNTIME_H
+#define STRATA_RUNTIME_H
+
+#include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/pool.h"
+#include "../strata.h"
+
+struct runtime;
+
+/** How to start a runtime. */
+struct runtime_options {
+	/** The open store (not owned). */
+	strata *db;
+	/** The loop to run on (not owned). */
+	struct ev_loop *loop;
+	/** Policy file; NULL with policy_source NULL = built-in default (policies/default.lua
+	 *  semantics, compiled into the binary). */
+	const char *policy_path;
+	/** Policy source text instead of a file (policy_path then only names it in messages). */
+	const char *policy_source;
+	/** Worker threads of the pool (default 2). */
+	unsigned workers;
+	/** Bound of the pool queue (default 4096). */
+	unsigned max_queued;
+	/** CPU time budget of one hook run, in milliseconds of Lua execution (default 200). */
+	uint32_t hook_budget_ms;
+	/** Memory limit of the policy Lua state, bytes (default 64 MiB). */
+	uint64_t policy_mem_bytes;
+	/** Watch policy_path and reload it when it changes (ev_stat). */
+	int watch_file;
+};
+
+/** Counters and state for stats and /metrics. */
+struct runtime_stats {
+	/** Successful reloads since start. */
+	uint64_t reloads;
+	/** Refused reloads since start. */
+	uint64_t reload_failures;
+	/** Version of the running policy (1 for the first, +1 per successful reload). */
+	uint64_t policy_version;
+	/** Hook runs started / failed (error, budget or memory limit). */
+	uint64_t hook_runs, hook_errors;
+	/** Seals, merge passes and compactions started by the policy. */
+	uint64_t policy_seals, policy_merges, policy_compactions;
+	/** Timer fires of the flush timers and the sweeper. */
+	uint64_t flush_timer_fires, sweeps;
+	/** Jobs waiting in the worker pool. */
+	uint64_t pool_pending;
+	/** The last reload or hook error ("" when none). */
+	char last_error[1024];
+	/** Name (path or label) of the running policy. */
+	char policy_name[512];
+};
+
+/** The resolved settings of a policy. */
+struct runtime_settings {
+	double flush_interval_s;
+	double sweep_interval_s;
+	uint32_t merge_after_generations;
+	uint32_t merge_max_generations;
+	uint64_t memtable_max_bytes;
+	uint32_t base_max_runs;
+};
+
+/** Start: load and validate the policy (error text in err), arm timers, listen to the store. */
+int runtime_new(const struct runtime_options *o, struct runtime **out, char *err, size_t errlen);
+/** Stop timers, wait for in-flight work, free. Hooks in flight are abandoned safely
+ *  (their plans aborted). */
+void runtime_delete(struct runtime *rt);
+/** Reload from the policy file. On failure the running policy stays; err has file:line. */
+int runtime_reload_file(struct runtime *rt, char *err, size_t errlen);
+/** Reload from source text (PUT /v1/policy, db:policy(source)). Same rules. */
+int runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name, char *err,
+			  size_t errlen);
+/** The running policy's source text. */
+const char *runtime_policy_source(struct runtime *rt, size_t *len);
+/** The running policy's resolved settings. */
+void runtime_settings(struct runtime *rt, struct runtime_settings *out);
+void runtime_stats(struct runtime *rt, struct runtime_stats *out);
+
+/** Completion of a merge request: reclaimed = generations merged by the request,
+ *  pending = generations still waiting afterwards. err is NULL on success. */
+typedef void (*runtime_merge_cb)(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err);
+/** Route an explicit merge request (HTTP merge-wal) through on_merge_request (default:
+ *  one merge pass capped by merge_max_generations). cb runs on the loop thread. */
+int runtime_merge_request(struct runtime *rt, uint32_t shard, runtime_merge_cb cb, void *ctx);
+/** Completion of a seal request. */
+typedef void (*runtime_done_cb)(void *ctx, int rc, const char *err);
+/** Seal a shard on the pool (HTTP seal); cb runs on the loop thread. */
+int runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, void *ctx);
+/** The worker pool (the server runs blocking appends on it too). */
+struct pool *runtime_pool(struct runtime *rt);
+/** Run fn(arg) on the loop thread and wait for it (from any thread; directly when
+ *  already on the loop thread). */
+void runtime_invoke(struct runtime *rt, void (*fn)(void *arg), void *arg);
+
+/** Compile and validate a policy without running it (for `strata policy check`):
+ *  fills *out, or returns nonzero with every error (file:line) in err. */
+int runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out,
+			 char *err, size_t errlen);
+
+#endif

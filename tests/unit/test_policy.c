@@ -1,0 +1,1296 @@
+/*
+ * test_policy.c — the policy runtime: validation, triggers and the per-pass cap,
+ * reload, the sandbox and its limits, plan misuse, and the yield/resume path.
+ *
+ * Time is a manual clock (env.mono_ns / env.wall_ns); the loop is driven with
+ * ev_run(EVRUN_ONCE) until a condition holds, a bounded number of times (a
+ * 10 ms guard timer keeps EVRUN_ONCE from blocking on real time).
+ */
+#include <dirent.h>
+#include <ev.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../node/core/store.h"
+#include "../../node/lib/diag.h"
+#include "../../node/lib/env.h"
+#include "../../node/policy/policy.h"
+#include "../../node/policy/runtime.h"
+#include "../../node/strata.h"
+#include "harness.h"
+
+/* ---------------------------------------------------------------- clock */
+
+static _Atomic uint64_t test_mono = 1000000000000ull;
+static _Atomic uint64_t test_wall = 1700000000000000000ull;
+
+static uint64_t
+test_mono_ns(void)
+{
+	return atomic_load(&test_mono);
+}
+
+static uint64_t
+test_wall_ns(void)
+{
+	return atomic_load(&test_wall);
+}
+
+static void
+clock_advance(double seconds)
+{
+	uint64_t d = (uint64_t)(seconds * 1e9);
+	atomic_fetch_add(&test_mono, d);
+	atomic_fetch_add(&test_wall, d);
+}
+
+/* A CPU clock for the budget that only moves when a test says so. */
+static _Atomic uint64_t test_cpu;
+
+static uint64_t
+test_cpu_ns(void)
+{
+	return atomic_load(&test_cpu);
+}
+
+/** The budget's real CPU clock, restored after each test. */
+static uint64_t (*default_cpu_ns)(void);
+
+/* ---------------------------------------------------------------- log capture */
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[65536];
+static size_t log_used;
+
+static void
+log_capture(int level, const char *msg)
+{
+	static const char *names[] = {"debug", "info", "warn", "error"};
+	pthread_mutex_lock(&log_mu);
+	int n = snprintf(log_text + log_used, sizeof(log_text) - log_used, "%s %s\n", names[level & 3], msg);
+	if (n > 0 && (size_t)n < sizeof(log_text) - log_used)
+		log_used += (size_t)n;
+	pthread_mutex_unlock(&log_mu);
+}
+
+static int
+log_has(const char *s)
+{
+	pthread_mutex_lock(&log_mu);
+	int r = strstr(log_text, s) != NULL;
+	pthread_mutex_unlock(&log_mu);
+	return r;
+}
+
+static void
+log_clear(void)
+{
+	pthread_mutex_lock(&log_mu);
+	log_used = 0;
+	log_text[0] = '\0';
+	pthread_mutex_unlock(&log_mu);
+}
+
+/* ---------------------------------------------------------------- test point */
+
+static pthread_mutex_t pt_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pt_cv = PTHREAD_COND_INITIALIZER;
+/** Block the next prepare.block; set when a worker is parked there; release it. */
+static int pt_armed, pt_reached, pt_release;
+
+static int
+point_block(const char *name, const void *arg)
+{
+	(void)arg;
+	if (strcmp(name, "prepare.block") != 0)
+		return 0;
+	pthread_mutex_lock(&pt_mu);
+	if (pt_armed) {
+		pt_armed = 0;
+		pt_reached = 1;
+		pthread_cond_broadcast(&pt_cv);
+		while (!pt_release)
+			pthread_cond_wait(&pt_cv, &pt_mu);
+	}
+	pthread_mutex_unlock(&pt_mu);
+	return 0;
+}
+
+static void
+point_arm(void)
+{
+	pthread_mutex_lock(&pt_mu);
+	pt_armed = 1;
+	pt_reached = 0;
+	pt_release = 0;
+	pthread_mutex_unlock(&pt_mu);
+	env.point = point_block;
+}
+
+static int
+point_reached(void)
+{
+	pthread_mutex_lock(&pt_mu);
+	int r = pt_reached;
+	pthread_mutex_unlock(&pt_mu);
+	return r;
+}
+
+static void
+point_release(void)
+{
+	pthread_mutex_lock(&pt_mu);
+	pt_release = 1;
+	pthread_cond_broadcast(&pt_cv);
+	pthread_mutex_unlock(&pt_mu);
+}
+
+/* ---------------------------------------------------------------- fixture */
+
+/** A store, a loop and a runtime on them. */
+struct fx {
+	/** Data directory. */
+	char *dir;
+	/** The store, its loop and the runtime on them. */
+	strata *db;
+	struct ev_loop *loop;
+	struct runtime *rt;
+	/** Bounds every EVRUN_ONCE to 10 ms of real time. */
+	ev_timer guard;
+	/** Counter of appended rows (keys are unique across a test). */
+	unsigned next_key;
+};
+
+/** Options of a fixture. */
+struct fx_opts {
+	/** Shards of the store (0 = 1). */
+	uint32_t shards;
+	/** Policy source (NULL: the file name, or the built-in default). */
+	const char *policy;
+	/** Policy file, or the name of policy in messages. */
+	const char *name;
+	/** Hook budget (0 = 1000 ms). */
+	uint32_t budget_ms;
+	/** Policy memory limit (0 = the default). */
+	uint64_t mem_bytes;
+	/** Run-file block size (0 = the default). */
+	uint32_t block_bytes;
+};
+
+static void
+guard_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+static void
+fx_env(void)
+{
+	env_reset();
+	env.mono_ns = test_mono_ns;
+	env.wall_ns = test_wall_ns;
+	diag_log_sink = log_capture;
+	log_clear();
+}
+
+/** Open a store and a runtime; returns runtime_new's code (err filled). */
+static int
+fx_open(struct fx *f, const struct fx_opts *o, char *err, size_t errlen)
+{
+	memset(f, 0, sizeof(*f));
+	fx_env();
+	f->dir = harness_tmpdir("policy");
+	strata_options so;
+	strata_options_init(&so);
+	so.dir = f->dir;
+	so.shards = o->shards ? o->shards : 1;
+	so.sync = STRATA_SYNC_NONE;
+	if (o->block_bytes)
+		so.block_bytes = o->block_bytes;
+	int rc = strata_open(&so, &f->db);
+	if (rc != 0) {
+		snprintf(err, errlen, "strata_open: %s", strata_last_error());
+		return rc;
+	}
+	f->loop = ev_loop_new(EVFLAG_AUTO);
+	ev_timer_init(&f->guard, guard_cb, 0.01, 0.01);
+	ev_timer_start(f->loop, &f->guard);
+	struct runtime_options ro = {
+		.db = f->db,
+		.loop = f->loop,
+		.policy_path = o->name,
+		.policy_source = o->policy,
+		.workers = 2,
+		.hook_budget_ms = o->budget_ms ? o->budget_ms : 1000,
+		.policy_mem_bytes = o->mem_bytes,
+	};
+	return runtime_new(&ro, &f->rt, err, errlen);
+}
+
+static void
+fx_close(struct fx *f)
+{
+	point_release();
+	runtime_delete(f->rt);
+	if (f->loop != NULL) {
+		ev_timer_stop(f->loop, &f->guard);
+		ev_loop_destroy(f->loop);
+	}
+	strata_close(f->db);
+	if (f->dir != NULL) {
+		harness_rmrf(f->dir);
+		free(f->dir);
+	}
+	env_reset();
+	policy_cpu_ns = default_cpu_ns;
+	diag_log_sink = log_capture;
+	memset(f, 0, sizeof(*f));
+}
+
+/** Run the loop until cond holds (at most ~2000 turns); the value of cond. */
+#define DRIVE_UNTIL(f, cond)                                     \
+	({                                                       \
+		int ok_ = 0;                                     \
+		for (int i_ = 0; i_ < 2000; i_++) {              \
+			if (cond) {                              \
+				ok_ = 1;                         \
+				break;                           \
+			}                                        \
+			ev_run((f)->loop, EVRUN_ONCE);           \
+		}                                                \
+		ok_;                                             \
+	})
+
+static int
+drive_idle(struct fx *f)
+{
+	return DRIVE_UNTIL(f, runtime_busy(f->rt) == 0);
+}
+
+static strata_stats
+shard_stats(struct fx *f, uint32_t shard)
+{
+	strata_stats s;
+	memset(&s, 0, sizeof(s));
+	strata_shard_stats(f->db, shard, &s);
+	return s;
+}
+
+static struct runtime_stats
+rt_stats(struct fx *f)
+{
+	struct runtime_stats s;
+	runtime_stats(f->rt, &s);
+	return s;
+}
+
+static int
+append_one(struct fx *f, uint32_t shard)
+{
+	char key[32], val[32];
+	snprintf(key, sizeof(key), "key-%08u", f->next_key);
+	snprintf(val, sizeof(val), "val-%08u", f->next_key);
+	f->next_key++;
+	strata_row r = {key, strlen(key), val, strlen(val)};
+	return strata_append(f->db, shard, &r, 1);
+}
+
+/** Append a row and seal, n times, letting the policy react after each seal. */
+static int
+add_generations(struct fx *f, uint32_t shard, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (append_one(f, shard) != 0 || strata_seal(f->db, shard) != 0)
+			return -1;
+		if (!drive_idle(f))
+			return -1;
+	}
+	return 0;
+}
+
+/** Result of a merge request. */
+struct mres {
+	/** Completions seen, and the last one's code. */
+	int done, rc;
+	/** Generations merged by the request, and still waiting after it. */
+	uint64_t reclaimed, pending;
+	/** The failure message ("" on success). */
+	char err[512];
+};
+
+static void
+mres_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
+{
+	struct mres *m = ctx;
+	m->done++;
+	m->rc = rc;
+	m->reclaimed = reclaimed;
+	m->pending = pending;
+	snprintf(m->err, sizeof(m->err), "%s", err ? err : "");
+}
+
+/** Run files in a shard's object directory. */
+static int
+count_run_files(struct fx *f, uint32_t shard)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/objects/shard-%04u/run", f->dir, shard);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.' && strstr(e->d_name, ".sst") != NULL)
+			n++;
+	closedir(d);
+	return n;
+}
+
+static char *
+root_path(const char *rel)
+{
+	static char buf[4096];
+	const char *file = __FILE__;
+	const char *tail = strstr(file, "tests/unit/test_policy.c");
+	int dirlen = tail ? (int)(tail - file) : 0;
+	snprintf(buf, sizeof(buf), "%.*s%s", dirlen, file, rel);
+	return buf;
+}
+
+static char *
+read_text(const char *path)
+{
+	FILE *fp = fopen(path, "rb");
+	if (fp == NULL)
+		return NULL;
+	char *buf = malloc(1 << 20);
+	size_t n = fread(buf, 1, (1 << 20) - 1, fp);
+	buf[n] = '\0';
+	fclose(fp);
+	return buf;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+TEST(shipped_policies_load_and_validate)
+{
+	static const char *files[] = {"policies/default.lua", "policies/bulk_load.lua",
+				      "policies/low_memory.lua", "policies/off_peak.lua",
+				      "policies/tiered.lua"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char err[2048];
+		struct runtime_settings s;
+		int rc = runtime_check_policy(root_path(files[i]), NULL, 0, &s, err, sizeof(err));
+		if (rc != 0)
+			fprintf(stderr, "  %s: %s\n", files[i], err);
+		CHECK_EQ(rc, 0);
+	}
+	/* The built-in default is default.lua, byte for byte. */
+	char *text = read_text(root_path("policies/default.lua"));
+	REQUIRE(text != NULL);
+	CHECK(strcmp(text, policy_builtin_source) == 0);
+	free(text);
+	/* ... with the seed's numbers. */
+	struct runtime_settings s;
+	char err[1024];
+	REQUIRE_EQ(runtime_check_policy(NULL, policy_builtin_source, strlen(policy_builtin_source), &s,
+					err, sizeof(err)), 0);
+	CHECK_EQ(s.merge_max_generations, 8);
+	CHECK_EQ(s.merge_after_generations, 50);
+	CHECK(s.flush_interval_s == 5);
+	CHECK(s.sweep_interval_s == 60);
+	/* Every shipped policy also starts a runtime (primitives bind, hooks resolve). */
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct fx f;
+		struct fx_opts o = {.name = root_path(files[i])};
+		int rc = fx_open(&f, &o, err, sizeof(err));
+		CHECK_EQ(rc, 0);
+		if (rc == 0) {
+			CHECK(add_generations(&f, 0, 2) == 0);
+			clock_advance(61);
+			CHECK(drive_idle(&f));
+			CHECK_EQ(rt_stats(&f).hook_errors, 0);
+		}
+		fx_close(&f);
+	}
+}
+
+TEST(typo_key_is_refused_with_nearest_name)
+{
+	const char *src = "return {\n"
+			  "\tmerge_max_generation = 3,\n"
+			  "}\n";
+	char err[2048];
+	struct runtime_settings s;
+	int rc = runtime_check_policy("typo.lua", src, strlen(src), &s, err, sizeof(err));
+	CHECK(rc != 0);
+	CHECK(strstr(err, "did you mean merge_max_generations") != NULL);
+	CHECK(strstr(err, "typo.lua:2:") != NULL);
+	/* A hook name typo too. */
+	const char *src2 = "return { on_seel = function() end }";
+	rc = runtime_check_policy("typo2.lua", src2, strlen(src2), &s, err, sizeof(err));
+	CHECK(rc != 0);
+	CHECK(strstr(err, "did you mean on_seal") != NULL);
+	CHECK_EQ(policy_edit_distance("merge_max_generation", "merge_max_generations"), 1);
+	CHECK_EQ(policy_edit_distance("kitten", "sitting"), 3);
+}
+
+TEST(wrong_types_and_ranges_are_refused)
+{
+	static const struct {
+		const char *src;
+		const char *want;
+	} cases[] = {
+		{"return { flush_interval_s = '5' }", "flush_interval_s must be a number, not string"},
+		{"return { merge_max_generations = -1 }", "merge_max_generations must be 0 or between"},
+		{"return { merge_after_generations = 2.5 }", "merge_after_generations must be an integer"},
+		{"return { sweep_interval_s = 0/0 }", "sweep_interval_s must be a finite number"},
+		{"return { memtable_max_bytes = 100 }", "memtable_max_bytes must be 0 or between 4096"},
+		{"return { base_max_runs = true }", "base_max_runs must be a number, not boolean"},
+		{"return { on_seal = 5 }", "on_seal must be a function, not number"},
+		{"return 42", "must return a table"},
+		{"return { 1, 2 }", "unexpected number key"},
+		{"return {", "bad.lua:1: unexpected symbol near '<eof>'"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char err[2048];
+		struct runtime_settings s;
+		int rc = runtime_check_policy("bad.lua", cases[i].src, strlen(cases[i].src), &s, err,
+					      sizeof(err));
+		CHECK(rc != 0);
+		if (strstr(err, cases[i].want) == NULL || strstr(err, "bad.lua") == NULL) {
+			fprintf(stderr, "  case %zu: got \"%s\", want \"%s\"\n", i, err, cases[i].want);
+			CHECK(0);
+		}
+	}
+	/* Several errors are all reported. */
+	const char *many = "return {\n flush_interval_s = 'x',\n merge_max_generations = -3,\n}";
+	char err[2048];
+	struct runtime_settings s;
+	CHECK(runtime_check_policy("many.lua", many, strlen(many), &s, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "many.lua:2: flush_interval_s") != NULL);
+	CHECK(strstr(err, "many.lua:3: merge_max_generations") != NULL);
+	/* A bad policy never starts a runtime. */
+	struct fx f;
+	struct fx_opts o = {.policy = "return { merge_max_generation = 3 }", .name = "typo.lua"};
+	CHECK(fx_open(&f, &o, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "did you mean merge_max_generations") != NULL);
+	CHECK(f.rt == NULL);
+	fx_close(&f);
+}
+
+/* ---------------------------------------------------------------- triggers and the cap */
+
+TEST(count_trigger_fires_at_n_and_cap_binds)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.policy = "return { merge_after_generations = 10, merge_max_generations = 3,\n"
+				      "  flush_interval_s = 0, sweep_interval_s = 0, base_max_runs = 0 }"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	REQUIRE(add_generations(&f, 0, 9) == 0);
+	CHECK_EQ(shard_stats(&f, 0).generations, 9);
+	CHECK_EQ(shard_stats(&f, 0).merges, 0);
+	CHECK_EQ(rt_stats(&f).hook_runs, 9);
+	REQUIRE(add_generations(&f, 0, 1) == 0);
+	strata_stats s = shard_stats(&f, 0);
+	CHECK_EQ(s.merges, 1);
+	CHECK_EQ(s.merged_generations, 3);
+	CHECK_EQ(s.generations, 7);
+	CHECK_EQ(rt_stats(&f).policy_merges, 1);
+	/* 7 + 1 < 10: no merge; 7 + 3 = 10: the next capped pass. */
+	REQUIRE(add_generations(&f, 0, 1) == 0);
+	CHECK_EQ(shard_stats(&f, 0).merges, 1);
+	REQUIRE(add_generations(&f, 0, 2) == 0);
+	s = shard_stats(&f, 0);
+	CHECK_EQ(s.merges, 2);
+	CHECK_EQ(s.merged_generations, 6);
+	CHECK_EQ(s.generations, 7);
+	CHECK_EQ(rt_stats(&f).hook_errors, 0);
+	CHECK_EQ(strata_check(f.db, 0), 0);
+	fx_close(&f);
+}
+
+TEST(sweeper_honours_cap)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.shards = 2,
+			    .policy = "return { sweep_interval_s = 60, merge_after_generations = 0,\n"
+				      "  merge_max_generations = 3, flush_interval_s = 0, base_max_runs = 0 }"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	REQUIRE(add_generations(&f, 0, 5) == 0);
+	REQUIRE(add_generations(&f, 1, 2) == 0);
+	clock_advance(59);
+	REQUIRE(drive_idle(&f));
+	ev_run(f.loop, EVRUN_NOWAIT);
+	CHECK_EQ(rt_stats(&f).sweeps, 0);
+	CHECK_EQ(shard_stats(&f, 0).merges, 0);
+	clock_advance(1);
+	ev_run(f.loop, EVRUN_NOWAIT);
+	REQUIRE(drive_idle(&f));
+	CHECK_EQ(rt_stats(&f).sweeps, 1);
+	CHECK_EQ(shard_stats(&f, 0).merged_generations, 3);
+	CHECK_EQ(shard_stats(&f, 0).generations, 2);
+	CHECK_EQ(shard_stats(&f, 1).merged_generations, 2);
+	CHECK_EQ(shard_stats(&f, 1).generations, 0);
+	clock_advance(60);
+	ev_run(f.loop, EVRUN_NOWAIT);
+	REQUIRE(drive_idle(&f));
+	CHECK_EQ(rt_stats(&f).sweeps, 2);
+	CHECK_EQ(shard_stats(&f, 0).generations, 0);
+	CHECK_EQ(shard_stats(&f, 0).merges, 2);
+	fx_close(&f);
+}
+
+TEST(merge_request_honours_cap)
+{
+	struct fx f;
+	char err[1024];
+	/* The hook asks for far more than the cap: the cap binds. */
+	struct fx_opts o = {.policy = "return { merge_after_generations = 0, merge_max_generations = 3,\n"
+				      "  flush_interval_s = 0, sweep_interval_s = 0,\n"
+				      "  on_merge_request = function(shard, req)\n"
+				      "    return shard:merge{max_generations = 100}\n"
+				      "  end }"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	REQUIRE(add_generations(&f, 0, 10) == 0);
+	struct mres m = {0};
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m), 0);
+	CHECK_EQ(m.done, 0); /* never inside the caller */
+	REQUIRE(DRIVE_UNTIL(&f, m.done));
+	CHECK_EQ(m.rc, 0);
+	CHECK_EQ(m.reclaimed, 3);
+	CHECK_EQ(m.pending, 7);
+	CHECK_EQ(shard_stats(&f, 0).merged_generations, 3);
+	fx_close(&f);
+
+	/* The built-in on_merge_request: one capped pass. */
+	struct fx_opts o2 = {.policy = "return { merge_after_generations = 0, merge_max_generations = 4,\n"
+				       "  flush_interval_s = 0, sweep_interval_s = 0 }"};
+	REQUIRE_EQ(fx_open(&f, &o2, err, sizeof(err)), 0);
+	REQUIRE(add_generations(&f, 0, 6) == 0);
+	memset(&m, 0, sizeof(m));
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m), 0);
+	REQUIRE(DRIVE_UNTIL(&f, m.done));
+	CHECK_EQ(m.rc, 0);
+	CHECK_EQ(m.reclaimed, 4);
+	CHECK_EQ(m.pending, 2);
+	CHECK_EQ(runtime_merge_request(f.rt, 7, mres_cb, &m), STRATA_ERANGE);
+	fx_close(&f);
+}
+
+TEST(flush_timer_and_size_trigger_seal)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.shards = 2,
+			    .policy = "return { flush_interval_s = 5, sweep_interval_s = 0,\n"
+				      "  merge_after_generations = 0, memtable_max_bytes = 4096 }"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	REQUIRE_EQ(append_one(&f, 0), 0);
+	clock_advance(4.9);
+	ev_run(f.loop, EVRUN_NOWAIT);
+	REQUIRE(drive_idle(&f));
+	CHECK_EQ(rt_stats(&f).flush_timer_fires, 0);
+	clock_advance(0.1);
+	ev_run(f.loop, EVRUN_NOWAIT);
+	REQUIRE(drive_idle(&f));
+	CHECK_EQ(rt_stats(&f).flush_timer_fires, 2); /* one per shard */
+	CHECK_EQ(shard_stats(&f, 0).generations, 1);
+	CHECK_EQ(shard_stats(&f, 1).generations, 0); /* empty memtable: no seal */
+	/* A reload re-arms the timers with the new interval. */
+	const char *v2 = "return { flush_interval_s = 20, sweep_interval_s = 0,\n"
+			 "  merge_after_generations = 0, memtable_max_bytes = 4096 }";
+	REQUIRE_EQ(runtime_reload_source(f.rt, v2, strlen(v2), "v2.lua", err, sizeof(err)), 0);
+	REQUIRE_EQ(append_one(&f, 0), 0);
+	clock_advance(10);
+	ev_run(f.loop, EVRUN_NOWAIT);
+	REQUIRE(drive_idle(&f));
+	CHECK_EQ(shard_stats(&f, 0).generations, 1);
+	clock_advance(10);
+	ev_run(f.loop, EVRUN_NOWAIT);
+	REQUIRE(drive_idle(&f));
+	CHECK_EQ(shard_stats(&f, 0).generations, 2);
+	/* Size trigger: ~100 bytes per row, the memtable passes 4096 bytes. */
+	uint64_t before = shard_stats(&f, 1).generations;
+	char val[100];
+	memset(val, 'v', sizeof(val));
+	for (int i = 0; i < 60; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "big-%04d", i);
+		strata_row r = {key, strlen(key), val, sizeof(val)};
+		REQUIRE_EQ(strata_append(f.db, 1, &r, 1), 0);
+	}
+	REQUIRE(DRIVE_UNTIL(&f, shard_stats(&f, 1).generations > before));
+	REQUIRE(drive_idle(&f));
+	CHECK(shard_stats(&f, 1).memtable_bytes < 4096);
+	fx_close(&f);
+}
+
+/* ---------------------------------------------------------------- reload */
+
+/** A writer appending rows from another thread. */
+struct writer {
+	/** Store and number of rows to append (keys w-NNNNNN, shard i % 2). */
+	strata *db;
+	unsigned rows;
+	/** When set, row i waits until *pace >= i / 10 (interleaves with the loop). */
+	atomic_int *pace;
+	/** Rows appended so far. */
+	atomic_uint written;
+	/** Set when finished; appends that failed. */
+	atomic_int done;
+	atomic_int failed;
+};
+
+static void *
+writer_main(void *arg)
+{
+	struct writer *w = arg;
+	for (unsigned i = 0; i < w->rows; i++) {
+		while (w->pace != NULL && (unsigned)atomic_load(w->pace) < i / 10)
+			sched_yield();
+		char key[32], val[32];
+		snprintf(key, sizeof(key), "w-%06u", i);
+		snprintf(val, sizeof(val), "v-%06u", i);
+		strata_row r = {key, strlen(key), val, strlen(val)};
+		if (strata_append(w->db, i % 2, &r, 1) != 0)
+			atomic_fetch_add(&w->failed, 1);
+		atomic_fetch_add(&w->written, 1);
+	}
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+TEST(reload_under_appends_loses_nothing_and_refuses_broken_script)
+{
+	struct fx f;
+	char err[2048];
+	const char *good[2] = {
+		"return { flush_interval_s = 1, sweep_interval_s = 2, merge_after_generations = 2,\n"
+		"  merge_max_generations = 2, memtable_max_bytes = 4096 }",
+		"return { flush_interval_s = 0.5, sweep_interval_s = 3, merge_after_generations = 3,\n"
+		"  merge_max_generations = 4, memtable_max_bytes = 8192,\n"
+		"  on_seal = function(shard, info) strata.default.on_seal(shard, info) end }",
+	};
+	const char *broken = "return {\n  flush_interval_s = ,\n}\n";
+	struct fx_opts o = {.shards = 2, .policy = good[0], .name = "v1.lua"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	atomic_int pace = 0;
+	struct writer w = {.db = f.db, .rows = 3000, .pace = &pace};
+	pthread_t th;
+	REQUIRE_EQ(pthread_create(&th, NULL, writer_main, &w), 0);
+	int reloads = 0, refused = 0;
+	for (int i = 0; i < 200000 && !atomic_load(&w.done); i++, atomic_store(&pace, i)) {
+		clock_advance(0.25);
+		ev_run(f.loop, EVRUN_NOWAIT);
+		/* Lockstep: ten rows per turn of the loop; the policy's IO finishes each turn. */
+		while (atomic_load(&w.written) < 10u * (unsigned)(i + 1) && !atomic_load(&w.done))
+			sched_yield();
+		CHECK(drive_idle(&f));
+		if (i % 50 == 25) {
+			const char *src = good[reloads % 2];
+			if (runtime_reload_source(f.rt, src, strlen(src), "good.lua", err, sizeof(err)) == 0)
+				reloads++;
+		}
+		if (i == 60) {
+			uint64_t version = rt_stats(&f).policy_version;
+			CHECK(runtime_reload_source(f.rt, broken, strlen(broken), "broken.lua", err,
+						    sizeof(err)) != 0);
+			refused++;
+			CHECK_EQ(rt_stats(&f).policy_version, version);
+			CHECK(strstr(rt_stats(&f).last_error, "broken.lua:2:") != NULL);
+			CHECK(strstr(err, "broken.lua:2:") != NULL);
+		}
+	}
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&w.failed), 0);
+	REQUIRE(drive_idle(&f));
+	struct runtime_stats rs = rt_stats(&f);
+	CHECK_EQ(rs.reloads, reloads);
+	CHECK_EQ(rs.reload_failures, refused);
+	CHECK_EQ(rs.policy_version, 1 + reloads);
+	CHECK_EQ(rs.hook_errors, 0);
+	CHECK(refused == 1);
+	/* Flush the rest and merge everything, then every row must be there. */
+	for (uint32_t s = 0; s < 2; s++)
+		CHECK_EQ(strata_merge(f.db, s, 0, NULL), 0);
+	for (unsigned i = 0; i < w.rows; i++) {
+		char key[32], want[32];
+		snprintf(key, sizeof(key), "w-%06u", i);
+		snprintf(want, sizeof(want), "v-%06u", i);
+		void *v = NULL;
+		size_t vl = 0;
+		int rc = strata_get(f.db, i % 2, key, strlen(key), &v, &vl);
+		if (rc != 0 || vl != strlen(want) || memcmp(v, want, vl) != 0) {
+			fprintf(stderr, "  row %s: rc %d\n", key, rc);
+			CHECK(0);
+			strata_free(v);
+			break;
+		}
+		strata_free(v);
+	}
+	CHECK_EQ(strata_check(f.db, 0), 0);
+	CHECK_EQ(strata_check(f.db, 1), 0);
+	/* Policy merges ran during the stream, on both policies. */
+	CHECK(rs.policy_merges > 10);
+	CHECK(rs.policy_seals > 10);
+	CHECK(reloads >= 5);
+	fx_close(&f);
+}
+
+TEST(reload_lets_running_hook_finish_on_old_state)
+{
+	struct fx f;
+	char err[2048];
+	const char *v1 = "return { merge_after_generations = 0, merge_max_generations = 5,\n"
+			 "  flush_interval_s = 0, sweep_interval_s = 0,\n"
+			 "  on_merge_request = function(shard, req)\n"
+			 "    local n, e = shard:merge{}\n"
+			 "    strata.log.info('v1 merged', n)\n"
+			 "    return n, e\n"
+			 "  end }";
+	const char *v2 = "return { merge_after_generations = 0, merge_max_generations = 1,\n"
+			 "  flush_interval_s = 0, sweep_interval_s = 0,\n"
+			 "  on_merge_request = function(shard, req)\n"
+			 "    local n, e = shard:merge{}\n"
+			 "    strata.log.info('v2 merged', n)\n"
+			 "    return n, e\n"
+			 "  end }";
+	struct fx_opts o = {.policy = v1, .block_bytes = 256};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	for (int g = 0; g < 4; g++) {
+		for (int i = 0; i < 30; i++)
+			REQUIRE_EQ(append_one(&f, 0), 0);
+		REQUIRE_EQ(strata_seal(f.db, 0), 0);
+		REQUIRE(drive_idle(&f));
+	}
+	point_arm();
+	struct mres m1 = {0}, m2 = {0};
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m1), 0);
+	REQUIRE(DRIVE_UNTIL(&f, point_reached()));
+	REQUIRE_EQ(runtime_reload_source(f.rt, v2, strlen(v2), "v2.lua", err, sizeof(err)), 0);
+	CHECK_EQ(rt_stats(&f).policy_version, 2);
+	point_release();
+	REQUIRE(DRIVE_UNTIL(&f, m1.done));
+	CHECK_EQ(m1.rc, 0);
+	CHECK_EQ(m1.reclaimed, 4); /* the old state's cap (5), not the new one (1) */
+	CHECK(log_has("v1 merged 4"));
+	REQUIRE(add_generations(&f, 0, 3) == 0);
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m2), 0);
+	REQUIRE(DRIVE_UNTIL(&f, m2.done));
+	CHECK_EQ(m2.reclaimed, 1);
+	CHECK(log_has("v2 merged 1"));
+	size_t len;
+	CHECK(strcmp(runtime_policy_source(f.rt, &len), v2) == 0);
+	fx_close(&f);
+}
+
+TEST(reload_from_file_and_refusal_keeps_policy)
+{
+	struct fx f;
+	char err[2048];
+	char *dir = harness_tmpdir("policyfile");
+	REQUIRE(dir != NULL);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/p.lua", dir);
+	FILE *fp = fopen(path, "w");
+	REQUIRE(fp != NULL);
+	fputs("return { merge_max_generations = 3 }\n", fp);
+	fclose(fp);
+	struct fx_opts o = {.name = path};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	struct runtime_settings s;
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 3);
+	fp = fopen(path, "w");
+	fputs("return {\n merge_max_generations = 5,\n on_sweep = function(node) node.x = 1 end,\n"
+	      " oops = 1 }\n", fp);
+	fclose(fp);
+	CHECK(runtime_reload_file(f.rt, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "p.lua:4: unknown key 'oops'") != NULL);
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 3);
+	fp = fopen(path, "w");
+	fputs("return { merge_max_generations = 6 }\n", fp);
+	fclose(fp);
+	CHECK_EQ(runtime_reload_file(f.rt, err, sizeof(err)), 0);
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 6);
+	CHECK_EQ(rt_stats(&f).reloads, 1);
+	CHECK_EQ(rt_stats(&f).reload_failures, 1);
+	fx_close(&f);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+/** Replace path with text through a temporary file and rename. */
+static int
+write_by_rename(const char *path, const char *text)
+{
+	char tmp[700];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *fp = fopen(tmp, "w");
+	if (fp == NULL)
+		return -1;
+	fputs(text, fp);
+	fclose(fp);
+	return rename(tmp, path);
+}
+
+TEST(watched_file_reloads_on_change)
+{
+	struct fx f;
+	char err[2048];
+	char *dir = harness_tmpdir("policywatch");
+	REQUIRE(dir != NULL);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/w.lua", dir);
+	FILE *fp = fopen(path, "w");
+	REQUIRE(fp != NULL);
+	fputs("return { merge_max_generations = 3 }\n", fp);
+	fclose(fp);
+	memset(&f, 0, sizeof(f));
+	fx_env();
+	f.dir = harness_tmpdir("policy");
+	strata_options so;
+	strata_options_init(&so);
+	so.dir = f.dir;
+	so.sync = STRATA_SYNC_NONE;
+	REQUIRE_EQ(strata_open(&so, &f.db), 0);
+	f.loop = ev_loop_new(EVFLAG_AUTO);
+	ev_timer_init(&f.guard, guard_cb, 0.01, 0.01);
+	ev_timer_start(f.loop, &f.guard);
+	struct runtime_options ro = {.db = f.db, .loop = f.loop, .policy_path = path, .watch_file = 1};
+	REQUIRE_EQ(runtime_new(&ro, &f.rt, err, sizeof(err)), 0);
+	/* A broken edit is refused and logged; the next good one is taken (files are
+	 * replaced by rename, as editors do, so no half-written file is seen). */
+	CHECK(write_by_rename(path, "return { merge_max_generations = }\n") == 0);
+	CHECK(DRIVE_UNTIL(&f, strstr(rt_stats(&f).last_error, "w.lua:1:") != NULL));
+	CHECK(rt_stats(&f).reload_failures >= 1);
+	CHECK_EQ(rt_stats(&f).reloads, 0);
+	CHECK(write_by_rename(path, "return { merge_max_generations = 12, sweep_interval_s = 30 }\n") == 0);
+	CHECK(DRIVE_UNTIL(&f, rt_stats(&f).reloads >= 1));
+	struct runtime_settings s;
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 12);
+	CHECK(rt_stats(&f).policy_version >= 2);
+	fx_close(&f);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+/* ---------------------------------------------------------------- hostile policies */
+
+TEST(hostile_policies_are_stopped_and_store_keeps_working)
+{
+	static const struct {
+		const char *src;
+		/** Refused at load (else fails in on_seal). */
+		int at_load;
+		uint32_t budget_ms;
+		const char *want;
+	} cases[] = {
+		{"while true do end return {}", 1, 50, "hostile.lua:1: policy exceeded its time budget of 50 ms"},
+		{"os.execute('touch /tmp/strata-pwned') return {}", 1, 50, "hostile.lua:1: undefined global 'os'"},
+		{"local x = require 'os' return {}", 1, 50, "require 'os' is not allowed"},
+		{"local s = string.rep('x', 1e9) return {}", 1, 5000, "not enough memory"},
+		{"return { on_seal = function()\n while true do end\n end }", 0, 50,
+		 "hostile.lua:2: hook exceeded its time budget of 50 ms"},
+		{"return { on_seal = function()\n while true do pcall(function() while true do end end) end\n end }",
+		 0, 50, "exceeded its time budget of 50 ms"},
+		{"return { on_seal = function()\n os.execute('touch /tmp/strata-pwned')\n end }", 0, 50,
+		 "hostile.lua:2: undefined global 'os'"},
+		{"return { on_seal = function()\n io.open('/etc/passwd')\n end }", 0, 50,
+		 "hostile.lua:2: undefined global 'io'"},
+		{"return { on_seal = function()\n local os = require 'os'\n end }", 0, 50,
+		 "hostile.lua:2: require 'os' is not allowed"},
+		{"return { on_seal = function()\n local s = string.rep('x', 1e9)\n end }", 0, 5000,
+		 "not enough memory"},
+		{"return { on_seal = function()\n local t = {}\n local i = 0\n while true do i = i + 1 t[i] = {i} end\n"
+		 " end }", 0, 5000, "not enough memory"},
+		{"return { on_seal = function()\n local ok = pcall(string.rep, 'x', 1e9)\n while true do end\n end }",
+		 0, 5000, "not enough memory"},
+		{"return { on_seal = function()\n error('boom')\n end }", 0, 50, "hostile.lua:2: boom"},
+		{"return { on_seal = function()\n leak = 1\n end }", 0, 50,
+		 "hostile.lua:2: assignment to global 'leak'"},
+		{"return { on_seal = function()\n local f = assert(load(string.dump(function() end)))\n end }", 0,
+		 50, "attempt to load chunk with wrong mode"},
+		{"return { on_seal = function()\n local f = assert(load('debug.sethook()'))\n f()\n end }", 0, 50,
+		 "undefined global 'debug'"},
+		{"return { on_seal = function()\n getfenv(1).x = 1\n end }", 0, 50, "undefined global 'getfenv'"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fx f;
+		char err[2048];
+		struct fx_opts o = {.policy = cases[i].src,
+				    .name = "hostile.lua",
+				    .budget_ms = cases[i].budget_ms,
+				    .mem_bytes = 4 << 20};
+		int rc = fx_open(&f, &o, err, sizeof(err));
+		if (cases[i].at_load) {
+			CHECK(rc != 0);
+			if (strstr(err, cases[i].want) == NULL) {
+				fprintf(stderr, "  case %zu: got \"%s\", want \"%s\"\n", i, err, cases[i].want);
+				CHECK(0);
+			}
+			/* A reload with it is refused the same way. */
+			fx_close(&f);
+			struct fx_opts ok = {.policy = "return {}", .budget_ms = cases[i].budget_ms,
+					     .mem_bytes = 4 << 20};
+			REQUIRE_EQ(fx_open(&f, &ok, err, sizeof(err)), 0);
+			CHECK(runtime_reload_source(f.rt, cases[i].src, strlen(cases[i].src), "hostile.lua",
+						    err, sizeof(err)) != 0);
+			CHECK(strstr(err, cases[i].want) != NULL);
+			CHECK_EQ(rt_stats(&f).policy_version, 1);
+			fx_close(&f);
+			continue;
+		}
+		REQUIRE_EQ(rc, 0);
+		REQUIRE(add_generations(&f, 0, 1) == 0);
+		struct runtime_stats rs = rt_stats(&f);
+		CHECK_EQ(rs.hook_errors, 1);
+		if (strstr(rs.last_error, cases[i].want) == NULL) {
+			fprintf(stderr, "  case %zu: got \"%s\", want \"%s\"\n", i, rs.last_error, cases[i].want);
+			CHECK(0);
+		}
+		CHECK(log_has("warn policy hook on_seal failed"));
+		/* The store still accepts appends and merges (directly and through the policy). */
+		CHECK_EQ(append_one(&f, 0), 0);
+		CHECK_EQ(strata_merge(f.db, 0, 0, NULL), 0);
+		REQUIRE(drive_idle(&f));
+		struct mres m = {0};
+		REQUIRE(add_generations(&f, 0, 1) == 0);
+		REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m), 0);
+		REQUIRE(DRIVE_UNTIL(&f, m.done));
+		CHECK_EQ(m.rc, 0);
+		CHECK(m.reclaimed >= 1);
+		/* The next trigger runs the hook again. */
+		rs = rt_stats(&f);
+		CHECK(rs.hook_errors >= 2);
+		CHECK_EQ(strata_check(f.db, 0), 0);
+		fx_close(&f);
+	}
+}
+
+TEST(budget_counts_only_time_running_not_parked)
+{
+	struct fx f;
+	char err[1024];
+	/* After the merge resumes it, the hook runs far more than one count-hook
+	 * interval of instructions, so the budget is checked after the park. */
+	struct fx_opts o = {.policy = "return { merge_after_generations = 0, flush_interval_s = 0,\n"
+				      "  sweep_interval_s = 0,\n"
+				      "  on_merge_request = function(shard, req)\n"
+				      "    local n, e = shard:merge{}\n"
+				      "    local x = 0\n"
+				      "    for i = 1, 100000 do x = x + i end\n"
+				      "    return n, e\n"
+				      "  end }",
+			    .budget_ms = 50,
+			    .block_bytes = 256};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	policy_cpu_ns = test_cpu_ns;
+	for (int i = 0; i < 40; i++)
+		REQUIRE_EQ(append_one(&f, 0), 0);
+	point_arm();
+	struct mres m = {0};
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m), 0);
+	REQUIRE(DRIVE_UNTIL(&f, point_reached()));
+	/* Ten seconds of "CPU" pass while the hook is parked in prepare. */
+	atomic_fetch_add(&test_cpu, 10000000000ull);
+	point_release();
+	REQUIRE(DRIVE_UNTIL(&f, m.done));
+	CHECK_EQ(m.rc, 0);
+	CHECK_EQ(rt_stats(&f).hook_errors, 0);
+	fx_close(&f);
+}
+
+/* ---------------------------------------------------------------- plans */
+
+TEST(plan_misuse_gets_documented_errors)
+{
+	struct fx f;
+	char err[2048];
+	const char *src =
+		"local function expect(pat, ok, err)\n"
+		"  if ok ~= nil or not tostring(err):find(pat) then\n"
+		"    error('expected ' .. pat .. ', got ' .. tostring(ok) .. ', ' .. tostring(err), 2)\n"
+		"  end\n"
+		"end\n"
+		"return { merge_after_generations = 0, merge_max_generations = 2,\n"
+		"  flush_interval_s = 0, sweep_interval_s = 60,\n"
+		"  on_sweep = function(node)\n"
+		"    local s = node:shards()\n"
+		"    local a, b = s[1], s[2]\n"
+		"    local p1 = assert(a:prepare{max_generations = 2})\n"
+		"    local p2 = assert(a:prepare{max_generations = 2})\n"
+		"    assert(p1.generations == 2 and p1.shard == 0 and p1.state == 'ready')\n"
+		"    expect('^wrong shard: the plan belongs to shard 0', b:commit(p1))\n"
+		"    assert(a:commit(p1) == 2)\n"
+		"    assert(p1.state == 'done')\n"
+		"    expect('^consumed', a:commit(p1))\n"
+		"    expect('^conflict: ', a:commit(p2))\n"
+		"    expect('^consumed', a:abort(p2))\n"
+		"    local p3 = assert(b:prepare{})\n"
+		"    assert(b:abort(p3) == true)\n"
+		"    expect('^consumed', b:commit(p3))\n"
+		"    local ok, e = pcall(table.sort, {2, 1}, function(x, y) a:prepare{} return x < y end)\n"
+		"    assert(not ok and e:find('must be called from a policy hook'), e)\n"
+		"    ok, e = pcall(a.commit, a, {})\n"
+		"    assert(not ok and e:find('strata.plan expected'), e)\n"
+		"    ok, e = pcall(a.merge, a, {max_generations = -1})\n"
+		"    assert(not ok and e:find('max_generations must be an integer'), e)\n"
+		"    strata.log.info('misuse checks passed')\n"
+		"  end,\n"
+		"  on_merge_request = function(shard, req)\n"
+		"    local p = assert(shard:prepare{})\n"
+		"    strata.log.info('left open', p.generations)\n"
+		"    return 0\n"
+		"  end }\n";
+	struct fx_opts o = {.shards = 2, .policy = src, .name = "misuse.lua"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	REQUIRE(add_generations(&f, 0, 4) == 0);
+	REQUIRE(add_generations(&f, 1, 2) == 0);
+	clock_advance(60);
+	ev_run(f.loop, EVRUN_NOWAIT);
+	REQUIRE(drive_idle(&f));
+	struct runtime_stats rs = rt_stats(&f);
+	CHECK_EQ(rs.hook_errors, 0);
+	if (rs.hook_errors != 0)
+		fprintf(stderr, "  last_error: %s\n", rs.last_error);
+	CHECK(log_has("misuse checks passed"));
+	strata_stats s0 = shard_stats(&f, 0);
+	CHECK_EQ(s0.merges, 1);
+	CHECK_EQ(s0.merge_conflicts, 1);
+	CHECK_EQ(s0.generations, 2);
+	CHECK_EQ(shard_stats(&f, 1).generations, 2);
+	/* Aborted and conflicting plans left no run objects behind. */
+	CHECK_EQ(count_run_files(&f, 0), (int)s0.base_runs);
+	CHECK_EQ(count_run_files(&f, 1), (int)shard_stats(&f, 1).base_runs);
+	/* A plan still open when its hook ends is aborted, its run deleted. */
+	struct mres m = {0};
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m), 0);
+	REQUIRE(DRIVE_UNTIL(&f, m.done));
+	REQUIRE(drive_idle(&f));
+	CHECK(log_has("left open 2"));
+	CHECK_EQ(m.rc, 0);
+	CHECK_EQ(shard_stats(&f, 0).generations, 2);
+	CHECK_EQ(count_run_files(&f, 0), (int)shard_stats(&f, 0).base_runs);
+	CHECK_EQ(strata_check(f.db, 0), 0);
+	fx_close(&f);
+}
+
+TEST(second_prepare_in_flight_is_busy)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.policy = "return { merge_after_generations = 0, flush_interval_s = 0,\n"
+				      "  sweep_interval_s = 0,\n"
+				      "  on_merge_request = function(shard, req)\n"
+				      "    local p, e = shard:prepare{}\n"
+				      "    if not p then return nil, e end\n"
+				      "    return shard:commit(p)\n"
+				      "  end }",
+			    .block_bytes = 256};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	for (int i = 0; i < 40; i++)
+		REQUIRE_EQ(append_one(&f, 0), 0);
+	point_arm();
+	struct mres m1 = {0}, m2 = {0};
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m1), 0);
+	REQUIRE(DRIVE_UNTIL(&f, point_reached()));
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m2), 0);
+	REQUIRE(DRIVE_UNTIL(&f, m2.done));
+	CHECK_EQ(m2.rc, STRATA_EBUSY);
+	CHECK(strncmp(m2.err, "busy: ", 6) == 0);
+	CHECK_EQ(m1.done, 0);
+	point_release();
+	REQUIRE(DRIVE_UNTIL(&f, m1.done));
+	CHECK_EQ(m1.rc, 0);
+	CHECK_EQ(m1.reclaimed, 1);
+	fx_close(&f);
+}
+
+/* ---------------------------------------------------------------- yield / resume */
+
+static void
+tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	(*(int *)w->data)++;
+}
+
+TEST(parked_hook_does_not_block_appends_or_loop)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.shards = 2,
+			    .policy = "return { merge_after_generations = 0, flush_interval_s = 5,\n"
+				      "  sweep_interval_s = 0 }",
+			    .block_bytes = 256};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	for (int i = 0; i < 40; i++)
+		REQUIRE_EQ(append_one(&f, 0), 0);
+	point_arm();
+	struct mres m = {0};
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m), 0);
+	REQUIRE(DRIVE_UNTIL(&f, point_reached()));
+	/* Appends from another thread complete while the hook is parked. */
+	struct writer w = {.db = f.db, .rows = 200};
+	pthread_t th;
+	REQUIRE_EQ(pthread_create(&th, NULL, writer_main, &w), 0);
+	int ticks = 0;
+	ev_timer tick;
+	ev_timer_init(&tick, tick_cb, 0., 0.);
+	tick.data = &ticks;
+	ev_timer_start(f.loop, &tick);
+	CHECK(DRIVE_UNTIL(&f, atomic_load(&w.done) && ticks == 1));
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&w.failed), 0);
+	/* The flush timers still fire and seal shard 1 on the other worker. */
+	clock_advance(5);
+	CHECK(DRIVE_UNTIL(&f, shard_stats(&f, 1).generations == 1));
+	CHECK_EQ(rt_stats(&f).flush_timer_fires, 2);
+	CHECK_EQ(m.done, 0);
+	CHECK(rt_stats(&f).hook_runs >= 1);
+	point_release();
+	REQUIRE(DRIVE_UNTIL(&f, m.done));
+	CHECK_EQ(m.rc, 0);
+	CHECK_EQ(m.reclaimed, 1);
+	CHECK_EQ(strata_check(f.db, 0), 0);
+	fx_close(&f);
+}
+
+TEST(delete_abandons_parked_hook_safely)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.policy = "return { merge_after_generations = 0, flush_interval_s = 0,\n"
+				      "  sweep_interval_s = 0,\n"
+				      "  on_merge_request = function(shard, req)\n"
+				      "    local p = assert(shard:prepare{})\n"
+				      "    return shard:commit(p)\n"
+				      "  end }",
+			    .block_bytes = 256};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	for (int i = 0; i < 40; i++)
+		REQUIRE_EQ(append_one(&f, 0), 0);
+	point_arm();
+	struct mres m = {0};
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m), 0);
+	REQUIRE(DRIVE_UNTIL(&f, point_reached()));
+	point_release();
+	runtime_delete(f.rt);
+	f.rt = NULL;
+	CHECK_EQ(m.done, 1);
+	CHECK_EQ(m.rc, STRATA_ECLOSED);
+	/* The prepared run was aborted: nothing merged, no stray run object. */
+	CHECK_EQ(shard_stats(&f, 0).merges, 0);
+	CHECK_EQ(count_run_files(&f, 0), 0);
+	CHECK_EQ(strata_check(f.db, 0), 0);
+	CHECK_EQ(append_one(&f, 0), 0);
+	CHECK_EQ(strata_merge(f.db, 0, 0, NULL), 0);
+	fx_close(&f);
+}
+
+TEST(strata_close_stops_attached_runtime)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.policy = "return {}"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	CHECK(store_runtime(f.db) == f.rt);
+	/* A second runtime on the same store is refused. */
+	struct runtime *rt2 = NULL;
+	struct runtime_options ro = {.db = f.db, .loop = f.loop};
+	CHECK(runtime_new(&ro, &rt2, err, sizeof(err)) != 0);
+	CHECK(rt2 == NULL);
+	REQUIRE(add_generations(&f, 0, 2) == 0);
+	strata_close(f.db); /* deletes the runtime first */
+	f.db = NULL;
+	f.rt = NULL;
+	fx_close(&f);
+}
+
+/** What an invoked call saw. */
+struct inv {
+	/** Calls made. */
+	int calls;
+	/** Thread each call ran on. */
+	pthread_t ran_on;
+	/** The runtime to invoke on, and done flag of the calling thread. */
+	struct runtime *rt;
+	atomic_int done;
+};
+
+static void
+inv_fn(void *arg)
+{
+	struct inv *v = arg;
+	v->calls++;
+	v->ran_on = pthread_self();
+}
+
+static void *
+inv_thread(void *arg)
+{
+	struct inv *v = arg;
+	runtime_invoke(v->rt, inv_fn, v);
+	atomic_store(&v->done, 1);
+	return NULL;
+}
+
+TEST(runtime_invoke_runs_on_loop_thread)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.policy = "return {}"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	struct inv v = {.rt = f.rt};
+	runtime_invoke(f.rt, inv_fn, &v); /* on the loop thread: directly */
+	CHECK_EQ(v.calls, 1);
+	pthread_t th;
+	REQUIRE_EQ(pthread_create(&th, NULL, inv_thread, &v), 0);
+	CHECK(DRIVE_UNTIL(&f, atomic_load(&v.done)));
+	pthread_join(th, NULL);
+	CHECK_EQ(v.calls, 2);
+	CHECK(pthread_equal(v.ran_on, pthread_self()));
+	fx_close(&f);
+}
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	default_cpu_ns = policy_cpu_ns;
+	RUN(shipped_policies_load_and_validate);
+	RUN(typo_key_is_refused_with_nearest_name);
+	RUN(wrong_types_and_ranges_are_refused);
+	RUN(count_trigger_fires_at_n_and_cap_binds);
+	RUN(sweeper_honours_cap);
+	RUN(merge_request_honours_cap);
+	RUN(flush_timer_and_size_trigger_seal);
+	RUN(reload_under_appends_loses_nothing_and_refuses_broken_script);
+	RUN(reload_lets_running_hook_finish_on_old_state);
+	RUN(reload_from_file_and_refusal_keeps_policy);
+	RUN(watched_file_reloads_on_change);
+	RUN(hostile_policies_are_stopped_and_store_keeps_working);
+	RUN(budget_counts_only_time_running_not_parked);
+	RUN(plan_misuse_gets_documented_errors);
+	RUN(second_prepare_in_flight_is_busy);
+	RUN(parked_hook_does_not_block_appends_or_loop);
+	RUN(delete_abandons_parked_hook_safely);
+	RUN(strata_close_stops_attached_runtime);
+	RUN(runtime_invoke_runs_on_loop_thread);
+	return HARNESS_END("test_policy");
+}
