@@ -138,7 +138,7 @@ strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err,
 {
 	if (db == NULL || path_or_source == NULL)
 		return diag_set(STRATA_EINVAL, "set_policy: a store and a policy are required");
-	struct embedded *e = store_runtime(db);
+	struct embedded *e = store_runtime_of_kind(db, embedded_stop);
 	if (e == NULL)
 		return diag_set(STRATA_EINVAL, "set_policy: the store was opened without a policy runtime "
 				"(set options.policy, \"\" for the built-in default)");
@@ -168,5 +168,48 @@ strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err,
 	buf_destroy(&b);
 	if (c.rc)
 		return diag_set(STRATA_EINVAL, "%s", err && errlen ? err : "policy refused");
+	return 0;
+}
+
+/** Arguments of a stats read run on the loop thread. */
+struct info_call {
+	/** The runtime. */
+	struct runtime *rt;
+	/** Filled on the loop thread. */
+	struct runtime_stats st;
+};
+
+static void
+info_on_loop(void *arg)
+{
+	struct info_call *c = arg;
+	runtime_stats(c->rt, &c->st);
+}
+
+int
+strata_policy_info_get(strata *db, strata_policy_info *out)
+{
+	if (db == NULL || out == NULL)
+		return diag_set(STRATA_EINVAL, "policy_info: a store and an output are required");
+	struct embedded *e = store_runtime_of_kind(db, embedded_stop);
+	if (e == NULL)
+		return diag_set(STRATA_EINVAL, "policy_info: the store was opened without a policy runtime");
+	struct info_call c;
+	memset(&c, 0, sizeof(c));
+	c.rt = e->rt;
+	runtime_invoke(e->rt, info_on_loop, &c);
+	memset(out, 0, sizeof(*out));
+	out->version = c.st.policy_version;
+	out->reloads = c.st.reloads;
+	out->reload_failures = c.st.reload_failures;
+	out->hook_runs = c.st.hook_runs;
+	out->hook_errors = c.st.hook_errors;
+	out->policy_seals = c.st.policy_seals;
+	out->policy_merges = c.st.policy_merges;
+	out->policy_compactions = c.st.policy_compactions;
+	out->flush_timer_fires = c.st.flush_timer_fires;
+	out->sweeps = c.st.sweeps;
+	snprintf(out->last_error, sizeof(out->last_error), "%s", c.st.last_error);
+	snprintf(out->name, sizeof(out->name), "%s", c.st.policy_name);
 	return 0;
 }

@@ -127,6 +127,23 @@ typedef struct strata_stats {
  *  source text, validated first in a fresh Lua state. On failure the old policy stays
  *  and err (may be NULL) receives the file:line message. Needs options.policy set. */
 int strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err, size_t errlen);
+/** The policy runtime's state, for stats. */
+typedef struct strata_policy_info {
+	uint64_t version;          /**< 1 for the first policy, +1 per successful reload */
+	uint64_t reloads;          /**< successful reloads */
+	uint64_t reload_failures;  /**< refused reloads (the old policy stayed) */
+	uint64_t hook_runs;        /**< hook runs started */
+	uint64_t hook_errors;      /**< hook runs that failed (error, time budget, memory limit) */
+	uint64_t policy_seals;     /**< seals started by the policy */
+	uint64_t policy_merges;    /**< merge passes started by the policy */
+	uint64_t policy_compactions; /**< base compactions started by the policy */
+	uint64_t flush_timer_fires; /**< flush timer expiries */
+	uint64_t sweeps;           /**< sweeper runs */
+	char last_error[1024];     /**< last reload or hook error, "" when none */
+	char name[512];            /**< path or label of the running policy */
+} strata_policy_info;
+/** Fill *out from the running policy runtime. STRATA_EINVAL without one. */
+int strata_policy_info_get(strata *db, strata_policy_info *out);
 /** Fill *o with defaults: shards=1, sync=STRATA_SYNC_FSYNC, dir=NULL. */
 void strata_options_init(strata_options *o);
 /** Open (or create) a store: claims every shard's epoch, replays WALs, collects orphans. */

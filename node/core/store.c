@@ -202,6 +202,12 @@ store_runtime(strata *db)
 	return db->rt;
 }
 
+void *
+store_runtime_of_kind(strata *db, void (*stop)(void *rt))
+{
+	return db->rt_stop == stop ? db->rt : NULL;
+}
+
 const strata_options *
 store_options(const strata *db)
 {

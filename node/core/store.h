@@ -34,6 +34,8 @@ void store_set_memtable_limit(strata *db, uint64_t memtable_max_bytes);
 void store_attach_runtime(strata *db, void *rt, void (*stop)(void *rt));
 /** The attached runtime, or NULL. */
 void *store_runtime(strata *db);
+/** The attached runtime if it was attached with that stop function, else NULL. */
+void *store_runtime_of_kind(strata *db, void (*stop)(void *rt));
 /** The options the store was opened with. */
 const strata_options *store_options(const strata *db);
 
