@@ -8,7 +8,7 @@ BUILD    ?= build
 PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl
 DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
             luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
-            libjansson-dev clang libclang-rt-14-dev curl
+            libjansson-dev clang libclang-rt-14-dev curl prometheus
 BENCH_PKGS := librocksdb-dev
 
 comma := ,
@@ -91,11 +91,9 @@ endif
 test: unit
 	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(LUA_SUITES)
 
+# Starts a node on 127.0.0.1:7070 with ./data and policies/default.lua (Ctrl-C stops it).
 run: all
-	@mkdir -p data
-	@echo "strata: the server arrives with the node issue; for now inspecting ./data"
-	$(BUILD)/strata inspect data || true
-	@echo "usage: $(BUILD)/strata inspect DIR [--json]"
+	$(BUILD)/strata serve --listen 127.0.0.1:7070 --data ./data --policy policies/default.lua
 
 bench: bench-deps all
 	@$(MAKE) --no-print-directory -f tests/bench/bench.mk BUILD=$(BUILD) bench

@@ -15,6 +15,7 @@
 #include "../strata.h"
 
 int cmd_policy(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 static void
 usage(FILE *f)
@@ -23,6 +24,7 @@ usage(FILE *f)
 		"usage: strata COMMAND [ARGS]\n"
 		"\n"
 		"commands:\n"
+		"  serve [FLAGS]                    run the node over HTTP (strata serve --help)\n"
 		"  policy check FILE                validate a policy: resolved settings or every error\n"
 		"  inspect DIR [--json] [--verify]  print each shard's manifest, generations, base runs\n"
 		"                                   and WAL range (read-only; works on a live node's DIR)\n"
@@ -287,6 +289,8 @@ main(int argc, char **argv)
 		return cmd_inspect(argc - 2, argv + 2);
 	if (strcmp(argv[1], "policy") == 0)
 		return cmd_policy(argc - 2, argv + 2);
+	if (strcmp(argv[1], "serve") == 0)
+		return cmd_serve(argc - 2, argv + 2);
 
 	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
 	usage(stderr);

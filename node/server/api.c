@@ -1,0 +1,1537 @@
+#include "api.h"
+
+#include <assert.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../core/store.h"
+#include "../lib/buf.h"
+#include "../lib/diag.h"
+#include "../lib/env.h"
+#include "../lib/pool.h"
+#include "../policy/runtime.h"
+#include "metrics.h"
+
+/** Endpoints. */
+enum api_route_id {
+	API_R_NONE,
+	API_R_HEALTHZ,
+	API_R_METRICS,
+	API_R_STATS,
+	API_R_POLICY,
+	API_R_ROWS,
+	API_R_ROW,
+	API_R_SEAL,
+	API_R_MERGE,
+	API_R_SHARD_STATS,
+};
+
+/** Method bits of API_ALLOW_*. */
+enum { API_M_GET = 1, API_M_POST = 2, API_M_PUT = 4 };
+
+/** A routed request target. */
+struct api_route {
+	/** enum api_route_id. */
+	int id;
+	/** The path names a shard. */
+	int has_shard;
+	/** Shard number as parsed (may be out of range). */
+	uint64_t shard;
+	/** The shard segment parsed as a number. */
+	int shard_valid;
+	/** Raw (percent-encoded) key of API_R_ROW, into the request's url. */
+	const char *key;
+	/** Length of key. */
+	size_t key_len;
+};
+
+/* ---------- small codecs ---------- */
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/** Percent-decode s into out ('+' is a space when plus_space). 0 or -1 on a bad escape. */
+static int
+pct_decode(const char *s, size_t n, int plus_space, struct buf *out)
+{
+	buf_reset(out);
+	if (buf_reserve(out, n + 1))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '%') {
+			if (i + 2 >= n)
+				return -1;
+			int h = hexval((unsigned char)s[i + 1]);
+			int l = hexval((unsigned char)s[i + 2]);
+			if (h < 0 || l < 0)
+				return -1;
+			out->data[out->len++] = (uint8_t)(h << 4 | l);
+			i += 2;
+		} else if (c == '+' && plus_space) {
+			out->data[out->len++] = ' ';
+		} else {
+			out->data[out->len++] = (uint8_t)c;
+		}
+	}
+	out->data[out->len] = 0;
+	return 0;
+}
+
+static int
+b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/** Decode standard base64 (padding optional, canonical) into out (room for 3n/4).
+ *  The decoded length, or -1. */
+static long
+b64_decode(const char *in, size_t n, uint8_t *out)
+{
+	size_t pad = 0;
+	if (n > 0 && in[n - 1] == '=') {
+		if (n % 4 != 0)
+			return -1;
+		pad = 1;
+		if (n > 1 && in[n - 2] == '=')
+			pad = 2;
+	}
+	size_t m = n - pad;
+	if (m % 4 == 1)
+		return -1;
+	size_t o = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < m; i++) {
+		int v = b64_val((unsigned char)in[i]);
+		if (v < 0)
+			return -1;
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (uint8_t)(acc >> bits);
+			acc &= (1u << bits) - 1;
+		}
+	}
+	if (acc != 0)
+		return -1;
+	return (long)o;
+}
+
+/** Append the base64 of p to out. */
+static int
+b64_encode(const uint8_t *p, size_t n, struct buf *out)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	if (buf_reserve(out, (n + 2) / 3 * 4 + 1))
+		return STRATA_ENOMEM;
+	char *o = (char *)out->data + out->len;
+	size_t i = 0, k = 0;
+	for (; i + 3 <= n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+		o[k++] = tab[v >> 18];
+		o[k++] = tab[(v >> 12) & 63];
+		o[k++] = tab[(v >> 6) & 63];
+		o[k++] = tab[v & 63];
+	}
+	if (n - i == 1) {
+		uint32_t v = (uint32_t)p[i] << 16;
+		o[k++] = tab[v >> 18];
+		o[k++] = tab[(v >> 12) & 63];
+		o[k++] = '=';
+		o[k++] = '=';
+	} else if (n - i == 2) {
+		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
+		o[k++] = tab[v >> 18];
+		o[k++] = tab[(v >> 12) & 63];
+		o[k++] = tab[(v >> 6) & 63];
+		o[k++] = '=';
+	}
+	out->len += k;
+	return 0;
+}
+
+/* ---------- replies ---------- */
+
+int
+api_status_of(int rc)
+{
+	switch (rc) {
+	case STRATA_NOTFOUND:
+	case STRATA_ERANGE:
+		return 404;
+	case STRATA_EINVAL:
+		return 400;
+	case STRATA_ETOOBIG:
+		return 413;
+	case STRATA_EFENCED:
+	case STRATA_ECONFLICT:
+	case STRATA_EEXIST:
+		return 409;
+	case STRATA_ENOSPC:
+		return 507;
+	case STRATA_EBUSY:
+	case STRATA_ECLOSED:
+	case STRATA_EREADONLY:
+	case STRATA_ENOMEM:
+		return 503;
+	default:
+		return 500;
+	}
+}
+
+/** Record the request's duration (and log it at debug level). */
+static void
+api_record(struct api *a, struct http_req *r)
+{
+	if (r->start_ns == 0)
+		return;
+	uint64_t ns = env.mono_ns() - r->start_ns;
+	hist_record(a->request_ns, ns);
+	if (diag_log_level <= LOG_LVL_DEBUG)
+		diag_log(LOG_LVL_DEBUG, "http %s %.*s: %.3f ms", http_method_str(r->method),
+			 (int)(r->path_len > 200 ? 200 : r->path_len), r->path, (double)ns / 1e6);
+}
+
+static void
+api_reply(struct api *a, struct http_req *r, int status, const char *ctype, const char *extra, const void *body,
+	  size_t len)
+{
+	api_record(a, r);
+	http_respond(r, status, ctype, extra, body, len);
+}
+
+static void
+api_error(struct api *a, struct http_req *r, int status, const char *error, const char *detail)
+{
+	const char *extra = status == 503 ? "Retry-After: 1\r\n" : NULL;
+	api_record(a, r);
+	http_respond_error(r, status, extra, error, detail);
+}
+
+/** Reply with o (consumed) as JSON. */
+static void
+api_json(struct api *a, struct http_req *r, int status, json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (s == NULL) {
+		api_error(a, r, 500, "internal error", "could not encode the response");
+		return;
+	}
+	size_t n = strlen(s);
+	s[n] = '\n';
+	api_reply(a, r, status, "application/json", NULL, s, n + 1);
+	free(s);
+}
+
+/** A JSON string of p, or (not UTF-8) NULL. */
+static json_t *
+json_bytes(const void *p, size_t n)
+{
+	return json_stringn((const char *)p, n);
+}
+
+/* ---------- routing and auth ---------- */
+
+static int
+path_is(const struct http_req *r, const char *p)
+{
+	size_t n = strlen(p);
+	return r->path_len == n && memcmp(r->path, p, n) == 0;
+}
+
+static void
+api_route(const struct http_req *r, struct api_route *rt)
+{
+	memset(rt, 0, sizeof(*rt));
+	if (path_is(r, "/healthz")) {
+		rt->id = API_R_HEALTHZ;
+		return;
+	}
+	if (path_is(r, "/metrics")) {
+		rt->id = API_R_METRICS;
+		return;
+	}
+	if (path_is(r, "/v1/stats")) {
+		rt->id = API_R_STATS;
+		return;
+	}
+	if (path_is(r, "/v1/policy")) {
+		rt->id = API_R_POLICY;
+		return;
+	}
+	static const char pre[] = "/v1/shards/";
+	size_t pl = sizeof(pre) - 1;
+	if (r->path_len <= pl || memcmp(r->path, pre, pl) != 0)
+		return;
+	const char *p = r->path + pl, *end = r->path + r->path_len;
+	const char *slash = memchr(p, '/', (size_t)(end - p));
+	const char *id_end = slash ? slash : end;
+	size_t idl = (size_t)(id_end - p);
+	rt->has_shard = 1;
+	rt->shard_valid = idl > 0 && idl <= 10;
+	uint64_t v = 0;
+	for (const char *q = p; q < id_end; q++) {
+		if (*q < '0' || *q > '9') {
+			rt->shard_valid = 0;
+			break;
+		}
+		v = v * 10 + (uint64_t)(*q - '0');
+	}
+	rt->shard = v;
+	if (slash == NULL)
+		return;
+	const char *rest = slash;
+	size_t rl = (size_t)(end - rest);
+	if (rl == 5 && memcmp(rest, "/rows", 5) == 0)
+		rt->id = API_R_ROWS;
+	else if (rl >= 6 && memcmp(rest, "/rows/", 6) == 0) {
+		rt->id = API_R_ROW;
+		rt->key = rest + 6;
+		rt->key_len = rl - 6;
+	} else if (rl == 5 && memcmp(rest, "/seal", 5) == 0)
+		rt->id = API_R_SEAL;
+	else if (rl == 10 && memcmp(rest, "/merge-wal", 10) == 0)
+		rt->id = API_R_MERGE;
+	else if (rl == 6 && memcmp(rest, "/stats", 6) == 0)
+		rt->id = API_R_SHARD_STATS;
+}
+
+static int
+route_methods(int id)
+{
+	switch (id) {
+	case API_R_POLICY:
+		return API_M_GET | API_M_PUT;
+	case API_R_ROWS:
+		return API_M_GET | API_M_POST;
+	case API_R_SEAL:
+	case API_R_MERGE:
+		return API_M_POST;
+	default:
+		return API_M_GET;
+	}
+}
+
+static int
+method_bit(int method)
+{
+	switch (method) {
+	case HTTP_GET:
+	case HTTP_HEAD:
+		return API_M_GET;
+	case HTTP_POST:
+		return API_M_POST;
+	case HTTP_PUT:
+		return API_M_PUT;
+	default:
+		return 0;
+	}
+}
+
+/** Compare the Authorization header with the token in time independent of where
+ *  they differ. */
+static int
+api_token_ok(const struct api *a, const struct http_req *r)
+{
+	const char *h = r->authorization;
+	if (r->authorization_truncated || strncasecmp(h, "Bearer ", 7) != 0)
+		return 0;
+	const char *t = h + 7;
+	while (*t == ' ')
+		t++;
+	size_t n = strlen(t);
+	while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+		n--;
+	volatile unsigned diff = n != a->token_len;
+	for (size_t i = 0; i < a->token_len; i++)
+		diff |= (unsigned)((unsigned char)a->token[i] ^ (unsigned char)(i < n ? t[i] : 0));
+	return diff == 0;
+}
+
+/** Check route, method, auth and shard; answer at once (and return nonzero) when one fails. */
+static int
+api_check(struct api *a, struct http_req *r, struct api_route *rt)
+{
+	api_route(r, rt);
+	if (rt->id == API_R_NONE) {
+		char d[300];
+		snprintf(d, sizeof(d), "no endpoint at %.*s", (int)(r->path_len > 200 ? 200 : r->path_len), r->path);
+		api_error(a, r, 404, "not found", d);
+		return 1;
+	}
+	int allowed = route_methods(rt->id);
+	if (!(method_bit(r->method) & allowed)) {
+		char allow[64] = "Allow: ", d[160];
+		const char *names[] = {"GET, HEAD", "POST", "PUT"};
+		for (int i = 0, first = 1; i < 3; i++)
+			if (allowed & (1 << i)) {
+				strcat(allow, first ? "" : ", ");
+				strcat(allow, names[i]);
+				first = 0;
+			}
+		strcat(allow, "\r\n");
+		snprintf(d, sizeof(d), "%s is not allowed here; use %s", http_method_str(r->method), allow + 7);
+		d[strcspn(d, "\r")] = '\0';
+		api_record(a, r);
+		http_respond_error(r, 405, allow, "method not allowed", d);
+		return 1;
+	}
+	int mutating = r->method != HTTP_GET && r->method != HTTP_HEAD;
+	if (mutating && a->token != NULL && !api_token_ok(a, r)) {
+		a->auth_failures++;
+		int missing = r->authorization[0] == '\0';
+		api_record(a, r);
+		http_respond_error(r, missing ? 401 : 403, "WWW-Authenticate: Bearer\r\n",
+				   missing ? "unauthorized" : "forbidden",
+				   missing ? "this endpoint needs Authorization: Bearer <token>"
+					   : "the bearer token is not valid");
+		return 1;
+	}
+	if (rt->has_shard && (!rt->shard_valid || rt->shard >= strata_shards(a->db))) {
+		char d[200];
+		uint32_t n = strata_shards(a->db);
+		if (rt->shard_valid)
+			snprintf(d, sizeof(d), "shard %llu does not exist; this node has shards 0..%u",
+				 (unsigned long long)rt->shard, n ? n - 1 : 0);
+		else
+			snprintf(d, sizeof(d), "the shard must be a number in 0..%u", n ? n - 1 : 0);
+		api_error(a, r, 404, "unknown shard", d);
+		return 1;
+	}
+	if (rt->id == API_R_ROW && rt->key_len == 0) {
+		api_error(a, r, 400, "bad key", "the key is empty");
+		return 1;
+	}
+	return 0;
+}
+
+void
+api_on_headers(void *ctx, struct http_req *r)
+{
+	struct api_route rt;
+	api_check(ctx, r, &rt);
+}
+
+/* ---------- POST rows ---------- */
+
+/** One append request on the pool. */
+struct api_append {
+	/** The API. */
+	struct api *a;
+	/** The request (its body is read by the worker). */
+	struct http_req *r;
+	/** Target shard. */
+	uint32_t shard;
+	/** Body is the binary batch format. */
+	int binary;
+	/** Largest value accepted by the store. */
+	uint64_t max_value;
+	/** Reply status. */
+	int status;
+	/** Error words when status is not 200. */
+	const char *error;
+	/** Error detail. */
+	char detail[600];
+	/** Rows appended. */
+	uint64_t appended;
+	/** Sequence number of the last row. */
+	uint64_t last_seq;
+};
+
+static int
+append_fail(struct api_append *j, int status, const char *error, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int
+append_fail(struct api_append *j, int status, const char *error, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(j->detail, sizeof(j->detail), fmt, ap);
+	va_end(ap);
+	j->status = status;
+	j->error = error;
+	return -1;
+}
+
+static int
+check_row(struct api_append *j, const char *where, size_t idx, size_t klen, size_t vlen)
+{
+	if (klen == 0)
+		return append_fail(j, 400, "bad row", "%s %zu: the key is empty", where, idx);
+	if (klen > STRATA_MAX_KEY)
+		return append_fail(j, 413, "row too large", "%s %zu: key of %zu bytes is over the %u-byte limit",
+				   where, idx, klen, STRATA_MAX_KEY);
+	if (vlen > j->max_value)
+		return append_fail(j, 413, "row too large",
+				   "%s %zu: value of %zu bytes is over the limit of %llu bytes", where, idx, vlen,
+				   (unsigned long long)j->max_value);
+	return 0;
+}
+
+static int
+parse_batch(struct api_append *j, const uint8_t *p, size_t len, strata_row **out, size_t *nout)
+{
+	if (len < 4)
+		return append_fail(j, 400, "bad batch", "the batch is %zu bytes, shorter than its 4-byte row count",
+				   len);
+	struct rd rd;
+	rd_init(&rd, p, len);
+	uint32_t count = rd_u32(&rd);
+	if (count == 0)
+		return append_fail(j, 400, "bad batch", "the batch has no rows");
+	if (count > API_MAX_BATCH_ROWS)
+		return append_fail(j, 413, "batch too large", "%u rows in one batch; the limit is %u", count,
+				   API_MAX_BATCH_ROWS);
+	if (count > (len - 4) / 8)
+		return append_fail(j, 400, "bad batch", "the batch declares %u rows but has only %zu bytes after the count",
+				   count, len - 4);
+	strata_row *rows = env.calloc(count, sizeof(*rows));
+	if (rows == NULL)
+		return append_fail(j, 503, "out of memory", "no memory for %u rows", count);
+	for (uint32_t i = 0; i < count; i++) {
+		size_t off = (size_t)(rd.p - p);
+		uint32_t kl = rd_u32(&rd), vl = rd_u32(&rd);
+		const uint8_t *k = rd_bytes(&rd, kl);
+		const uint8_t *v = rd_bytes(&rd, vl);
+		if (rd.err) {
+			env.free(rows);
+			return append_fail(j, 400, "bad batch", "row %u (at byte %zu) runs past the end of the batch",
+					   i, off);
+		}
+		if (check_row(j, "row", i, kl, vl)) {
+			env.free(rows);
+			return -1;
+		}
+		rows[i] = (strata_row){k, kl, v, vl};
+	}
+	if (rd_left(&rd) != 0) {
+		env.free(rows);
+		return append_fail(j, 400, "bad batch", "%zu bytes after the last of %u rows", rd_left(&rd), count);
+	}
+	*out = rows;
+	*nout = count;
+	return 0;
+}
+
+/** Copy a string field (or decode a _b64 one) into the arena. Its length, or -1. */
+static long
+take_field(struct api_append *j, size_t line, const char *name, json_t *v, int b64, uint8_t *arena, size_t *used)
+{
+	if (!json_is_string(v))
+		return append_fail(j, 400, "bad row", "line %zu: \"%s\" must be a string", line, name);
+	const char *s = json_string_value(v);
+	size_t n = json_string_length(v);
+	if (!b64) {
+		memcpy(arena + *used, s, n);
+		*used += n;
+		return (long)n;
+	}
+	long m = b64_decode(s, n, arena + *used);
+	if (m < 0)
+		return append_fail(j, 400, "bad base64", "line %zu: \"%s\" is not valid base64", line, name);
+	*used += (size_t)m;
+	return m;
+}
+
+static int
+parse_ndjson(struct api_append *j, const uint8_t *p, size_t len, strata_row **out, size_t *nout, uint8_t **arena_out)
+{
+	size_t lines = 0;
+	for (size_t i = 0; i < len;) {
+		const uint8_t *nl = memchr(p + i, '\n', len - i);
+		size_t e = nl ? (size_t)(nl - p) : len;
+		for (size_t k = i; k < e; k++)
+			if (p[k] != ' ' && p[k] != '\t' && p[k] != '\r') {
+				lines++;
+				break;
+			}
+		i = e + 1;
+	}
+	if (lines == 0)
+		return append_fail(j, 400, "bad batch", "the body has no rows (expected NDJSON objects, one per line)");
+	if (lines > API_MAX_BATCH_ROWS)
+		return append_fail(j, 413, "batch too large", "%zu rows in one batch; the limit is %u", lines,
+				   API_MAX_BATCH_ROWS);
+	strata_row *rows = env.calloc(lines, sizeof(*rows));
+	uint8_t *arena = env.malloc(len ? len : 1);
+	if (rows == NULL || arena == NULL) {
+		env.free(rows);
+		env.free(arena);
+		return append_fail(j, 503, "out of memory", "no memory for %zu rows", lines);
+	}
+	size_t used = 0, n = 0, lineno = 0;
+	int rc = 0;
+	for (size_t i = 0; i < len && rc == 0;) {
+		const uint8_t *nl = memchr(p + i, '\n', len - i);
+		size_t e = nl ? (size_t)(nl - p) : len;
+		size_t b = i;
+		i = e + 1;
+		lineno++;
+		while (b < e && (p[b] == ' ' || p[b] == '\t' || p[b] == '\r'))
+			b++;
+		size_t t = e;
+		while (t > b && (p[t - 1] == ' ' || p[t - 1] == '\t' || p[t - 1] == '\r'))
+			t--;
+		if (t == b)
+			continue;
+		json_error_t err;
+		json_t *o = json_loadb((const char *)p + b, t - b, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+		if (o == NULL) {
+			rc = append_fail(j, 400, "invalid JSON", "line %zu, column %d: %s", lineno, err.column, err.text);
+			break;
+		}
+		if (!json_is_object(o)) {
+			json_decref(o);
+			rc = append_fail(j, 400, "bad row", "line %zu: expected a JSON object", lineno);
+			break;
+		}
+		json_t *key = NULL, *key64 = NULL, *val = NULL, *val64 = NULL;
+		const char *name;
+		json_t *v;
+		json_object_foreach(o, name, v)
+		{
+			if (strcmp(name, "key") == 0)
+				key = v;
+			else if (strcmp(name, "key_b64") == 0)
+				key64 = v;
+			else if (strcmp(name, "value") == 0)
+				val = v;
+			else if (strcmp(name, "value_b64") == 0)
+				val64 = v;
+			else {
+				rc = append_fail(j, 400, "bad row", "line %zu: unknown field \"%.64s\" (expected key or "
+								    "key_b64, and value or value_b64)",
+						 lineno, name);
+				break;
+			}
+		}
+		if (rc == 0 && (key == NULL) == (key64 == NULL))
+			rc = append_fail(j, 400, "bad row", "line %zu: needs exactly one of \"key\" and \"key_b64\"",
+					 lineno);
+		if (rc == 0 && (val == NULL) == (val64 == NULL))
+			rc = append_fail(j, 400, "bad row",
+					 "line %zu: needs exactly one of \"value\" and \"value_b64\"", lineno);
+		long kl = -1, vl = -1;
+		size_t koff = used;
+		if (rc == 0) {
+			kl = take_field(j, lineno, key ? "key" : "key_b64", key ? key : key64, key == NULL, arena, &used);
+			if (kl < 0)
+				rc = -1;
+		}
+		size_t voff = used;
+		if (rc == 0) {
+			vl = take_field(j, lineno, val ? "value" : "value_b64", val ? val : val64, val == NULL, arena,
+					&used);
+			if (vl < 0)
+				rc = -1;
+		}
+		json_decref(o);
+		if (rc == 0)
+			rc = check_row(j, "line", lineno, (size_t)kl, (size_t)vl);
+		if (rc == 0) {
+			rows[n].key = (const void *)(uintptr_t)koff;
+			rows[n].key_len = (size_t)kl;
+			rows[n].value = (const void *)(uintptr_t)voff;
+			rows[n].value_len = (size_t)vl;
+			n++;
+		}
+	}
+	if (rc != 0) {
+		env.free(rows);
+		env.free(arena);
+		return -1;
+	}
+	assert(used <= len);
+	for (size_t i = 0; i < n; i++) {
+		rows[i].key = arena + (uintptr_t)rows[i].key;
+		rows[i].value = arena + (uintptr_t)rows[i].value;
+	}
+	*out = rows;
+	*nout = n;
+	*arena_out = arena;
+	return 0;
+}
+
+static void
+append_work(void *arg)
+{
+	struct api_append *j = arg;
+	struct http_req *r = j->r;
+	strata_row *rows = NULL;
+	uint8_t *arena = NULL;
+	size_t n = 0;
+	int rc = j->binary ? parse_batch(j, r->body.data, r->body.len, &rows, &n)
+			   : parse_ndjson(j, r->body.data, r->body.len, &rows, &n, &arena);
+	if (rc != 0)
+		return;
+	uint64_t last = 0, t0 = env.mono_ns();
+	rc = strata_append_seq(j->a->db, j->shard, rows, n, &last);
+	hist_record(j->a->append_ns, env.mono_ns() - t0);
+	if (rc != 0) {
+		append_fail(j, api_status_of(rc), "append failed", "%s", strata_last_error());
+	} else {
+		j->status = 200;
+		j->appended = n;
+		j->last_seq = last;
+	}
+	env.free(rows);
+	env.free(arena);
+}
+
+static void
+append_done(void *arg)
+{
+	struct api_append *j = arg;
+	struct api *a = j->a;
+	a->jobs--;
+	if (j->status == 200)
+		api_json(a, j->r, 200, json_pack("{s:I, s:I}", "appended", (json_int_t)j->appended, "last_seq",
+						 (json_int_t)j->last_seq));
+	else
+		api_error(a, j->r, j->status, j->error, j->detail);
+	env.free(j);
+}
+
+static int
+is_batch_type(const char *ct)
+{
+	size_t n = strlen(API_BATCH_CONTENT_TYPE);
+	while (*ct == ' ')
+		ct++;
+	if (strncasecmp(ct, API_BATCH_CONTENT_TYPE, n) != 0)
+		return 0;
+	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+/** Submit a job to the pool, or answer 503 when it is full. */
+static int
+api_submit(struct api *a, struct http_req *r, pool_work_fn work, pool_done_fn done, void *job)
+{
+	int rc = pool_submit(runtime_pool(a->rt), work, done, job);
+	if (rc != 0) {
+		api_error(a, r, api_status_of(rc), "busy", diag_last());
+		return rc;
+	}
+	a->jobs++;
+	return 0;
+}
+
+static void
+api_append(struct api *a, struct http_req *r, uint32_t shard)
+{
+	struct api_append *j = env.calloc(1, sizeof(*j));
+	if (j == NULL) {
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+		return;
+	}
+	j->a = a;
+	j->r = r;
+	j->shard = shard;
+	j->binary = is_batch_type(r->content_type);
+	j->max_value = store_options(a->db)->max_value_bytes;
+	if (api_submit(a, r, append_work, append_done, j) != 0)
+		env.free(j);
+}
+
+/* ---------- GET rows/{key} ---------- */
+
+/** One point read on the pool. */
+struct api_get {
+	/** The API. */
+	struct api *a;
+	/** The request. */
+	struct http_req *r;
+	/** Shard read. */
+	uint32_t shard;
+	/** Decoded key. */
+	struct buf key;
+	/** Value found (strata_free), or NULL. */
+	void *value;
+	/** Length of value. */
+	size_t value_len;
+	/** strata_get's result. */
+	int rc;
+	/** Error detail when rc < 0. */
+	char detail[600];
+};
+
+static void
+get_work(void *arg)
+{
+	struct api_get *j = arg;
+	uint64_t t0 = env.mono_ns();
+	j->rc = strata_get(j->a->db, j->shard, j->key.data, j->key.len, &j->value, &j->value_len);
+	hist_record(j->a->get_ns, env.mono_ns() - t0);
+	if (j->rc < 0)
+		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
+}
+
+static void
+get_done(void *arg)
+{
+	struct api_get *j = arg;
+	struct api *a = j->a;
+	a->jobs--;
+	if (j->rc == 0) {
+		api_reply(a, j->r, 200, "application/octet-stream", NULL, j->value, j->value_len);
+	} else if (j->rc == STRATA_NOTFOUND) {
+		char d[128];
+		snprintf(d, sizeof(d), "no row with that key (%zu bytes) in shard %u", j->key.len, j->shard);
+		api_error(a, j->r, 404, "not found", d);
+	} else {
+		api_error(a, j->r, api_status_of(j->rc), "read failed", j->detail);
+	}
+	strata_free(j->value);
+	buf_destroy(&j->key);
+	env.free(j);
+}
+
+static void
+api_get(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	struct api_get *j = env.calloc(1, sizeof(*j));
+	if (j == NULL) {
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+		return;
+	}
+	j->a = a;
+	j->r = r;
+	j->shard = (uint32_t)rt->shard;
+	if (pct_decode(rt->key, rt->key_len, 0, &j->key) != 0) {
+		api_error(a, r, 400, "bad key", "the key has a malformed %-escape");
+	} else if (j->key.len == 0 || j->key.len > STRATA_MAX_KEY) {
+		char d[96];
+		snprintf(d, sizeof(d), "the key is %zu bytes; keys are 1..%u bytes", j->key.len, STRATA_MAX_KEY);
+		api_error(a, r, 400, "bad key", d);
+	} else if (api_submit(a, r, get_work, get_done, j) == 0) {
+		return;
+	}
+	buf_destroy(&j->key);
+	env.free(j);
+}
+
+/* ---------- GET rows (scan) ---------- */
+
+/** A streamed scan: one pool job per chunk, resumed after the last key sent. */
+struct api_scan {
+	/** The API. */
+	struct api *a;
+	/** The request. */
+	struct http_req *r;
+	/** Shard scanned. */
+	uint32_t shard;
+	/** Inclusive lower bound (start and prefix combined). */
+	struct buf lo;
+	/** lo is set. */
+	int has_lo;
+	/** Exclusive upper bound (end and prefix combined). */
+	struct buf hi;
+	/** hi is set. */
+	int has_hi;
+	/** Last key streamed; the next chunk starts there and skips it. */
+	struct buf last;
+	/** last is set. */
+	int has_last;
+	/** Lower bound of the running chunk (a copy of lo or last). */
+	struct buf from;
+	/** Rows still allowed by limit (UINT64_MAX = no limit). */
+	uint64_t remaining;
+	/** NDJSON produced by the running chunk. */
+	struct buf chunk;
+	/** Rows in chunk. */
+	size_t chunk_rows;
+	/** Scratch for base64. */
+	struct buf tmp;
+	/** The range is exhausted (or the limit reached). */
+	int eof;
+	/** Error of the last chunk (< 0), else 0. */
+	int rc;
+	/** Error detail. */
+	char detail[600];
+};
+
+static void
+scan_free(struct api_scan *s)
+{
+	buf_destroy(&s->lo);
+	buf_destroy(&s->hi);
+	buf_destroy(&s->last);
+	buf_destroy(&s->from);
+	buf_destroy(&s->chunk);
+	buf_destroy(&s->tmp);
+	env.free(s);
+}
+
+/** Set a string or, for bytes that are not UTF-8, a base64 field. */
+static int
+scan_field(struct api_scan *s, json_t *o, const char *name, const char *name64, const void *p, size_t n)
+{
+	json_t *v = json_bytes(p, n);
+	if (v != NULL)
+		return json_object_set_new(o, name, v);
+	buf_reset(&s->tmp);
+	if (b64_encode(p, n, &s->tmp))
+		return -1;
+	v = json_stringn((const char *)s->tmp.data, s->tmp.len);
+	return v ? json_object_set_new(o, name64, v) : -1;
+}
+
+static int
+scan_row(void *ctx, const strata_row *row)
+{
+	struct api_scan *s = ctx;
+	if (s->has_last && row->key_len == s->last.len && memcmp(row->key, s->last.data, row->key_len) == 0)
+		return 0;
+	if (s->remaining == 0) {
+		s->eof = 1;
+		return 1;
+	}
+	json_t *o = json_object();
+	if (o == NULL || scan_field(s, o, "key", "key_b64", row->key, row->key_len) ||
+	    scan_field(s, o, "value", "value_b64", row->value, row->value_len)) {
+		json_decref(o);
+		return diag_set(STRATA_ENOMEM, "scan: out of memory formatting a row");
+	}
+	size_t need = json_dumpb(o, NULL, 0, JSON_COMPACT);
+	if (need == 0 || buf_reserve(&s->chunk, need + 1)) {
+		json_decref(o);
+		return diag_set(STRATA_ENOMEM, "scan: out of memory formatting a row");
+	}
+	json_dumpb(o, (char *)s->chunk.data + s->chunk.len, need, JSON_COMPACT);
+	json_decref(o);
+	s->chunk.len += need;
+	s->chunk.data[s->chunk.len++] = '\n';
+	buf_reset(&s->last);
+	if (buf_append(&s->last, row->key, row->key_len))
+		return diag_set(STRATA_ENOMEM, "scan: out of memory");
+	s->has_last = 1;
+	s->chunk_rows++;
+	if (s->remaining != UINT64_MAX)
+		s->remaining--;
+	if (s->remaining == 0) {
+		s->eof = 1;
+		return 1;
+	}
+	if (s->chunk_rows >= API_SCAN_CHUNK_ROWS || s->chunk.len >= API_SCAN_CHUNK_BYTES)
+		return 1;
+	return 0;
+}
+
+static void
+scan_work(void *arg)
+{
+	struct api_scan *s = arg;
+	buf_reset(&s->chunk);
+	s->chunk_rows = 0;
+	int has_from = s->has_last || s->has_lo;
+	struct buf *src = s->has_last ? &s->last : &s->lo;
+	buf_reset(&s->from);
+	if (has_from && buf_append(&s->from, src->data, src->len)) {
+		s->rc = diag_set(STRATA_ENOMEM, "scan: out of memory");
+		snprintf(s->detail, sizeof(s->detail), "%s", diag_last());
+		return;
+	}
+	int rc = strata_scan(s->a->db, s->shard, has_from ? (s->from.data ? s->from.data : (uint8_t *)"") : NULL,
+			     s->from.len, s->has_hi ? (s->hi.data ? s->hi.data : (uint8_t *)"") : NULL, s->hi.len,
+			     scan_row, s);
+	if (rc < 0) {
+		s->rc = rc;
+		snprintf(s->detail, sizeof(s->detail), "%s", strata_last_error());
+	} else if (rc == 0) {
+		s->eof = 1;
+	}
+}
+
+static void scan_submit(struct api_scan *s);
+
+static void
+scan_abandon(struct api_scan *s)
+{
+	struct http_req *r = s->r;
+	if (r->responded)
+		http_stream_abort(r);
+	else
+		api_error(s->a, r, 503, "scan abandoned", "the client went away");
+	scan_free(s);
+}
+
+static void
+scan_resume(struct http_req *r, void *arg)
+{
+	struct api_scan *s = arg;
+	if (!http_req_alive(r)) {
+		scan_abandon(s);
+		return;
+	}
+	scan_submit(s);
+}
+
+static void
+scan_done(void *arg)
+{
+	struct api_scan *s = arg;
+	struct api *a = s->a;
+	struct http_req *r = s->r;
+	a->jobs--;
+	if (!http_req_alive(r)) {
+		scan_abandon(s);
+		return;
+	}
+	if (s->rc < 0) {
+		if (!r->responded) {
+			api_error(a, r, api_status_of(s->rc), "scan failed", s->detail);
+		} else {
+			diag_log(LOG_LVL_WARN, "scan of shard %u failed after streaming began: %s", s->shard,
+				 s->detail);
+			http_stream_abort(r);
+		}
+		scan_free(s);
+		return;
+	}
+	if (!r->responded)
+		http_stream_begin(r, 200, "application/x-ndjson");
+	a->scan_rows += s->chunk_rows;
+	if (s->chunk.len > 0 && http_stream_write(r, s->chunk.data, s->chunk.len) != 0) {
+		http_stream_abort(r);
+		scan_free(s);
+		return;
+	}
+	if (s->eof) {
+		api_record(a, r);
+		http_stream_end(r);
+		scan_free(s);
+		return;
+	}
+	if (http_stream_queued(r) > HTTP_OUT_LOW) {
+		a->scan_waits++;
+		http_stream_on_drain(r, scan_resume, s);
+	}
+	else
+		scan_submit(s);
+}
+
+static void
+scan_submit(struct api_scan *s)
+{
+	int rc = pool_submit(runtime_pool(s->a->rt), scan_work, scan_done, s);
+	if (rc == 0) {
+		s->a->jobs++;
+		return;
+	}
+	if (s->r->responded) {
+		diag_log(LOG_LVL_WARN, "scan of shard %u stopped: %s", s->shard, diag_last());
+		http_stream_abort(s->r);
+	} else {
+		api_error(s->a, s->r, api_status_of(rc), "busy", diag_last());
+	}
+	scan_free(s);
+}
+
+static int
+key_cmp(const struct buf *a, const struct buf *b)
+{
+	size_t n = a->len < b->len ? a->len : b->len;
+	int c = n ? memcmp(a->data, b->data, n) : 0;
+	if (c)
+		return c;
+	return a->len < b->len ? -1 : a->len > b->len;
+}
+
+/** Parse prefix/start/end/limit (an empty value counts as absent) into the scan's
+ *  bounds. 0, or answered 400. */
+static int
+scan_params(struct api *a, struct http_req *r, struct api_scan *s)
+{
+	struct buf name = {0}, val = {0}, prefix = {0};
+	int has_prefix = 0, rc = 0;
+	char d[200] = "";
+	const char *q = r->query, *end = r->query ? r->query + r->query_len : NULL;
+	while (q != NULL && q < end && rc == 0) {
+		const char *amp = memchr(q, '&', (size_t)(end - q));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(q, '=', (size_t)(pe - q));
+		const char *ne = eq ? eq : pe;
+		if (pe == q) {
+			q = pe + 1;
+			continue;
+		}
+		if (pct_decode(q, (size_t)(ne - q), 1, &name) ||
+		    pct_decode(eq ? eq + 1 : pe, eq ? (size_t)(pe - eq - 1) : 0, 1, &val)) {
+			snprintf(d, sizeof(d), "malformed %%-escape in the query");
+			rc = -1;
+			break;
+		}
+		const char *nm = (const char *)name.data;
+		if (val.len == 0 && (strcmp(nm, "prefix") == 0 || strcmp(nm, "start") == 0 || strcmp(nm, "end") == 0 ||
+				     strcmp(nm, "limit") == 0)) {
+			q = pe + 1;
+			continue;
+		}
+		struct buf *dst = NULL;
+		int *flag = NULL;
+		if (strcmp(nm, "prefix") == 0) {
+			dst = &prefix;
+			flag = &has_prefix;
+		} else if (strcmp(nm, "start") == 0) {
+			dst = &s->lo;
+			flag = &s->has_lo;
+		} else if (strcmp(nm, "end") == 0) {
+			dst = &s->hi;
+			flag = &s->has_hi;
+		} else if (strcmp(nm, "limit") == 0) {
+			char *e = NULL;
+			const char *v = (const char *)val.data;
+			unsigned long long lim = strtoull(v, &e, 10);
+			if (val.len == 0 || *e != '\0' || v[0] == '-' || lim == 0) {
+				snprintf(d, sizeof(d), "limit must be a positive integer");
+				rc = -1;
+				break;
+			}
+			s->remaining = lim;
+		} else {
+			snprintf(d, sizeof(d), "unknown query parameter '%.40s' (expected prefix, start, end, limit)",
+				 nm);
+			rc = -1;
+			break;
+		}
+		if (dst != NULL) {
+			if (val.len > STRATA_MAX_KEY) {
+				snprintf(d, sizeof(d), "%s is %zu bytes; bounds are at most %u bytes", nm, val.len,
+					 STRATA_MAX_KEY);
+				rc = -1;
+				break;
+			}
+			buf_reset(dst);
+			if (buf_append(dst, val.data, val.len)) {
+				snprintf(d, sizeof(d), "out of memory");
+				rc = -1;
+				break;
+			}
+			*flag = 1;
+		}
+		q = pe + 1;
+	}
+	if (rc == 0 && has_prefix && prefix.len > 0) {
+		if (!s->has_lo || key_cmp(&s->lo, &prefix) < 0) {
+			buf_reset(&s->lo);
+			rc = buf_append(&s->lo, prefix.data, prefix.len) ? -1 : 0;
+			s->has_lo = 1;
+		}
+		/* The smallest key above every key with this prefix: drop trailing 0xff bytes,
+		 * then add one to the last byte. All 0xff: no upper bound from the prefix. */
+		size_t n = prefix.len;
+		while (n > 0 && prefix.data[n - 1] == 0xff)
+			n--;
+		if (rc == 0 && n > 0) {
+			prefix.len = n;
+			prefix.data[n - 1]++;
+			if (!s->has_hi || key_cmp(&prefix, &s->hi) < 0) {
+				buf_reset(&s->hi);
+				rc = buf_append(&s->hi, prefix.data, prefix.len) ? -1 : 0;
+				s->has_hi = 1;
+			}
+		}
+		if (rc)
+			snprintf(d, sizeof(d), "out of memory");
+	}
+	if (rc == 0 && s->has_lo && s->has_hi && key_cmp(&s->lo, &s->hi) >= 0)
+		s->eof = 1;
+	buf_destroy(&name);
+	buf_destroy(&val);
+	buf_destroy(&prefix);
+	if (rc != 0)
+		api_error(a, r, 400, "bad query", d);
+	return rc;
+}
+
+static void
+api_scan(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	struct api_scan *s = env.calloc(1, sizeof(*s));
+	if (s == NULL) {
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+		return;
+	}
+	s->a = a;
+	s->r = r;
+	s->shard = (uint32_t)rt->shard;
+	s->remaining = UINT64_MAX;
+	if (scan_params(a, r, s) != 0) {
+		scan_free(s);
+		return;
+	}
+	if (s->eof) {
+		api_reply(a, r, 200, "application/x-ndjson", NULL, "", 0);
+		scan_free(s);
+		return;
+	}
+	scan_submit(s);
+}
+
+/* ---------- seal and merge-wal (through the runtime) ---------- */
+
+/** A seal or merge request handed to the runtime. */
+struct api_rtjob {
+	/** The API. */
+	struct api *a;
+	/** The request. */
+	struct http_req *r;
+	/** Target shard. */
+	uint32_t shard;
+	/** 1 = merge-wal, 0 = seal. */
+	int merge;
+	/** Inside runtime_*_request: a completion only records its result. */
+	int submitting;
+	/** The completion ran. */
+	int done;
+	/** Result code. */
+	int rc;
+	/** Generations merged by the request. */
+	uint64_t reclaimed;
+	/** Generations still waiting afterwards. */
+	uint64_t pending;
+	/** Error text. */
+	char err[1024];
+};
+
+static void
+rtjob_finish(struct api_rtjob *j)
+{
+	struct api *a = j->a;
+	a->jobs--;
+	if (j->rc != 0) {
+		api_error(a, j->r, api_status_of(j->rc), j->merge ? "merge failed" : "seal failed",
+			  j->err[0] ? j->err : strata_strerror(j->rc));
+	} else if (j->merge) {
+		api_json(a, j->r, 200, json_pack("{s:I, s:I, s:I}", "reclaimed", (json_int_t)j->reclaimed, "pending",
+						 (json_int_t)j->pending, "shard", (json_int_t)j->shard));
+	} else {
+		strata_stats st;
+		memset(&st, 0, sizeof(st));
+		strata_shard_stats(a->db, j->shard, &st);
+		api_json(a, j->r, 200, json_pack("{s:b, s:I, s:I}", "sealed", 1, "shard", (json_int_t)j->shard,
+						 "generations", (json_int_t)st.generations));
+	}
+	env.free(j);
+}
+
+static void
+rtjob_result(struct api_rtjob *j, int rc, const char *err)
+{
+	j->rc = rc;
+	snprintf(j->err, sizeof(j->err), "%s", err ? err : "");
+	j->done = 1;
+	if (!j->submitting)
+		rtjob_finish(j);
+}
+
+static void
+seal_cb(void *ctx, int rc, const char *err)
+{
+	rtjob_result(ctx, rc, err);
+}
+
+static void
+merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
+{
+	struct api_rtjob *j = ctx;
+	j->reclaimed = reclaimed;
+	j->pending = pending;
+	rtjob_result(j, rc, err);
+}
+
+static void
+api_rtjob(struct api *a, struct http_req *r, const struct api_route *rt, int merge)
+{
+	struct api_rtjob *j = env.calloc(1, sizeof(*j));
+	if (j == NULL) {
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+		return;
+	}
+	j->a = a;
+	j->r = r;
+	j->shard = (uint32_t)rt->shard;
+	j->merge = merge;
+	j->submitting = 1;
+	a->jobs++;
+	diag_clear();
+	int rc = merge ? runtime_merge_request(a->rt, j->shard, merge_cb, j)
+		       : runtime_seal_request(a->rt, j->shard, seal_cb, j);
+	j->submitting = 0;
+	if (j->done) {
+		rtjob_finish(j);
+	} else if (rc != 0) {
+		j->rc = rc;
+		snprintf(j->err, sizeof(j->err), "%s", diag_last());
+		rtjob_finish(j);
+	}
+}
+
+/* ---------- stats and policy ---------- */
+
+#define API_STATS_FIELDS(X)                                                                             \
+	X(memtable_rows) X(memtable_bytes) X(sealed_memtables) X(generations) X(base_runs) X(wal_bytes) \
+	X(wal_segments) X(writer_epoch) X(manifest_version) X(replay_after) X(last_seq)                 \
+	X(next_generation) X(appends) X(rows_appended) X(wal_syncs) X(seals) X(merges)                 \
+	X(merge_conflicts) X(merged_generations) X(merge_bytes_in) X(merge_bytes_out) X(compactions)   \
+	X(max_exclusive_ns) X(generation_bytes) X(base_bytes)
+
+static json_t *
+shard_stats_json(struct api *a, uint32_t shard)
+{
+	strata_stats st;
+	memset(&st, 0, sizeof(st));
+	int rc = strata_shard_stats(a->db, shard, &st);
+	json_t *o = json_pack("{s:I}", "shard", (json_int_t)shard);
+	if (rc != 0) {
+		json_object_set_new(o, "error", json_string(strata_strerror(rc)));
+		return o;
+	}
+#define API_STAT_SET(f) json_object_set_new(o, #f, json_integer((json_int_t)st.f));
+	API_STATS_FIELDS(API_STAT_SET)
+#undef API_STAT_SET
+	return o;
+}
+
+/** A JSON string of text; bytes that are not UTF-8 become '?'. */
+static json_t *
+json_text(const char *s, size_t n)
+{
+	json_t *v = json_stringn(s, n);
+	if (v != NULL)
+		return v;
+	char *c = env.malloc(n + 1);
+	if (c == NULL)
+		return json_null();
+	for (size_t i = 0; i < n; i++)
+		c[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
+	v = json_stringn(c, n);
+	env.free(c);
+	return v ? v : json_null();
+}
+
+static json_t *
+latency_json(const struct hist *h)
+{
+	return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "count", (json_int_t)hist_count(h), "mean_us",
+			 hist_mean(h) / 1e3, "p50_us", hist_percentile(h, 50) / 1e3, "p99_us",
+			 hist_percentile(h, 99) / 1e3, "p999_us", hist_percentile(h, 99.9) / 1e3, "max_us",
+			 hist_max(h) / 1e3);
+}
+
+static json_t *
+policy_json(struct api *a, int with_source)
+{
+	struct runtime_stats st;
+	struct runtime_settings set;
+	runtime_stats(a->rt, &st);
+	runtime_settings(a->rt, &set);
+	json_t *o = json_object();
+	json_object_set_new(o, "name", json_text(st.policy_name, strnlen(st.policy_name, sizeof(st.policy_name))));
+	json_object_set_new(o, "version", json_integer((json_int_t)st.policy_version));
+	size_t el = strnlen(st.last_error, sizeof(st.last_error));
+	json_object_set_new(o, "last_error", el ? json_text(st.last_error, el) : json_null());
+	json_object_set_new(o, "reloads", json_integer((json_int_t)st.reloads));
+	json_object_set_new(o, "reload_failures", json_integer((json_int_t)st.reload_failures));
+	json_object_set_new(o, "hook_runs", json_integer((json_int_t)st.hook_runs));
+	json_object_set_new(o, "hook_errors", json_integer((json_int_t)st.hook_errors));
+	json_object_set_new(
+		o, "settings",
+		json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "flush_interval_s", set.flush_interval_s,
+			  "sweep_interval_s", set.sweep_interval_s, "merge_after_generations",
+			  (json_int_t)set.merge_after_generations, "merge_max_generations",
+			  (json_int_t)set.merge_max_generations, "memtable_max_bytes",
+			  (json_int_t)set.memtable_max_bytes, "base_max_runs", (json_int_t)set.base_max_runs));
+	if (with_source) {
+		size_t len = 0;
+		const char *src = runtime_policy_source(a->rt, &len);
+		json_object_set_new(o, "source", src ? json_text(src, len) : json_null());
+	}
+	return o;
+}
+
+static void
+api_stats(struct api *a, struct http_req *r)
+{
+	uint32_t n = strata_shards(a->db);
+	json_t *shards = json_array();
+	for (uint32_t i = 0; i < n; i++)
+		json_array_append_new(shards, shard_stats_json(a, i));
+	struct http_stats hs;
+	memset(&hs, 0, sizeof(hs));
+	if (a->http)
+		http_server_stats(a->http, &hs);
+	struct pool *p = runtime_pool(a->rt);
+	json_t *o = json_pack(
+		"{s:s, s:f, s:I, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}}",
+		"version", STRATA_VERSION, "uptime_s", (double)(env.mono_ns() - a->start_ns) / 1e9, "shard_count",
+		(json_int_t)n, "shards", shards, "policy", policy_json(a, 0), "http", "connections_open",
+		(json_int_t)hs.open, "connections_accepted", (json_int_t)hs.accepted, "connections_refused",
+		(json_int_t)hs.refused, "requests", (json_int_t)hs.requests, "timeouts", (json_int_t)hs.timeouts,
+		"bad_requests", (json_int_t)hs.bad_requests, "auth_failures", (json_int_t)a->auth_failures,
+		"latency", "append", latency_json(a->append_ns), "get", latency_json(a->get_ns), "request",
+		latency_json(a->request_ns), "pool", "pending", (json_int_t)pool_pending(p), "refused",
+		(json_int_t)pool_refused(p), "api_jobs", (json_int_t)a->jobs);
+	api_json(a, r, 200, o);
+}
+
+static void
+api_policy_put(struct api *a, struct http_req *r)
+{
+	if (r->body.len == 0) {
+		api_error(a, r, 400, "policy refused", "the body is empty; send the Lua source of a policy");
+		return;
+	}
+	char err[2048] = "";
+	int rc = runtime_reload_source(a->rt, (const char *)r->body.data, r->body.len, "PUT /v1/policy", err,
+				       sizeof(err));
+	if (rc != 0) {
+		api_error(a, r, 400, "policy refused", err[0] ? err : strata_strerror(rc));
+		return;
+	}
+	json_t *o = policy_json(a, 0);
+	diag_log(LOG_LVL_INFO, "policy from PUT /v1/policy in use: version %lld",
+		 (long long)json_integer_value(json_object_get(o, "version")));
+	api_json(a, r, 200, o);
+}
+
+static void
+api_metrics(struct api *a, struct http_req *r)
+{
+	struct buf out = {0};
+	if (metrics_render(a, &out) != 0) {
+		buf_destroy(&out);
+		api_error(a, r, 503, "out of memory", "could not render the metrics");
+		return;
+	}
+	api_reply(a, r, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, out.data, out.len);
+	buf_destroy(&out);
+}
+
+/* ---------- dispatch ---------- */
+
+void
+api_on_request(void *ctx, struct http_req *r)
+{
+	struct api *a = ctx;
+	struct api_route rt;
+	if (api_check(a, r, &rt) != 0)
+		return;
+	switch (rt.id) {
+	case API_R_HEALTHZ:
+		api_json(a, r, 200, json_pack("{s:s}", "status", "ok"));
+		break;
+	case API_R_METRICS:
+		api_metrics(a, r);
+		break;
+	case API_R_STATS:
+		api_stats(a, r);
+		break;
+	case API_R_POLICY:
+		if (r->method == HTTP_PUT)
+			api_policy_put(a, r);
+		else
+			api_json(a, r, 200, policy_json(a, 1));
+		break;
+	case API_R_ROWS:
+		if (r->method == HTTP_POST)
+			api_append(a, r, (uint32_t)rt.shard);
+		else if (r->method == HTTP_HEAD)
+			api_reply(a, r, 200, "application/x-ndjson", NULL, "", 0);
+		else
+			api_scan(a, r, &rt);
+		break;
+	case API_R_ROW:
+		api_get(a, r, &rt);
+		break;
+	case API_R_SEAL:
+		api_rtjob(a, r, &rt, 0);
+		break;
+	case API_R_MERGE:
+		api_rtjob(a, r, &rt, 1);
+		break;
+	case API_R_SHARD_STATS:
+		api_json(a, r, 200, shard_stats_json(a, (uint32_t)rt.shard));
+		break;
+	default:
+		api_error(a, r, 404, "not found", NULL);
+		break;
+	}
+}
+
+int
+api_new(const struct api_options *o, struct api **out)
+{
+	*out = NULL;
+	struct api *a = env.calloc(1, sizeof(*a));
+	if (a == NULL)
+		return diag_set(STRATA_ENOMEM, "api: out of memory");
+	a->db = o->db;
+	a->rt = o->rt;
+	a->start_ns = env.mono_ns();
+	int rc = 0;
+	if (o->token != NULL) {
+		a->token_len = strlen(o->token);
+		a->token = env.malloc(a->token_len + 1);
+		if (a->token == NULL)
+			rc = diag_set(STRATA_ENOMEM, "api: out of memory");
+		else
+			memcpy(a->token, o->token, a->token_len + 1);
+	}
+	if (rc == 0)
+		rc = hist_new_latency(&a->append_ns);
+	if (rc == 0)
+		rc = hist_new_latency(&a->get_ns);
+	if (rc == 0)
+		rc = hist_new_latency(&a->request_ns);
+	if (rc != 0) {
+		api_delete(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+void
+api_delete(struct api *a)
+{
+	if (a == NULL)
+		return;
+	if (a->token != NULL) {
+		memset(a->token, 0, a->token_len);
+		env.free(a->token);
+	}
+	hist_delete(a->append_ns);
+	hist_delete(a->get_ns);
+	hist_delete(a->request_ns);
+	env.free(a);
+}

@@ -1,0 +1,85 @@
+/*
+ * api.h — the node's HTTP endpoints (routing, auth, JSON, the jobs that run
+ * appends, reads and scans on the runtime's worker pool).
+ *
+ * POST /v1/shards/{id}/rows takes NDJSON, one object per line:
+ *   {"key": "k", "value": "v"}  or  {"key": "k", "value_b64": "dg=="}
+ * ("key_b64" in place of "key" for a binary key), or, with
+ * Content-Type: application/x-strata-batch, the binary batch format:
+ *   u32 count, then count times { u32 key_len, u32 value_len, key bytes, value bytes }
+ * all integers little-endian, nothing after the last row. A batch is all or
+ * nothing; the reply {"appended": n, "last_seq": s} comes once it is durable.
+ */
+#ifndef STRATA_API_H
+#define STRATA_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/hist.h"
+#include "../strata.h"
+#include "http.h"
+
+struct runtime;
+
+/** Content-Type of the binary batch format. */
+#define API_BATCH_CONTENT_TYPE "application/x-strata-batch"
+/** Most rows accepted in one POST. */
+#define API_MAX_BATCH_ROWS (1u << 20)
+/** A scan job stops after this many rows and hands them to the loop. */
+#define API_SCAN_CHUNK_ROWS 1024u
+/** A scan job stops once its NDJSON chunk reaches this many bytes. */
+#define API_SCAN_CHUNK_BYTES (256u << 10)
+
+/** How to build the endpoints. */
+struct api_options {
+	/** The open store (not owned). */
+	strata *db;
+	/** The policy runtime (not owned). */
+	struct runtime *rt;
+	/** Bearer token required by mutating endpoints; NULL = no auth. */
+	const char *token;
+};
+
+/** The endpoints' state. Loop thread only, except the histograms (any thread). */
+struct api {
+	/** The open store. */
+	strata *db;
+	/** The policy runtime. */
+	struct runtime *rt;
+	/** The HTTP server (for connection statistics); set by the owner. */
+	struct http_server *http;
+	/** Bearer token (owned), or NULL. */
+	char *token;
+	/** Length of token. */
+	size_t token_len;
+	/** Latency of strata_append_seq calls made for POST rows, ns. */
+	struct hist *append_ns;
+	/** Latency of strata_get calls made for GET rows/{key}, ns. */
+	struct hist *get_ns;
+	/** Time from a request's first byte to its response (API requests), ns. */
+	struct hist *request_ns;
+	/** Rows streamed by scans. */
+	uint64_t scan_rows;
+	/** Scan chunks that waited for a slow client to drain its queue. */
+	uint64_t scan_waits;
+	/** Requests refused for a missing or wrong token. */
+	uint64_t auth_failures;
+	/** Jobs of this API on the pool or the runtime, not yet completed. */
+	uint64_t jobs;
+	/** Monotonic start time, ns. */
+	uint64_t start_ns;
+};
+
+/** Build the endpoints. */
+int api_new(const struct api_options *o, struct api **out);
+/** Free (every job must have completed). Safe on NULL. */
+void api_delete(struct api *a);
+/** http_headers_fn: route, method, auth and shard checks before the body. */
+void api_on_headers(void *ctx, struct http_req *r);
+/** http_request_fn: run the endpoint. */
+void api_on_request(void *ctx, struct http_req *r);
+/** HTTP status for a STRATA_E* code. */
+int api_status_of(int rc);
+
+#endif

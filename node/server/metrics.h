@@ -1,0 +1,13 @@
+/*
+ * metrics.h — the node's Prometheus text exposition (GET /metrics).
+ */
+#ifndef STRATA_METRICS_H
+#define STRATA_METRICS_H
+
+#include "../lib/buf.h"
+#include "api.h"
+
+/** Append the exposition (text format 0.0.4) of the node to out. 0 or STRATA_ENOMEM. */
+int metrics_render(struct api *a, struct buf *out);
+
+#endif

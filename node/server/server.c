@@ -1,0 +1,397 @@
+#include "server.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lib/diag.h"
+#include "../lib/env.h"
+#include "../policy/runtime.h"
+#include "../strata.h"
+#include "api.h"
+#include "http.h"
+
+/** A running node. */
+struct server {
+	/** Its options. */
+	const struct server_options *o;
+	/** The loop. */
+	struct ev_loop *loop;
+	/** The store. */
+	strata *db;
+	/** The policy runtime. */
+	struct runtime *rt;
+	/** The endpoints. */
+	struct api *api;
+	/** The HTTP server. */
+	struct http_server *http;
+	/** SIGTERM watcher. */
+	ev_signal sigterm;
+	/** SIGINT watcher. */
+	ev_signal sigint;
+	/** SIGHUP watcher. */
+	ev_signal sighup;
+	/** Deadline of a graceful stop. */
+	ev_timer shutdown_timer;
+	/** A graceful stop is under way. */
+	int stopping;
+	/** Connections were closed by force (second signal or deadline). */
+	int forced;
+};
+
+void
+server_options_init(struct server_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->listen = "127.0.0.1:7070";
+	o->data_dir = "./data";
+	o->shards = 4;
+	o->sync = STRATA_SYNC_FSYNC;
+	o->sync_interval_ms = 100;
+	o->max_value_bytes = 64ull << 20;
+	o->max_body_bytes = 64ull << 20;
+	o->max_header_bytes = 16u << 10;
+	o->max_connections = 1024;
+	o->idle_timeout_ms = 60000;
+	o->header_timeout_ms = 10000;
+	o->body_timeout_ms = 60000;
+	o->send_timeout_ms = 60000;
+	o->shutdown_timeout_ms = 30000;
+	o->workers = 16;
+	o->log_format = SERVER_LOG_LOGFMT;
+	o->watch_policy = 1;
+}
+
+/* ---------- logging ---------- */
+
+static void
+server_json_sink(int level, const char *msg)
+{
+	static const char *names[] = {"debug", "info", "warn", "error"};
+	if (level < diag_log_level)
+		return;
+	uint64_t now = env.wall_ns();
+	time_t sec = (time_t)(now / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	char when[48], date[32];
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(when, sizeof(when), "%s.%03uZ", date, (unsigned)(now / 1000000ull % 1000));
+	json_t *m = json_string(msg);
+	if (m == NULL) {
+		char clean[1024];
+		size_t i = 0;
+		for (; msg[i] && i < sizeof(clean) - 1; i++)
+			clean[i] = (unsigned char)msg[i] < 0x80 ? msg[i] : '?';
+		clean[i] = '\0';
+		m = json_string(clean);
+	}
+	json_t *o = json_pack("{s:s, s:s, s:o*}", "ts", when, "level", names[level & 3], "msg", m);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (s != NULL)
+		fprintf(stderr, "%s\n", s);
+	free(s);
+	json_decref(o);
+}
+
+/* ---------- lock file and token ---------- */
+
+/** Take <dir>/LOCK; -1 (after printing why) when another node holds it. */
+static int
+server_lock(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, SERVER_LOCK_FILE);
+	int fd = env.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "strata serve: cannot open the lock file %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int err = errno;
+		char pid[32] = "";
+		ssize_t n = env.pread(fd, pid, sizeof(pid) - 1, 0);
+		if (n > 0) {
+			pid[n] = '\0';
+			pid[strcspn(pid, "\n")] = '\0';
+		}
+		if (err == EWOULDBLOCK)
+			fprintf(stderr,
+				"strata serve: the data directory %s is in use by another node (pid %s holds %s); "
+				"refusing to start\n",
+				dir, pid[0] ? pid : "unknown", path);
+		else
+			fprintf(stderr, "strata serve: cannot lock %s: %s\n", path, strerror(err));
+		env.close(fd);
+		return -1;
+	}
+	char line[32];
+	int n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+	if (env.ftruncate(fd, 0) != 0 || env.pwrite(fd, line, (size_t)n, 0) != n)
+		diag_log(LOG_LVL_WARN, "could not write the pid into %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/** Read the token file into tok (trimmed). 0, or -1 after printing why. */
+static int
+server_read_token(const char *path, char *tok, size_t cap)
+{
+	int fd = env.open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "strata serve: cannot read the token file %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	char buf[SERVER_MAX_TOKEN + 64];
+	ssize_t n = env.pread(fd, buf, sizeof(buf) - 1, 0);
+	env.close(fd);
+	if (n < 0) {
+		fprintf(stderr, "strata serve: cannot read the token file %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	buf[n] = '\0';
+	char *b = buf, *e = buf + n;
+	while (b < e && (*b == ' ' || *b == '\t' || *b == '\r' || *b == '\n'))
+		b++;
+	while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+		e--;
+	size_t len = (size_t)(e - b);
+	if (len == 0 || len > SERVER_MAX_TOKEN || len >= cap) {
+		fprintf(stderr, "strata serve: the token in %s must be 1..%u bytes (got %zu)\n", path,
+			SERVER_MAX_TOKEN, len);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)b[i] <= ' ' || (unsigned char)b[i] >= 0x7f) {
+			fprintf(stderr, "strata serve: the token in %s must be printable ASCII without spaces\n",
+				path);
+			return -1;
+		}
+	memcpy(tok, b, len);
+	tok[len] = '\0';
+	return 0;
+}
+
+static void
+server_write_ready(const char *path, const char *address)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = env.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	char line[160];
+	int n = snprintf(line, sizeof(line), "%s\n", address);
+	if (fd < 0 || env.pwrite(fd, line, (size_t)n, 0) != n || env.close(fd) != 0 || env.rename(tmp, path) != 0)
+		diag_log(LOG_LVL_WARN, "could not write the ready file %s: %s", path, strerror(errno));
+}
+
+/** Let max_connections sockets fit under the open-file limit, raising it if allowed. */
+static void
+server_fd_limit(uint32_t conns)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	rlim_t need = (rlim_t)conns + 256;
+	if (rl.rlim_cur >= need)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < need)
+		diag_log(LOG_LVL_WARN,
+			 "the open-file limit (%llu) is below --max-connections + 256; connections over it are "
+			 "refused when accept fails",
+			 (unsigned long long)rl.rlim_cur);
+}
+
+/* ---------- signals and stop ---------- */
+
+static void
+server_drained(void *arg)
+{
+	struct server *s = arg;
+	ev_break(s->loop, EVBREAK_ALL);
+}
+
+static void
+server_force(struct server *s)
+{
+	s->forced = 1;
+	diag_log(LOG_LVL_WARN, "closing the connections still open; requests in flight finish without a reply");
+	http_server_close_all(s->http);
+}
+
+static void
+on_shutdown_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct server *s = w->data;
+	if (!s->forced) {
+		server_force(s);
+		ev_timer_set(w, s->o->shutdown_timeout_ms / 1000.0, 0.0);
+		ev_timer_start(loop, w);
+		return;
+	}
+	diag_log(LOG_LVL_WARN, "work still in flight after the shutdown timeout; stopping anyway");
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct server *s = w->data;
+	if (s->stopping) {
+		if (!s->forced)
+			server_force(s);
+		return;
+	}
+	s->stopping = 1;
+	diag_log(LOG_LVL_INFO, "%s: stopping; no new connections, finishing requests in flight",
+		 w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	ev_timer_set(&s->shutdown_timer, s->o->shutdown_timeout_ms / 1000.0, 0.0);
+	ev_timer_start(loop, &s->shutdown_timer);
+	http_server_drain(s->http, server_drained, s);
+}
+
+static void
+on_hup(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct server *s = w->data;
+	char err[2048] = "";
+	if (runtime_reload_file(s->rt, err, sizeof(err)) != 0) {
+		diag_log(LOG_LVL_WARN, "SIGHUP: policy reload refused, the running policy stays: %s", err);
+		return;
+	}
+	struct runtime_stats st;
+	runtime_stats(s->rt, &st);
+	diag_log(LOG_LVL_INFO, "SIGHUP: policy %s reloaded (version %llu)", st.policy_name,
+		 (unsigned long long)st.policy_version);
+}
+
+static const char *
+sync_name(int sync)
+{
+	return sync == STRATA_SYNC_NONE ? "none" : sync == STRATA_SYNC_INTERVAL ? "interval" : "fsync";
+}
+
+int
+server_run(const struct server_options *o)
+{
+	if (o->log_format == SERVER_LOG_JSON)
+		diag_log_sink = server_json_sink;
+	json_object_seed(0);
+	signal(SIGPIPE, SIG_IGN);
+
+	static char token[SERVER_MAX_TOKEN + 1];
+	if (o->token_file != NULL && server_read_token(o->token_file, token, sizeof(token)) != 0)
+		return 1;
+	if (env.mkdir(o->data_dir, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "strata serve: cannot create the data directory %s: %s\n", o->data_dir,
+			strerror(errno));
+		return 1;
+	}
+	int lock_fd = server_lock(o->data_dir);
+	if (lock_fd < 0)
+		return 1;
+	server_fd_limit(o->max_connections);
+
+	struct server s;
+	memset(&s, 0, sizeof(s));
+	s.o = o;
+	int status = 1;
+	strata_options so;
+	strata_options_init(&so);
+	so.dir = o->data_dir;
+	so.shards = o->shards;
+	so.sync = o->sync;
+	so.sync_interval_ms = o->sync_interval_ms;
+	so.max_value_bytes = o->max_value_bytes;
+	if (strata_open(&so, &s.db) != 0) {
+		fprintf(stderr, "strata serve: cannot open the store in %s: %s\n", o->data_dir, strata_last_error());
+		goto out;
+	}
+	s.loop = ev_default_loop(0);
+	if (s.loop == NULL) {
+		fprintf(stderr, "strata serve: cannot start the event loop\n");
+		goto out;
+	}
+	char err[2048] = "";
+	struct runtime_options ro = {
+		.db = s.db,
+		.loop = s.loop,
+		.policy_path = o->policy_path,
+		.workers = o->workers,
+		.watch_file = o->policy_path != NULL && o->watch_policy,
+	};
+	if (runtime_new(&ro, &s.rt, err, sizeof(err)) != 0) {
+		fprintf(stderr, "strata serve: cannot start the policy: %s\n", err[0] ? err : strata_last_error());
+		goto out;
+	}
+	struct api_options ao = {.db = s.db, .rt = s.rt, .token = o->token_file ? token : NULL};
+	if (api_new(&ao, &s.api) != 0) {
+		fprintf(stderr, "strata serve: %s\n", diag_last());
+		goto out;
+	}
+	struct http_options ho = {
+		.listen = o->listen,
+		.max_connections = o->max_connections,
+		.max_header_bytes = o->max_header_bytes,
+		.max_body_bytes = o->max_body_bytes,
+		.idle_timeout_ms = o->idle_timeout_ms,
+		.header_timeout_ms = o->header_timeout_ms,
+		.body_timeout_ms = o->body_timeout_ms,
+		.send_timeout_ms = o->send_timeout_ms,
+		.on_headers = api_on_headers,
+		.on_request = api_on_request,
+		.ctx = s.api,
+	};
+	if (http_server_new(s.loop, &ho, &s.http) != 0) {
+		fprintf(stderr, "strata serve: %s\n", diag_last());
+		goto out;
+	}
+	s.api->http = s.http;
+	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
+	ev_signal_init(&s.sigint, on_stop_signal, SIGINT);
+	ev_signal_init(&s.sighup, on_hup, SIGHUP);
+	s.sigterm.data = s.sigint.data = s.sighup.data = &s;
+	ev_signal_start(s.loop, &s.sigterm);
+	ev_signal_start(s.loop, &s.sigint);
+	ev_signal_start(s.loop, &s.sighup);
+	ev_init(&s.shutdown_timer, on_shutdown_timer);
+	s.shutdown_timer.data = &s;
+
+	struct runtime_stats rs;
+	runtime_stats(s.rt, &rs);
+	diag_log(LOG_LVL_INFO,
+		 "strata serve: listening on http://%s, data directory %s, policy %s, %u shards, sync %s%s",
+		 http_server_address(s.http), o->data_dir, rs.policy_name, strata_shards(s.db), sync_name(o->sync),
+		 o->token_file ? ", bearer token required for writes" : "");
+	if (o->ready_file != NULL)
+		server_write_ready(o->ready_file, http_server_address(s.http));
+
+	ev_run(s.loop, 0);
+
+	ev_signal_stop(s.loop, &s.sigterm);
+	ev_signal_stop(s.loop, &s.sigint);
+	ev_signal_stop(s.loop, &s.sighup);
+	ev_timer_stop(s.loop, &s.shutdown_timer);
+	status = 0;
+out:
+	if (s.rt != NULL)
+		runtime_delete(s.rt);
+	http_server_delete(s.http);
+	api_delete(s.api);
+	if (s.db != NULL) {
+		strata_close(s.db);
+		if (status == 0)
+			diag_log(LOG_LVL_INFO, "strata serve: stopped; the store is closed and its WAL synced");
+	}
+	env.close(lock_fd);
+	return status;
+}

@@ -1,0 +1,70 @@
+/*
+ * server.h — `strata serve`: one node process. Takes the data directory's lock
+ * file, opens the store, hosts the policy runtime and the HTTP endpoints on one
+ * libev loop, and handles signals (SIGTERM/SIGINT: graceful stop; SIGHUP: reload
+ * the policy file).
+ */
+#ifndef STRATA_SERVER_H
+#define STRATA_SERVER_H
+
+#include <stdint.h>
+
+/** Name of the lock file inside the data directory. */
+#define SERVER_LOCK_FILE "LOCK"
+/** Longest bearer token accepted from --token-file, bytes. */
+#define SERVER_MAX_TOKEN 512u
+
+/** Log line formats. */
+enum { SERVER_LOG_LOGFMT, SERVER_LOG_JSON };
+
+/** Everything `strata serve` can be told. */
+struct server_options {
+	/** "host:port" to listen on. */
+	const char *listen;
+	/** Data directory (created when missing). */
+	const char *data_dir;
+	/** Policy file, or NULL for the built-in default. */
+	const char *policy_path;
+	/** File holding the bearer token, or NULL for no auth. */
+	const char *token_file;
+	/** File to write "host:port" into once listening, or NULL. */
+	const char *ready_file;
+	/** Number of shards. */
+	uint32_t shards;
+	/** STRATA_SYNC_*. */
+	int sync;
+	/** Milliseconds between syncs for STRATA_SYNC_INTERVAL. */
+	uint32_t sync_interval_ms;
+	/** Largest value accepted, bytes. */
+	uint64_t max_value_bytes;
+	/** Largest request body, bytes. */
+	uint64_t max_body_bytes;
+	/** Largest request line plus headers, bytes. */
+	uint32_t max_header_bytes;
+	/** Connections open at once. */
+	uint32_t max_connections;
+	/** Keep-alive idle timeout, ms. */
+	uint32_t idle_timeout_ms;
+	/** Header (and first request) timeout, ms. */
+	uint32_t header_timeout_ms;
+	/** Body timeout, ms. */
+	uint32_t body_timeout_ms;
+	/** No-progress timeout of queued output, ms. */
+	uint32_t send_timeout_ms;
+	/** Time a graceful stop waits for requests in flight before closing them, ms. */
+	uint32_t shutdown_timeout_ms;
+	/** Worker threads of the pool (appends, reads, scans, seals, merges). */
+	unsigned workers;
+	/** SERVER_LOG_LOGFMT or SERVER_LOG_JSON. */
+	int log_format;
+	/** Reload the policy file when it changes. */
+	int watch_policy;
+};
+
+/** Fill *o with the defaults of `strata serve`. */
+void server_options_init(struct server_options *o);
+/** Run a node until SIGTERM/SIGINT. Returns the process exit status (0 after a
+ *  graceful stop); a failure to start is printed to stderr. */
+int server_run(const struct server_options *o);
+
+#endif

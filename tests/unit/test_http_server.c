@@ -1,0 +1,1504 @@
+/*
+ * test_http_server.c — integration tests of `strata serve`: each test starts real
+ * node processes on ephemeral ports in temporary directories, talks to them with
+ * libcurl (and raw sockets for malformed traffic), and kills them by PID at the
+ * end, also when a test fails.
+ *
+ * The binary is $STRATA_BIN, else $BUILD/strata, else build/strata. Node logs stay
+ * in the temporary directory when a test fails or STRATA_TEST_KEEP is set.
+ */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "harness.h"
+
+/* ---------- processes ---------- */
+
+/** A started node. */
+struct node {
+	/** Process id (0 once reaped). */
+	pid_t pid;
+	/** Bound port. */
+	int port;
+	/** Its stderr log. */
+	char log[600];
+};
+
+/** Every node process not yet reaped, so a failing test still kills them. */
+static pid_t live_pids[64];
+static char *tmp_root;
+static int node_seq;
+
+static const char *
+strata_bin(void)
+{
+	static char path[600];
+	const char *b = getenv("STRATA_BIN");
+	if (b != NULL)
+		return b;
+	const char *build = getenv("BUILD");
+	snprintf(path, sizeof(path), "%s/strata", build ? build : "build");
+	return path;
+}
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static void
+pid_forget(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(live_pids) / sizeof(live_pids[0]); i++)
+		if (live_pids[i] == pid)
+			live_pids[i] = 0;
+}
+
+static void
+nodes_kill_all(void)
+{
+	for (size_t i = 0; i < sizeof(live_pids) / sizeof(live_pids[0]); i++)
+		if (live_pids[i] > 0) {
+			kill(live_pids[i], SIGKILL);
+			waitpid(live_pids[i], NULL, 0);
+			live_pids[i] = 0;
+		}
+}
+
+static void
+on_fatal_signal(int sig)
+{
+	nodes_kill_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+print_log(const struct node *n)
+{
+	FILE *f = fopen(n->log, "r");
+	if (f == NULL)
+		return;
+	char line[1024];
+	fprintf(stderr, "  --- %s\n", n->log);
+	while (fgets(line, sizeof(line), f))
+		fprintf(stderr, "  | %s", line);
+	fclose(f);
+}
+
+/** Wait for a process to exit, up to ms; its exit status, 128+signal, or -1 on timeout. */
+static int
+wait_exit(pid_t pid, unsigned ms)
+{
+	uint64_t end = now_ms() + ms;
+	for (;;) {
+		int st;
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid) {
+			pid_forget(pid);
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		if (now_ms() > end)
+			return -1;
+		sleep_ms(5);
+	}
+}
+
+static long http_status(struct node *n, const char *method, const char *path, const char *body, size_t len,
+			const char *const *headers, char **resp, size_t *resp_len);
+
+/** Spawn `strata serve` on dir with extra flags (NULL-terminated); the child's exit
+ *  status when it exits before becoming ready (then n->pid is 0), else 0. */
+static int
+node_spawn(struct node *n, const char *dir, const char *const *extra)
+{
+	memset(n, 0, sizeof(*n));
+	int seq = ++node_seq;
+	char ready[600];
+	snprintf(ready, sizeof(ready), "%s/ready-%d", tmp_root, seq);
+	snprintf(n->log, sizeof(n->log), "%s/node-%d.log", tmp_root, seq);
+	const char *argv[64];
+	int k = 0;
+	argv[k++] = strata_bin();
+	argv[k++] = "serve";
+	argv[k++] = "--listen";
+	argv[k++] = "127.0.0.1:0";
+	argv[k++] = "--data";
+	argv[k++] = dir;
+	argv[k++] = "--ready-file";
+	argv[k++] = ready;
+	argv[k++] = "--shards";
+	argv[k++] = "2";
+	for (int i = 0; extra != NULL && extra[i] != NULL && k < 62; i++)
+		argv[k++] = extra[i];
+	argv[k] = NULL;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(n->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(argv[0], (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(live_pids) / sizeof(live_pids[0]); i++)
+		if (live_pids[i] == 0) {
+			live_pids[i] = pid;
+			break;
+		}
+	n->pid = pid;
+	uint64_t end = now_ms() + 20000;
+	while (now_ms() < end) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			pid_forget(pid);
+			n->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		FILE *f = fopen(ready, "r");
+		if (f != NULL) {
+			char line[128] = "";
+			char *got = fgets(line, sizeof(line), f);
+			fclose(f);
+			char *colon = got ? strrchr(line, ':') : NULL;
+			if (colon != NULL) {
+				n->port = atoi(colon + 1);
+				break;
+			}
+		}
+		sleep_ms(5);
+	}
+	unlink(ready);
+	while (n->port > 0 && now_ms() < end) {
+		if (http_status(n, "GET", "/healthz", NULL, 0, NULL, NULL, NULL) == 200)
+			return 0;
+		sleep_ms(5);
+	}
+	print_log(n);
+	return -1;
+}
+
+/** node_spawn that must succeed. */
+static int
+node_start(struct node *n, const char *dir, const char *const *extra)
+{
+	int rc = node_spawn(n, dir, extra);
+	if (rc != 0 || n->pid == 0) {
+		fprintf(stderr, "  node did not start (status %d)\n", rc);
+		print_log(n);
+		return -1;
+	}
+	return 0;
+}
+
+/** Signal the node and wait for its exit status. */
+static int
+node_stop(struct node *n, int sig)
+{
+	if (n->pid <= 0)
+		return -1;
+	kill(n->pid, sig);
+	int st = wait_exit(n->pid, 20000);
+	if (st < 0) {
+		kill(n->pid, SIGKILL);
+		waitpid(n->pid, NULL, 0);
+		pid_forget(n->pid);
+	}
+	if (st != 0 && sig != SIGKILL)
+		print_log(n);
+	n->pid = 0;
+	return st;
+}
+
+static char *
+tmpdir(const char *tag)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/%s-%d", tmp_root, tag, ++node_seq);
+	mkdir(path, 0755);
+	return strdup(path);
+}
+
+/* ---------- libcurl client ---------- */
+
+/** A growing response body. */
+struct sink {
+	/** The bytes (NUL-terminated). */
+	char *p;
+	/** Length. */
+	size_t n;
+};
+
+static size_t
+sink_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct sink *s = ud;
+	size_t add = size * nmemb;
+	char *q = realloc(s->p, s->n + add + 1);
+	if (q == NULL)
+		return 0;
+	memcpy(q + s->n, ptr, add);
+	s->p = q;
+	s->n += add;
+	s->p[s->n] = '\0';
+	return add;
+}
+
+/** One request; the status (or -1 on a transport error) and, when resp is given, the
+ *  body (caller frees). */
+static long
+http_status(struct node *n, const char *method, const char *path, const char *body, size_t len,
+	    const char *const *headers, char **resp, size_t *resp_len)
+{
+	CURL *c = curl_easy_init();
+	if (c == NULL)
+		return -1;
+	char url[4200];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", n->port, path);
+	struct sink s = {0};
+	struct curl_slist *hl = NULL;
+	for (int i = 0; headers != NULL && headers[i] != NULL; i++)
+		hl = curl_slist_append(hl, headers[i]);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (hl != NULL)
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	if (body != NULL) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	}
+	long code = -1;
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(c);
+	if (resp != NULL) {
+		*resp = s.p ? s.p : strdup("");
+		if (resp_len)
+			*resp_len = s.p ? s.n : 0;
+	} else {
+		free(s.p);
+	}
+	return code;
+}
+
+static long
+http_get(struct node *n, const char *path, char **resp, size_t *len)
+{
+	return http_status(n, "GET", path, NULL, 0, NULL, resp, len);
+}
+
+static long
+http_post(struct node *n, const char *path, const char *body, size_t len, char **resp)
+{
+	return http_status(n, "POST", path, body ? body : "", body ? len : 0, NULL, resp, NULL);
+}
+
+/** GET the value of key in shard; 1 when it equals want. */
+static int
+value_is(struct node *n, int shard, const char *key, const char *want, size_t want_len)
+{
+	char path[512], *v = NULL;
+	size_t vl = 0;
+	snprintf(path, sizeof(path), "/v1/shards/%d/rows/%s", shard, key);
+	long st = http_get(n, path, &v, &vl);
+	int ok = st == 200 && vl == want_len && memcmp(v, want, vl) == 0;
+	free(v);
+	return ok;
+}
+
+static long
+get_status(struct node *n, int shard, const char *key)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "/v1/shards/%d/rows/%s", shard, key);
+	return http_get(n, path, NULL, NULL);
+}
+
+/** Integer member of a JSON object text; -1 when absent. */
+static long long
+json_int_of(const char *text, const char *name)
+{
+	json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+	json_t *v = o ? json_object_get(o, name) : NULL;
+	long long r = json_is_integer(v) ? json_integer_value(v) : -1;
+	json_decref(o);
+	return r;
+}
+
+static long long
+shard_stat(struct node *n, int shard, const char *name)
+{
+	char path[64], *b = NULL;
+	snprintf(path, sizeof(path), "/v1/shards/%d/stats", shard);
+	long st = http_get(n, path, &b, NULL);
+	long long v = st == 200 ? json_int_of(b, name) : -1;
+	free(b);
+	return v;
+}
+
+/** Scan into a JSON array of {"key","value"} objects (NULL on failure). */
+static json_t *
+scan(struct node *n, const char *query)
+{
+	char path[600], *b = NULL;
+	size_t bl = 0;
+	snprintf(path, sizeof(path), "/v1/shards/0/rows%s", query);
+	if (http_get(n, path, &b, &bl) != 200) {
+		free(b);
+		return NULL;
+	}
+	json_t *arr = json_array();
+	char *p = b;
+	while (*p) {
+		char *nl = strchr(p, '\n');
+		if (nl == NULL)
+			break;
+		json_t *o = json_loadb(p, (size_t)(nl - p), 0, NULL);
+		if (o == NULL) {
+			json_decref(arr);
+			arr = NULL;
+			break;
+		}
+		json_array_append_new(arr, o);
+		p = nl + 1;
+	}
+	if (arr != NULL && *p != '\0') {
+		json_decref(arr);
+		arr = NULL;
+	}
+	free(b);
+	return arr;
+}
+
+static const char *
+row_key(json_t *arr, size_t i)
+{
+	return json_string_value(json_object_get(json_array_get(arr, i), "key"));
+}
+
+/* ---------- raw sockets ---------- */
+
+static int
+raw_connect(struct node *n)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)n->port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(fd);
+		return -1;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int
+raw_send(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int
+raw_sends(int fd, const char *s)
+{
+	return raw_send(fd, s, strlen(s));
+}
+
+/** Read until EOF or until ms pass; what arrived (NUL-terminated, caller frees).
+ *  *eof says whether the server closed. */
+static char *
+raw_read(int fd, unsigned ms, size_t *len, int *eof)
+{
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
+	uint64_t end = now_ms() + ms;
+	*eof = 0;
+	for (;;) {
+		uint64_t t = now_ms();
+		if (t >= end)
+			break;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, (int)(end - t)) <= 0)
+			break;
+		if (cap - n < 2048) {
+			cap *= 2;
+			b = realloc(b, cap);
+		}
+		ssize_t r = recv(fd, b + n, cap - n - 1, 0);
+		if (r <= 0) {
+			*eof = 1;
+			break;
+		}
+		n += (size_t)r;
+	}
+	b[n] = '\0';
+	if (len)
+		*len = n;
+	return b;
+}
+
+/** Read until want responses (by Content-Length) arrived or ms pass. */
+static char *
+raw_read_responses(int fd, int want, unsigned ms, size_t *len)
+{
+	size_t cap = 8192, n = 0;
+	char *b = malloc(cap);
+	uint64_t end = now_ms() + ms;
+	for (;;) {
+		b[n] = '\0';
+		int got = 0;
+		const char *p = b;
+		for (;;) {
+			const char *he = strstr(p, "\r\n\r\n");
+			if (he == NULL)
+				break;
+			const char *cl = strcasestr(p, "Content-Length:");
+			size_t body = cl && cl < he ? (size_t)atol(cl + 15) : 0;
+			if ((size_t)(he + 4 - b) + body > n)
+				break;
+			got++;
+			p = he + 4 + body;
+		}
+		if (got >= want || now_ms() >= end)
+			break;
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		if (cap - n < 4096) {
+			cap *= 2;
+			b = realloc(b, cap);
+		}
+		ssize_t r = recv(fd, b + n, cap - n - 1, 0);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	b[n] = '\0';
+	if (len)
+		*len = n;
+	return b;
+}
+
+static int
+status_of(const char *resp)
+{
+	if (strncmp(resp, "HTTP/1.1 ", 9) != 0)
+		return -1;
+	return atoi(resp + 9);
+}
+
+/** The node answers /healthz and still holds the baseline row. */
+static int
+node_healthy(struct node *n)
+{
+	return http_get(n, "/healthz", NULL, NULL) == 200 && value_is(n, 0, "baseline", "kept", 4);
+}
+
+/* ---------- tests ---------- */
+
+TEST(append_get_scan_round_trip)
+{
+	char *dir = tmpdir("roundtrip");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	/* NDJSON: plain, binary (value_b64), a key with '/', space and UTF-8. */
+	const char *nd = "{\"key\":\"alpha\",\"value\":\"one\"}\n"
+			 "{\"key\":\"beta\",\"value_b64\":\"AAEC/w==\"}\r\n"
+			 "\n"
+			 "{\"key\":\"dir/x y\",\"value\":\"caf\\u00e9\"}\n"
+			 "{\"key_b64\":\"AP8=\",\"value\":\"binary key\"}";
+	char *r = NULL;
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", nd, strlen(nd), &r), 200);
+	CHECK_EQ(json_int_of(r, "appended"), 4);
+	CHECK_EQ(json_int_of(r, "last_seq"), 4);
+	free(r);
+	CHECK(value_is(&n, 0, "alpha", "one", 3));
+	CHECK(value_is(&n, 0, "beta", "\x00\x01\x02\xff", 4));
+	CHECK(value_is(&n, 0, "dir%2Fx%20y", "caf\xc3\xa9", 5));
+	CHECK(value_is(&n, 0, "dir/x%20y", "caf\xc3\xa9", 5));
+	CHECK(value_is(&n, 0, "%00%FF", "binary key", 10));
+	CHECK_EQ(get_status(&n, 0, "missing"), 404);
+	CHECK_EQ(get_status(&n, 1, "alpha"), 404);
+
+	/* The binary batch format: u32 count, then per row u32 klen, u32 vlen, key, value. */
+	uint8_t batch[4096];
+	size_t bl = 4;
+	uint32_t count = 3;
+	memcpy(batch, &count, 4);
+	const char *bk[] = {"bin-1", "bin-2", "bin-3"};
+	for (int i = 0; i < 3; i++) {
+		uint32_t kl = (uint32_t)strlen(bk[i]), vl = (uint32_t)i * 3;
+		memcpy(batch + bl, &kl, 4);
+		memcpy(batch + bl + 4, &vl, 4);
+		memcpy(batch + bl + 8, bk[i], kl);
+		memset(batch + bl + 8 + kl, 0xA0 + i, vl);
+		bl += 8 + kl + vl;
+	}
+	const char *bh[] = {"Content-Type: application/x-strata-batch", NULL};
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/1/rows", (const char *)batch, bl, bh, &r, NULL), 200);
+	CHECK_EQ(json_int_of(r, "appended"), 3);
+	free(r);
+	CHECK(value_is(&n, 1, "bin-2", "\xa1\xa1\xa1", 3));
+	CHECK(value_is(&n, 1, "bin-1", "", 0));
+
+	/* Scans: all, by prefix, by range, with a limit; binary data comes back as _b64. */
+	json_t *all = scan(&n, "");
+	REQUIRE(all != NULL);
+	REQUIRE_EQ(json_array_size(all), 4);
+	CHECK(json_object_get(json_array_get(all, 0), "key_b64") != NULL);
+	CHECK(strcmp(row_key(all, 1), "alpha") == 0);
+	CHECK(strcmp(json_string_value(json_object_get(json_array_get(all, 2), "value_b64")), "AAEC/w==") == 0);
+	CHECK(strcmp(row_key(all, 3), "dir/x y") == 0);
+	json_decref(all);
+	json_t *pre = scan(&n, "?prefix=b");
+	REQUIRE(pre != NULL);
+	CHECK_EQ(json_array_size(pre), 1);
+	json_decref(pre);
+	json_t *range = scan(&n, "?start=alpha&end=dir&limit=5");
+	REQUIRE(range != NULL);
+	CHECK_EQ(json_array_size(range), 2);
+	json_decref(range);
+	json_t *empty = scan(&n, "?prefix=&start=&end=&limit=");
+	REQUIRE(empty != NULL);
+	CHECK_EQ(json_array_size(empty), 4);
+	json_decref(empty);
+	json_t *lim = scan(&n, "?limit=2");
+	REQUIRE(lim != NULL);
+	CHECK_EQ(json_array_size(lim), 2);
+	json_decref(lim);
+	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?bogus=1", NULL, NULL), 400);
+	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?limit=-3", NULL, NULL), 400);
+
+	/* A scan larger than one chunk streams every row exactly once, in order. */
+	size_t big = 5000;
+	char *many = malloc(big * 64);
+	size_t ml = 0;
+	for (size_t i = 0; i < big; i++)
+		ml += (size_t)sprintf(many + ml, "{\"key\":\"many-%06zu\",\"value\":\"v%zu\"}\n", i, i);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", many, ml, NULL), 200);
+	free(many);
+	json_t *m = scan(&n, "?prefix=many-");
+	REQUIRE(m != NULL);
+	CHECK_EQ(json_array_size(m), big);
+	int order_ok = 1;
+	for (size_t i = 0; i < json_array_size(m); i++) {
+		char want[32];
+		snprintf(want, sizeof(want), "many-%06zu", i);
+		if (strcmp(row_key(m, i), want) != 0)
+			order_ok = 0;
+	}
+	CHECK(order_ok);
+	json_decref(m);
+	json_t *ml3 = scan(&n, "?prefix=many-&limit=2500");
+	REQUIRE(ml3 != NULL);
+	CHECK_EQ(json_array_size(ml3), 2500);
+	json_decref(ml3);
+
+	/* Seal and merge-wal keep every row readable. */
+	CHECK_EQ(http_post(&n, "/v1/shards/0/seal", NULL, 0, &r), 200);
+	free(r);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/merge-wal", NULL, 0, &r), 200);
+	CHECK(json_int_of(r, "reclaimed") >= 1);
+	CHECK_EQ(json_int_of(r, "pending"), 0);
+	free(r);
+	CHECK(value_is(&n, 0, "alpha", "one", 3));
+	CHECK(value_is(&n, 0, "many-004999", "v4999", 5));
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(slow_reader_gets_the_whole_scan)
+{
+	char *dir = tmpdir("slowscan");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	size_t rows = 3000, vlen = 1000;
+	char *body = malloc(rows * (vlen + 64));
+	size_t bl = 0;
+	for (size_t i = 0; i < rows; i++) {
+		bl += (size_t)sprintf(body + bl, "{\"key\":\"s%05zu\",\"value\":\"", i);
+		memset(body + bl, 'a' + (int)(i % 26), vlen);
+		bl += vlen;
+		bl += (size_t)sprintf(body + bl, "\"}\n");
+	}
+	REQUIRE_EQ(http_post(&n, "/v1/shards/0/rows", body, bl, NULL), 200);
+	free(body);
+	/* HTTP/1.0: the body ends when the node closes; a small receive buffer and slow
+	 * reads make the node wait for the client (several MiB pass through 1 MiB of queue). */
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int small = 16384;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)n.port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	raw_sends(fd, "GET /v1/shards/0/rows HTTP/1.0\r\n\r\n");
+	size_t total = 0, lines = 0;
+	char buf[8192];
+	int reads = 0;
+	for (;;) {
+		ssize_t r = recv(fd, buf, sizeof(buf), 0);
+		if (r <= 0)
+			break;
+		for (ssize_t i = 0; i < r; i++)
+			lines += buf[i] == '\n';
+		total += (size_t)r;
+		if (++reads % 64 == 0)
+			sleep_ms(1);
+	}
+	close(fd);
+	CHECK(total > rows * vlen);
+	/* Four header lines and the blank line, then one NDJSON line per row. */
+	CHECK_EQ(lines, rows + 5);
+	char *m = NULL;
+	REQUIRE_EQ(http_get(&n, "/metrics", &m, NULL), 200);
+	const char *w = strstr(m, "\nstrata_scan_waits_total ");
+	CHECK(w != NULL && atol(w + 25) > 0);
+	free(m);
+	/* A client that goes away in the middle of a scan leaves the node healthy. */
+	for (int k = 0; k < 3; k++) {
+		fd = raw_connect(&n);
+		REQUIRE(fd >= 0);
+		raw_sends(fd, "GET /v1/shards/0/rows HTTP/1.1\r\n\r\n");
+		recv(fd, buf, sizeof(buf), 0);
+		close(fd);
+	}
+	CHECK_EQ(http_get(&n, "/healthz", NULL, NULL), 200);
+	json_t *all = scan(&n, "?limit=10");
+	REQUIRE(all != NULL);
+	CHECK_EQ(json_array_size(all), 10);
+	json_decref(all);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(pipelined_requests_answered_in_order)
+{
+	char *dir = tmpdir("pipeline");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	int fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	const char *body = "{\"key\":\"p1\",\"value\":\"first\"}\n";
+	char req[2048];
+	int len = snprintf(req, sizeof(req),
+			   "POST /v1/shards/0/rows HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s"
+			   "GET /v1/shards/0/rows/p1 HTTP/1.1\r\nHost: x\r\n\r\n"
+			   "GET /v1/shards/0/rows/nope HTTP/1.1\r\nHost: x\r\n\r\n"
+			   "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+			   strlen(body), body);
+	REQUIRE(raw_send(fd, req, (size_t)len) == 0);
+	char *resp = raw_read_responses(fd, 4, 10000, NULL);
+	const char *a = strstr(resp, "HTTP/1.1 200");
+	const char *b = a ? strstr(a + 1, "\r\n\r\nfirst") : NULL;
+	const char *c = b ? strstr(b, "HTTP/1.1 404") : NULL;
+	const char *d = c ? strstr(c, "\"status\":\"ok\"") : NULL;
+	CHECK(a == resp);
+	CHECK(a != NULL && strstr(a, "\"appended\":1") != NULL && strstr(a, "\"appended\":1") < b);
+	CHECK(b != NULL);
+	CHECK(c != NULL);
+	CHECK(d != NULL);
+	free(resp);
+	close(fd);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(chunked_body_accepted)
+{
+	char *dir = tmpdir("chunked");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	int fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	raw_sends(fd, "POST /v1/shards/0/rows HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+	const char *pieces[] = {"{\"key\":\"c1\",\"va", "lue\":\"chunk\"}\n", "{\"key\":\"c2\",\"value\":\"two\"}\n", NULL};
+	for (int i = 0; pieces[i] != NULL; i++) {
+		char chunk[128];
+		snprintf(chunk, sizeof(chunk), "%zx\r\n%s\r\n", strlen(pieces[i]), pieces[i]);
+		raw_sends(fd, chunk);
+		sleep_ms(10);
+	}
+	raw_sends(fd, "0\r\n\r\n");
+	char *resp = raw_read_responses(fd, 1, 10000, NULL);
+	CHECK_EQ(status_of(resp), 200);
+	CHECK(strstr(resp, "\"appended\":2") != NULL);
+	free(resp);
+	close(fd);
+	CHECK(value_is(&n, 0, "c1", "chunk", 5));
+	CHECK(value_is(&n, 0, "c2", "two", 3));
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+/** Send raw bytes on a fresh connection and return the status of the reply (-1 none). */
+static int
+raw_exchange(struct node *n, const char *req, size_t len, int *closed)
+{
+	int fd = raw_connect(n);
+	if (fd < 0)
+		return -1;
+	raw_send(fd, req, len);
+	int eof = 0;
+	char *resp = raw_read(fd, 5000, NULL, &eof);
+	int st = status_of(resp);
+	free(resp);
+	close(fd);
+	if (closed)
+		*closed = eof;
+	return st;
+}
+
+TEST(bad_inputs_never_break_the_node)
+{
+	char *dir = tmpdir("bad");
+	struct node n;
+	const char *flags[] = {"--max-body", "8K", "--max-header", "1024", "--max-value", "1K",
+			       "--header-timeout-ms", "300", "--body-timeout-ms", "300", NULL};
+	REQUIRE(node_start(&n, dir, flags) == 0);
+	const char *base = "{\"key\":\"baseline\",\"value\":\"kept\"}\n";
+	REQUIRE_EQ(http_post(&n, "/v1/shards/0/rows", base, strlen(base), NULL), 200);
+	long long rows0 = shard_stat(&n, 0, "rows_appended");
+	REQUIRE_EQ(rows0, 1);
+	int closed = 0;
+
+	/* Malformed request line. */
+	const char *garbage = "THIS IS NOT HTTP\r\n\r\n";
+	CHECK_EQ(raw_exchange(&n, garbage, strlen(garbage), &closed), 400);
+	CHECK(closed);
+	CHECK(node_healthy(&n));
+	const char *badver = "GET /healthz HTTP/9.9\r\n\r\n";
+	CHECK(raw_exchange(&n, badver, strlen(badver), NULL) >= 400);
+	CHECK(node_healthy(&n));
+
+	/* Headers over the limit. */
+	char big[4096];
+	int bl = snprintf(big, sizeof(big), "GET /healthz HTTP/1.1\r\nX-Big: %0*d\r\n\r\n", 2000, 7);
+	CHECK_EQ(raw_exchange(&n, big, (size_t)bl, &closed), 431);
+	CHECK(closed);
+	CHECK(node_healthy(&n));
+
+	/* Body over the limit: declared, and chunked. */
+	const char *over = "POST /v1/shards/0/rows HTTP/1.1\r\nContent-Length: 100000\r\n\r\n{\"key\":";
+	CHECK_EQ(raw_exchange(&n, over, strlen(over), &closed), 413);
+	CHECK(closed);
+	char chunked[12000];
+	int cl = snprintf(chunked, sizeof(chunked),
+			  "POST /v1/shards/0/rows HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2710\r\n");
+	memset(chunked + cl, 'x', 9000);
+	CHECK_EQ(raw_exchange(&n, chunked, (size_t)cl + 9000, &closed), 413);
+	CHECK(node_healthy(&n));
+
+	/* Invalid JSON, invalid base64, bad fields: 400 and nothing of the batch applied. */
+	const char *bad_json = "{\"key\":\"ok-1\",\"value\":\"v\"}\n{\"key\":\"ok-2\",\"value\":}\n";
+	char *r = NULL;
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bad_json, strlen(bad_json), &r), 400);
+	CHECK(r != NULL && strstr(r, "\"error\":\"invalid JSON\"") != NULL && strstr(r, "line 2") != NULL);
+	free(r);
+	const char *bad_b64 = "{\"key\":\"ok-3\",\"value\":\"v\"}\n{\"key\":\"ok-4\",\"value_b64\":\"@@@\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bad_b64, strlen(bad_b64), &r), 400);
+	CHECK(r != NULL && strstr(r, "base64") != NULL);
+	free(r);
+	const char *bad_field = "{\"key\":\"ok-5\",\"valeu\":\"v\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bad_field, strlen(bad_field), NULL), 400);
+	const char *not_obj = "[1,2]\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", not_obj, strlen(not_obj), NULL), 400);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", "", 0, NULL), 400);
+	CHECK_EQ(get_status(&n, 0, "ok-1"), 404);
+	CHECK_EQ(get_status(&n, 0, "ok-3"), 404);
+
+	/* Oversized key and value. */
+	char *bigkey = malloc(6000);
+	int kl = snprintf(bigkey, 6000, "{\"key\":\"%0*d\",\"value\":\"v\"}\n", 4097, 1);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bigkey, (size_t)kl, NULL), 413);
+	kl = snprintf(bigkey, 6000, "{\"key\":\"ok-6\",\"value\":\"v\"}\n{\"key\":\"ok-7\",\"value\":\"%0*d\"}\n", 1025, 1);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bigkey, (size_t)kl, NULL), 413);
+	free(bigkey);
+	CHECK_EQ(get_status(&n, 0, "ok-6"), 404);
+
+	/* A malformed binary batch. */
+	const uint8_t trunc[] = {2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 'k', 'v', 5, 0, 0, 0, 1, 0, 0, 0, 'x'};
+	const char *bh[] = {"Content-Type: application/x-strata-batch", NULL};
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", (const char *)trunc, sizeof(trunc), bh, NULL, NULL),
+		 400);
+	CHECK_EQ(get_status(&n, 0, "k"), 404);
+
+	/* Unknown shard, unknown path, wrong method, bad key escape. */
+	CHECK_EQ(http_post(&n, "/v1/shards/7/rows", base, strlen(base), &r), 404);
+	CHECK(r != NULL && strstr(r, "unknown shard") != NULL);
+	free(r);
+	CHECK_EQ(http_get(&n, "/v1/shards/x1/stats", NULL, NULL), 404);
+	CHECK_EQ(http_get(&n, "/v1/nothing", NULL, NULL), 404);
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/shards/0/rows/baseline", NULL, 0, NULL, NULL, NULL), 405);
+	CHECK_EQ(http_get(&n, "/v1/shards/0/seal", NULL, NULL), 405);
+	CHECK_EQ(get_status(&n, 0, "bad%zzescape"), 400);
+	CHECK(node_healthy(&n));
+
+	/* A connection closed in the middle of a body applies nothing. */
+	int fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	raw_sends(fd, "POST /v1/shards/0/rows HTTP/1.1\r\nContent-Length: 200\r\n\r\n{\"key\":\"half\",\"value\":\"x\"}\n");
+	sleep_ms(50);
+	close(fd);
+	sleep_ms(50);
+	CHECK_EQ(get_status(&n, 0, "half"), 404);
+	CHECK(node_healthy(&n));
+
+	/* Slowloris: headers a byte at a time; the node closes after the header timeout. */
+	fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	const char *slow = "GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+	int cut = 0;
+	for (size_t i = 0; slow[i] && !cut; i++) {
+		if (send(fd, slow + i, 1, MSG_NOSIGNAL) != 1)
+			cut = 1;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 25) > 0) {
+			char tmp[512];
+			ssize_t rr;
+			while ((rr = recv(fd, tmp, sizeof(tmp), MSG_DONTWAIT)) > 0)
+				;
+			if (rr == 0 || (rr < 0 && errno != EAGAIN))
+				cut = 1;
+		}
+	}
+	CHECK(cut);
+	close(fd);
+	/* A connection that sends nothing is closed too. */
+	fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	int eof = 0;
+	char *idle = raw_read(fd, 5000, NULL, &eof);
+	CHECK(eof);
+	free(idle);
+	close(fd);
+	/* A slow body (headers complete, body trickles) gets 408. */
+	fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	raw_sends(fd, "POST /v1/shards/0/rows HTTP/1.1\r\nContent-Length: 50\r\n\r\n{");
+	char *sb = raw_read(fd, 5000, NULL, &eof);
+	CHECK_EQ(status_of(sb), 408);
+	CHECK(eof);
+	free(sb);
+	close(fd);
+	CHECK(node_healthy(&n));
+
+	/* Nothing bad was applied: still exactly the baseline row. */
+	CHECK_EQ(shard_stat(&n, 0, "rows_appended"), rows0);
+	json_t *all = scan(&n, "");
+	REQUIRE(all != NULL);
+	CHECK_EQ(json_array_size(all), 1);
+	json_decref(all);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(token_required_for_mutations)
+{
+	char *dir = tmpdir("token");
+	char tokfile[700];
+	snprintf(tokfile, sizeof(tokfile), "%s/token", dir);
+	FILE *f = fopen(tokfile, "w");
+	REQUIRE(f != NULL);
+	fputs("s3cret-T0ken\n", f);
+	fclose(f);
+	struct node n;
+	const char *flags[] = {"--token-file", tokfile, NULL};
+	REQUIRE(node_start(&n, dir, flags) == 0);
+	const char *row = "{\"key\":\"t\",\"value\":\"1\"}\n";
+	const char *none[] = {NULL};
+	const char *wrong[] = {"Authorization: Bearer s3cret-T0kem", NULL};
+	const char *prefix[] = {"Authorization: Bearer s3cret-T0ke", NULL};
+	const char *good[] = {"Authorization: Bearer s3cret-T0ken", NULL};
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", row, strlen(row), none, NULL, NULL), 401);
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", row, strlen(row), wrong, NULL, NULL), 403);
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", row, strlen(row), prefix, NULL, NULL), 403);
+	CHECK_EQ(get_status(&n, 0, "t"), 404);
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/seal", "", 0, none, NULL, NULL), 401);
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/merge-wal", "", 0, wrong, NULL, NULL), 403);
+	const char *pol = "return { flush_interval_s = 0 }\n";
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", pol, strlen(pol), none, NULL, NULL), 401);
+	/* Refused from the headers alone: no 100 Continue, and the body is never read. */
+	int fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	raw_sends(fd, "POST /v1/shards/0/rows HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 25\r\n\r\n");
+	int eof = 0;
+	char *early = raw_read(fd, 5000, NULL, &eof);
+	CHECK_EQ(status_of(early), 401);
+	CHECK(eof);
+	free(early);
+	close(fd);
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", row, strlen(row), good, NULL, NULL), 200);
+	CHECK(value_is(&n, 0, "t", "1", 1));
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/seal", "", 0, good, NULL, NULL), 200);
+	CHECK_EQ(http_get(&n, "/metrics", NULL, NULL), 200);
+	CHECK_EQ(http_get(&n, "/v1/stats", NULL, NULL), 200);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(policy_put_good_and_broken)
+{
+	char *dir = tmpdir("policy");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	char *r = NULL;
+	REQUIRE_EQ(http_get(&n, "/v1/policy", &r, NULL), 200);
+	CHECK_EQ(json_int_of(r, "version"), 1);
+	free(r);
+	const char *good = "-- test policy\nreturn {\n  flush_interval_s = 0,\n  merge_max_generations = 3,\n}\n";
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", good, strlen(good), NULL, &r, NULL), 200);
+	CHECK_EQ(json_int_of(r, "version"), 2);
+	free(r);
+	const char *broken = "-- broken\nreturn {\n  flush_interval_s = = 0,\n}\n";
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", broken, strlen(broken), NULL, &r, NULL), 400);
+	json_t *e = json_loads(r, 0, NULL);
+	const char *detail = json_string_value(json_object_get(e, "detail"));
+	CHECK(detail != NULL && strstr(detail, ":3:") != NULL);
+	if (detail == NULL || strstr(detail, ":3:") == NULL)
+		fprintf(stderr, "  refusal: %s\n", r);
+	json_decref(e);
+	free(r);
+	REQUIRE_EQ(http_get(&n, "/v1/policy", &r, NULL), 200);
+	json_t *p = json_loads(r, 0, NULL);
+	CHECK_EQ(json_integer_value(json_object_get(p, "version")), 2);
+	CHECK(strcmp(json_string_value(json_object_get(p, "source")), good) == 0);
+	CHECK(json_is_string(json_object_get(p, "last_error")));
+	CHECK_EQ(json_integer_value(json_object_get(json_object_get(p, "settings"), "merge_max_generations")), 3);
+	json_decref(p);
+	free(r);
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", "", 0, NULL, NULL, NULL), 400);
+	const char *row = "{\"key\":\"after\",\"value\":\"reload\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
+	CHECK(value_is(&n, 0, "after", "reload", 6));
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(sighup_reloads_the_policy_file)
+{
+	char *dir = tmpdir("hup");
+	char pol[700];
+	snprintf(pol, sizeof(pol), "%s/policy.lua", dir);
+	FILE *f = fopen(pol, "w");
+	REQUIRE(f != NULL);
+	fputs("return { flush_interval_s = 0, merge_max_generations = 4 }\n", f);
+	fclose(f);
+	struct node n;
+	const char *flags[] = {"--policy", pol, "--no-watch-policy", NULL};
+	REQUIRE(node_start(&n, dir, flags) == 0);
+	f = fopen(pol, "w");
+	REQUIRE(f != NULL);
+	fputs("return { flush_interval_s = 0, merge_max_generations = 6 }\n", f);
+	fclose(f);
+	kill(n.pid, SIGHUP);
+	long long version = 0;
+	for (int i = 0; i < 400 && version != 2; i++) {
+		char *r = NULL;
+		http_get(&n, "/v1/policy", &r, NULL);
+		version = json_int_of(r, "version");
+		free(r);
+		if (version != 2)
+			sleep_ms(5);
+	}
+	CHECK_EQ(version, 2);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+/** Whether promtool is on PATH. */
+static int
+have_promtool(void)
+{
+	return system("command -v promtool >/dev/null 2>&1") == 0;
+}
+
+TEST(metrics_parse_as_prometheus_text)
+{
+	char *dir = tmpdir("metrics");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	const char *row = "{\"key\":\"m\",\"value\":\"1\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
+	CHECK(value_is(&n, 0, "m", "1", 1));
+	CHECK_EQ(get_status(&n, 0, "nope"), 404);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/seal", NULL, 0, NULL), 200);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/merge-wal", NULL, 0, NULL), 200);
+	char *m = NULL;
+	size_t ml = 0;
+	REQUIRE_EQ(http_get(&n, "/metrics", &m, &ml), 200);
+	const char *want[] = {"strata_append_latency_seconds_bucket{le=\"+Inf\"} 1\n",
+			      "strata_append_latency_seconds_count 1\n",
+			      "strata_get_latency_seconds_count 2\n",
+			      "strata_exclusive_lock_max_seconds{shard=\"0\"}",
+			      "strata_pending_generations{shard=\"1\"} 0\n",
+			      "strata_merge_passes_total{shard=\"0\"} 1\n",
+			      "strata_merge_read_bytes_total{shard=\"0\"}",
+			      "strata_seals_total{shard=\"0\"} 1\n",
+			      "strata_wal_bytes{shard=\"0\"}",
+			      "strata_policy_reloads_total 0\n",
+			      "strata_policy_hook_errors_total",
+			      "strata_http_requests_total{code=\"200\"}",
+			      "strata_http_requests_total{code=\"404\"} 1\n",
+			      "strata_http_open_connections 1\n",
+			      NULL};
+	for (int i = 0; want[i] != NULL; i++)
+		if (strstr(m, want[i]) == NULL) {
+			fprintf(stderr, "  /metrics lacks: %s\n", want[i]);
+			harness_cur_failed = 1;
+		}
+	if (have_promtool()) {
+		char path[700], cmd[800];
+		snprintf(path, sizeof(path), "%s/metrics.txt", dir);
+		FILE *f = fopen(path, "w");
+		REQUIRE(f != NULL);
+		fwrite(m, 1, ml, f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s' 1>&2", path);
+		CHECK_EQ(system(cmd), 0);
+	} else {
+		printf("# skip promtool check: promtool is not installed (apt-get install prometheus)\n");
+		int bad = 0;
+		for (char *line = m; *line;) {
+			char *nl = strchr(line, '\n');
+			if (nl == NULL) {
+				bad++;
+				break;
+			}
+			if (*line != '#' && strchr(line, ' ') == NULL)
+				bad++;
+			line = nl + 1;
+		}
+		CHECK_EQ(bad, 0);
+	}
+	free(m);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+/** One appending thread of the concurrency tests. */
+struct appender {
+	/** Node appended to. */
+	struct node *n;
+	/** Thread number (in the keys). */
+	int id;
+	/** Batches of 5 rows to send. */
+	int batches;
+	/** Rows 0..acked-1 of this thread are acknowledged (atomic). */
+	int acked;
+	/** Set by the test to stop early (atomic). */
+	int *stop;
+	/** Set when the thread ends (atomic). */
+	int done;
+};
+
+static void *
+appender_main(void *p)
+{
+	struct appender *a = p;
+	char body[4096];
+	for (int b = 0; b < a->batches && !__atomic_load_n(a->stop, __ATOMIC_RELAXED); b++) {
+		size_t len = 0;
+		for (int r = 0; r < 5; r++)
+			len += (size_t)snprintf(body + len, sizeof(body) - len,
+						"{\"key\":\"w%d-%05d\",\"value\":\"v%d-%d\"}\n", a->id, b * 5 + r,
+						a->id, b * 5 + r);
+		char *resp = NULL;
+		long st = http_post(a->n, "/v1/shards/0/rows", body, len, &resp);
+		int ok = st == 200 && json_int_of(resp, "appended") == 5;
+		free(resp);
+		if (!ok)
+			break;
+		__atomic_store_n(&a->acked, (b + 1) * 5, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static int
+acked_sum(struct appender *ap, int n)
+{
+	int s = 0;
+	for (int i = 0; i < n; i++)
+		s += __atomic_load_n(&ap[i].acked, __ATOMIC_RELAXED);
+	return s;
+}
+
+/** Appenders still running. */
+static int
+appenders_running(struct appender *ap, int n)
+{
+	int r = 0;
+	for (int i = 0; i < n; i++)
+		r += !__atomic_load_n(&ap[i].done, __ATOMIC_RELAXED);
+	return r;
+}
+
+/** Wait until n appenders acknowledged target rows in all; 0 when they all ended first. */
+static int
+wait_acked(struct appender *ap, int n, int target)
+{
+	for (;;) {
+		if (acked_sum(ap, n) >= target)
+			return 1;
+		if (appenders_running(ap, n) == 0)
+			return acked_sum(ap, n) >= target;
+		sleep_ms(1);
+	}
+}
+
+TEST(merge_wal_under_concurrent_appends_loses_nothing)
+{
+	char *dir = tmpdir("concurrent");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	int stop = 0;
+	struct appender ap[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		ap[i] = (struct appender){.n = &n, .id = i, .batches = 120, .stop = &stop};
+		pthread_create(&th[i], NULL, appender_main, &ap[i]);
+	}
+	int merges = 0, reclaimed = 0;
+	CHECK(wait_acked(ap, 4, 1));
+	for (int k = 0; k < 10 || appenders_running(ap, 4) > 0; k++) {
+		char *r = NULL;
+		if (http_post(&n, "/v1/shards/0/seal", NULL, 0, NULL) == 200 &&
+		    http_post(&n, "/v1/shards/0/merge-wal", NULL, 0, &r) == 200) {
+			merges++;
+			reclaimed += (int)json_int_of(r, "reclaimed");
+		}
+		free(r);
+		sleep_ms(5);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	CHECK(merges > 0);
+	CHECK(reclaimed > 0);
+	int total = 0;
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(ap[i].acked, 600);
+		total += ap[i].acked;
+	}
+	json_t *all = scan(&n, "?prefix=w");
+	REQUIRE(all != NULL);
+	CHECK_EQ(json_array_size(all), total);
+	json_decref(all);
+	int missing = 0;
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < ap[i].acked; k += 37) {
+			char key[32], val[32];
+			snprintf(key, sizeof(key), "w%d-%05d", i, k);
+			snprintf(val, sizeof(val), "v%d-%d", i, k);
+			if (!value_is(&n, 0, key, val, strlen(val)))
+				missing++;
+		}
+	CHECK_EQ(missing, 0);
+	CHECK(shard_stat(&n, 0, "merges") > 0);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(acknowledged_rows_survive_sigkill)
+{
+	char *dir = tmpdir("sigkill");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	int stop = 0;
+	struct appender ap[3];
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++) {
+		ap[i] = (struct appender){.n = &n, .id = i, .batches = 100000, .stop = &stop};
+		pthread_create(&th[i], NULL, appender_main, &ap[i]);
+	}
+	CHECK(wait_acked(ap, 3, 600));
+	CHECK_EQ(http_post(&n, "/v1/shards/0/seal", NULL, 0, NULL), 200);
+	CHECK(wait_acked(ap, 3, 900));
+	CHECK_EQ(node_stop(&n, SIGKILL), 128 + SIGKILL);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	struct node again;
+	REQUIRE(node_start(&again, dir, NULL) == 0);
+	int missing = 0, checked = 0;
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < ap[i].acked; k++) {
+			char key[32], val[32];
+			snprintf(key, sizeof(key), "w%d-%05d", i, k);
+			snprintf(val, sizeof(val), "v%d-%d", i, k);
+			checked++;
+			if (!value_is(&again, 0, key, val, strlen(val)))
+				missing++;
+		}
+	CHECK(checked >= 900);
+	CHECK_EQ(missing, 0);
+	CHECK_EQ(node_stop(&again, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(second_node_on_the_same_dir_is_refused)
+{
+	char *dir = tmpdir("lock");
+	struct node a, b;
+	REQUIRE(node_start(&a, dir, NULL) == 0);
+	const char *row = "{\"key\":\"first\",\"value\":\"node\"}\n";
+	CHECK_EQ(http_post(&a, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
+	int st = node_spawn(&b, dir, NULL);
+	CHECK_EQ(st, 1);
+	CHECK(b.pid == 0);
+	if (b.pid != 0)
+		node_stop(&b, SIGKILL);
+	FILE *f = fopen(b.log, "r");
+	char line[1024] = "";
+	if (f != NULL) {
+		if (fgets(line, sizeof(line), f) == NULL)
+			line[0] = '\0';
+		fclose(f);
+	}
+	CHECK(strstr(line, "in use by another node") != NULL);
+	CHECK(value_is(&a, 0, "first", "node", 4));
+	CHECK_EQ(http_post(&a, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
+	CHECK_EQ(shard_stat(&a, 0, "writer_epoch"), 1);
+	CHECK_EQ(node_stop(&a, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(sigterm_finishes_requests_in_flight_and_exits_zero)
+{
+	char *dir = tmpdir("sigterm");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	const char *row = "{\"key\":\"before\",\"value\":\"stop\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/1/rows", row, strlen(row), NULL), 200);
+	/* A request whose headers arrived (100 Continue seen) but whose body has not. */
+	int fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	const char *body = "{\"key\":\"inflight\",\"value\":\"done\"}\n";
+	char hdr[256];
+	snprintf(hdr, sizeof(hdr),
+		 "POST /v1/shards/1/rows HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %zu\r\n\r\n",
+		 strlen(body));
+	raw_sends(fd, hdr);
+	char *cont = raw_read_responses(fd, 1, 5000, NULL);
+	CHECK(strncmp(cont, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0);
+	free(cont);
+	int idle = raw_connect(&n);
+	REQUIRE(idle >= 0);
+	kill(n.pid, SIGTERM);
+	/* The drain has begun once the listening socket is gone. */
+	for (int i = 0; i < 2000; i++) {
+		int probe = raw_connect(&n);
+		if (probe < 0)
+			break;
+		close(probe);
+		sleep_ms(5);
+	}
+	raw_sends(fd, body);
+	int eof = 0;
+	char *resp = raw_read(fd, 10000, NULL, &eof);
+	CHECK_EQ(status_of(resp), 200);
+	CHECK(strstr(resp, "Connection: close") != NULL);
+	CHECK(eof);
+	free(resp);
+	close(fd);
+	char *nothing = raw_read(idle, 10000, NULL, &eof);
+	CHECK(eof);
+	CHECK_EQ(strlen(nothing), 0);
+	free(nothing);
+	close(idle);
+	int st = wait_exit(n.pid, 20000);
+	CHECK_EQ(st, 0);
+	if (st != 0)
+		print_log(&n);
+	n.pid = 0;
+	struct node again;
+	REQUIRE(node_start(&again, dir, NULL) == 0);
+	CHECK(value_is(&again, 1, "before", "stop", 4));
+	CHECK(value_is(&again, 1, "inflight", "done", 4));
+	CHECK_EQ(node_stop(&again, SIGINT), 0);
+	free(dir);
+}
+
+/** A connection on which /healthz answered 200 (retried while the node still counts
+ *  closed connections against the limit), or -1. */
+static int
+held_connection(struct node *n)
+{
+	for (int i = 0; i < 500; i++) {
+		int fd = raw_connect(n);
+		if (fd < 0)
+			return -1;
+		raw_sends(fd, "GET /healthz HTTP/1.1\r\n\r\n");
+		char *r = raw_read_responses(fd, 1, 5000, NULL);
+		int st = status_of(r);
+		free(r);
+		if (st == 200)
+			return fd;
+		close(fd);
+		sleep_ms(10);
+	}
+	return -1;
+}
+
+TEST(connection_limit_refuses_extra_clients)
+{
+	char *dir = tmpdir("maxconn");
+	struct node n;
+	const char *flags[] = {"--max-connections", "2", NULL};
+	REQUIRE(node_start(&n, dir, flags) == 0);
+	int a = held_connection(&n), b = held_connection(&n);
+	REQUIRE(a >= 0 && b >= 0);
+	int c = raw_connect(&n);
+	REQUIRE(c >= 0);
+	int eof = 0;
+	char *rc = raw_read(c, 5000, NULL, &eof);
+	CHECK_EQ(status_of(rc), 503);
+	CHECK(eof);
+	free(rc);
+	close(c);
+	/* The held connections still serve; once one closes, a new client gets in. */
+	raw_sends(a, "GET /healthz HTTP/1.1\r\n\r\n");
+	char *ra = raw_read_responses(a, 1, 5000, NULL);
+	CHECK_EQ(status_of(ra), 200);
+	free(ra);
+	close(b);
+	int d = held_connection(&n);
+	CHECK(d >= 0);
+	close(d);
+	close(a);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+TEST(json_logs_and_help)
+{
+	char *dir = tmpdir("json");
+	struct node n;
+	const char *flags[] = {"--log-format", "json", NULL};
+	REQUIRE(node_start(&n, dir, flags) == 0);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	FILE *f = fopen(n.log, "r");
+	REQUIRE(f != NULL);
+	char line[2048];
+	int lines = 0, json_lines = 0, has_address = 0;
+	while (fgets(line, sizeof(line), f)) {
+		lines++;
+		json_t *o = json_loads(line, 0, NULL);
+		if (o != NULL && json_is_string(json_object_get(o, "msg")) &&
+		    json_is_string(json_object_get(o, "level")) && json_is_string(json_object_get(o, "ts")))
+			json_lines++;
+		if (o != NULL && strstr(json_string_value(json_object_get(o, "msg")), "listening on http://127.0.0.1:"))
+			has_address = 1;
+		json_decref(o);
+	}
+	fclose(f);
+	CHECK(lines >= 2);
+	CHECK_EQ(json_lines, lines);
+	CHECK(has_address);
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "'%s' serve --help > '%s/help.txt'", strata_bin(), dir);
+	REQUIRE_EQ(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/help.txt", dir);
+	f = fopen(cmd, "r");
+	REQUIRE(f != NULL);
+	char help[8192];
+	size_t hl = fread(help, 1, sizeof(help) - 1, f);
+	help[hl] = '\0';
+	fclose(f);
+	const char *flags_listed[] = {"--listen", "--data", "--shards", "--policy", "--token-file", "--max-body",
+				      "--sync", "--log-format", "--max-connections", "--header-timeout-ms", NULL};
+	for (int i = 0; flags_listed[i]; i++)
+		CHECK(strstr(help, flags_listed[i]) != NULL);
+	free(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	if (access(strata_bin(), X_OK) != 0) {
+		fprintf(stderr, "test_http_server: %s is not built (set STRATA_BIN or BUILD)\n", strata_bin());
+		printf("not ok - strata_binary_present\n");
+		return HARNESS_END("test_http_server") + 1;
+	}
+	tmp_root = harness_tmpdir("http");
+	if (tmp_root == NULL)
+		return 1;
+	atexit(nodes_kill_all);
+	signal(SIGINT, on_fatal_signal);
+	signal(SIGTERM, on_fatal_signal);
+	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+#define RUN_NODE(fn)                                                                                    \
+	do {                                                                                            \
+		RUN(fn);                                                                                \
+		nodes_kill_all();                                                                       \
+	} while (0)
+	RUN_NODE(append_get_scan_round_trip);
+	RUN_NODE(slow_reader_gets_the_whole_scan);
+	RUN_NODE(pipelined_requests_answered_in_order);
+	RUN_NODE(chunked_body_accepted);
+	RUN_NODE(bad_inputs_never_break_the_node);
+	RUN_NODE(token_required_for_mutations);
+	RUN_NODE(policy_put_good_and_broken);
+	RUN_NODE(sighup_reloads_the_policy_file);
+	RUN_NODE(metrics_parse_as_prometheus_text);
+	RUN_NODE(merge_wal_under_concurrent_appends_loses_nothing);
+	RUN_NODE(acknowledged_rows_survive_sigkill);
+	RUN_NODE(second_node_on_the_same_dir_is_refused);
+	RUN_NODE(sigterm_finishes_requests_in_flight_and_exits_zero);
+	RUN_NODE(connection_limit_refuses_extra_clients);
+	RUN_NODE(json_logs_and_help);
+	curl_global_cleanup();
+	if (harness_failed == 0 && getenv("STRATA_TEST_KEEP") == NULL)
+		harness_rmrf(tmp_root);
+	else
+		fprintf(stderr, "test_http_server: logs kept in %s\n", tmp_root);
+	free(tmp_root);
+	return HARNESS_END("test_http_server");
+}
