@@ -84,7 +84,7 @@ unit: all $(UNIT_BIN)
 
 # Lua suites load build/strata.so into the stock LuaJIT, so they run in plain builds only.
 ifeq ($(SAN),)
-LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh"
+LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh"
 endif
 
 # Every suite reports "N passed, N failed"; tests/run.sh adds them up and prints the total last.
@@ -97,6 +97,7 @@ run: all
 
 bench: bench-deps all
 	@$(MAKE) --no-print-directory -f tests/bench/bench.mk BUILD=$(BUILD) bench
+	@$(MAKE) --no-print-directory -f tests/load/load.mk BUILD=$(BUILD) bench-load
 
 clean:
 	rm -rf build build-san-*

@@ -187,6 +187,44 @@ function core.db_methods.scan(db, shard, opts)
 	end
 end
 
+--- Names of the db:policy_info() fields, in the order of strata_policy_info.
+M.POLICY_INFO_FIELDS = {
+	"version", "reloads", "reload_failures", "hook_runs", "hook_errors", "policy_seals",
+	"policy_merges", "policy_compactions", "flush_timer_fires", "sweeps", "last_error", "name",
+}
+
+--- db:policy_info() -> {version=, reloads=, reload_failures=, hook_runs=, hook_errors=,
+-- policy_seals=, policy_merges=, policy_compactions=, flush_timer_fires=, sweeps=,
+-- last_error=, name=} | nil, message, code (a store opened without a policy runtime).
+-- version is 1 for the first policy and +1 per successful reload; last_error is the
+-- last refused reload or failed hook with its file:line ("" when none).
+
+--- Format a db:policy_info() table as aligned text; title (optional) is the first line.
+function M.format_policy_info(t, title)
+	if type(t) ~= "table" then
+		argerror(1, "format_policy_info", "table expected, got " .. type(t), 2)
+	end
+	local counters, texts = {}, {}
+	for k, v in pairs(t) do
+		if type(v) == "string" then
+			texts[#texts + 1] = k
+		else
+			counters[k] = v
+		end
+	end
+	table.sort(texts)
+	local lines = { format.stats(counters, { order = M.POLICY_INFO_FIELDS, title = title }) }
+	local indent, width = title and "  " or "", 0
+	for k in pairs(t) do
+		width = math.max(width, #tostring(k))
+	end
+	for _, k in ipairs(texts) do
+		local v = t[k]
+		lines[#lines + 1] = fmt("%s%-" .. width .. "s  %s", indent, k, v == "" and "(none)" or v)
+	end
+	return table.concat(lines, "\n")
+end
+
 --- Format a db:stats() table as aligned text; title (optional) is the first line.
 function M.format_stats(t, title)
 	if type(t) ~= "table" then

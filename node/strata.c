@@ -27,6 +27,12 @@ struct embedded {
 	struct runtime *rt;
 	/** The loop thread. */
 	pthread_t thread;
+	/** Guards bound. */
+	pthread_mutex_t mu;
+	/** Signalled once the loop thread is bound to the runtime. */
+	pthread_cond_t cv;
+	/** Set by the loop thread once runtime_invoke may be used. */
+	int bound;
 };
 
 static void
@@ -41,6 +47,11 @@ static void *
 embedded_main(void *arg)
 {
 	struct embedded *e = arg;
+	runtime_bind_thread(e->rt, pthread_self());
+	pthread_mutex_lock(&e->mu);
+	e->bound = 1;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
 	ev_run(e->loop, 0);
 	return NULL;
 }
@@ -54,6 +65,8 @@ embedded_stop(void *arg)
 	runtime_delete(e->rt);
 	ev_async_stop(e->loop, &e->stop);
 	ev_loop_destroy(e->loop);
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cv);
 	env.free(e);
 }
 
@@ -68,6 +81,8 @@ embedded_start(strata *db, const char *policy)
 		env.free(e);
 		return diag_set(STRATA_ENOMEM, "cannot create an event loop for the policy runtime");
 	}
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
 	ev_async_init(&e->stop, embedded_stop_cb);
 	ev_async_start(e->loop, &e->stop);
 	struct runtime_options ro;
@@ -91,6 +106,11 @@ embedded_start(strata *db, const char *policy)
 		env.free(e);
 		return diag_set(STRATA_ENOMEM, "cannot start the policy runtime thread");
 	}
+	/* Until the loop thread has bound itself, runtime_invoke would run callers inline. */
+	pthread_mutex_lock(&e->mu);
+	while (!e->bound)
+		pthread_cond_wait(&e->cv, &e->mu);
+	pthread_mutex_unlock(&e->mu);
 	store_attach_runtime(db, e, embedded_stop);
 	return 0;
 }

@@ -16,6 +16,7 @@
 
 int cmd_policy(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_load(int argc, char **argv);
 
 static void
 usage(FILE *f)
@@ -26,6 +27,7 @@ usage(FILE *f)
 		"commands:\n"
 		"  serve [FLAGS]                    run the node over HTTP (strata serve --help)\n"
 		"  policy check FILE                validate a policy: resolved settings or every error\n"
+		"  load SCRIPT.lua [FLAGS]          run a scripted load test (strata load --help)\n"
 		"  inspect DIR [--json] [--verify]  print each shard's manifest, generations, base runs\n"
 		"                                   and WAL range (read-only; works on a live node's DIR)\n"
 		"  --help                           this text\n"
@@ -291,7 +293,8 @@ main(int argc, char **argv)
 		return cmd_policy(argc - 2, argv + 2);
 	if (strcmp(argv[1], "serve") == 0)
 		return cmd_serve(argc - 2, argv + 2);
-
+	if (strcmp(argv[1], "load") == 0)
+		return cmd_load(argc - 2, argv + 2);
 	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

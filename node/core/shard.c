@@ -100,7 +100,8 @@ struct shard {
 	struct shard_config cfg;
 	/** The shard lock (see shard.h). */
 	pthread_rwlock_t rw;
-	/** Serialises manifest updates and view swaps that follow them. */
+	/** Serialises manifest updates and every change of view (whoever clones the view
+	 *  to edit it holds this, so no edit is lost to a concurrent swap). */
 	pthread_mutex_t manifest_mu;
 	/** One seal/flush at a time. */
 	pthread_mutex_t seal_mu;
@@ -870,6 +871,9 @@ shard_seal(struct shard *s)
 		pthread_mutex_unlock(&s->seal_mu);
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory sealing", s->cfg.id);
 	}
+	/* Every change of s->view holds manifest_mu, so a commit or a flush that
+	 * clones the view under it never works from a view this swap replaced. */
+	pthread_mutex_lock(&s->manifest_mu);
 	uint64_t t0;
 	excl_lock(s, &t0);
 	struct view *cur = s->view;
@@ -877,6 +881,7 @@ shard_seal(struct shard *s)
 	if (cut == s->last_cut && mem_rows(cur->active->mem) == 0 &&
 	    atomic_load(&cur->active->writers) == 0) {
 		excl_unlock(s, t0);
+		pthread_mutex_unlock(&s->manifest_mu);
 		slot_unref(fresh);
 		pthread_mutex_unlock(&s->seal_mu);
 		return 0; /* nothing appended since the last seal */
@@ -884,6 +889,7 @@ shard_seal(struct shard *s)
 	v = view_clone(cur, 1);
 	if (v == NULL) {
 		excl_unlock(s, t0);
+		pthread_mutex_unlock(&s->manifest_mu);
 		slot_unref(fresh);
 		pthread_mutex_unlock(&s->seal_mu);
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory sealing", s->cfg.id);
@@ -895,6 +901,7 @@ shard_seal(struct shard *s)
 	v->active = fresh;
 	s->view = v;
 	excl_unlock(s, t0);
+	pthread_mutex_unlock(&s->manifest_mu);
 	view_unref(cur);
 	if (env_point("seal.swapped", s) != 0) {
 		pthread_mutex_unlock(&s->seal_mu);

@@ -547,6 +547,69 @@ lstrata_policy(lua_State *L)
 	return 1;
 }
 
+#ifdef STRATA_HAVE_POLICY
+/** One counter of strata_policy_info. */
+struct lstrata_info_field {
+	/** Field name, the key in the Lua table. */
+	const char *name;
+	/** Offset in strata_policy_info. */
+	size_t off;
+};
+
+#define LSTRATA_INFO(f) { #f, offsetof(strata_policy_info, f) }
+static const struct lstrata_info_field lstrata_info_fields[] = {
+	LSTRATA_INFO(version),
+	LSTRATA_INFO(reloads),
+	LSTRATA_INFO(reload_failures),
+	LSTRATA_INFO(hook_runs),
+	LSTRATA_INFO(hook_errors),
+	LSTRATA_INFO(policy_seals),
+	LSTRATA_INFO(policy_merges),
+	LSTRATA_INFO(policy_compactions),
+	LSTRATA_INFO(flush_timer_fires),
+	LSTRATA_INFO(sweeps),
+};
+#undef LSTRATA_INFO
+_Static_assert(sizeof(lstrata_info_fields) / sizeof(lstrata_info_fields[0]) * sizeof(uint64_t) ==
+	offsetof(strata_policy_info, last_error), "every counter of strata_policy_info is listed");
+
+/** db:policy_info() -> {version=, reloads=, reload_failures=, hook_runs=, hook_errors=,
+ *  policy_seals=, policy_merges=, policy_compactions=, flush_timer_fires=, sweeps=,
+ *  last_error=, name=} | nil, message, code (a store opened without a policy) */
+static int
+lstrata_policy_info(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	strata_policy_info info;
+	int rc = strata_policy_info_get(d->db, &info);
+	if (rc != 0)
+		return lstrata_fail(L, rc);
+	size_t n = sizeof(lstrata_info_fields) / sizeof(lstrata_info_fields[0]);
+	lua_createtable(L, 0, (int)n + 2);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)&info + lstrata_info_fields[i].off, sizeof(v));
+		lua_pushnumber(L, (lua_Number)v);
+		lua_setfield(L, -2, lstrata_info_fields[i].name);
+	}
+	info.last_error[sizeof(info.last_error) - 1] = '\0';
+	info.name[sizeof(info.name) - 1] = '\0';
+	lua_pushstring(L, info.last_error);
+	lua_setfield(L, -2, "last_error");
+	lua_pushstring(L, info.name);
+	lua_setfield(L, -2, "name");
+	return 1;
+}
+#else
+static int
+lstrata_policy_info(lua_State *L)
+{
+	lstrata_checkdb(L, 1);
+	return lstrata_fail_msg(L, STRATA_EINVAL, "policies are not supported by this build "
+				"(compiled without STRATA_HAVE_POLICY)");
+}
+#endif
+
 /* ---------- rows ---------- */
 
 /** The string field name of the row table at row; anchors a value produced by an
@@ -1023,6 +1086,7 @@ static const luaL_Reg lstrata_db_methods[] = {
 	{"stats", lstrata_stats},
 	{"check", lstrata_check},
 	{"policy", lstrata_policy},
+	{"policy_info", lstrata_policy_info},
 	{"shards", lstrata_shards},
 	{"close", lstrata_close},
 	{"is_closed", lstrata_is_closed},

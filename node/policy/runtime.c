@@ -1268,7 +1268,11 @@ rt_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	rt_tick(w->data);
+	struct runtime *rt = w->data;
+	rt_tick(rt);
+	/* libev may fire before the env.mono_ns() deadline (its loop time lags): re-arm. */
+	if (!rt->closing && !ev_is_active(&rt->timer) && rt->next_due != UINT64_MAX)
+		rt_rearm(rt, env.mono_ns());
 }
 
 static void
@@ -1803,6 +1807,12 @@ struct pool *
 runtime_pool(struct runtime *rt)
 {
 	return rt->pool;
+}
+
+void
+runtime_bind_thread(struct runtime *rt, pthread_t t)
+{
+	rt->loop_thread = t;
 }
 
 void

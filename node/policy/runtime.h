@@ -15,6 +15,7 @@
 #define STRATA_RUNTIME_H
 
 #include <ev.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,6 +107,9 @@ typedef void (*runtime_done_cb)(void *ctx, int rc, const char *err);
 int runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, void *ctx);
 /** The worker pool (the server runs blocking appends on it too). */
 struct pool *runtime_pool(struct runtime *rt);
+/** Declare which thread runs the loop (runtime_new assumes the calling thread). Call it
+ *  from that thread before anyone calls runtime_invoke. */
+void runtime_bind_thread(struct runtime *rt, pthread_t t);
 /** Run fn(arg) on the loop thread and wait for it (from any thread; directly when
  *  already on the loop thread). */
 void runtime_invoke(struct runtime *rt, void (*fn)(void *arg), void *arg);

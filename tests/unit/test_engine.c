@@ -5,6 +5,7 @@
  * test points of node/lib/env.h (ENV_POINTS); a watchdog fails a test that hangs.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -583,6 +584,34 @@ t1_append_main(void *p)
 	return NULL;
 }
 
+/** A sealer thread of appends_survive_concurrent_merges: seals race the merger's
+ *  commits (a commit must never swap back a view from before a seal). */
+struct t1_sealer {
+	strata *db;
+	int errors;
+	pthread_t th;
+};
+
+static void *
+t1_seal_main(void *p)
+{
+	struct t1_sealer *sl = p;
+	for (;;) {
+		pthread_mutex_lock(&t1.mu);
+		int done = t1.done >= T1_THREADS;
+		pthread_mutex_unlock(&t1.mu);
+		if (done)
+			return NULL;
+		int rc = strata_seal(sl->db, 0);
+		if (rc != 0) {
+			fprintf(stderr, "  sealer: %s: %s\n", strata_strerror(rc), strata_last_error());
+			sl->errors++;
+			return NULL;
+		}
+		sched_yield();
+	}
+}
+
 /** The merger thread of appends_survive_concurrent_merges. */
 struct t1_merger {
 	strata *db;
@@ -657,11 +686,15 @@ TEST(appends_survive_concurrent_merges)
 		REQUIRE(pthread_create(&ap[i].th, NULL, t1_append_main, &ap[i]) == 0);
 	}
 	REQUIRE(pthread_create(&mg.th, NULL, t1_merge_main, &mg) == 0);
+	struct t1_sealer sl = { .db = db };
+	REQUIRE(pthread_create(&sl.th, NULL, t1_seal_main, &sl) == 0);
 	for (int i = 0; i < T1_THREADS; i++) {
 		pthread_join(ap[i].th, NULL);
 		CHECK_EQ(ap[i].errors, 0);
 	}
 	pthread_join(mg.th, NULL);
+	pthread_join(sl.th, NULL);
+	CHECK_EQ(sl.errors, 0);
 	CHECK_EQ(mg.errors, 0);
 	CHECK(mg.merged > 0);
 	CHECK(t1.passes >= T1_KEYS / T1_CHECKPOINT);
