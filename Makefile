@@ -9,7 +9,7 @@ PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl
 DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
             luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
             libjansson-dev clang libclang-rt-14-dev curl prometheus
-BENCH_PKGS := librocksdb-dev
+BENCH_PKGS := librocksdb-dev wrk
 
 comma := ,
 ifneq ($(SAN),)

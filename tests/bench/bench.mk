@@ -1,18 +1,25 @@
 # tests/bench/bench.mk — build and run the benchmarks against $(BUILD)/libstrata.a.
-# Invoked by the top-level `make bench` (which first builds the library and installs
-# librocksdb-dev). Benchmarks print figures; they never fail on a speed target.
+# Invoked by the top-level `make bench` (which first builds the library and the strata
+# binary and installs librocksdb-dev and wrk). Benchmarks print figures; they never fail
+# on a speed target.
 #
 # Knobs (environment): BENCH_DIR (data directory, default $TMPDIR or /tmp),
-# BENCH_SECONDS, BENCH_THREADS, BENCH_BATCHES (bench_append);
+# BENCH_SECONDS, BENCH_THREADS, BENCH_BATCHES (bench_append, bench_http);
 # BENCH_MERGE_GEN_MB, BENCH_MERGE_GENS, BENCH_MERGE_ROCKSDB (bench_merge);
-# BENCH_ONLY=append|merge runs one of them.
+# BENCH_POLICY_RELOADS, BENCH_POLICY_THREADS, BENCH_POLICY_RATE, BENCH_POLICY_SYNC,
+# BENCH_POLICY_SHARDS, BENCH_SWEEP_INTERVAL_MS, BENCH_SWEEP_SECONDS (bench_policy);
+# BENCH_HTTP_SECONDS, BENCH_HTTP_BATCHES (bench_http);
+# BENCH_ONLY=append|merge|policy|http runs one of them.
 
 CC      ?= cc
 BUILD   ?= build
 LIBSTRATA ?= $(BUILD)/libstrata.a
-BENCH_PC := libzstd libisal libxxhash
-# jansson is linked when present: later layers of the library may use it.
+STRATA_BIN ?= $(BUILD)/strata
+# The library holds the policy runtime: LuaJIT and libev come with it.
+BENCH_PC := libzstd libisal libxxhash luajit
+# jansson and libcurl are linked when present: later layers of the library may use them.
 BENCH_PC += $(shell pkg-config --exists jansson 2>/dev/null && echo jansson)
+BENCH_PC += $(shell pkg-config --exists libcurl 2>/dev/null && echo libcurl)
 
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
                 -D_GNU_SOURCE $(shell pkg-config --cflags $(BENCH_PC))
@@ -20,20 +27,26 @@ BENCH_ROCKSDB_VERSION := $(shell dpkg-query -W -f='$${Version}' librocksdb-dev 2
 ifneq ($(BENCH_ROCKSDB_VERSION),)
   BENCH_CFLAGS += -DBENCH_ROCKSDB_VERSION='"$(BENCH_ROCKSDB_VERSION) (Debian librocksdb-dev)"'
 endif
-BENCH_LDLIBS := $(shell pkg-config --libs $(BENCH_PC)) -lrocksdb -lpthread -lm
+BENCH_LDLIBS := $(shell pkg-config --libs $(BENCH_PC)) -lev -lpthread -lm
+BENCH_ROCKSDB_LDLIBS := -lrocksdb
 
-BENCH_BIN := $(BUILD)/bench/bench_append $(BUILD)/bench/bench_merge
+BENCH_BIN := $(BUILD)/bench/bench_append $(BUILD)/bench/bench_merge $(BUILD)/bench/bench_policy
 
 .PHONY: bench bench-build
 
 bench: bench-build
-	@sh tests/bench/run.sh $(BUILD)/bench
+	@STRATA_BIN=$(STRATA_BIN) sh tests/bench/run.sh $(BUILD)/bench
 
 bench-build: $(BENCH_BIN)
 
-$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench_util.h node/strata.h $(LIBSTRATA)
+# bench_policy does not use RocksDB.
+$(BUILD)/bench/bench_policy: tests/bench/bench_policy.c tests/bench/bench_util.h node/strata.h $(LIBSTRATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< $(LIBSTRATA) $(BENCH_LDLIBS)
+
+$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench_util.h node/strata.h $(LIBSTRATA)
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< $(LIBSTRATA) $(BENCH_ROCKSDB_LDLIBS) $(BENCH_LDLIBS)
 
 $(LIBSTRATA):
 	@echo "bench: $@ is missing; build the library first (top-level make)"; exit 1

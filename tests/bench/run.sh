@@ -1,14 +1,27 @@
 #!/bin/sh
 # tests/bench/run.sh BINDIR — run the benchmarks built into BINDIR and print figures.
 # Never fails on speed; exits nonzero only when a benchmark reports an engine error.
-# BENCH_ONLY=append|merge runs one of them.
+# BENCH_ONLY=append|merge|policy|http runs one of them. STRATA_BIN names the strata
+# binary that bench_http serves with (default BINDIR/../strata).
 set -u
 bindir=${1:?usage: run.sh BINDIR}
+strata=${STRATA_BIN:-$bindir/../strata}
+here=$(dirname "$0")
 status=0
+case "${BENCH_ONLY:-}" in
+  ""|append|merge|policy|http) ;;
+  *) echo "run.sh: BENCH_ONLY=${BENCH_ONLY} is not one of append, merge, policy, http" >&2; exit 2 ;;
+esac
 case "${BENCH_ONLY:-}" in
   ""|append) "$bindir/bench_append" || status=1; echo ;;
 esac
 case "${BENCH_ONLY:-}" in
-  ""|merge) "$bindir/bench_merge" || status=1 ;;
+  ""|merge) "$bindir/bench_merge" || status=1; echo ;;
+esac
+case "${BENCH_ONLY:-}" in
+  ""|policy) "$bindir/bench_policy" || status=1; echo ;;
+esac
+case "${BENCH_ONLY:-}" in
+  ""|http) sh "$here/bench_http.sh" "$bindir" "$strata" || status=1 ;;
 esac
 exit $status
