@@ -33,7 +33,7 @@ LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps bench-deps test unit run bench clean help
+.PHONY: all deps bench-deps test unit suites soak fuzz run bench clean help
 
 all: deps $(BUILD)/libstrata.a $(BUILD)/strata $(BUILD)/strata.so
 
@@ -41,6 +41,8 @@ help:
 	@echo "make run    build and start a node on ./data with policies/default.lua"
 	@echo "make test   build and run every test (SAN=address,undefined or SAN=thread for sanitizers)"
 	@echo "make bench  benchmarks, side by side with RocksDB"
+	@echo "make soak   the crash-kill harness for 1000+ kills (SOAK_KILLS=N)"
+	@echo "make fuzz   every libFuzzer target for FUZZ_SECONDS (default 600) each"
 
 deps:
 	@missing=""; \
@@ -82,14 +84,33 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/harness.h $(BUILD)/libstrata.a
 
 unit: all $(UNIT_BIN)
 
-# Lua suites load build/strata.so into the stock LuaJIT, so they run in plain builds only.
+# Lua suites load build/strata.so into the stock LuaJIT, and the fuzz corpora replay
+# through their own ASan+UBSan libFuzzer builds, so both run in plain builds only.
 ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh"
+FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif
+CRASH_KILLS ?= 60
+SUB_MAKE = $(MAKE) --no-print-directory BUILD=$(BUILD) CC=$(CC) LDLIBS="$(LDLIBS)" SANFLAGS="$(SANFLAGS)"
+
+# Fault injection and the crash-kill harness build against libstrata.a; the fuzzers
+# build their own instrumented objects.
+suites: unit
+	@$(SUB_MAKE) -f tests/fault/fault.mk fault-build
+	@$(SUB_MAKE) -f tests/crash/crash.mk crash-build
+	@$(if $(SAN),true,$(MAKE) --no-print-directory -f tests/fuzz/fuzz.mk BUILD=$(BUILD) fuzz-build)
 
 # Every suite reports "N passed, N failed"; tests/run.sh adds them up and prints the total last.
-test: unit
-	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(LUA_SUITES)
+test: suites
+	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault \
+	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS)" $(FUZZ_REPLAY) $(LUA_SUITES)
+
+# Long runs, kept out of make test.
+soak: suites
+	@$(SUB_MAKE) -f tests/crash/crash.mk soak
+
+fuzz: all
+	@$(MAKE) --no-print-directory -f tests/fuzz/fuzz.mk BUILD=$(BUILD) fuzz
 
 # Starts a node on 127.0.0.1:7070 with ./data and policies/default.lua (Ctrl-C stops it).
 run: all

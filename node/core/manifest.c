@@ -571,6 +571,24 @@ manifest_put_version(struct objstore *os, const char *prefix, const struct manif
 	int rc = manifest_encode(m, &b);
 	if (rc == 0)
 		rc = objstore_put_if_absent(os, key, b.data, b.len);
+	if (rc != 0 && rc != STRATA_EEXIST && b.data != NULL) {
+		/* A failure after the object became visible (a failed cleanup or directory
+		 * sync) must not be mistaken for "not written": the caller would then delete
+		 * what the manifest now references. Read back to tell the two apart. */
+		char why[512];
+		snprintf(why, sizeof(why), "%s", diag_last());
+		struct buf back = {0};
+		int grc = objstore_get(os, key, &back);
+		if (grc == 0 && back.len == b.len && memcmp(back.data, b.data, b.len) == 0) {
+			diag_log(LOG_LVL_WARN, "manifest %s: the put reported \"%s\" but version %llu is "
+				 "stored intact; taking it as written", key, why,
+				 (unsigned long long)m->version);
+			rc = 0;
+		} else {
+			diag_set(rc, "%s", why);
+		}
+		buf_destroy(&back);
+	}
 	buf_destroy(&b);
 	return rc;
 }

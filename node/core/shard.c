@@ -295,6 +295,15 @@ fenced_error(struct shard *s)
 			"(this writer's epoch %llu)", s->cfg.id, (unsigned long long)s->epoch);
 }
 
+/** 1 when a failed manifest update surely wrote nothing (fenced, or the plan no longer
+ *  applied); other failures may have published the new version. */
+static int
+manifest_update_not_written(int rc)
+{
+	return rc == STRATA_EFENCED || rc == STRATA_ECONFLICT || rc == STRATA_EINVAL ||
+	       rc == STRATA_EINJECTED;
+}
+
 /** Run a manifest update under manifest_mu (held by the caller). */
 static int
 shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx)
@@ -788,7 +797,10 @@ flush_one(struct shard *s, struct slot *sl)
 	if (rc) {
 		pthread_mutex_unlock(&s->manifest_mu);
 		if (t != NULL) {
-			atomic_store(&t->obsolete, 1);
+			/* Delete the generation only when the manifest surely does not name it;
+			 * after an indeterminate failure the orphan collector decides at open. */
+			if (manifest_update_not_written(rc))
+				atomic_store(&t->obsolete, 1);
 			table_unref(t);
 		}
 		return rc;
@@ -1147,6 +1159,13 @@ shard_commit(struct shard *s, struct shard_plan *p)
 		pthread_mutex_unlock(&s->manifest_mu);
 		if (rc == STRATA_ECONFLICT)
 			atomic_fetch_add(&s->conflicts, 1);
+		if (!manifest_update_not_written(rc)) {
+			/* The manifest may name the run after all: keep it for the orphan
+			 * collector to judge at the next open. */
+			atomic_store(&p->out->obsolete, 0);
+			table_unref(p->out);
+			p->out = NULL;
+		}
 		plan_discard(p);
 		return rc;
 	}
