@@ -441,8 +441,11 @@ fs_put_if_absent(struct objstore *os, const char *key, const void *data, size_t 
 			return diag_set(STRATA_EEXIST, "put-if-absent %s: object exists", path);
 		return diag_set(diag_errno(err), "link %s to %s: %s", tmp, path, strerror(err));
 	}
+	/* The object is published: a leftover temp file is harmless (never listed), but
+	 * the directory entry must still be made durable. */
 	if (env.unlink(tmp) != 0 && errno != ENOENT)
-		return diag_sys(errno, "unlink", tmp);
+		diag_log(LOG_LVL_WARN, "put-if-absent %s: could not remove the temp file %s: %s", path,
+			 tmp, strerror(errno));
 	return fs_sync_dir(path, fs_dirlen(path));
 }
 
