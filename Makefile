@@ -103,7 +103,7 @@ suites: unit
 # Every suite reports "N passed, N failed"; tests/run.sh adds them up and prints the total last.
 test: suites
 	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault \
-	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS)" $(FUZZ_REPLAY) $(LUA_SUITES)
+	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES)
 
 # Long runs, kept out of make test.
 soak: suites

@@ -104,6 +104,16 @@ store_open(const strata_options *o, strata **out)
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
 		rc = objstore_fs_new(path, &db->os);
 	}
+	if (rc == 0) {
+		/* Temp files of object writes a crash interrupted are never published:
+		 * this store owns the directory, so they can go before it writes. */
+		uint64_t n = 0, bytes = 0;
+		if (objstore_fs_sweep_temp(db->os, &n, &bytes) != 0)
+			diag_log(LOG_LVL_WARN, "%s: sweeping temp files: %s", path, diag_last());
+		if (n > 0)
+			diag_log(LOG_LVL_INFO, "%s: removed %llu temp files of interrupted writes (%llu bytes)",
+				 path, (unsigned long long)n, (unsigned long long)bytes);
+	}
 	for (uint32_t i = 0; rc == 0 && i < o->shards; i++) {
 		struct shard_config cfg;
 		memset(&cfg, 0, sizeof(cfg));

@@ -6,7 +6,9 @@
  */
 #include "objstore.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -785,4 +787,62 @@ objstore_fs_new(const char *dir, struct objstore **out)
 	fs->dirlen = len;
 	*out = &fs->base;
 	return 0;
+}
+
+/** Remove temp files under path (recursive); counts into *n and *bytes. */
+static int
+fs_sweep_dir(char *path, size_t len, uint64_t *n, uint64_t *bytes, int depth)
+{
+	if (depth > 16)
+		return 0;
+	DIR *d = env.opendir(path);
+	if (d == NULL)
+		return errno == ENOENT ? 0 : diag_sys(errno, "opendir", path);
+	int rc = 0;
+	struct dirent *e;
+	while ((e = env.readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		size_t nl = strlen(e->d_name);
+		if (len + 1 + nl + 1 > FS_PATH_MAX)
+			continue;
+		path[len] = '/';
+		memcpy(path + len + 1, e->d_name, nl + 1);
+		struct stat st;
+		if (lstat(path, &st) != 0) {
+			path[len] = '\0';
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			int r = fs_sweep_dir(path, len + 1 + nl, n, bytes, depth + 1);
+			if (r && rc == 0)
+				rc = r;
+		} else if (S_ISREG(st.st_mode) && nl > strlen(FS_TMP_PREFIX) &&
+			   memcmp(e->d_name, FS_TMP_PREFIX, strlen(FS_TMP_PREFIX)) == 0) {
+			if (env.unlink(path) == 0) {
+				(*n)++;
+				*bytes += (uint64_t)st.st_size;
+			} else if (rc == 0) {
+				rc = diag_sys(errno, "unlink", path);
+			}
+		}
+		path[len] = '\0';
+	}
+	env.closedir(d);
+	return rc;
+}
+
+int
+objstore_fs_sweep_temp(struct objstore *os, uint64_t *removed, uint64_t *bytes)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX];
+	uint64_t n = 0, b = 0;
+	snprintf(path, sizeof(path), "%s", fs->dirlen ? fs->dir : "/");
+	int rc = fs_sweep_dir(path, fs->dirlen ? fs->dirlen : 0, &n, &b, 0);
+	if (removed)
+		*removed = n;
+	if (bytes)
+		*bytes = b;
+	return rc;
 }

@@ -57,6 +57,9 @@ struct objstore {
 
 /** Open a local-directory store rooted at dir (created if missing). */
 int objstore_fs_new(const char *dir, struct objstore **out);
+/** Remove the temp files of writes that never completed (a crash mid-put) from an fs
+ *  store. Only its one owner may call it, before it writes anything. */
+int objstore_fs_sweep_temp(struct objstore *os, uint64_t *removed, uint64_t *bytes);
 
 static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
 { return os->ops->get(os, key, out); }

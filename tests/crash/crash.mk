@@ -14,7 +14,7 @@ BUILD       ?= build
 LIBSTRATA   ?= $(BUILD)/libstrata.a
 CRASH_KILLS ?= 60
 SOAK_KILLS  ?= 1000
-CRASH_FLAGS ?=
+CRASH_FLAGS ?= --strict-tmp
 CRASH_PC    := libzstd libisal libxxhash
 LDLIBS      ?= $(shell pkg-config --libs $(CRASH_PC)) -lpthread -lm
 CRASH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
