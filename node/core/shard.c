@@ -979,11 +979,12 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 		}
 		p->nids = i + 1;
 		if (p->inputs[i] == NULL) {
+			uint64_t gone = p->ids[i];
 			view_unref(v);
 			plan_free(p);
 			return diag_set(STRATA_ECONFLICT, "shard %u: %s %llu was merged by a concurrent "
 					"plan", s->cfg.id, kind == PLAN_MERGE ? "generation" : "run",
-					(unsigned long long)p->ids[i]);
+					(unsigned long long)gone);
 		}
 	}
 	view_unref(v);
