@@ -1047,7 +1047,7 @@ main(int argc, char **argv)
 	       "leaked WAL segments %llu\n", (unsigned long long)M.recovered,
 	       (unsigned long long)M.keys_checked, (unsigned long long)M.gets_checked,
 	       (unsigned long long)M.leaked_wal);
-	printf("# crash: stale temp files of interrupted object writes (never collected): %llu "
+	printf("# crash: temp files of interrupted object writes left after the reopen: %llu "
 	       "(%llu bytes) at the last check, at most %llu%s\n", (unsigned long long)M.stale_tmp,
 	       (unsigned long long)M.stale_tmp_bytes, (unsigned long long)M.stale_tmp_max,
 	       opt.strict_tmp ? "" : " (a failure only with --strict-tmp)");
