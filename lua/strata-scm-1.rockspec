@@ -39,6 +39,7 @@ build = {
 				"node/lib/env.c",
 				"node/lib/hist.c",
 				"node/lib/pool.c",
+				"node/lib/text.c",
 				"node/objstore/fs.c",
 				"node/core/manifest.c",
 				"node/core/mem.c",

@@ -886,25 +886,27 @@ shard_seal(struct shard *s)
 	/* Every change of s->view holds manifest_mu, so a commit or a flush that
 	 * clones the view under it never works from a view this swap replaced. */
 	pthread_mutex_lock(&s->manifest_mu);
+	/* s->view cannot change while manifest_mu is held: build the new view here, so
+	 * the exclusive section below is only the cut and the pointer swap. */
+	struct view *cur = s->view;
+	v = view_clone(cur, 1);
+	if (v == NULL) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		slot_unref(fresh);
+		pthread_mutex_unlock(&s->seal_mu);
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory sealing", s->cfg.id);
+	}
 	uint64_t t0;
 	excl_lock(s, &t0);
-	struct view *cur = s->view;
 	uint64_t cut = wal_next_seq(s->wal) - 1;
 	if (cut == s->last_cut && mem_rows(cur->active->mem) == 0 &&
 	    atomic_load(&cur->active->writers) == 0) {
 		excl_unlock(s, t0);
 		pthread_mutex_unlock(&s->manifest_mu);
+		view_unref(v);
 		slot_unref(fresh);
 		pthread_mutex_unlock(&s->seal_mu);
 		return 0; /* nothing appended since the last seal */
-	}
-	v = view_clone(cur, 1);
-	if (v == NULL) {
-		excl_unlock(s, t0);
-		pthread_mutex_unlock(&s->manifest_mu);
-		slot_unref(fresh);
-		pthread_mutex_unlock(&s->seal_mu);
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory sealing", s->cfg.id);
 	}
 	struct slot *old_active = v->active;
 	old_active->cut = cut;

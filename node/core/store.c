@@ -58,25 +58,6 @@ strata_options_init(strata_options *o)
 	o->manifest_keep = 4;
 }
 
-static int
-mkdir_p(const char *path)
-{
-	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return diag_set(STRATA_EINVAL, "path too long: %s", path);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (env.mkdir(tmp, 0755) != 0 && errno != EEXIST)
-			return diag_sys(errno, "mkdir", tmp);
-		*p = '/';
-	}
-	if (env.mkdir(tmp, 0755) != 0 && errno != EEXIST)
-		return diag_sys(errno, "mkdir", tmp);
-	return 0;
-}
-
 int
 store_open(const strata_options *o, strata **out)
 {
@@ -99,7 +80,7 @@ store_open(const strata_options *o, strata **out)
 	int rc = (db->dir && db->shards) ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	char path[4096];
 	if (rc == 0)
-		rc = mkdir_p(o->dir);
+		rc = env_mkdir_p(o->dir);
 	if (rc == 0) {
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
 		rc = objstore_fs_new(path, &db->os);
@@ -130,7 +111,7 @@ store_open(const strata_options *o, strata **out)
 		cfg.run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key
 								    : RUN_BLOOM_DISABLED;
 		cfg.manifest_keep = o->manifest_keep;
-		rc = mkdir_p(cfg.wal_dir);
+		rc = env_mkdir_p(cfg.wal_dir);
 		if (rc == 0)
 			rc = shard_open(&cfg, &db->shards[i]);
 		if (rc == 0)

@@ -305,24 +305,6 @@ wal_list(const char *dir, uint64_t **out, size_t *n)
 }
 
 static int
-wal_mkdirs(const char *dir)
-{
-	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s", dir);
-	size_t len = strlen(p);
-	for (size_t i = 1; i <= len; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		char c = p[i];
-		p[i] = '\0';
-		if (env.mkdir(p, 0755) != 0 && errno != EEXIST)
-			return diag_sys(errno, "wal: cannot create directory", p);
-		p[i] = c;
-	}
-	return 0;
-}
-
-static int
 wal_dir_sync(const char *dir)
 {
 	int fd = env.open(dir, O_RDONLY | O_DIRECTORY, 0);
@@ -1212,7 +1194,7 @@ wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_f
 	pthread_cond_init(&w->bg_cond, &ca);
 	pthread_condattr_destroy(&ca);
 
-	int rc = wal_mkdirs(w->dir);
+	int rc = env_mkdir_p(w->dir);
 	if (rc == 0)
 		rc = wal_recover(w, replay_after, next_seq_floor, cb, ctx);
 	if (rc == 0 && w->sync == STRATA_SYNC_INTERVAL) {

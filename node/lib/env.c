@@ -1,5 +1,11 @@
 #include "env.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "diag.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,4 +68,24 @@ void
 env_reset(void)
 {
 	env = env_defaults;
+}
+
+int
+env_mkdir_p(const char *path)
+{
+	char p[PATH_MAX];
+	size_t len = strlen(path);
+	if (len >= sizeof(p))
+		return diag_set(STRATA_EINVAL, "path too long: %s", path);
+	memcpy(p, path, len + 1);
+	for (size_t i = 1; i <= len; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		char c = p[i];
+		p[i] = '\0';
+		if (env.mkdir(p, 0755) != 0 && errno != EEXIST)
+			return diag_sys(errno, "mkdir", p);
+		p[i] = c;
+	}
+	return 0;
 }

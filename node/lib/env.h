@@ -49,6 +49,10 @@ extern struct env_ops env;
 /** Restore the libc defaults. */
 void env_reset(void);
 
+/** mkdir -p through env.mkdir: 0, or the mapped code with a message naming the
+ *  component that could not be created. */
+int env_mkdir_p(const char *path);
+
 /** Call env.point if set; 0 when unset. */
 static inline int env_point(const char *name, const void *arg)
 {

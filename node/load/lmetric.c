@@ -12,6 +12,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/text.h"
 #include "load.h"
 
 double
@@ -295,30 +296,6 @@ load_metrics_add_hist(struct load_metrics *m, const char *prefix, const struct h
 	return rc;
 }
 
-/** Levenshtein distance, bounded to 127 characters of each. */
-static unsigned
-metric_distance(const char *a, const char *b)
-{
-	size_t la = strnlen(a, 127), lb = strnlen(b, 127);
-	unsigned row[128];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = (unsigned)j;
-	for (size_t i = 1; i <= la; i++) {
-		unsigned diag = row[0];
-		row[0] = (unsigned)i;
-		for (size_t j = 1; j <= lb; j++) {
-			unsigned up = row[j];
-			unsigned best = diag + (a[i - 1] != b[j - 1]);
-			if (row[j] + 1 < best)
-				best = row[j] + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
 
 void
 load_metrics_suggest(const struct load_metrics *m, const char *name, char *buf, size_t len)
@@ -326,7 +303,7 @@ load_metrics_suggest(const struct load_metrics *m, const char *name, char *buf, 
 	size_t best[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
 	unsigned dist[3] = { ~0u, ~0u, ~0u };
 	for (size_t i = 0; i < m->n; i++) {
-		unsigned d = metric_distance(name, m->name[i]);
+		unsigned d = text_edit_distance(name, m->name[i]);
 		for (int k = 0; k < 3; k++) {
 			if (d < dist[k]) {
 				for (int j = 2; j > k; j--) {

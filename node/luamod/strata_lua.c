@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/text.h"
 #include "../strata.h"
 
 #define LSTRATA_DB_MT "strata.db"
@@ -191,34 +192,6 @@ lstrata_fail_msg(lua_State *L, int rc, const char *msg)
 	return 3;
 }
 
-/** Edit distance of two short names (both capped at 63 bytes). */
-static size_t
-lstrata_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t row[64];
-	if (la > 63)
-		la = 63;
-	if (lb > 63)
-		lb = 63;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
 
 /** Raise an argument error for every key of the table at t not in known, with the
  *  nearest known name suggested. */
@@ -236,7 +209,7 @@ lstrata_check_keys(lua_State *L, int t, int argn, const char *const *known)
 		size_t best = (size_t)-1;
 		int found = 0;
 		for (const char *const *n = known; *n != NULL && !found; n++) {
-			size_t d = lstrata_distance(k, *n);
+			size_t d = text_edit_distance(k, *n);
 			found = strcmp(k, *n) == 0;
 			if (d < best) {
 				best = d;

@@ -724,25 +724,13 @@ static const struct objstore_ops fs_ops = {
 	.destroy = fs_destroy,
 };
 
-/** mkdir -p of a whole path (absolute or relative). */
+/** mkdir -p of the store's root, which must end up a directory. */
 static int
-fs_mkdir_p(char *d)
+fs_mkdir_p(const char *d)
 {
-	size_t len = strlen(d);
-	for (size_t i = 1; i <= len; i++) {
-		if (i != len && d[i] != '/')
-			continue;
-		char save = d[i];
-		d[i] = '\0';
-		int r = env.mkdir(d, 0755);
-		int err = errno;
-		d[i] = save;
-		if (r != 0 && err != EEXIST) {
-			char tmp[FS_PATH_MAX];
-			snprintf(tmp, sizeof(tmp), "%.*s", (int)i, d);
-			return diag_sys(err, "mkdir", tmp);
-		}
-	}
+	int rc = env_mkdir_p(d);
+	if (rc)
+		return rc;
 	DIR *dd = env.opendir(d);
 	if (dd == NULL)
 		return diag_sys(errno, "opendir", d);

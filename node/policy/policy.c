@@ -46,6 +46,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/text.h"
 
 /** Why a run was stopped. */
 enum {
@@ -446,30 +447,6 @@ policy_err(struct policy_errs *e, const char *fmt, ...)
 	e->buf[e->used] = '\0';
 }
 
-unsigned
-policy_edit_distance(const char *a, const char *b)
-{
-	size_t la = strnlen(a, 255), lb = strnlen(b, 255);
-	unsigned row[256];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = (unsigned)j;
-	for (size_t i = 1; i <= la; i++) {
-		unsigned diag = row[0];
-		row[0] = (unsigned)i;
-		for (size_t j = 1; j <= lb; j++) {
-			unsigned up = row[j];
-			unsigned best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
 static int
 policy_is_ident(char c)
 {
@@ -531,14 +508,14 @@ policy_closest_key(const char *key)
 	const char *best = NULL;
 	unsigned best_d = ~0u;
 	for (int i = 0; i < SET_COUNT; i++) {
-		unsigned d = policy_edit_distance(key, policy_specs[i].name);
+		unsigned d = text_edit_distance(key, policy_specs[i].name);
 		if (d < best_d) {
 			best_d = d;
 			best = policy_specs[i].name;
 		}
 	}
 	for (int i = 0; i < POLICY_HOOK_COUNT; i++) {
-		unsigned d = policy_edit_distance(key, policy_hook_names[i]);
+		unsigned d = text_edit_distance(key, policy_hook_names[i]);
 		if (d < best_d) {
 			best_d = d;
 			best = policy_hook_names[i];

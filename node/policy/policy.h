@@ -116,7 +116,5 @@ unsigned runtime_busy(struct runtime *rt);
 
 /** Format the resolved settings and hooks as "key = value" lines (for `strata policy check`). */
 void policy_describe(const struct policy *p, char *buf, size_t len);
-/** Levenshtein distance of two strings (bounded to 255 characters each). */
-unsigned policy_edit_distance(const char *a, const char *b);
 
 #endif

@@ -67,8 +67,9 @@ $(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 
 # The policy target adds the policy loader and LuaJIT.
 $(FUZZ_DIR)/fuzz_policy: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/policy/policy.o \
+                                      $(FUZZ_DIR)/obj/node/lib/text.o \
                                       $(shell pkg-config --libs $(FUZZ_LUA_PC))
-$(FUZZ_DIR)/fuzz_policy: $(FUZZ_DIR)/obj/node/policy/policy.o
+$(FUZZ_DIR)/fuzz_policy: $(FUZZ_DIR)/obj/node/policy/policy.o $(FUZZ_DIR)/obj/node/lib/text.o
 
 $(FUZZ_DIR)/obj/%.o: %.c $(wildcard node/*.h node/*/*.h)
 	@mkdir -p $(dir $@)

@@ -18,6 +18,7 @@
 #include "../../node/core/store.h"
 #include "../../node/lib/diag.h"
 #include "../../node/lib/env.h"
+#include "../../node/lib/text.h"
 #include "../../node/policy/policy.h"
 #include "../../node/policy/runtime.h"
 #include "../../node/strata.h"
@@ -438,8 +439,8 @@ TEST(typo_key_is_refused_with_nearest_name)
 	rc = runtime_check_policy("typo2.lua", src2, strlen(src2), &s, err, sizeof(err));
 	CHECK(rc != 0);
 	CHECK(strstr(err, "did you mean on_seal") != NULL);
-	CHECK_EQ(policy_edit_distance("merge_max_generation", "merge_max_generations"), 1);
-	CHECK_EQ(policy_edit_distance("kitten", "sitting"), 3);
+	CHECK_EQ(text_edit_distance("merge_max_generation", "merge_max_generations"), 1);
+	CHECK_EQ(text_edit_distance("kitten", "sitting"), 3);
 }
 
 TEST(wrong_types_and_ranges_are_refused)
