@@ -30,17 +30,21 @@ enum {
 	STRATA_ENOMEM = -2,    /**< allocation failed */
 	STRATA_EIO = -3,       /**< a file or object-store operation failed */
 	STRATA_ECORRUPT = -4,  /**< a checksum or format check failed; the message names the file */
-	STRATA_EFENCED = -5,   /**< another writer claimed a newer epoch for this shard */
+	STRATA_EFENCED = -5,   /**< another writer claimed a newer epoch for this shard: this
+				    handle no longer owns it; no append on it succeeds again */
 	STRATA_ECONFLICT = -6, /**< a merge plan no longer applies (its generations are gone) */
 	STRATA_ETOOBIG = -7,   /**< key over 4 KiB or value over the configured maximum */
 	STRATA_ERANGE = -8,    /**< shard number out of range */
 	STRATA_ENOSPC = -9,    /**< no space left on the device */
-	STRATA_EBUSY = -10,    /**< the resource is in use (a prepare already in flight) */
+	STRATA_EBUSY = -10,    /**< a merge (or compaction) of this shard is already prepared and
+				    not yet committed or aborted; retry after it */
 	STRATA_ECLOSED = -11,  /**< the store or shard is closed */
 	STRATA_EREADONLY = -12,/**< a WAL sync failed; the shard refuses writes until reopened */
 	STRATA_EEXIST = -13,   /**< the object already exists (lost a put-if-absent race) */
 	STRATA_EINJECTED = -14,/**< a failure injected through the test seam */
 	STRATA_EVERSION = -15, /**< a file has a format version this build cannot read */
+	STRATA_ELOCKED = -16,  /**< the data directory is open elsewhere (the message names the
+				    directory and the holder's pid) */
 };
 
 /** Sync modes for the WAL. */
@@ -62,7 +66,8 @@ typedef struct strata_plan strata_plan;
 typedef struct strata_options {
 	/** Data directory: WAL segments and (for the fs object store) objects live here. */
 	const char *dir;
-	/** Number of shards, numbered 0..shards-1. */
+	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
+	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */
 	uint32_t shards;
 	/** STRATA_SYNC_FSYNC, STRATA_SYNC_NONE or STRATA_SYNC_INTERVAL. */
 	int sync;
@@ -80,6 +85,10 @@ typedef struct strata_options {
 	uint32_t bloom_bits_per_key;
 	/** Manifest versions kept behind the current one (default 4). */
 	uint32_t manifest_keep;
+	/** Most inputs (generations, or runs for a base compaction) one merge pass folds:
+	 *  what bounds a merge's memory and time however large the backlog (default 8,
+	 *  at least 2). A policy may narrow it; a call asking for 0 or more gets this. */
+	uint32_t merge_max_inputs;
 	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in
 	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
 	 *  the policy runtime on a libev loop on a thread of its own. */
@@ -144,10 +153,17 @@ typedef struct strata_policy_info {
 } strata_policy_info;
 /** Fill *out from the running policy runtime. STRATA_EINVAL without one. */
 int strata_policy_info_get(strata *db, strata_policy_info *out);
-/** Fill *o with defaults: shards=1, sync=STRATA_SYNC_FSYNC, dir=NULL. */
+/** Fill *o with defaults: shards=0 (as stored), sync=STRATA_SYNC_FSYNC, dir=NULL. */
 void strata_options_init(strata_options *o);
-/** Open (or create) a store: claims every shard's epoch, replays WALs, collects orphans. */
+/** Open (or create) a store. The handle owns the directory until strata_close: a second
+ *  opener, in this process or another, gets STRATA_ELOCKED. Everything is read and
+ *  checked first (manifests, every table's footer, the WALs); a failed open writes
+ *  nothing. Then it claims every shard's epoch (fencing any older writer of a shared
+ *  store), replays the WALs and collects orphans. */
 int strata_open(const strata_options *o, strata **out);
+/** The shard count the store in dir records: 0, STRATA_NOTFOUND when dir holds no
+ *  store, or an error. Read-only; works while the store is open elsewhere. */
+int strata_stored_shards(const char *dir, uint32_t *shards);
 /** Append n rows to a shard; returns once they are durable under the sync mode.
  *  All or nothing: a bad row rejects the whole batch and nothing is written. */
 int strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n);
@@ -173,7 +189,8 @@ uint32_t strata_plan_shard(const strata_plan *plan);
 int strata_commit_merge(strata *db, strata_plan *plan);
 /** Drop a plan and delete its run. Consumes the plan. */
 void strata_abort_merge(strata *db, strata_plan *plan);
-/** prepare + commit; *merged (may be NULL) receives the number of generations folded. */
+/** prepare + commit; *merged (may be NULL) receives the number of generations folded.
+ *  Every prepare folds at most merge_max_inputs inputs (0 = up to that cap). */
 int strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *merged);
 /** Prepare a base compaction of the oldest max_runs runs (0 = all); commit/abort as a merge. */
 int strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_plan **plan);

@@ -1,7 +1,10 @@
 /*
- * main.c — the `strata` command: --help, --version, inspect.
+ * main.c — the `strata` command: --help, --version, inspect, and the dispatch to
+ * serve, policy, load and repair.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +14,17 @@
 #include "../core/run.h"
 #include "../core/wal.h"
 #include "../lib/diag.h"
+#include "../lib/env.h"
 #include "../objstore/objstore.h"
 #include "../strata.h"
 
 int cmd_policy(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_load(int argc, char **argv);
+int cmd_repair(int argc, char **argv);
+
+/** Most WAL segments of one shard that inspect lists. */
+#define INSPECT_MAX_SEGS 256
 
 static void
 usage(FILE *f)
@@ -29,7 +37,15 @@ usage(FILE *f)
 		"  policy check FILE                validate a policy: resolved settings or every error\n"
 		"  load SCRIPT.lua [FLAGS]          run a scripted load test (strata load --help)\n"
 		"  inspect DIR [--json] [--verify]  print each shard's manifest, generations, base runs\n"
-		"                                   and WAL range (read-only; works on a live node's DIR)\n"
+		"                                   and WAL segments (read-only; works on a live node's DIR);\n"
+		"                                   --verify also checks every run block and every WAL entry\n"
+		"                                   the way an open does: exit 1 when an open would refuse DIR\n"
+		"  repair DIR [--truncate-wal] [--json]\n"
+		"                                   report what makes DIR unopenable and what repair would\n"
+		"                                   do (changes nothing; exit 1 when a repair is needed);\n"
+		"                                   --truncate-wal cuts each corrupt WAL segment at its first\n"
+		"                                   bad entry, after copying it into DIR/repair-<UTC time>/\n"
+		"                                   (refused while a node holds DIR; strata repair --help)\n"
 		"  --help                           this text\n"
 		"  --version                        print the version\n");
 }
@@ -38,6 +54,7 @@ usage(FILE *f)
 struct shard_list {
 	/** Sorted, distinct shard numbers. */
 	unsigned ids[65536];
+	/** Entries in ids. */
 	unsigned n;
 };
 
@@ -76,6 +93,51 @@ obj_json(const char *prefix, int kind, const struct manifest_obj *o)
 			 (json_int_t)o->max_seq);
 }
 
+/**
+ * How an open treats segment i of a listing (the rules of the WAL's recovery, see
+ * node/core/wal.h): "whole"; "void" (a newer epoch owns its positions, or those after
+ * a point); "torn_tail" (an interrupted append an open truncates: the last segment
+ * only, or a fenced writer's whose positions are all in generations); "invalid"
+ * (an open refuses the directory).
+ */
+static const char *
+seg_state(const struct wal_segment_info *in, int n, int i, uint64_t replay_after)
+{
+	const struct wal_segment_info *s = &in[i];
+	int last = -1;
+	for (int k = n; k-- > 0;)
+		if (!(in[k].limit != UINT64_MAX && in[k].limit < in[k].first_seq)) {
+			last = k;
+			break;
+		}
+	if (s->limit != UINT64_MAX && s->limit < s->first_seq)
+		return "void";
+	if (s->valid_bytes >= s->bytes)
+		return "whole";
+	if (s->limit != UINT64_MAX && s->last_seq >= s->limit)
+		return "void";
+	if (s->torn && (i == last || (s->limit != UINT64_MAX && s->limit <= replay_after)))
+		return "torn_tail";
+	return "invalid";
+}
+
+/** Check what an open checks of shard id's WAL directory beyond its segments: the
+ *  fence must not name an epoch newer than the one an open claims. 0, or -1 with a
+ *  message in why. */
+static int
+fence_check(const char *wal_dir, int have_manifest, uint64_t writer_epoch, char *why, size_t cap)
+{
+	uint64_t fence = 0;
+	if (wal_fence_read(wal_dir, &fence) != 0)
+		return 0; /* an unreadable fence is rewritten by an open */
+	uint64_t claim = have_manifest ? writer_epoch + 1 : 1;
+	if (fence <= claim)
+		return 0;
+	snprintf(why, cap, "wal: the fence %s/epoch names epoch %" PRIu64 ", newer than the epoch "
+		 "an open claims (%" PRIu64 "): the manifest is older than the WAL", wal_dir, fence, claim);
+	return -1;
+}
+
 /** Inspect one shard into a JSON object; errors are reported inside it. */
 static json_t *
 inspect_shard(const char *dir, struct objstore *os, unsigned id, int verify, int *failures)
@@ -86,8 +148,12 @@ inspect_shard(const char *dir, struct objstore *os, unsigned id, int verify, int
 	json_t *js = json_pack("{s:I}", "shard", (json_int_t)id);
 	struct manifest m;
 	memset(&m, 0, sizeof(m));
+	uint64_t replay_after = 0, writer_epoch = 0;
 	int rc = os ? manifest_load(os, prefix, &m) : STRATA_NOTFOUND;
+	json_t *bad = verify ? json_array() : NULL;
 	if (rc == 0) {
+		replay_after = m.replay_after;
+		writer_epoch = m.writer_epoch;
 		json_t *gens = json_array(), *runs = json_array();
 		for (uint32_t i = 0; i < m.ngens; i++)
 			json_array_append_new(gens, obj_json(prefix, MANIFEST_GEN, &m.gens[i]));
@@ -100,22 +166,18 @@ inspect_shard(const char *dir, struct objstore *os, unsigned id, int verify, int
 					      "replay_after_wal_entry_position", (json_int_t)m.replay_after,
 					      "next_generation", (json_int_t)m.next_generation,
 					      "flushed_generations", gens, "base_runs", runs));
-		if (verify) {
-			json_t *bad = json_array();
-			for (int k = 0; k < 2; k++) {
-				uint32_t n = k ? m.nruns : m.ngens;
-				for (uint32_t i = 0; i < n; i++) {
-					char key[256];
-					manifest_obj_key(key, sizeof(key), prefix, k ? MANIFEST_RUN : MANIFEST_GEN,
-							 k ? &m.runs[i] : &m.gens[i]);
-					struct run_meta meta;
-					if (run_verify(os, key, &meta) != 0) {
-						json_array_append_new(bad, json_string(diag_last()));
-						(*failures)++;
-					}
+		for (int k = 0; verify && k < 2; k++) {
+			uint32_t n = k ? m.nruns : m.ngens;
+			for (uint32_t i = 0; i < n; i++) {
+				char key[256];
+				manifest_obj_key(key, sizeof(key), prefix, k ? MANIFEST_RUN : MANIFEST_GEN,
+						 k ? &m.runs[i] : &m.gens[i]);
+				struct run_meta meta;
+				if (run_verify(os, key, &meta) != 0) {
+					json_array_append_new(bad, json_string(diag_last()));
+					(*failures)++;
 				}
 			}
-			json_object_set_new(js, "verify_errors", bad);
 		}
 		manifest_destroy(&m);
 	} else if (rc == STRATA_NOTFOUND) {
@@ -124,23 +186,48 @@ inspect_shard(const char *dir, struct objstore *os, unsigned id, int verify, int
 		json_object_set_new(js, "manifest_error", json_string(diag_last()));
 		(*failures)++;
 	}
-	struct wal_segment_info infos[256];
-	int n = wal_inspect_dir(wal_dir, infos, 256);
+	if (verify)
+		json_object_set_new(js, "verify_errors", bad);
+
+	DIR *d = opendir(wal_dir);
+	int have_wal = d != NULL;
+	if (d != NULL)
+		closedir(d);
+	static struct wal_segment_info infos[INSPECT_MAX_SEGS];
+	int n = have_wal ? wal_inspect_dir(wal_dir, infos, INSPECT_MAX_SEGS) : 0;
 	if (n < 0) {
 		json_object_set_new(js, "wal_error", json_string(diag_last()));
 		(*failures)++;
 	} else {
 		json_t *segs = json_array();
-		for (int i = 0; i < n && i < 256; i++)
-			json_array_append_new(segs, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "file",
-							      infos[i].name, "first_seq",
-							      (json_int_t)infos[i].first_seq, "last_seq",
-							      (json_int_t)infos[i].last_seq, "entries",
-							      (json_int_t)infos[i].entries, "bytes",
-							      (json_int_t)infos[i].bytes, "valid_bytes",
-							      (json_int_t)infos[i].valid_bytes));
+		for (int i = 0; i < n && i < INSPECT_MAX_SEGS; i++) {
+			const struct wal_segment_info *in = &infos[i];
+			json_t *lim = in->limit == UINT64_MAX ? json_null() : json_integer((json_int_t)in->limit);
+			json_array_append_new(
+				segs, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, s:b, s:s}", "file",
+						in->name, "epoch", (json_int_t)in->epoch, "first_seq",
+						(json_int_t)in->first_seq, "last_seq", (json_int_t)in->last_seq,
+						"entries", (json_int_t)in->entries, "bytes", (json_int_t)in->bytes,
+						"valid_bytes", (json_int_t)in->valid_bytes, "limit", lim, "state",
+						seg_state(infos, n < INSPECT_MAX_SEGS ? n : INSPECT_MAX_SEGS, i,
+							  replay_after),
+						"torn", in->torn, "why", in->why));
+		}
 		json_object_set_new(js, "wal_segments", segs);
 		json_object_set_new(js, "wal_segment_count", json_integer(n));
+	}
+	if (verify) {
+		/* Exactly what an open would refuse the WAL with (file and offset). */
+		char why[4400];
+		rc = wal_check_dir(wal_dir, replay_after, 0);
+		if (rc != 0)
+			snprintf(why, sizeof(why), "%s", diag_last());
+		else if (have_wal && fence_check(wal_dir, json_is_object(json_object_get(js, "manifest")),
+						 writer_epoch, why, sizeof(why)) != 0)
+			rc = STRATA_EFENCED;
+		json_object_set_new(js, "wal_verify", json_string(rc == 0 ? "ok" : why));
+		if (rc != 0)
+			(*failures)++;
 	}
 	return js;
 }
@@ -178,32 +265,60 @@ print_text(json_t *shard)
 			}
 		}
 	}
-	json_t *ve = json_object_get(shard, "verify_errors");
-	if (ve) {
-		size_t i;
-		json_t *o;
-		printf("  verify: %s\n", json_array_size(ve) ? "FAILED" : "ok");
-		json_array_foreach(ve, i, o) printf("    %s\n", json_string_value(o));
-	}
 	json_t *werr = json_object_get(shard, "wal_error");
+	json_t *segs = json_object_get(shard, "wal_segments");
 	if (werr) {
 		printf("  wal: ERROR %s\n", json_string_value(werr));
-		return;
+	} else {
+		printf("  wal: %lld segments\n",
+		       (long long)json_integer_value(json_object_get(shard, "wal_segment_count")));
+		size_t i;
+		json_t *o;
+		json_array_foreach(segs, i, o)
+		{
+			long long bytes = json_integer_value(json_object_get(o, "bytes"));
+			long long valid = json_integer_value(json_object_get(o, "valid_bytes"));
+			const char *state = json_string_value(json_object_get(o, "state"));
+			const char *why = json_string_value(json_object_get(o, "why"));
+			char note[512] = "";
+			if (strcmp(state, "torn_tail") == 0)
+				snprintf(note, sizeof(note), "  torn tail at offset %lld (%s): an open truncates "
+					 "%lld bytes", valid, why, bytes - valid);
+			else if (strcmp(state, "invalid") == 0)
+				snprintf(note, sizeof(note), "  INVALID at offset %lld: %s", valid, why);
+			else if (strcmp(state, "void") == 0)
+				snprintf(note, sizeof(note), "  (%s)", why);
+			printf("    %s  epoch %lld  seq %lld..%lld  entries %lld  bytes %lld%s\n",
+			       json_string_value(json_object_get(o, "file")),
+			       (long long)json_integer_value(json_object_get(o, "epoch")),
+			       (long long)json_integer_value(json_object_get(o, "first_seq")),
+			       (long long)json_integer_value(json_object_get(o, "last_seq")),
+			       (long long)json_integer_value(json_object_get(o, "entries")), bytes, note);
+		}
 	}
-	json_t *segs = json_object_get(shard, "wal_segments");
-	printf("  wal: %lld segments\n", (long long)json_integer_value(json_object_get(shard, "wal_segment_count")));
+	json_t *ve = json_object_get(shard, "verify_errors");
+	json_t *wv = json_object_get(shard, "wal_verify");
+	if (ve == NULL)
+		return;
+	int ok = json_array_size(ve) == 0 && err == NULL && werr == NULL && wv != NULL &&
+		 strcmp(json_string_value(wv), "ok") == 0;
+	printf("  verify: %s\n", ok ? "ok" : "FAILED");
 	size_t i;
 	json_t *o;
+	if (err)
+		printf("    %s\n", json_string_value(err));
+	json_array_foreach(ve, i, o) printf("    %s\n", json_string_value(o));
+	if (werr)
+		printf("    %s\n", json_string_value(werr));
+	if (wv && strcmp(json_string_value(wv), "ok") != 0)
+		printf("    %s\n", json_string_value(wv));
 	json_array_foreach(segs, i, o)
 	{
-		long long bytes = json_integer_value(json_object_get(o, "bytes"));
-		long long valid = json_integer_value(json_object_get(o, "valid_bytes"));
-		printf("    %s  seq %lld..%lld  entries %lld  bytes %lld%s\n",
-		       json_string_value(json_object_get(o, "file")),
-		       (long long)json_integer_value(json_object_get(o, "first_seq")),
-		       (long long)json_integer_value(json_object_get(o, "last_seq")),
-		       (long long)json_integer_value(json_object_get(o, "entries")), bytes,
-		       valid < bytes ? "  (invalid tail)" : "");
+		if (strcmp(json_string_value(json_object_get(o, "state")), "torn_tail") == 0)
+			printf("    note: %s has a torn tail at offset %lld, which an open truncates "
+			       "(not a failure)\n",
+			       json_string_value(json_object_get(o, "file")),
+			       (long long)json_integer_value(json_object_get(o, "valid_bytes")));
 	}
 }
 
@@ -248,7 +363,10 @@ cmd_inspect(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/objects", dir);
 	scan_shard_dirs(path, &sl);
 	struct objstore *os = NULL;
-	if (sl.n > 0 && objstore_fs_new(path, &os) != 0) {
+	d = opendir(path); /* read-only: never create DIR/objects */
+	if (d != NULL)
+		closedir(d);
+	if (d != NULL && sl.n > 0 && objstore_fs_new(path, &os) != 0) {
 		fprintf(stderr, "strata inspect: %s\n", diag_last());
 		return 1;
 	}
@@ -259,6 +377,8 @@ cmd_inspect(int argc, char **argv)
 	objstore_destroy(os);
 	if (as_json) {
 		json_t *root = json_pack("{s:s, s:o}", "dir", dir, "shards", shards);
+		if (verify)
+			json_object_set_new(root, "verify", json_string(failures ? "FAILED" : "ok"));
 		json_dumpf(root, stdout, JSON_INDENT(2));
 		printf("\n");
 		json_decref(root);
@@ -268,6 +388,11 @@ cmd_inspect(int argc, char **argv)
 		json_t *o;
 		json_array_foreach(shards, i, o) print_text(o);
 		json_decref(shards);
+		if (verify && failures)
+			printf("verify: FAILED: %d problem%s; an open of %s would fail (see `strata repair %s`)\n",
+			       failures, failures == 1 ? "" : "s", dir, dir);
+		else if (verify)
+			printf("verify: ok\n");
 	}
 	return failures ? 1 : 0;
 }
@@ -289,6 +414,8 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "inspect") == 0)
 		return cmd_inspect(argc - 2, argv + 2);
+	if (strcmp(argv[1], "repair") == 0)
+		return cmd_repair(argc - 2, argv + 2);
 	if (strcmp(argv[1], "policy") == 0)
 		return cmd_policy(argc - 2, argv + 2);
 	if (strcmp(argv[1], "serve") == 0)

@@ -25,7 +25,7 @@ serve_usage(FILE *f)
 		"  --listen HOST:PORT         address to listen on (default 127.0.0.1:7070; port 0 picks a\n"
 		"                             free port)\n"
 		"  --data DIR                 data directory, created when missing (default ./data)\n"
-		"  --shards N                 number of shards, 1..65536 (default 4)\n"
+		"  --shards N                 number of shards, 1..65536 (default: the store's; 4 for a new one)\n"
 		"  --policy FILE              merge policy script (default: the built-in default policy)\n"
 		"  --no-watch-policy          do not reload the policy file when it changes (SIGHUP still does)\n"
 		"  --token-file FILE          require 'Authorization: Bearer <token>' (the file's content) on\n"

@@ -594,6 +594,18 @@ manifest_put_version(struct objstore *os, const char *prefix, const struct manif
 }
 
 int
+manifest_claim_at(struct objstore *os, const char *prefix, struct manifest *m)
+{
+	struct manifest next = *m;
+	next.version = m->version + 1;
+	next.writer_epoch = m->writer_epoch + 1;
+	int rc = manifest_put_version(os, prefix, &next);
+	if (rc == 0)
+		*m = next; /* same arrays, new version and epoch */
+	return rc;
+}
+
+int
 manifest_claim_epoch(struct objstore *os, const char *prefix, struct manifest *m)
 {
 	char dir[MANIFEST_KEY_MAX];

@@ -87,6 +87,12 @@ int manifest_load(struct objstore *os, const char *prefix, struct manifest *out)
  *  none exists), retrying on a lost race. *m receives what was written. */
 int manifest_claim_epoch(struct objstore *os, const char *prefix, struct manifest *m);
 
+/** Claim ownership of exactly *m (as loaded, or zeroed with next_generation 1 for a new
+ *  shard): write version m->version+1 with writer_epoch+1 by put-if-absent. STRATA_EEXIST
+ *  when that version exists (the manifest moved since it was read: load it again); on
+ *  success *m is what was written. */
+int manifest_claim_at(struct objstore *os, const char *prefix, struct manifest *m);
+
 /** Mutation applied by manifest_commit_update to a copy of the current manifest; it may be
  *  called again after a lost race (on a fresh copy). Nonzero aborts the update. */
 typedef int (*manifest_mutate_fn)(void *ctx, struct manifest *next);

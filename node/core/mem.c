@@ -9,6 +9,8 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../lib/diag.h"
@@ -285,28 +287,101 @@ mem_raise_u64(atomic_uint_fast64_t *a, uint64_t v)
 		;
 }
 
-int
-mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
-	   size_t vlen)
-{
-	assert(m != NULL);
-	if (key == NULL && klen > 0)
-		return diag_set(STRATA_EINVAL, "memtable: NULL key with length %zu", klen);
-	if (val == NULL && vlen > 0)
-		return diag_set(STRATA_EINVAL, "memtable: NULL value with length %zu", vlen);
-	if (klen > MEM_MAX_KEY)
-		return diag_set(STRATA_ETOOBIG, "memtable: key of %zu bytes over the limit of %u",
-				klen, (unsigned)MEM_MAX_KEY);
-	int h = mem_random_height();
-	size_t hdr = sizeof(struct mem_node) + (size_t)h * sizeof(struct mem_node *);
-	size_t fixed = hdr + klen + sizeof(struct mem_chunk) + 16;
-	if (vlen > SIZE_MAX - fixed)
-		return diag_set(STRATA_ETOOBIG, "memtable: entry with key %zu and value %zu bytes "
-				"does not fit in memory", klen, vlen);
-	size_t size = (hdr + klen + vlen + 15) & ~(size_t)15;
+/** Bytes of a node header with the tallest tower. */
+#define MEM_NODE_MAX_HDR (sizeof(struct mem_node) + MEM_MAX_HEIGHT * sizeof(struct mem_node *))
 
+/** Bytes of a node with a tower of h levels, key and value, rounded up to 16. */
+static inline size_t
+mem_node_size(uint32_t h, size_t klen, size_t vlen)
+{
+	size_t hdr = sizeof(struct mem_node) + (size_t)h * sizeof(struct mem_node *);
+	return (hdr + klen + vlen + 15) & ~(size_t)15;
+}
+
+/** Validate one entry: 0, or STRATA_EINVAL / STRATA_ETOOBIG with a message that names
+ *  row unless it is SIZE_MAX (a single insert). */
+static int
+mem_check(const void *key, size_t klen, const void *val, size_t vlen, size_t row)
+{
+	/* The largest node plus a dedicated-allocation header and rounding fits in size_t. */
+	size_t fixed = MEM_NODE_MAX_HDR + sizeof(struct mem_chunk) + 16;
+	bool fits = klen <= SIZE_MAX - fixed && vlen <= SIZE_MAX - fixed - klen;
+	if ((key != NULL || klen == 0) && (val != NULL || vlen == 0) && klen <= MEM_MAX_KEY &&
+	    fits)
+		return 0;
+	char at[40] = "";
+	if (row != SIZE_MAX)
+		snprintf(at, sizeof(at), "row %zu: ", row);
+	if (key == NULL && klen > 0)
+		return diag_set(STRATA_EINVAL, "memtable: %sNULL key with length %zu", at, klen);
+	if (val == NULL && vlen > 0)
+		return diag_set(STRATA_EINVAL, "memtable: %sNULL value with length %zu", at, vlen);
+	if (klen > MEM_MAX_KEY)
+		return diag_set(STRATA_ETOOBIG, "memtable: %skey of %zu bytes over the limit of %u",
+				at, klen, (unsigned)MEM_MAX_KEY);
+	return diag_set(STRATA_ETOOBIG, "memtable: %sentry with key %zu and value %zu bytes "
+			"does not fit in memory", at, klen, vlen);
+}
+
+/** A node holding a copy of (key, val) with a tower of h levels, seq 0, not linked. One
+ *  over MEM_BIG_BYTES is a dedicated allocation that is on no list yet (mem_node_big).
+ *  NULL on ENOMEM with the message set. */
+static struct mem_node *
+mem_node_new(struct mem *m, const void *key, size_t klen, const void *val, size_t vlen, int h)
+{
+	size_t size = mem_node_size((uint32_t)h, klen, vlen);
+	struct mem_node *node;
+	if (size > MEM_BIG_BYTES) {
+		size_t total = sizeof(struct mem_chunk) + size;
+		struct mem_chunk *big = env.malloc(total);
+		if (big == NULL) {
+			diag_set(STRATA_ENOMEM, "memtable: cannot allocate %zu bytes for an entry "
+				 "(key %zu, value %zu bytes)", total, klen, vlen);
+			return NULL;
+		}
+		big->prev = NULL;
+		big->cap = size;
+		atomic_init(&big->used, size);
+		node = (struct mem_node *)big->data;
+	} else {
+		node = mem_arena_alloc(m, size);
+		if (node == NULL)
+			return NULL;
+	}
+	node->seq = 0;
+	node->vlen = vlen;
+	node->klen = (uint32_t)klen;
+	node->height = (uint32_t)h;
+	if (klen > 0)
+		memcpy((char *)mem_node_key(node), key, klen);
+	if (vlen > 0)
+		memcpy((char *)mem_node_val(node), val, vlen);
+	return node;
+}
+
+/** The dedicated allocation that holds node, NULL for a node in a shared chunk. */
+static struct mem_chunk *
+mem_node_big(struct mem_node *node)
+{
+	if (mem_node_size(node->height, node->klen, node->vlen) <= MEM_BIG_BYTES)
+		return NULL;
+	return (struct mem_chunk *)((char *)node - offsetof(struct mem_chunk, data));
+}
+
+/** Drop a node that was never linked: free a dedicated allocation; arena space stays. */
+static void
+mem_node_drop(struct mem_node *node)
+{
+	env.free(mem_node_big(node));
+}
+
+/** Raise max_height to at least h, then find on each level below h the nodes around
+ *  (key, seq). true when (key, seq) is already present. */
+static bool
+mem_splice(struct mem *m, const void *key, size_t klen, uint64_t seq, int h,
+	   struct mem_node **prev, struct mem_node **next)
+{
 	mem_raise_height(m, h);
-	struct mem_node *prev[MEM_MAX_HEIGHT], *next[MEM_MAX_HEIGHT];
 	struct mem_node *x = NULL, *n = NULL;
 	int top = atomic_load_explicit(&m->max_height, memory_order_relaxed);
 	assert(top >= h);
@@ -317,35 +392,19 @@ mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void
 			next[level] = n;
 		}
 	}
-	if (next[0] != NULL && mem_cmp(next[0], key, klen, seq) == 0)
-		return 0;
+	return next[0] != NULL && mem_cmp(next[0], key, klen, seq) == 0;
+}
 
-	struct mem_chunk *big = NULL;
-	struct mem_node *node;
-	if (size > MEM_BIG_BYTES) {
-		size_t total = sizeof(struct mem_chunk) + size;
-		big = env.malloc(total);
-		if (big == NULL)
-			return diag_set(STRATA_ENOMEM, "memtable: cannot allocate %zu bytes for an "
-					"entry (key %zu, value %zu bytes)", total, klen, vlen);
-		big->cap = size;
-		atomic_init(&big->used, size);
-		node = (struct mem_node *)big->data;
-	} else {
-		node = mem_arena_alloc(m, size);
-		if (node == NULL)
-			return STRATA_ENOMEM;
-	}
-	node->seq = seq;
-	node->vlen = vlen;
-	node->klen = (uint32_t)klen;
-	node->height = (uint32_t)h;
-	if (klen > 0)
-		memcpy((char *)mem_node_key(node), key, klen);
-	if (vlen > 0)
-		memcpy((char *)mem_node_val(node), val, vlen);
-
-	for (int level = 0; level < h; level++) {
+/** Link node (seq set) on every level of its tower, starting from the splice that
+ *  mem_splice found. false when a concurrent insert of the same (key, seq) won on
+ *  level 0: node is then not linked anywhere. */
+static bool
+mem_link(struct mem *m, struct mem_node *node, struct mem_node **prev, struct mem_node **next)
+{
+	const char *key = mem_node_key(node);
+	size_t klen = node->klen;
+	uint64_t seq = node->seq;
+	for (int level = 0; level < (int)node->height; level++) {
 		for (;;) {
 			atomic_store_explicit(&node->next[level], next[level], memory_order_relaxed);
 			struct mem_node *expect = next[level];
@@ -355,27 +414,157 @@ mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void
 								    memory_order_relaxed))
 				break;
 			mem_find_level(m, key, klen, seq, level, &prev[level], &next[level]);
-			if (level == 0 && next[0] != NULL && mem_cmp(next[0], key, klen, seq) == 0) {
-				if (big != NULL)
-					env.free(big);
-				return 0;
-			}
+			if (level == 0 && next[0] != NULL && mem_cmp(next[0], key, klen, seq) == 0)
+				return false;
 		}
 	}
+	return true;
+}
 
-	if (big != NULL) {
-		pthread_mutex_lock(&m->lock);
-		big->prev = m->bigs;
-		m->bigs = big;
-		pthread_mutex_unlock(&m->lock);
-		atomic_fetch_add_explicit(&m->arena_bytes, sizeof(struct mem_chunk) + size,
-					  memory_order_relaxed);
-	}
-	atomic_fetch_add_explicit(&m->rows, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&m->bytes, (uint64_t)klen + vlen + MEM_ENTRY_OVERHEAD,
+/** Take over the dedicated allocation of a node just linked (if it has one). */
+static void
+mem_adopt(struct mem *m, struct mem_node *node)
+{
+	struct mem_chunk *big = mem_node_big(node);
+	if (big == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	big->prev = m->bigs;
+	m->bigs = big;
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_add_explicit(&m->arena_bytes, sizeof(struct mem_chunk) + big->cap,
 				  memory_order_relaxed);
-	mem_raise_u64(&m->max_seq, seq);
+}
+
+/** Count rows entries of bytes accounted bytes, the highest of them max_seq. */
+static void
+mem_count(struct mem *m, uint64_t rows, uint64_t bytes, uint64_t max_seq)
+{
+	if (rows == 0)
+		return;
+	atomic_fetch_add_explicit(&m->rows, rows, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->bytes, bytes, memory_order_relaxed);
+	mem_raise_u64(&m->max_seq, max_seq);
+}
+
+int
+mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
+	   size_t vlen)
+{
+	assert(m != NULL);
+	int rc = mem_check(key, klen, val, vlen, SIZE_MAX);
+	if (rc != 0)
+		return rc;
+	int h = mem_random_height();
+	struct mem_node *prev[MEM_MAX_HEIGHT], *next[MEM_MAX_HEIGHT];
+	/* A duplicate is found before anything is allocated for it. */
+	if (mem_splice(m, key, klen, seq, h, prev, next))
+		return 0;
+	struct mem_node *node = mem_node_new(m, key, klen, val, vlen, h);
+	if (node == NULL)
+		return STRATA_ENOMEM;
+	node->seq = seq;
+	if (!mem_link(m, node, prev, next)) {
+		mem_node_drop(node);
+		return 0;
+	}
+	mem_adopt(m, node);
+	mem_count(m, 1, (uint64_t)klen + vlen + MEM_ENTRY_OVERHEAD, seq);
 	return 0;
+}
+
+/** A prepared batch: one filled, unlinked node per row. */
+struct mem_batch {
+	/** The memtable the nodes were allocated from; referenced by the batch. */
+	struct mem *m;
+	/** Nodes held in nodes. */
+	size_t n;
+	/** Node of row i; its seq is set by mem_batch_insert. */
+	struct mem_node *nodes[];
+};
+
+/** Drop every node of b and free the handle; the reference to b->m is not touched. */
+static void
+mem_batch_release(struct mem_batch *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		mem_node_drop(b->nodes[i]);
+	env.free(b);
+}
+
+int
+mem_batch_new(struct mem *m, const strata_row *rows, size_t n, struct mem_batch **out)
+{
+	assert(m != NULL && out != NULL);
+	*out = NULL;
+	if (rows == NULL && n > 0)
+		return diag_set(STRATA_EINVAL, "memtable: NULL rows for a batch of %zu", n);
+	for (size_t i = 0; i < n; i++) {
+		int rc = mem_check(rows[i].key, rows[i].key_len, rows[i].value, rows[i].value_len,
+				   i);
+		if (rc != 0)
+			return rc;
+	}
+	if (n > (SIZE_MAX - sizeof(struct mem_batch)) / sizeof(struct mem_node *))
+		return diag_set(STRATA_ETOOBIG, "memtable: a batch of %zu rows does not fit in "
+				"memory", n);
+	size_t total = sizeof(struct mem_batch) + n * sizeof(struct mem_node *);
+	struct mem_batch *b = env.malloc(total);
+	if (b == NULL)
+		return diag_set(STRATA_ENOMEM, "memtable: cannot allocate %zu bytes for a batch "
+				"of %zu rows", total, n);
+	b->m = m;
+	b->n = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct mem_node *node = mem_node_new(m, rows[i].key, rows[i].key_len,
+						     rows[i].value, rows[i].value_len,
+						     mem_random_height());
+		if (node == NULL) {
+			mem_batch_release(b);
+			return STRATA_ENOMEM;
+		}
+		b->nodes[b->n++] = node;
+	}
+	mem_ref(m);
+	*out = b;
+	return 0;
+}
+
+void
+mem_batch_insert(struct mem_batch *b, uint64_t first_seq)
+{
+	assert(b != NULL);
+	assert(b->n == 0 || first_seq <= UINT64_MAX - (b->n - 1));
+	struct mem *m = b->m;
+	uint64_t rows = 0, bytes = 0, max_seq = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		struct mem_node *node = b->nodes[i];
+		node->seq = first_seq + i;
+		struct mem_node *prev[MEM_MAX_HEIGHT], *next[MEM_MAX_HEIGHT];
+		if (mem_splice(m, mem_node_key(node), node->klen, node->seq, (int)node->height,
+			       prev, next) ||
+		    !mem_link(m, node, prev, next)) {
+			mem_node_drop(node);
+			continue;
+		}
+		mem_adopt(m, node);
+		rows++;
+		bytes += (uint64_t)node->klen + node->vlen + MEM_ENTRY_OVERHEAD;
+		max_seq = node->seq;
+	}
+	mem_count(m, rows, bytes, max_seq);
+	env.free(b);
+	mem_unref(m);
+}
+
+void
+mem_batch_free(struct mem_batch *b)
+{
+	if (b == NULL)
+		return;
+	struct mem *m = b->m;
+	mem_batch_release(b);
+	mem_unref(m);
 }
 
 int

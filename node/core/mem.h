@@ -4,6 +4,10 @@
  * (CAS per level); readers never lock. Entries are ordered by key ascending, then
  * seq descending, so the first entry for a key is its newest version. Memory comes
  * from an arena freed with the memtable.
+ *
+ * A batch goes in two steps so that a write-ahead log can sit between them:
+ * mem_batch_new does every allocation and copy (it may fail), mem_batch_insert only
+ * links (it cannot fail). Nothing of a batch is visible or counted before the insert.
  */
 #ifndef STRATA_MEM_H
 #define STRATA_MEM_H
@@ -11,7 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../strata.h"
+
 struct mem;
+/** A batch of rows copied into unlinked nodes of one memtable, waiting to be linked. */
+struct mem_batch;
 
 /** Bytes charged per entry by mem_bytes on top of key and value: the 24-byte node
  *  header plus an average tower (4/3 pointers at branching 4), rounded up. */
@@ -37,6 +45,24 @@ void mem_unref(struct mem *m);
  *  On failure nothing is inserted and the counters are unchanged. */
 int mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
 	       size_t vlen);
+/** Prepare rows[0..n) for m: validate them like mem_insert (STRATA_EINVAL, naming the
+ *  row, for rows NULL with n > 0 or a NULL key or value with a nonzero length;
+ *  STRATA_ETOOBIG for a key over MEM_MAX_KEY bytes or an entry that does not fit in
+ *  size_t), then allocate every node, copy keys and values and choose tower heights.
+ *  Nothing is linked or counted. Thread-safe, also against inserts on m. The batch holds
+ *  a reference to m. 0 and *out set, or a STRATA_E* code with *out NULL: then nothing
+ *  allocated outlives the call except arena space of nodes never linked, which stays
+ *  invisible and uncounted by mem_rows/mem_bytes until the memtable is freed. */
+int mem_batch_new(struct mem *m, const strata_row *rows, size_t n, struct mem_batch **out);
+/** Link row i of b with seq first_seq + i, update the counters as mem_insert does, and
+ *  free b (b is invalid afterwards; do not call mem_batch_free). Cannot fail. A row whose
+ *  (key, seq) is already present keeps the entry there (its node is dropped). Thread-safe
+ *  like mem_insert. first_seq + n - 1 must not wrap. */
+void mem_batch_insert(struct mem_batch *b, uint64_t first_seq);
+/** Release a batch that was never inserted: its dedicated allocations and the handle are
+ *  freed, its arena space stays unlinked and uncounted until the memtable is freed.
+ *  Safe on NULL. */
+void mem_batch_free(struct mem_batch *b);
 /** Newest version of key. 0 and pointers valid while m is referenced, or STRATA_NOTFOUND.
  *  STRATA_EINVAL for a NULL key with a nonzero length. Lock-free; any output may be NULL. */
 int mem_get(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void **val,

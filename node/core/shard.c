@@ -118,8 +118,17 @@ struct shard {
 	atomic_uint_fast64_t next_id;
 	/** The WAL. */
 	struct wal *wal;
-	/** Set once another writer claimed the shard: writes are refused. */
+	/** Set once this writer learned that another one claimed the shard: terminal,
+	 *  appends and reads are refused with STRATA_EFENCED. */
 	atomic_int fenced;
+	/** Per plan kind (PLAN_MERGE, PLAN_COMPACT): a plan is being prepared or awaits
+	 *  commit; a second prepare of that kind gets STRATA_EBUSY before any IO. */
+	atomic_int busy[2];
+	/** Effective per-pass input cap: merge_max_inputs, possibly narrowed by a policy. */
+	atomic_uint merge_cap;
+	/** A manifest write failed in a way that may have landed: the manifest is reloaded
+	 *  and the view reconciled before the next manifest operation (under manifest_mu). */
+	int man_uncertain;
 	/** Highest position covered by a seal. */
 	uint64_t last_cut;
 	/** Who hears about seals and full memtables (NULL = nobody). */
@@ -288,11 +297,105 @@ view_swap(struct shard *s, struct view *v)
 	return old;
 }
 
+/** The table of tabs with o's id and epoch, or NULL. */
+static struct table *
+view_find(struct table **tabs, uint32_t n, const struct manifest_obj *o)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (tabs[i]->obj.id == o->id && tabs[i]->obj.epoch == o->epoch)
+			return tabs[i];
+	return NULL;
+}
+
+/** Fill list with a table per manifest entry, reusing the current view's. */
+static int
+view_fill(struct shard *s, int kind, const struct manifest_obj *objs, uint32_t n, struct table **cur,
+	  uint32_t ncur, struct table **list, uint32_t *count)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct table *t = view_find(cur, ncur, &objs[i]);
+		if (t != NULL) {
+			atomic_fetch_add(&t->refs, 1);
+		} else {
+			int rc = table_open(s, kind, &objs[i], &t);
+			if (rc)
+				return rc;
+		}
+		list[(*count)++] = t;
+	}
+	return 0;
+}
+
+/** manifest_mu held: rebuild the view's generations and runs from s->man (which is newer
+ *  than the view after a write that reported failure but landed); sealed memtables
+ *  the manifest's replay cursor covers are published already and leave the view. */
+static int
+view_reconcile(struct shard *s)
+{
+	struct view *cur = s->view;
+	struct view *v = env.calloc(1, sizeof(*v));
+	if (v == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory reconciling the view", s->cfg.id);
+	atomic_init(&v->refs, 1);
+	v->sealed = env.calloc(cur->nsealed + 1, sizeof(*v->sealed));
+	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
+	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
+	v->active = cur->active;
+	atomic_fetch_add(&v->active->refs, 1);
+	int rc = (v->sealed && v->gens && v->runs)
+			 ? 0
+			 : diag_set(STRATA_ENOMEM, "shard %u: out of memory reconciling the view", s->cfg.id);
+	if (rc == 0)
+		rc = view_fill(s, MANIFEST_GEN, s->man.gens, s->man.ngens, cur->gens, cur->ngens, v->gens,
+			       &v->ngens);
+	if (rc == 0)
+		rc = view_fill(s, MANIFEST_RUN, s->man.runs, s->man.nruns, cur->runs, cur->nruns, v->runs,
+			       &v->nruns);
+	if (rc) {
+		view_unref(v);
+		return rc;
+	}
+	for (uint32_t i = 0; i < cur->nsealed; i++) {
+		if (cur->sealed[i]->cut > s->man.replay_after) {
+			v->sealed[v->nsealed++] = cur->sealed[i];
+			atomic_fetch_add(&cur->sealed[i]->refs, 1);
+		}
+	}
+	/* What the manifest no longer names is ours to delete once nothing holds it. */
+	for (uint32_t i = 0; i < cur->ngens; i++)
+		if (view_find(v->gens, v->ngens, &cur->gens[i]->obj) == NULL)
+			atomic_store(&cur->gens[i]->obsolete, 1);
+	for (uint32_t i = 0; i < cur->nruns; i++)
+		if (view_find(v->runs, v->nruns, &cur->runs[i]->obj) == NULL)
+			atomic_store(&cur->runs[i]->obsolete, 1);
+	if (s->man.replay_after > s->last_cut)
+		s->last_cut = s->man.replay_after;
+	uint_fast64_t next = atomic_load(&s->next_id);
+	while (next < s->man.next_generation &&
+	       !atomic_compare_exchange_weak(&s->next_id, &next, s->man.next_generation))
+		;
+	view_unref(view_swap(s, v));
+	return 0;
+}
+
 static int
 fenced_error(struct shard *s)
 {
 	return diag_set(STRATA_EFENCED, "shard %u: fenced: another writer claimed a newer epoch "
-			"(this writer's epoch %llu)", s->cfg.id, (unsigned long long)s->epoch);
+			"(this writer's epoch %llu); this handle no longer owns the shard", s->cfg.id,
+			(unsigned long long)s->epoch);
+}
+
+/** Turn the shard terminal after learning of a newer owner (message in diag). */
+static void
+shard_fence(struct shard *s)
+{
+	if (atomic_exchange(&s->fenced, 1) == 0) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", diag_last());
+		if (s->wal != NULL)
+			wal_fence(s->wal, why);
+	}
 }
 
 /** 1 when a failed manifest update surely wrote nothing (fenced, or the plan no longer
@@ -304,13 +407,66 @@ manifest_update_not_written(int rc)
 	       rc == STRATA_EINJECTED;
 }
 
+/** manifest_mu held: if an earlier manifest write may have landed unseen, reload the
+ *  manifest and bring the view in line with it before anything builds on either. */
+static int
+shard_resync(struct shard *s)
+{
+	if (!s->man_uncertain)
+		return 0;
+	struct manifest m;
+	int rc = manifest_load(s->cfg.os, s->cfg.prefix, &m);
+	if (rc)
+		return rc;
+	if (m.writer_epoch > s->epoch) {
+		manifest_destroy(&m);
+		rc = fenced_error(s);
+		shard_fence(s);
+		return rc;
+	}
+	if (m.version < s->man.version) {
+		manifest_destroy(&m);
+		return diag_set(STRATA_ECORRUPT, "shard %u: the manifest went back from version %llu",
+				s->cfg.id, (unsigned long long)s->man.version);
+	}
+	manifest_destroy(&s->man);
+	s->man = m;
+	rc = view_reconcile(s);
+	if (rc == 0)
+		s->man_uncertain = 0;
+	return rc;
+}
+
 /** Run a manifest update under manifest_mu (held by the caller). */
 static int
 shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx)
 {
-	int rc = manifest_commit_update(s->cfg.os, s->cfg.prefix, s->epoch, &s->man, fn, ctx);
-	if (rc == STRATA_EFENCED)
-		atomic_store(&s->fenced, 1);
+	int rc = shard_resync(s);
+	if (rc)
+		return rc;
+	uint64_t before = s->man.version;
+	rc = manifest_commit_update(s->cfg.os, s->cfg.prefix, s->epoch, &s->man, fn, ctx);
+	if (rc == STRATA_EFENCED) {
+		shard_fence(s);
+		return rc;
+	}
+	if (rc != 0 && !manifest_update_not_written(rc)) {
+		s->man_uncertain = 1;
+		return rc;
+	}
+	if (rc == 0 && s->man.version != before + 1) {
+		/* The update found newer versions than ours (one of our own writes that
+		 * reported failure had landed): what they changed is not in the view yet. */
+		diag_log(LOG_LVL_WARN, "shard %u: manifest moved from version %llu to %llu under us; "
+			 "reconciling the view", s->cfg.id, (unsigned long long)before,
+			 (unsigned long long)s->man.version - 1);
+		int vrc = view_reconcile(s);
+		if (vrc) {
+			s->man_uncertain = 1;
+			diag_log(LOG_LVL_WARN, "shard %u: reconciling the view: %s (retried before the "
+				 "next manifest update)", s->cfg.id, diag_last());
+		}
+	}
 	return rc;
 }
 
@@ -332,15 +488,24 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 	struct slot *sl = s->view->active;
 	atomic_fetch_add(&sl->refs, 1);
 	atomic_fetch_add(&sl->writers, 1);
-	int rc = wal_submit(s->wal, rows, n, &t);
+	/* Every allocation the memtable needs happens before the WAL write, so that once
+	 * the rows are durable, making them visible cannot fail half way. */
+	struct mem_batch *mb = NULL;
+	int rc = mem_batch_new(sl->mem, rows, n, &mb);
+	if (rc == 0)
+		rc = wal_submit(s->wal, rows, n, &t);
 	pthread_rwlock_unlock(&s->rw);
 	if (rc == 0)
 		rc = wal_wait(s->wal, &t);
+	if (rc == STRATA_EFENCED)
+		atomic_store(&s->fenced, 1);
 	if (rc == 0 && env_point("append.durable", s) != 0)
 		rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at append.durable", s->cfg.id);
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = mem_insert(sl->mem, rows[i].key, rows[i].key_len, t.first_seq + i, rows[i].value,
-				rows[i].value_len);
+	if (rc == 0) {
+		mem_batch_insert(mb, t.first_seq); /* consumes mb */
+		mb = NULL;
+	}
+	mem_batch_free(mb);
 	if (atomic_fetch_sub(&sl->writers, 1) == 1 && atomic_load(&sl->sealed)) {
 		pthread_mutex_lock(&s->writers_mu);
 		pthread_cond_broadcast(&s->writers_cv);
@@ -385,6 +550,8 @@ copy_value(const void *val, size_t vlen, void **out, size_t *out_len)
 int
 shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vlen)
 {
+	if (atomic_load(&s->fenced))
+		return fenced_error(s);
 	struct view *v = view_pin(s);
 	uint64_t seq;
 	const void *mv;
@@ -664,6 +831,8 @@ int
 shard_scan(struct shard *s, const void *start, size_t start_len, const void *end, size_t end_len,
 	   int (*cb)(void *ctx, const strata_row *row), void *ctx)
 {
+	if (atomic_load(&s->fenced))
+		return fenced_error(s);
 	struct view *v = view_pin(s);
 	struct merge_cursor c = {.win = NULL};
 	int rc = merger_create(&c.m, 1 + v->nsealed + v->ngens + v->nruns);
@@ -762,8 +931,18 @@ flush_one(struct shard *s, struct slot *sl)
 		pthread_cond_wait(&s->writers_cv, &s->writers_mu);
 	pthread_mutex_unlock(&s->writers_mu);
 
+	/* After a publish that reported failure but may have landed, learn first whether
+	 * this memtable is in a generation already (rewriting it would only duplicate). */
+	pthread_mutex_lock(&s->manifest_mu);
+	int rc = shard_resync(s);
+	int still_sealed = 0;
+	for (uint32_t i = 0; rc == 0 && i < s->view->nsealed; i++)
+		still_sealed |= s->view->sealed[i] == sl;
+	pthread_mutex_unlock(&s->manifest_mu);
+	if (rc || !still_sealed)
+		return rc;
+
 	struct table *t = NULL;
-	int rc = 0;
 	struct seal_update u = {.cut = sl->cut};
 	if (mem_rows(sl->mem) > 0) {
 		u.obj.id = atomic_fetch_add(&s->next_id, 1);
@@ -933,6 +1112,7 @@ plan_free(struct shard_plan *p)
 {
 	if (p == NULL)
 		return;
+	atomic_store(&p->s->busy[p->kind], 0);
 	for (uint32_t i = 0; i < p->nids; i++)
 		table_unref(p->inputs ? p->inputs[i] : NULL);
 	env.free(p->inputs);
@@ -950,9 +1130,19 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	p->s = s;
 	p->kind = kind;
 	pthread_mutex_lock(&s->manifest_mu);
+	int rc = shard_resync(s);
+	if (rc) {
+		pthread_mutex_unlock(&s->manifest_mu);
+		plan_free(p);
+		return rc;
+	}
 	const struct manifest_obj *objs = kind == PLAN_MERGE ? s->man.gens : s->man.runs;
 	uint32_t n = kind == PLAN_MERGE ? s->man.ngens : s->man.nruns;
-	if (max != 0 && n > max)
+	/* The engine's cap binds whatever the caller asked for: 0 means "up to the cap". */
+	uint32_t cap = atomic_load(&s->merge_cap);
+	if (max == 0 || max > cap)
+		max = cap;
+	if (n > max)
 		n = max;
 	if (kind == PLAN_COMPACT && n < 2)
 		n = 0; /* folding one run into one run gains nothing */
@@ -1073,21 +1263,31 @@ shard_prepare(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	*out = NULL;
 	if (atomic_load(&s->fenced))
 		return fenced_error(s);
+	/* One plan of a kind at a time: the next one would pick the same oldest inputs
+	 * and lose at commit after doing all the IO. Refuse it before any. */
+	if (atomic_exchange(&s->busy[kind], 1) != 0)
+		return diag_set(STRATA_EBUSY, "shard %u: a %s is already in flight on this shard (prepared "
+				"and not yet committed or aborted); retry once it is done", s->cfg.id,
+				kind == PLAN_MERGE ? "merge" : "compaction");
 	/* Seal first, then read the manifest: with no time-based sealing nothing else
 	 * would move the memtable's rows into a generation this merge can see. */
 	int rc = 0;
 	if (kind == PLAN_MERGE) {
 		rc = shard_seal(s);
-		if (rc)
+		if (rc == 0 && env_point("prepare.sealed", s) != 0)
+			rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.sealed",
+				      s->cfg.id);
+		if (rc) {
+			atomic_store(&s->busy[kind], 0);
 			return rc;
-		if (env_point("prepare.sealed", s) != 0)
-			return diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.sealed",
-					s->cfg.id);
+		}
 	}
 	struct shard_plan *p = NULL;
 	rc = plan_pick(s, kind, max, &p);
-	if (rc)
+	if (rc) {
+		atomic_store(&s->busy[kind], 0);
 		return rc;
+	}
 	if (p->nids > 0) {
 		rc = plan_write(s, p);
 		if (rc) {
@@ -1218,6 +1418,7 @@ shard_commit(struct shard *s, struct shard_plan *p)
 	p->out = NULL;
 	struct view *old = view_swap(s, v);
 	pthread_mutex_unlock(&s->manifest_mu);
+	atomic_store(&s->busy[p->kind], 0); /* published: the next plan picks what is left */
 	if (p->kind == PLAN_MERGE) {
 		atomic_fetch_add(&s->merges, 1);
 		atomic_fetch_add(&s->merged_gens, p->nids);
@@ -1242,8 +1443,11 @@ void
 shard_abort(struct shard *s, struct shard_plan *p)
 {
 	(void)s;
-	if (p != NULL)
-		plan_discard(p);
+	if (p == NULL)
+		return;
+	/* The shard is free for the next plan at once; deleting the run is not its business. */
+	atomic_store(&p->s->busy[p->kind], 0);
+	plan_discard(p);
 }
 
 uint32_t
@@ -1330,13 +1534,78 @@ collect_orphans(struct shard *s, uint64_t *deleted)
 	return rc;
 }
 
-int
-shard_open(const struct shard_config *cfg, struct shard **out)
+/** Drop what shard_load_state built (before a reload, or on failure). */
+static void
+shard_drop_state(struct shard *s)
 {
+	wal_close(s->wal);
+	s->wal = NULL;
+	view_unref(s->view);
+	s->view = NULL;
+	manifest_destroy(&s->man);
+}
+
+/** Read the manifest, open every table it names and replay the WAL after its cursor
+ *  into a fresh memtable. Writes nothing. */
+static int
+shard_load_state(struct shard *s)
+{
+	const struct shard_config *cfg = &s->cfg;
+	int rc = manifest_load(cfg->os, cfg->prefix, &s->man);
+	if (rc == STRATA_NOTFOUND) {
+		memset(&s->man, 0, sizeof(s->man)); /* a new shard: its first claim writes v1 */
+		s->man.next_generation = 1;
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	struct view *v = env.calloc(1, sizeof(*v));
+	if (v == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+	atomic_init(&v->refs, 1);
+	s->view = v;
+	v->active = slot_new();
+	v->sealed = env.calloc(1, sizeof(*v->sealed));
+	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
+	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
+	if (v->active == NULL || v->sealed == NULL || v->gens == NULL || v->runs == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+	for (uint32_t i = 0; i < s->man.ngens; i++) {
+		rc = table_open(s, MANIFEST_GEN, &s->man.gens[i], &v->gens[i]);
+		if (rc)
+			return rc;
+		v->ngens++;
+	}
+	for (uint32_t i = 0; i < s->man.nruns; i++) {
+		rc = table_open(s, MANIFEST_RUN, &s->man.runs[i], &v->runs[i]);
+		if (rc)
+			return rc;
+		v->nruns++;
+	}
+	/* Replay after the cursor (never from flushed_generations: an external compactor
+	 * may have drained that list). */
+	struct wal_options wo = {
+		.dir = cfg->wal_dir,
+		.sync = cfg->sync,
+		.sync_interval_ms = cfg->sync_interval_ms,
+		.segment_bytes = cfg->wal_segment_bytes,
+		.max_entry_bytes = 0,
+	};
+	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
+}
+
+int
+shard_load(const struct shard_config *cfg, struct shard **out)
+{
+	*out = NULL;
+	if (cfg->merge_max_inputs < 2)
+		return diag_set(STRATA_EINVAL, "shard %u: merge_max_inputs must be at least 2, not %u",
+				cfg->id, cfg->merge_max_inputs);
 	struct shard *s = env.calloc(1, sizeof(*s));
 	if (s == NULL)
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
 	s->cfg = *cfg;
+	atomic_init(&s->merge_cap, cfg->merge_max_inputs);
 	pthread_rwlockattr_t attr;
 	pthread_rwlockattr_init(&attr);
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -1346,57 +1615,61 @@ shard_open(const struct shard_config *cfg, struct shard **out)
 	pthread_mutex_init(&s->seal_mu, NULL);
 	pthread_mutex_init(&s->writers_mu, NULL);
 	pthread_cond_init(&s->writers_cv, NULL);
+	int rc = shard_load_state(s);
+	if (rc) {
+		shard_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
 
-	/* 1. Claim the epoch: from here on an older writer of this shard is fenced. */
-	int rc = manifest_claim_epoch(cfg->os, cfg->prefix, &s->man);
+/** Claim attempts before giving up on a manifest that keeps moving under the load. */
+#define SHARD_CLAIM_ATTEMPTS 8
+
+int
+shard_start(struct shard *s)
+{
+	const struct shard_config *cfg = &s->cfg;
+	/* 1. Claim the epoch of exactly the version we loaded: from here on an older
+	 *    writer's manifest updates are fenced. If it moved since (an older writer
+	 *    still at work), what we loaded is stale: load again. */
+	int rc = 0;
+	for (int attempt = 0;; attempt++) {
+		rc = manifest_claim_at(cfg->os, cfg->prefix, &s->man);
+		if (rc != STRATA_EEXIST)
+			break;
+		if (attempt + 1 == SHARD_CLAIM_ATTEMPTS)
+			return diag_set(STRATA_EBUSY, "shard %u: its manifest changed %d times while it was "
+					"being opened: another writer is active", cfg->id, attempt + 1);
+		shard_drop_state(s);
+		rc = shard_load_state(s);
+		if (rc)
+			return rc;
+	}
 	if (rc)
-		goto fail;
+		return rc;
 	s->epoch = s->man.writer_epoch;
-	atomic_init(&s->next_id, s->man.next_generation);
+	atomic_store(&s->next_id, s->man.next_generation);
 	s->last_cut = s->man.replay_after;
 
-	/* 2. Load the view the manifest describes. */
-	struct view *v = env.calloc(1, sizeof(*v));
-	if (v == NULL) {
-		rc = diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
-		goto fail;
-	}
-	atomic_init(&v->refs, 1);
-	s->view = v;
-	v->active = slot_new();
-	v->sealed = env.calloc(1, sizeof(*v->sealed));
-	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
-	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
-	if (v->active == NULL || v->sealed == NULL || v->gens == NULL || v->runs == NULL) {
-		rc = diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
-		goto fail;
-	}
-	for (uint32_t i = 0; i < s->man.ngens; i++) {
-		rc = table_open(s, MANIFEST_GEN, &s->man.gens[i], &v->gens[i]);
-		if (rc)
-			goto fail;
-		v->ngens++;
-	}
-	for (uint32_t i = 0; i < s->man.nruns; i++) {
-		rc = table_open(s, MANIFEST_RUN, &s->man.runs[i], &v->runs[i]);
-		if (rc)
-			goto fail;
-		v->nruns++;
-	}
-
-	/* 3. Replay the WAL after the cursor (never from flushed_generations: an
-	 *    external compactor may have drained that list). */
-	struct wal_options wo = {
-		.dir = cfg->wal_dir,
-		.sync = cfg->sync,
-		.sync_interval_ms = cfg->sync_interval_ms,
-		.segment_bytes = cfg->wal_segment_bytes,
-		.max_entry_bytes = 0,
-	};
-	rc = wal_open(&wo, s->man.replay_after, s->man.replay_after + 1, replay_row_cb,
-		      v->active->mem, &s->wal);
+	/* 2. Fence the WAL and replay what an older writer appended since the load. */
+	rc = wal_start(s->wal, s->epoch, s->man.replay_after + 1);
 	if (rc)
-		goto fail;
+		return rc;
+
+	/* 3. A newer owner that claimed after us may have fenced the WAL before we did
+	 *    (our fence then hides theirs): the manifest tells. */
+	struct manifest now;
+	rc = manifest_load(cfg->os, cfg->prefix, &now);
+	if (rc)
+		return rc;
+	uint64_t stored = now.writer_epoch;
+	manifest_destroy(&now);
+	if (stored > s->epoch)
+		return diag_set(STRATA_EFENCED, "shard %u: a newer owner (epoch %llu) claimed the shard "
+				"while it was being opened (epoch %llu)", cfg->id,
+				(unsigned long long)stored, (unsigned long long)s->epoch);
 
 	/* 4. Collect orphans: runs of interrupted merges, generations of interrupted
 	 *    flushes, objects of merged generations whose delete did not happen. */
@@ -1406,12 +1679,22 @@ shard_open(const struct shard_config *cfg, struct shard **out)
 		diag_log(LOG_LVL_WARN, "shard %u: orphan collection incomplete: %s", cfg->id, diag_last());
 	diag_log(LOG_LVL_DEBUG, "shard %u: open: epoch %llu, %u generations, %u runs, replayed %llu "
 		 "rows after %llu, %llu orphans collected", cfg->id, (unsigned long long)s->epoch,
-		 v->ngens, v->nruns, (unsigned long long)mem_rows(v->active->mem),
+		 s->view->ngens, s->view->nruns, (unsigned long long)mem_rows(s->view->active->mem),
 		 (unsigned long long)s->man.replay_after, (unsigned long long)deleted);
-	*out = s;
 	return 0;
-fail:
-	shard_close(s);
+}
+
+int
+shard_open(const struct shard_config *cfg, struct shard **out)
+{
+	int rc = shard_load(cfg, out);
+	if (rc)
+		return rc;
+	rc = shard_start(*out);
+	if (rc) {
+		shard_close(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
@@ -1517,4 +1800,11 @@ void
 shard_set_memtable_limit(struct shard *s, uint64_t memtable_max_bytes)
 {
 	atomic_store(&s->mem_limit, memtable_max_bytes);
+}
+
+void
+shard_set_merge_cap(struct shard *s, uint32_t max_inputs)
+{
+	uint32_t cap = s->cfg.merge_max_inputs;
+	atomic_store(&s->merge_cap, max_inputs != 0 && max_inputs < cap ? max_inputs : cap);
 }

@@ -46,9 +46,19 @@ struct shard_config {
 	struct run_writer_options run;
 	/** Manifest versions kept behind the current one. */
 	uint32_t manifest_keep;
+	/** Most inputs one merge or compaction pass folds (>= 2). */
+	uint32_t merge_max_inputs;
 };
 
-/** Recover a shard: claim its epoch, load its view, replay its WAL, collect orphans. */
+/** Load a shard, writing nothing: read its manifest, open (and so check) every table it
+ *  names, validate its WAL and replay it into a memtable. The shard serves nothing until
+ *  shard_start; shard_close discards it. */
+int shard_load(const struct shard_config *cfg, struct shard **out);
+/** Take ownership of a loaded shard: claim its epoch (reloading first if the manifest
+ *  moved since shard_load), fence the WAL's older writers and catch up with what they
+ *  wrote, check no newer owner appeared, then collect orphans. */
+int shard_start(struct shard *s);
+/** shard_load then shard_start. */
 int shard_open(const struct shard_config *cfg, struct shard **out);
 /** Sync the WAL and free everything. Sealed-but-unflushed rows stay in the WAL. */
 void shard_close(struct shard *s);
@@ -75,6 +85,9 @@ struct store_listener;
  *  listener must stay valid until the shard closes or another one is installed. */
 void shard_set_listener(struct shard *s, const struct store_listener *l, uint64_t memtable_max_bytes);
 void shard_set_memtable_limit(struct shard *s, uint64_t memtable_max_bytes);
+/** Narrow the per-pass input cap (0 = the configured merge_max_inputs; a larger value
+ *  than that is clamped to it). */
+void shard_set_merge_cap(struct shard *s, uint32_t max_inputs);
 /** Walk the shard's invariants (view vs manifest, ordering); 0 or STRATA_ECORRUPT with a message. */
 int shard_check(struct shard *s);
 

@@ -3,10 +3,13 @@
  * dispatch to shards.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -32,7 +35,14 @@ struct strata {
 	/** The attached runtime and how to stop it. */
 	void *rt;
 	void (*rt_stop)(void *rt);
+	/** Descriptor of <dir>/LOCK, flock'ed for the life of the handle (-1: none). */
+	int lock_fd;
 };
+
+/** File in the data directory whose flock marks the directory's one owner. */
+#define STORE_LOCK_FILE "LOCK"
+/** File in the data directory that records the store's shape. */
+#define STORE_META_FILE "STORE"
 
 struct strata_plan {
 	/** Store the plan was prepared on. */
@@ -47,7 +57,7 @@ void
 strata_options_init(strata_options *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->shards = 1;
+	o->shards = 0;
 	o->sync = STRATA_SYNC_FSYNC;
 	o->sync_interval_ms = 100;
 	o->max_value_bytes = 64ull << 20;
@@ -56,6 +66,182 @@ strata_options_init(strata_options *o)
 	o->zstd_level = 1;
 	o->bloom_bits_per_key = 10;
 	o->manifest_keep = 4;
+	o->merge_max_inputs = 8;
+}
+
+/* ---------- the directory lock ---------- */
+
+/** What an open of the lock file found, to undo it after a failed open. */
+struct store_lock {
+	/** The locked descriptor (-1: none). */
+	int fd;
+	/** The file did not exist before. */
+	int created;
+	/** Its previous contents (a pid line), restored after a failed open. */
+	char prev[64];
+	/** Bytes in prev. */
+	ssize_t prev_len;
+};
+
+/** Take <dir>/LOCK for this handle; STRATA_ELOCKED, naming the holder, when taken. */
+static int
+store_lock(const char *dir, struct store_lock *lk)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/" STORE_LOCK_FILE, dir);
+	lk->fd = -1;
+	lk->created = 0;
+	lk->prev_len = 0;
+	int fd = env.open(path, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0 && errno == ENOENT) {
+		fd = env.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		lk->created = fd >= 0;
+		if (fd < 0 && errno == EEXIST)
+			fd = env.open(path, O_RDWR | O_CLOEXEC, 0);
+	}
+	if (fd < 0)
+		return diag_sys(errno, "strata_open: cannot open the lock file", path);
+	ssize_t n = env_pread_full(fd, lk->prev, sizeof(lk->prev) - 1, 0);
+	lk->prev_len = n > 0 ? n : 0;
+	lk->prev[lk->prev_len] = '\0';
+	if (env.flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int err = errno;
+		env.close(fd);
+		if (err != EWOULDBLOCK)
+			return diag_sys(err, "strata_open: cannot lock", path);
+		char pid[64];
+		snprintf(pid, sizeof(pid), "%s", lk->prev);
+		pid[strcspn(pid, "\n")] = '\0';
+		return diag_set(STRATA_ELOCKED, "strata_open: the data directory %s is in use (pid %s holds "
+				"%s); a directory has one owner at a time: close the other handle or stop "
+				"that node (read-only tools such as `strata inspect` still work)",
+				dir, pid[0] ? pid : "unknown", path);
+	}
+	char line[32];
+	int len = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+	if (env.ftruncate(fd, 0) != 0 || env.pwrite(fd, line, (size_t)len, 0) != len)
+		diag_log(LOG_LVL_WARN, "could not write the pid into %s: %s", path, strerror(errno));
+	lk->fd = fd;
+	return 0;
+}
+
+/** After a failed open: put the lock file back as it was, and let it go. */
+static void
+store_unlock_undo(const char *dir, struct store_lock *lk)
+{
+	if (lk->fd < 0)
+		return;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/" STORE_LOCK_FILE, dir);
+	if (lk->created) {
+		env.unlink(path);
+	} else if (env.ftruncate(lk->fd, 0) != 0 ||
+		   (lk->prev_len > 0 && env.pwrite(lk->fd, lk->prev, (size_t)lk->prev_len, 0) != lk->prev_len)) {
+		diag_log(LOG_LVL_WARN, "could not restore %s: %s", path, strerror(errno));
+	}
+	env.close(lk->fd); /* releases the flock */
+	lk->fd = -1;
+}
+
+/* ---------- the store's shape ---------- */
+
+/** The shard count recorded in <dir>/STORE; STRATA_NOTFOUND when there is none. For a
+ *  store from before the file existed, the count is that of its WAL directories. */
+static int
+store_meta_read(const char *dir, uint32_t *shards)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/" STORE_META_FILE, dir);
+	int fd = env.open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd >= 0) {
+		char text[256];
+		ssize_t n = env_pread_full(fd, text, sizeof(text) - 1, 0);
+		env.close(fd);
+		if (n < 0)
+			return diag_sys(errno, "strata_open: cannot read", path);
+		text[n] = '\0';
+		const char *p = strstr(text, "\nshards ");
+		unsigned long v = 0;
+		char *end = NULL;
+		if (strncmp(text, "strata store\n", 13) == 0 && p != NULL)
+			v = strtoul(p + 8, &end, 10);
+		if (v == 0 || v > 65536 || end == NULL || *end != '\n')
+			return diag_set(STRATA_ECORRUPT, "strata_open: %s does not say how many shards the "
+					"store has (expected \"strata store\" and a \"shards N\" line)", path);
+		*shards = (uint32_t)v;
+		return 0;
+	}
+	if (errno != ENOENT)
+		return diag_sys(errno, "strata_open: cannot open", path);
+	snprintf(path, sizeof(path), "%s/wal", dir);
+	DIR *d = env.opendir(path);
+	if (d == NULL)
+		return errno == ENOENT ? STRATA_NOTFOUND : diag_sys(errno, "strata_open: cannot list", path);
+	uint32_t count = 0;
+	struct dirent *de;
+	while ((de = env.readdir(d)) != NULL) {
+		unsigned idx;
+		char tail;
+		if (sscanf(de->d_name, "shard-%4u%c", &idx, &tail) == 1 && strlen(de->d_name) == 10 &&
+		    idx + 1 > count)
+			count = idx + 1;
+	}
+	env.closedir(d);
+	if (count == 0)
+		return STRATA_NOTFOUND;
+	*shards = count;
+	return 0;
+}
+
+/** Record the shard count (write a temp file, rename it into place, sync the directory). */
+static int
+store_meta_write(const char *dir, uint32_t shards, int sync)
+{
+	char path[4096], tmp[4200], text[128];
+	snprintf(path, sizeof(path), "%s/" STORE_META_FILE, dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int len = snprintf(text, sizeof(text), "strata store\nformat 1\nshards %u\n", shards);
+	int fd = env.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return diag_sys(errno, "strata_open: cannot create", tmp);
+	int rc = 0;
+	if (env.pwrite(fd, text, (size_t)len, 0) != len)
+		rc = diag_sys(errno, "strata_open: cannot write", tmp);
+	else if (sync && env.fsync(fd) != 0)
+		rc = diag_sys(errno, "strata_open: cannot fsync", tmp);
+	env.close(fd);
+	if (rc == 0 && env.rename(tmp, path) != 0)
+		rc = diag_sys(errno, "strata_open: cannot rename into", path);
+	if (rc == 0 && sync) {
+		int dfd = env.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+		if (dfd < 0 || env.fsync(dfd) != 0)
+			rc = diag_sys(errno, "strata_open: cannot fsync the directory", dir);
+		if (dfd >= 0)
+			env.close(dfd);
+	}
+	if (rc)
+		env.unlink(tmp);
+	return rc;
+}
+
+int
+strata_stored_shards(const char *dir, uint32_t *shards)
+{
+	if (dir == NULL || shards == NULL)
+		return diag_set(STRATA_EINVAL, "strata_stored_shards: a directory and an output are required");
+	return store_meta_read(dir, shards);
+}
+
+/** Add to the message of a failed open what a user can do about a damaged store. */
+static int
+store_open_failed(int rc, const char *dir)
+{
+	if (rc != STRATA_ECORRUPT && rc != STRATA_EVERSION)
+		return rc;
+	char why[1024];
+	snprintf(why, sizeof(why), "%s", diag_last());
+	return diag_set(rc, "%s (nothing was changed; `strata repair %s` reports what can be repaired)",
+			why, dir);
 }
 
 int
@@ -64,38 +250,61 @@ store_open(const strata_options *o, strata **out)
 	if (o == NULL || out == NULL || o->dir == NULL || o->dir[0] == '\0')
 		return diag_set(STRATA_EINVAL, "strata_open: options and a data directory are required");
 	*out = NULL;
-	if (o->shards == 0 || o->shards > 65536)
-		return diag_set(STRATA_EINVAL, "strata_open: shards must be 1..65536, not %u", o->shards);
+	if (o->shards > 65536)
+		return diag_set(STRATA_EINVAL, "strata_open: shards must be 1..65536 (0 = as stored), not %u",
+				o->shards);
 	if (o->sync != STRATA_SYNC_FSYNC && o->sync != STRATA_SYNC_NONE && o->sync != STRATA_SYNC_INTERVAL)
 		return diag_set(STRATA_EINVAL, "strata_open: unknown sync mode %d", o->sync);
 	if (o->max_value_bytes == 0 || o->wal_segment_bytes < 4096 || o->block_bytes < 256)
 		return diag_set(STRATA_EINVAL, "strata_open: max_value_bytes must be > 0, "
 				"wal_segment_bytes >= 4096 and block_bytes >= 256");
+	if (o->merge_max_inputs < 2)
+		return diag_set(STRATA_EINVAL, "strata_open: merge_max_inputs must be at least 2 (a pass "
+				"folds at least two inputs), not %u", o->merge_max_inputs);
 	strata *db = env.calloc(1, sizeof(*db));
 	if (db == NULL)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	db->lock_fd = -1;
 	db->opt = *o;
 	db->dir = strdup(o->dir);
-	db->shards = env.calloc(o->shards, sizeof(*db->shards));
-	int rc = (db->dir && db->shards) ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	int rc = db->dir ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	char path[4096];
+	struct store_lock lk = {.fd = -1};
+	/* 1. Own the directory. */
 	if (rc == 0)
 		rc = env_mkdir_p(o->dir);
+	if (rc == 0)
+		rc = store_lock(o->dir, &lk);
+	/* 2. Its shape: the shard count is part of the store. */
+	uint32_t stored = 0;
+	int have_meta = 0;
+	if (rc == 0) {
+		rc = store_meta_read(o->dir, &stored);
+		if (rc == STRATA_NOTFOUND) {
+			rc = 0;
+		} else if (rc == 0) {
+			have_meta = 1;
+			snprintf(path, sizeof(path), "%s/" STORE_META_FILE, o->dir);
+			have_meta = access(path, F_OK) == 0; /* else inferred: record it below */
+			if (o->shards != 0 && o->shards != stored)
+				rc = diag_set(STRATA_EINVAL, "strata_open: %s holds a store of %u shards, not %u: "
+					      "the shard count is part of the store (open it with %u shards, "
+					      "or 0 for the stored count)", o->dir, stored, o->shards, stored);
+		}
+	}
+	uint32_t nshards = o->shards ? o->shards : stored ? stored : 1;
+	db->opt.shards = nshards;
+	if (rc == 0) {
+		db->shards = env.calloc(nshards, sizeof(*db->shards));
+		if (db->shards == NULL)
+			rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	}
 	if (rc == 0) {
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
 		rc = objstore_fs_new(path, &db->os);
 	}
-	if (rc == 0) {
-		/* Temp files of object writes a crash interrupted are never published:
-		 * this store owns the directory, so they can go before it writes. */
-		uint64_t n = 0, bytes = 0;
-		if (objstore_fs_sweep_temp(db->os, &n, &bytes) != 0)
-			diag_log(LOG_LVL_WARN, "%s: sweeping temp files: %s", path, diag_last());
-		if (n > 0)
-			diag_log(LOG_LVL_INFO, "%s: removed %llu temp files of interrupted writes (%llu bytes)",
-				 path, (unsigned long long)n, (unsigned long long)bytes);
-	}
-	for (uint32_t i = 0; rc == 0 && i < o->shards; i++) {
+	/* 3. Read and check every shard before writing anything. */
+	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
 		struct shard_config cfg;
 		memset(&cfg, 0, sizeof(cfg));
 		cfg.os = db->os;
@@ -111,16 +320,36 @@ store_open(const strata_options *o, strata **out)
 		cfg.run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key
 								    : RUN_BLOOM_DISABLED;
 		cfg.manifest_keep = o->manifest_keep;
-		rc = env_mkdir_p(cfg.wal_dir);
-		if (rc == 0)
-			rc = shard_open(&cfg, &db->shards[i]);
+		cfg.merge_max_inputs = o->merge_max_inputs;
+		rc = shard_load(&cfg, &db->shards[i]);
 		if (rc == 0)
 			db->nshards++;
 	}
+	/* 4. Take ownership: record the shape, claim and fence each shard. */
+	if (rc == 0 && !have_meta)
+		rc = store_meta_write(o->dir, nshards, o->sync != STRATA_SYNC_NONE);
+	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
+		snprintf(path, sizeof(path), "%s/wal/shard-%04u", o->dir, i);
+		rc = shard_start(db->shards[i]);
+	}
+	if (rc == 0) {
+		/* Temp files of object writes a crash interrupted are never published: every
+		 * shard is ours now (older writers fenced), so they can go. */
+		uint64_t n = 0, bytes = 0;
+		snprintf(path, sizeof(path), "%s/objects", o->dir);
+		if (objstore_fs_sweep_temp(db->os, &n, &bytes) != 0)
+			diag_log(LOG_LVL_WARN, "%s: sweeping temp files: %s", path, diag_last());
+		if (n > 0)
+			diag_log(LOG_LVL_INFO, "%s: removed %llu temp files of interrupted writes (%llu bytes)",
+				 path, (unsigned long long)n, (unsigned long long)bytes);
+	}
 	if (rc) {
+		rc = store_open_failed(rc, o->dir);
 		store_close(db);
+		store_unlock_undo(o->dir, &lk);
 		return rc;
 	}
+	db->lock_fd = lk.fd;
 	db->opt.dir = db->dir;
 	*out = db;
 	return 0;
@@ -143,6 +372,8 @@ store_close(strata *db)
 	env.free(db->old_listeners);
 	objstore_destroy(db->os);
 	env.free(db->shards);
+	if (db->lock_fd >= 0)
+		env.close(db->lock_fd); /* the directory is free for the next owner */
 	free(db->dir);
 	env.free(db);
 }
@@ -178,6 +409,13 @@ store_set_memtable_limit(strata *db, uint64_t memtable_max_bytes)
 {
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_set_memtable_limit(db->shards[i], memtable_max_bytes);
+}
+
+void
+store_set_merge_cap(strata *db, uint32_t max_inputs)
+{
+	for (uint32_t i = 0; i < db->nshards; i++)
+		shard_set_merge_cap(db->shards[i], max_inputs);
 }
 
 void
@@ -455,6 +693,7 @@ strata_strerror(int rc)
 	case STRATA_EEXIST: return "object already exists";
 	case STRATA_EINJECTED: return "injected failure";
 	case STRATA_EVERSION: return "unsupported format version";
+	case STRATA_ELOCKED: return "the data directory is in use by another handle or node";
 	default: return "unknown result code";
 	}
 }

@@ -29,6 +29,9 @@ void store_close(strata *db);
 void store_set_listener(strata *db, const struct store_listener *l, uint64_t memtable_max_bytes);
 /** Change only the memtable size limit. */
 void store_set_memtable_limit(strata *db, uint64_t memtable_max_bytes);
+/** Narrow every shard's per-pass input cap (0 = options.merge_max_inputs; larger values
+ *  are clamped to it): how a policy's merge_max_generations reaches the engine. */
+void store_set_merge_cap(strata *db, uint32_t max_inputs);
 
 /** A runtime attached to the store: stopped and freed first thing in strata_close. */
 void store_attach_runtime(strata *db, void *rt, void (*stop)(void *rt));

@@ -43,12 +43,19 @@
 #define WAL_COALESCE_BYTES (1u << 20)
 /** Read-ahead of the recovery scanner. */
 #define WAL_READ_CHUNK (1u << 20)
-/** Length of a segment file name: 20 digits and ".wal". */
+/** Length of a legacy (epoch 0) segment file name: 20 digits and ".wal". */
 #define WAL_NAME_LEN 24u
+/** Length of a segment file name with an epoch: 20 digits, '-', 20 digits, ".wal". */
+#define WAL_NAME_EPOCH_LEN 45u
+/** Name of the fence file in a WAL directory. */
+#define WAL_FENCE_NAME "epoch"
+/** Bytes of the fence file: magic, u64 epoch, u32 crc32c of magic and epoch, u32 zero. */
+#define WAL_FENCE_BYTES 24u
 /** Longest failure message kept for later callers. */
 #define WAL_MSG_MAX 512u
 
 static const char wal_magic[8] = {'S', 'T', 'R', 'W', 'A', 'L', '0', '1'};
+static const char wal_fence_magic[8] = {'S', 'T', 'R', 'F', 'E', 'N', 'C', 'E'};
 
 /** An encoded entry waiting in the group-commit queue. */
 struct wal_entry {
@@ -68,6 +75,8 @@ struct wal_entry {
 struct wal_seg {
 	/** Position named by the file. */
 	uint64_t first_seq;
+	/** Owner epoch named by the file. */
+	uint64_t epoch;
 	/** Last position written to it (first_seq - 1 when it holds no entry). */
 	uint64_t last_seq;
 	/** Bytes of the file, header included. */
@@ -108,7 +117,7 @@ struct wal {
 	uint64_t synced_off;
 	/** Set while a leader writes a batch outside the mutex. */
 	int leader;
-	/** 0, or STRATA_EREADONLY once a write or sync failed. */
+	/** 0, STRATA_EREADONLY once a write or sync failed, STRATA_EFENCED once fenced. */
 	int failed;
 	/** What failed, repeated to every later caller. */
 	char fail_msg[WAL_MSG_MAX];
@@ -144,6 +153,47 @@ struct wal {
 	struct buf stg;
 	/** Leader-private: path of the current segment. */
 	char cur_path[PATH_MAX];
+	/** Owner epoch (set by wal_start): names new segments, compared with the fence. */
+	uint64_t epoch;
+	/** Descriptor of the fence file, re-read before every acknowledgement (-1 until started). */
+	int fence_fd;
+	/** Set once wal_start succeeded: submits are accepted. */
+	int started;
+	/** Replay cursor given to wal_scan_open. */
+	uint64_t replay_after;
+	/** Replay callback and its context, kept for wal_start's catch-up. */
+	wal_replay_cb cb;
+	void *cb_ctx;
+	/** What wal_scan_open found, for wal_start. */
+	struct wal_found *found;
+	/** Entries in found. */
+	size_t nfound;
+};
+
+/** A segment file found by a survey of the directory. */
+struct wal_found {
+	/** Position named by the file. */
+	uint64_t first_seq;
+	/** Owner epoch named by the file. */
+	uint64_t epoch;
+	/** Positions above this belong to a newer epoch (UINT64_MAX: none). */
+	uint64_t limit;
+	/** Last valid position read (first_seq - 1 when none). */
+	uint64_t last_seq;
+	/** Valid entries read. */
+	uint64_t entries;
+	/** File size, and the offset of the first byte not read as valid. */
+	uint64_t size, valid_bytes;
+	/** A newer epoch starts at or before first_seq: nothing in it counts. */
+	int dead;
+	/** The scan stopped at the limit (the bytes after it are void, not invalid). */
+	int cut;
+	/** The invalid bytes at valid_bytes look like an interrupted append. */
+	int torn;
+	/** The file vanished between listing and reading (released by its writer). */
+	int gone;
+	/** Why the byte at valid_bytes is invalid. */
+	char why[160];
 };
 
 /** What a scan of one segment found. */
@@ -158,6 +208,8 @@ struct wal_scan {
 	uint64_t entries;
 	/** The invalid spot looks like an interrupted append (a torn tail). */
 	int torn;
+	/** The scan stopped at its limit: what follows belongs to no one and is not read. */
+	int cut;
 	/** Why the spot at valid_bytes is invalid. */
 	char why[160];
 };
@@ -226,54 +278,93 @@ wal_sys(int err, const char *what, const char *path, uint64_t off)
 			path, off, strerror(err), err, wal_code_name(code));
 }
 
+/** File name of a segment: the legacy form for epoch 0. */
 static void
-wal_seg_path(const char *dir, uint64_t first_seq, char *out)
+wal_seg_name(uint64_t first_seq, uint64_t epoch, char *out, size_t cap)
 {
-	snprintf(out, PATH_MAX, "%s/%020" PRIu64 ".wal", dir, first_seq);
+	if (epoch == 0)
+		snprintf(out, cap, "%020" PRIu64 ".wal", first_seq);
+	else
+		snprintf(out, cap, "%020" PRIu64 "-%020" PRIu64 ".wal", first_seq, epoch);
 }
 
-/** Parse a segment file name; 0 and the position, or -1 when not a segment name. */
-static int
-wal_parse_name(const char *name, uint64_t *first_seq)
+static void
+wal_seg_path(const char *dir, uint64_t first_seq, uint64_t epoch, char *out)
 {
-	if (strlen(name) != WAL_NAME_LEN || strcmp(name + 20, ".wal") != 0)
-		return -1;
+	char name[64];
+	wal_seg_name(first_seq, epoch, name, sizeof(name));
+	snprintf(out, PATH_MAX, "%s/%s", dir, name);
+}
+
+/** Parse 20 decimal digits; -1 when they are not. */
+static int
+wal_parse_u64(const char *p, uint64_t *out)
+{
 	uint64_t v = 0;
 	for (int i = 0; i < 20; i++) {
-		if (name[i] < '0' || name[i] > '9')
+		if (p[i] < '0' || p[i] > '9')
 			return -1;
-		uint64_t d = (uint64_t)(name[i] - '0');
+		uint64_t d = (uint64_t)(p[i] - '0');
 		if (v > (UINT64_MAX - d) / 10)
 			return -1;
 		v = v * 10 + d;
 	}
-	*first_seq = v;
+	*out = v;
 	return 0;
 }
 
+/** Parse a segment file name; 0 with position and epoch, or -1 when not a segment name. */
 static int
-wal_cmp_u64(const void *a, const void *b)
+wal_parse_name(const char *name, uint64_t *first_seq, uint64_t *epoch)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
+	size_t len = strlen(name);
+	*epoch = 0;
+	if (len == WAL_NAME_LEN && strcmp(name + 20, ".wal") == 0)
+		return wal_parse_u64(name, first_seq);
+	if (len != WAL_NAME_EPOCH_LEN || name[20] != '-' || strcmp(name + 41, ".wal") != 0)
+		return -1;
+	if (wal_parse_u64(name, first_seq) != 0 || wal_parse_u64(name + 21, epoch) != 0 || *epoch == 0)
+		return -1;
+	return 0;
 }
 
-/** The segment positions found in dir, ascending, in an env.malloc'ed array. */
+/** A segment as listed: position and epoch. */
+struct wal_name {
+	/** Position named by the file. */
+	uint64_t first_seq;
+	/** Epoch named by the file. */
+	uint64_t epoch;
+};
+
+/** Position order, then epoch (an older epoch's segment sorts first). */
 static int
-wal_list(const char *dir, uint64_t **out, size_t *n)
+wal_cmp_name(const void *a, const void *b)
+{
+	const struct wal_name *x = a, *y = b;
+	if (x->first_seq != y->first_seq)
+		return x->first_seq < y->first_seq ? -1 : 1;
+	return x->epoch < y->epoch ? -1 : x->epoch > y->epoch;
+}
+
+/** The segments found in dir in position order, in an env.malloc'ed array. A missing
+ *  directory holds none. */
+static int
+wal_list(const char *dir, struct wal_name **out, size_t *n)
 {
 	*out = NULL;
 	*n = 0;
 	DIR *d = env.opendir(dir);
+	if (d == NULL && errno == ENOENT)
+		return 0;
 	if (d == NULL)
 		return diag_sys(errno, "wal: cannot list", dir);
-	uint64_t *v = NULL;
+	struct wal_name *v = NULL;
 	size_t len = 0, cap = 0;
 	int rc = 0;
 	struct dirent *de;
 	while ((de = env.readdir(d)) != NULL) {
-		uint64_t first;
-		if (wal_parse_name(de->d_name, &first) != 0)
+		uint64_t first, epoch;
+		if (wal_parse_name(de->d_name, &first, &epoch) != 0)
 			continue;
 		if (first == 0) {
 			rc = diag_set(STRATA_ECORRUPT, "wal: segment %s/%s names position 0", dir,
@@ -282,7 +373,7 @@ wal_list(const char *dir, uint64_t **out, size_t *n)
 		}
 		if (len == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
-			uint64_t *nv = env.realloc(v, ncap * sizeof(*v));
+			struct wal_name *nv = env.realloc(v, ncap * sizeof(*v));
 			if (nv == NULL) {
 				rc = diag_set(STRATA_ENOMEM, "wal: out of memory listing %s", dir);
 				break;
@@ -290,7 +381,7 @@ wal_list(const char *dir, uint64_t **out, size_t *n)
 			v = nv;
 			cap = ncap;
 		}
-		v[len++] = first;
+		v[len++] = (struct wal_name){first, epoch};
 	}
 	env.closedir(d);
 	if (rc) {
@@ -298,7 +389,7 @@ wal_list(const char *dir, uint64_t **out, size_t *n)
 		return rc;
 	}
 	if (len > 1)
-		qsort(v, len, sizeof(*v), wal_cmp_u64);
+		qsort(v, len, sizeof(*v), wal_cmp_name);
 	*out = v;
 	*n = len;
 	return 0;
@@ -419,7 +510,7 @@ wal_zero_to_end(struct wal_reader *r, uint64_t off, int *zero)
  * ends at the end or is followed only by zeros; a segment of zeros only.
  */
 static int
-wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entry,
+wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t limit, uint64_t max_entry,
 		 uint64_t replay_after, wal_replay_cb cb, void *ctx, struct wal_scan *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -467,6 +558,10 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entr
 	uint64_t expect = first_seq;
 	s->valid_bytes = off;
 	while (off < s->size) {
+		if (s->last_seq >= limit) {
+			s->cut = 1; /* a newer epoch owns the positions from here on */
+			break;
+		}
 		if (s->size - off < WAL_ENTRY_HDR) {
 			s->torn = 1;
 			snprintf(s->why, sizeof(s->why),
@@ -529,6 +624,12 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t max_entr
 				 ", expected %" PRIu64, fseq, expect);
 			break;
 		}
+		if (fseq + nrows - 1 > limit) {
+			snprintf(s->why, sizeof(s->why), "entry of positions %" PRIu64 "..%" PRIu64
+				 " crosses position %" PRIu64 ", where a newer epoch starts", fseq,
+				 fseq + nrows - 1, limit + 1);
+			break;
+		}
 		if (nrows > rows_cap) {
 			strata_row *nr = env.realloc(rows, (size_t)nrows * sizeof(*rows));
 			if (nr == NULL) {
@@ -579,13 +680,122 @@ out:
 	return rc;
 }
 
+/* ---- the fence ---- */
+
+static void
+wal_fence_encode(uint8_t *b, uint64_t epoch)
+{
+	memcpy(b, wal_fence_magic, 8);
+	enc_u64(b + 8, epoch);
+	enc_u32(b + 16, crc32c(0, b, 16));
+	enc_u32(b + 20, 0);
+}
+
+/** Read the epoch a fence file names. STRATA_ECORRUPT when it is not a fence. */
+static int
+wal_fence_get(int fd, const char *path, uint64_t *epoch)
+{
+	uint8_t b[WAL_FENCE_BYTES];
+	ssize_t n = env_pread_full(fd, b, sizeof(b), 0);
+	if (n < 0)
+		return wal_sys(errno, "read of", path, 0);
+	if (n == 0) {
+		*epoch = 0; /* created, never written: no owner yet */
+		return 0;
+	}
+	if (n != (ssize_t)sizeof(b) || memcmp(b, wal_fence_magic, 8) != 0 ||
+	    crc32c(0, b, 16) != dec_u32(b + 16))
+		return diag_set(STRATA_ECORRUPT, "wal: the fence %s is not a valid fence file (%zd bytes)",
+				path, n);
+	*epoch = dec_u64(b + 8);
+	return 0;
+}
+
+/** Leader, before acknowledging: STRATA_EFENCED once the fence names a newer owner. */
+static int
+wal_fence_check(struct wal *w)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" WAL_FENCE_NAME, w->dir);
+	uint64_t owner;
+	int rc = wal_fence_get(w->fence_fd, path, &owner);
+	if (rc == 0 && owner <= w->epoch)
+		return 0;
+	if (rc == 0)
+		return diag_set(STRATA_EFENCED, "wal: %s is fenced: a newer owner (epoch %" PRIu64
+				") took it over from this writer (epoch %" PRIu64 "); appends in flight "
+				"have an unknown outcome and no later append is accepted",
+				w->dir, owner, w->epoch);
+	/* An unreadable fence cannot prove ownership: do not acknowledge. */
+	return diag_set(STRATA_EFENCED, "wal: %s: cannot confirm ownership (%s); appends in flight "
+			"have an unknown outcome", w->dir, diag_last());
+}
+
+int
+wal_fence_read(const char *dir, uint64_t *epoch)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" WAL_FENCE_NAME, dir);
+	*epoch = 0;
+	int fd = env.open(path, O_RDONLY, 0);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return wal_sys(errno, "open of", path, 0);
+	int rc = wal_fence_get(fd, path, epoch);
+	env.close(fd);
+	return rc;
+}
+
+/** Become the owner of epoch: write it into the fence (creating it) unless a newer
+ *  owner is there already. Keeps the descriptor for wal_fence_check. */
+static int
+wal_fence_take(struct wal *w, uint64_t epoch)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" WAL_FENCE_NAME, w->dir);
+	int created = 0;
+	int fd = env.open(path, O_RDWR, 0);
+	if (fd < 0 && errno == ENOENT) {
+		fd = env.open(path, O_RDWR | O_CREAT, 0644);
+		created = 1;
+	}
+	if (fd < 0)
+		return wal_sys(errno, "open of", path, 0);
+	uint64_t owner = 0;
+	int rc = wal_fence_get(fd, path, &owner);
+	if (rc == STRATA_ECORRUPT) {
+		diag_log(LOG_LVL_WARN, "%s: rewriting it", diag_last());
+		rc = 0;
+		owner = 0;
+	}
+	if (rc == 0 && owner > epoch)
+		rc = diag_set(STRATA_EFENCED, "wal: %s is owned by a newer epoch %" PRIu64
+			      " than ours (%" PRIu64 ")", w->dir, owner, epoch);
+	uint8_t b[WAL_FENCE_BYTES];
+	wal_fence_encode(b, epoch);
+	if (rc == 0)
+		rc = wal_pwrite_all(fd, b, sizeof(b), 0, path);
+	if (rc == 0 && w->sync != STRATA_SYNC_NONE && env.fdatasync(fd) != 0)
+		rc = wal_sys(errno, "fdatasync of", path, 0);
+	if (rc == 0 && created && w->sync != STRATA_SYNC_NONE)
+		rc = wal_dir_sync(w->dir);
+	if (rc) {
+		env.close(fd);
+		return rc;
+	}
+	w->fence_fd = fd;
+	w->epoch = epoch;
+	return 0;
+}
+
 /* ---- writing ---- */
 
 /** Create the segment for first_seq and write its header. */
 static int
 wal_segment_create(struct wal *w, uint64_t first_seq, int excl, char *path, int *fdp)
 {
-	wal_seg_path(w->dir, first_seq, path);
+	wal_seg_path(w->dir, first_seq, w->epoch, path);
 	int fd = env.open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC), 0644);
 	if (fd < 0)
 		return wal_sys(errno, "create of", path, 0);
@@ -665,7 +875,7 @@ wal_roll(struct wal *w, uint64_t first_seq, uint64_t *nsyncs)
 	struct wal_seg *cur = &w->segs[w->nsegs - 1];
 	cur->last_seq = w->cur_last;
 	cur->bytes = w->cur_off;
-	w->segs[w->nsegs++] = (struct wal_seg){first_seq, first_seq - 1, WAL_SEG_HDR};
+	w->segs[w->nsegs++] = (struct wal_seg){first_seq, w->epoch, first_seq - 1, WAL_SEG_HDR};
 	w->sync_fd = fd;
 	pthread_mutex_unlock(&w->mu);
 	env.close(w->cur_fd);
@@ -714,19 +924,28 @@ wal_flush(struct wal *w, struct wal_entry *head, uint64_t *nsyncs)
 	if (env_point("wal.before_sync", w) != 0)
 		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_sync in %s",
 				w->cur_path);
-	if (w->sync == STRATA_SYNC_FSYNC)
-		return wal_datasync(w->cur_fd, w->cur_path, nsyncs);
-	return 0;
+	if (w->sync == STRATA_SYNC_FSYNC && (rc = wal_datasync(w->cur_fd, w->cur_path, nsyncs)) != 0)
+		return rc;
+	/* Written (and synced): acknowledge only while no newer owner has fenced us. */
+	if (env_point("wal.before_ack", w) != 0)
+		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_ack in %s",
+				w->cur_path);
+	return wal_fence_check(w);
 }
 
-/** Mutex held: turn the WAL read-only after a failed write or sync. */
+/** Mutex held: turn the WAL terminal: read-only after a failed write or sync
+ *  (STRATA_EREADONLY), or fenced by a newer owner (STRATA_EFENCED). */
 static void
-wal_set_failed(struct wal *w, const char *why)
+wal_set_failed(struct wal *w, int code, const char *why)
 {
 	if (w->failed)
 		return;
-	w->failed = STRATA_EREADONLY;
-	snprintf(w->fail_msg, sizeof(w->fail_msg), "%s; the WAL is read-only until reopened", why);
+	w->failed = code;
+	if (code == STRATA_EFENCED)
+		snprintf(w->fail_msg, sizeof(w->fail_msg), "%s", why);
+	else
+		snprintf(w->fail_msg, sizeof(w->fail_msg), "%.*s; the WAL is read-only until reopened",
+			 (int)strnlen(why, WAL_MSG_MAX - 64), why);
 	diag_log(LOG_LVL_ERROR, "%s", w->fail_msg);
 }
 
@@ -774,7 +993,7 @@ wal_lead(struct wal *w)
 		if (w->sync == STRATA_SYNC_FSYNC)
 			w->synced_off = end;
 	} else {
-		wal_set_failed(w, why);
+		wal_set_failed(w, rc == STRATA_EFENCED ? STRATA_EFENCED : STRATA_EREADONLY, why);
 	}
 	pthread_cond_broadcast(&w->cond);
 	return rc;
@@ -812,10 +1031,11 @@ wal_bg_main(void *arg)
 				w->synced_off = target;
 		} else {
 			char why[WAL_MSG_MAX], path[PATH_MAX];
-			wal_seg_path(w->dir, w->segs[w->nsegs - 1].first_seq, path);
+			wal_seg_path(w->dir, w->segs[w->nsegs - 1].first_seq, w->segs[w->nsegs - 1].epoch,
+				     path);
 			wal_sys(err, "background fdatasync of", path, 0);
 			snprintf(why, sizeof(why), "%s", diag_last());
-			wal_set_failed(w, why);
+			wal_set_failed(w, STRATA_EREADONLY, why);
 		}
 		pthread_cond_broadcast(&w->cond);
 	}
@@ -872,7 +1092,9 @@ wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t
 	pthread_mutex_lock(&w->mu);
 	int rc = 0;
 	if (w->failed)
-		rc = diag_set(STRATA_EREADONLY, "%s", w->fail_msg);
+		rc = diag_set(w->failed, "%s", w->fail_msg);
+	else if (!w->started)
+		rc = diag_set(STRATA_ECLOSED, "wal: %s is not started (wal_start)", w->dir);
 	else if (w->closing)
 		rc = diag_set(STRATA_ECLOSED, "wal: %s is closing", w->dir);
 	else if (w->next_seq > UINT64_MAX - n)
@@ -912,7 +1134,7 @@ wal_wait(struct wal *w, const struct wal_ticket *t)
 			break;
 		}
 		if (w->failed) {
-			rc = diag_set(STRATA_EREADONLY, "%s", w->fail_msg);
+			rc = diag_set(w->failed, "%s", w->fail_msg);
 			break;
 		}
 		if (!w->leader) {
@@ -937,12 +1159,12 @@ wal_release(struct wal *w, uint64_t upto)
 			pthread_mutex_unlock(&w->mu);
 			break;
 		}
-		uint64_t first = w->segs[0].first_seq;
+		uint64_t first = w->segs[0].first_seq, epoch = w->segs[0].epoch;
 		memmove(w->segs, w->segs + 1, (w->nsegs - 1) * sizeof(*w->segs));
 		w->nsegs--;
 		pthread_mutex_unlock(&w->mu);
 		char path[PATH_MAX];
-		wal_seg_path(w->dir, first, path);
+		wal_seg_path(w->dir, first, epoch, path);
 		if (env.unlink(path) != 0 && errno != ENOENT && rc == 0)
 			rc = diag_sys(errno, "wal: cannot delete segment", path);
 		removed = 1;
@@ -989,12 +1211,24 @@ wal_failed(struct wal *w)
 	return f;
 }
 
+void
+wal_fence(struct wal *w, const char *why)
+{
+	pthread_mutex_lock(&w->mu);
+	wal_set_failed(w, STRATA_EFENCED, why);
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->mu);
+}
+
 /** Free a WAL whose threads are stopped and whose queue is drained or abandoned. */
 static void
 wal_free(struct wal *w)
 {
 	if (w->cur_fd >= 0)
 		env.close(w->cur_fd);
+	if (w->fence_fd >= 0)
+		env.close(w->fence_fd);
+	env.free(w->found);
 	wal_entries_free(w->q_head);
 	buf_destroy(&w->stg);
 	env.free(w->segs);
@@ -1038,125 +1272,172 @@ wal_close(struct wal *w)
 	wal_free(w);
 }
 
-/** Recovery: validate and replay every segment; fill w->segs with the survivors. */
+/* ---- recovery ---- */
+
+/** Position-ordered index of fs sorted by epoch, newest first (for wal_limits). */
 static int
-wal_recover(struct wal *w, uint64_t replay_after, uint64_t next_seq_floor, wal_replay_cb cb,
-	    void *ctx)
+wal_cmp_epoch_desc(const void *a, const void *b, void *arg)
 {
-	uint64_t *firsts = NULL;
-	size_t n = 0;
-	struct wal_seg *found = NULL;
-	int rc = wal_list(w->dir, &firsts, &n);
-	if (rc)
-		return rc;
-	if (n > 0) {
-		found = env.calloc(n, sizeof(*found));
-		if (found == NULL) {
-			rc = diag_set(STRATA_ENOMEM, "wal: out of memory opening %s", w->dir);
-			goto out;
-		}
-	}
-	uint64_t next = 1;
-	char path[PATH_MAX];
-	for (size_t i = 0; i < n; i++) {
-		uint64_t first = firsts[i];
-		wal_seg_path(w->dir, first, path);
-		if (i > 0 && first <= found[i - 1].last_seq) {
-			rc = diag_set(STRATA_ECORRUPT,
-				      "wal: corrupt segment %s at offset 0: it starts at position %" PRIu64
-				      " but the previous segment reaches %" PRIu64,
-				      path, first, found[i - 1].last_seq);
-			goto out;
-		}
-		int fd = env.open(path, O_RDONLY, 0);
-		if (fd < 0) {
-			rc = wal_sys(errno, "open of", path, 0);
-			goto out;
-		}
-		struct wal_scan s;
-		rc = wal_scan_segment(fd, path, first, w->max_entry, replay_after, cb, ctx, &s);
-		env.close(fd);
-		if (rc)
-			goto out;
-		if (s.valid_bytes < s.size) {
-			if (i + 1 < n || !s.torn) {
-				rc = diag_set(STRATA_ECORRUPT, "wal: corrupt segment %s at offset %" PRIu64
-					      ": %s", path, s.valid_bytes, s.why);
-				goto out;
-			}
-			if (s.valid_bytes == 0) {
-				diag_log(LOG_LVL_WARN, "wal: torn tail in %s at offset 0 (%s): "
-					 "the segment is dropped", path, s.why);
-			} else {
-				diag_log(LOG_LVL_WARN, "wal: torn tail in %s at offset %" PRIu64
-					 " (%s): truncating %" PRIu64 " bytes", path, s.valid_bytes,
-					 s.why, s.size - s.valid_bytes);
-				int tfd = env.open(path, O_WRONLY, 0);
-				if (tfd < 0) {
-					rc = wal_sys(errno, "open for truncation of", path, 0);
-					goto out;
-				}
-				if (env.ftruncate(tfd, (off_t)s.valid_bytes) != 0)
-					rc = wal_sys(errno, "truncation of", path, s.valid_bytes);
-				else if (env.fsync(tfd) != 0)
-					rc = wal_sys(errno, "fsync after truncation of", path, s.valid_bytes);
-				env.close(tfd);
-				if (rc)
-					goto out;
-			}
-		}
-		found[i] = (struct wal_seg){first, s.last_seq, s.valid_bytes};
-		if (s.last_seq + 1 > next)
-			next = s.last_seq + 1;
-	}
-	if (next_seq_floor > next)
-		next = next_seq_floor;
-
-	/* The fresh segment may replace an empty old one of the same name. */
-	rc = wal_segs_reserve(w, n + 1);
-	if (rc)
-		goto out;
-	int fd;
-	rc = wal_segment_create(w, next, 0, w->cur_path, &fd);
-	if (rc)
-		goto out;
-	w->cur_fd = fd;
-	w->sync_fd = fd;
-	w->cur_first = next;
-	w->cur_last = next - 1;
-	w->cur_off = WAL_SEG_HDR;
-	w->next_seq = next;
-
-	int removed = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct wal_seg *sg = &found[i];
-		if (sg->first_seq == next)
-			continue;
-		if (sg->last_seq >= sg->first_seq && sg->last_seq > replay_after) {
-			w->segs[w->nsegs++] = *sg;
-			continue;
-		}
-		wal_seg_path(w->dir, sg->first_seq, path);
-		if (env.unlink(path) != 0 && errno != ENOENT) {
-			int err = errno;
-			diag_log(LOG_LVL_WARN, "wal: cannot delete segment %s: %s", path, strerror(err));
-			w->segs[w->nsegs++] = *sg;
-			continue;
-		}
-		removed = 1;
-	}
-	w->segs[w->nsegs++] = (struct wal_seg){next, next - 1, WAL_SEG_HDR};
-	if (removed && w->sync != STRATA_SYNC_NONE)
-		rc = wal_dir_sync(w->dir);
-out:
-	env.free(found);
-	env.free(firsts);
-	return rc;
+	const struct wal_found *fs = arg;
+	uint64_t x = fs[*(const size_t *)a].epoch, y = fs[*(const size_t *)b].epoch;
+	return x > y ? -1 : x < y;
 }
 
-int
-wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_floor,
-	 wal_replay_cb cb, void *ctx, struct wal **out)
+/** Set each segment's limit: one below the first position of any newer epoch. */
+static int
+wal_limits(struct wal_found *fs, size_t n)
+{
+	size_t *idx = env.malloc((n ? n : 1) * sizeof(*idx));
+	if (idx == NULL)
+		return diag_set(STRATA_ENOMEM, "wal: out of memory ordering %zu segments", n);
+	for (size_t i = 0; i < n; i++)
+		idx[i] = i;
+	qsort_r(idx, n, sizeof(*idx), wal_cmp_epoch_desc, fs);
+	uint64_t min_newer = UINT64_MAX; /* least first position of the epochs seen so far */
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		uint64_t group_min = UINT64_MAX;
+		for (; j < n && fs[idx[j]].epoch == fs[idx[i]].epoch; j++) {
+			fs[idx[j]].limit = min_newer == UINT64_MAX ? UINT64_MAX : min_newer - 1;
+			if (fs[idx[j]].first_seq < group_min)
+				group_min = fs[idx[j]].first_seq;
+		}
+		if (group_min < min_newer)
+			min_newer = group_min;
+		i = j;
+	}
+	env.free(idx);
+	for (size_t i = 0; i < n; i++)
+		fs[i].dead = fs[i].limit < fs[i].first_seq;
+	return 0;
+}
+
+/**
+ * List and read every segment of dir. Entries whose last position is above
+ * replay_from go to cb. A segment also in prev (an earlier survey) that was not the
+ * last live one there and whose limit is unchanged is not read again: only the last
+ * segment of a writer grows. Read-only; the caller judges what it found.
+ */
+static int
+wal_survey(const char *dir, uint64_t max_entry, uint64_t replay_from, wal_replay_cb cb, void *ctx,
+	   const struct wal_found *prev, size_t nprev, struct wal_found **out, size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	struct wal_name *names = NULL;
+	size_t n = 0;
+	int rc = wal_list(dir, &names, &n);
+	if (rc)
+		return rc;
+	struct wal_found *fs = env.calloc(n ? n : 1, sizeof(*fs));
+	if (fs == NULL) {
+		env.free(names);
+		return diag_set(STRATA_ENOMEM, "wal: out of memory opening %s", dir);
+	}
+	for (size_t i = 0; i < n; i++) {
+		fs[i].first_seq = names[i].first_seq;
+		fs[i].epoch = names[i].epoch;
+	}
+	env.free(names);
+	rc = wal_limits(fs, n);
+	size_t prev_last = nprev;
+	for (size_t i = nprev; i-- > 0;)
+		if (!prev[i].dead && !prev[i].gone) {
+			prev_last = i;
+			break;
+		}
+	char path[PATH_MAX];
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct wal_found *f = &fs[i];
+		f->last_seq = f->first_seq - 1;
+		if (f->dead)
+			continue;
+		const struct wal_found *known = NULL;
+		for (size_t k = 0; k < nprev && known == NULL; k++)
+			if (k != prev_last && prev[k].first_seq == f->first_seq && prev[k].epoch == f->epoch &&
+			    prev[k].limit == f->limit && !prev[k].dead && !prev[k].gone)
+				known = &prev[k];
+		if (known != NULL) {
+			*f = *known;
+			continue;
+		}
+		wal_seg_path(dir, f->first_seq, f->epoch, path);
+		int fd = env.open(path, O_RDONLY, 0);
+		if (fd < 0 && errno == ENOENT) {
+			f->gone = 1; /* released by its writer since the listing */
+			continue;
+		}
+		if (fd < 0) {
+			rc = wal_sys(errno, "open of", path, 0);
+			break;
+		}
+		struct wal_scan sc;
+		rc = wal_scan_segment(fd, path, f->first_seq, f->limit, max_entry, replay_from, cb, ctx, &sc);
+		env.close(fd);
+		if (rc)
+			break;
+		f->last_seq = sc.last_seq;
+		f->entries = sc.entries;
+		f->size = sc.size;
+		f->valid_bytes = sc.valid_bytes;
+		f->cut = sc.cut;
+		f->torn = sc.torn;
+		memcpy(f->why, sc.why, sizeof(f->why));
+	}
+	if (rc) {
+		env.free(fs);
+		return rc;
+	}
+	*out = fs;
+	*nout = n;
+	return 0;
+}
+
+/** 0 when an open accepts what a survey found, else STRATA_ECORRUPT naming file and
+ *  offset. *last receives the index of the last live segment (n when none). */
+static int
+wal_judge(const char *dir, const struct wal_found *fs, size_t n, uint64_t replay_after, size_t *last)
+{
+	char path[PATH_MAX];
+	*last = n;
+	for (size_t i = n; i-- > 0;)
+		if (!fs[i].dead && !fs[i].gone) {
+			*last = i;
+			break;
+		}
+	const struct wal_found *before = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct wal_found *f = &fs[i];
+		if (f->dead || f->gone)
+			continue;
+		wal_seg_path(dir, f->first_seq, f->epoch, path);
+		if (before != NULL && f->first_seq <= before->last_seq)
+			return diag_set(STRATA_ECORRUPT,
+					"wal: corrupt segment %s at offset 0: it starts at position %" PRIu64
+					" but the previous segment reaches %" PRIu64,
+					path, f->first_seq, before->last_seq);
+		before = f;
+		if (f->valid_bytes >= f->size || f->cut)
+			continue;
+		if (i == *last && f->torn)
+			continue; /* an interrupted append: wal_start truncates it */
+		/* A fenced writer's segment whose every position is already in a generation
+		 * (the newer epoch started above the replay cursor): its torn bytes are void. */
+		if (f->torn && f->limit != UINT64_MAX && f->limit <= replay_after) {
+			diag_log(LOG_LVL_WARN, "wal: %s has a torn tail at offset %" PRIu64 " (%s) below "
+				 "a newer epoch; every position it could hold is in a generation", path,
+				 f->valid_bytes, f->why);
+			continue;
+		}
+		return diag_set(STRATA_ECORRUPT, "wal: corrupt segment %s at offset %" PRIu64 ": %s",
+				path, f->valid_bytes, f->why);
+	}
+	return 0;
+}
+
+/** Allocate a WAL from its options (nothing on disk is touched). */
+static int
+wal_new(const struct wal_options *o, struct wal **out)
 {
 	*out = NULL;
 	if (o == NULL || o->dir == NULL || o->dir[0] == '\0')
@@ -1165,7 +1446,7 @@ wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_f
 	    o->sync != STRATA_SYNC_INTERVAL)
 		return diag_set(STRATA_EINVAL, "wal: unknown sync mode %d", o->sync);
 	size_t dlen = strlen(o->dir);
-	if (dlen + 1 + WAL_NAME_LEN >= PATH_MAX)
+	if (dlen + 1 + WAL_NAME_EPOCH_LEN >= PATH_MAX)
 		return diag_set(STRATA_EINVAL, "wal: directory path of %zu bytes is too long", dlen);
 	struct wal *w = env.calloc(1, sizeof(*w));
 	if (w == NULL)
@@ -1186,6 +1467,7 @@ wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_f
 		w->max_entry = UINT32_MAX;
 	w->cur_fd = -1;
 	w->sync_fd = -1;
+	w->fence_fd = -1;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	pthread_condattr_t ca;
@@ -1193,18 +1475,36 @@ wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_f
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->bg_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	*out = w;
+	return 0;
+}
 
-	int rc = env_mkdir_p(w->dir);
+/** Highest position of the live segments a survey found (0 when none). */
+static uint64_t
+wal_found_last(const struct wal_found *fs, size_t n)
+{
+	uint64_t last = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!fs[i].dead && !fs[i].gone && fs[i].last_seq > last)
+			last = fs[i].last_seq;
+	return last;
+}
+
+int
+wal_scan_open(const struct wal_options *o, uint64_t replay_after, wal_replay_cb cb, void *ctx,
+	      struct wal **out)
+{
+	struct wal *w;
+	int rc = wal_new(o, &w);
+	if (rc)
+		return rc;
+	w->replay_after = replay_after;
+	w->cb = cb;
+	w->cb_ctx = ctx;
+	size_t last;
+	rc = wal_survey(w->dir, w->max_entry, replay_after, cb, ctx, NULL, 0, &w->found, &w->nfound);
 	if (rc == 0)
-		rc = wal_recover(w, replay_after, next_seq_floor, cb, ctx);
-	if (rc == 0 && w->sync == STRATA_SYNC_INTERVAL) {
-		int e = pthread_create(&w->bg, NULL, wal_bg_main, w);
-		if (e != 0)
-			rc = diag_set(diag_errno(e), "wal: cannot start the sync thread of %s: %s",
-				      w->dir, strerror(e));
-		else
-			w->bg_started = 1;
-	}
+		rc = wal_judge(w->dir, w->found, w->nfound, replay_after, &last);
 	if (rc) {
 		wal_free(w);
 		return rc;
@@ -1213,50 +1513,350 @@ wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_f
 	return 0;
 }
 
+/** Truncate the torn tail of f (a segment of a writer that is fenced or dead). */
+static int
+wal_truncate_tail(const char *dir, const struct wal_found *f)
+{
+	char path[PATH_MAX];
+	wal_seg_path(dir, f->first_seq, f->epoch, path);
+	if (f->valid_bytes == 0) {
+		diag_log(LOG_LVL_WARN, "wal: torn tail in %s at offset 0 (%s): the segment is dropped",
+			 path, f->why);
+		return 0;
+	}
+	diag_log(LOG_LVL_WARN, "wal: torn tail in %s at offset %" PRIu64 " (%s): truncating %" PRIu64
+		 " bytes", path, f->valid_bytes, f->why, f->size - f->valid_bytes);
+	int fd = env.open(path, O_WRONLY, 0);
+	if (fd < 0)
+		return wal_sys(errno, "open for truncation of", path, 0);
+	int rc = 0;
+	if (env.ftruncate(fd, (off_t)f->valid_bytes) != 0)
+		rc = wal_sys(errno, "truncation of", path, f->valid_bytes);
+	else if (env.fsync(fd) != 0)
+		rc = wal_sys(errno, "fsync after truncation of", path, f->valid_bytes);
+	env.close(fd);
+	return rc;
+}
+
+int
+wal_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor)
+{
+	if (w->started)
+		return diag_set(STRATA_EINVAL, "wal: %s is started already", w->dir);
+	/* 1. Fence: from here on an older writer acknowledges nothing it writes. */
+	int rc = env_mkdir_p(w->dir);
+	if (rc == 0)
+		rc = wal_fence_take(w, epoch);
+	if (rc)
+		return rc;
+	/* 2. Catch up with what it appended since the read-only scan. */
+	uint64_t replayed = wal_found_last(w->found, w->nfound);
+	uint64_t from = replayed > w->replay_after ? replayed : w->replay_after;
+	struct wal_found *fs = NULL;
+	size_t n = 0, last = 0;
+	rc = wal_survey(w->dir, w->max_entry, from, w->cb, w->cb_ctx, w->found, w->nfound, &fs, &n);
+	if (rc == 0)
+		rc = wal_judge(w->dir, fs, n, w->replay_after, &last);
+	if (rc == 0 && last < n && fs[last].valid_bytes < fs[last].size && !fs[last].cut) {
+		rc = wal_truncate_tail(w->dir, &fs[last]);
+		fs[last].size = fs[last].valid_bytes;
+	}
+	if (rc) {
+		env.free(fs);
+		return rc;
+	}
+	env.free(w->found);
+	w->found = fs;
+	w->nfound = n;
+
+	uint64_t next = wal_found_last(fs, n) + 1;
+	if (next_seq_floor > next)
+		next = next_seq_floor;
+	/* 3. A fresh segment of our own. Epoch 0 (no owner) may replace an empty old one. */
+	rc = wal_segs_reserve(w, n + 1);
+	if (rc)
+		return rc;
+	int fd;
+	rc = wal_segment_create(w, next, epoch != 0, w->cur_path, &fd);
+	if (rc)
+		return rc;
+	w->cur_fd = fd;
+	w->sync_fd = fd;
+	w->cur_first = next;
+	w->cur_last = next - 1;
+	w->cur_off = WAL_SEG_HDR;
+	w->next_seq = next;
+
+	/* 4. Drop what is all in generations, empty, or void (a fenced writer's). */
+	char path[PATH_MAX];
+	int removed = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct wal_found *f = &fs[i];
+		if (f->gone || (f->first_seq == next && f->epoch == epoch))
+			continue;
+		if (!f->dead && f->valid_bytes > 0 && f->last_seq >= f->first_seq &&
+		    f->last_seq > w->replay_after) {
+			w->segs[w->nsegs++] = (struct wal_seg){f->first_seq, f->epoch, f->last_seq, f->size};
+			continue;
+		}
+		wal_seg_path(w->dir, f->first_seq, f->epoch, path);
+		if (env.unlink(path) != 0 && errno != ENOENT) {
+			int err = errno;
+			diag_log(LOG_LVL_WARN, "wal: cannot delete segment %s: %s", path, strerror(err));
+			if (!f->dead)
+				w->segs[w->nsegs++] = (struct wal_seg){f->first_seq, f->epoch, f->last_seq,
+								       f->size};
+			continue;
+		}
+		removed = 1;
+	}
+	w->segs[w->nsegs++] = (struct wal_seg){next, epoch, next - 1, WAL_SEG_HDR};
+	if (removed && w->sync != STRATA_SYNC_NONE)
+		rc = wal_dir_sync(w->dir);
+	if (rc == 0 && w->sync == STRATA_SYNC_INTERVAL) {
+		int e = pthread_create(&w->bg, NULL, wal_bg_main, w);
+		if (e != 0)
+			rc = diag_set(diag_errno(e), "wal: cannot start the sync thread of %s: %s", w->dir,
+				      strerror(e));
+		else
+			w->bg_started = 1;
+	}
+	if (rc)
+		return rc;
+	env.free(w->found);
+	w->found = NULL;
+	w->nfound = 0;
+	w->cb = NULL;
+	pthread_mutex_lock(&w->mu);
+	w->started = 1;
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+int
+wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_floor,
+	 wal_replay_cb cb, void *ctx, struct wal **out)
+{
+	*out = NULL;
+	struct wal *w;
+	int rc = wal_scan_open(o, replay_after, cb, ctx, &w);
+	if (rc)
+		return rc;
+	rc = wal_start(w, o->epoch, next_seq_floor);
+	if (rc) {
+		wal_close(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+int
+wal_check_dir(const char *dir, uint64_t replay_after, uint64_t max_entry_bytes)
+{
+	struct wal_options o = {.dir = dir, .sync = STRATA_SYNC_NONE, .max_entry_bytes = max_entry_bytes};
+	struct wal *w;
+	int rc = wal_scan_open(&o, replay_after, NULL, NULL, &w);
+	if (rc == 0)
+		wal_free(w);
+	return rc;
+}
+
 int
 wal_inspect_dir(const char *dir, struct wal_segment_info *infos, int max)
 {
 	if (dir == NULL || (infos == NULL && max > 0))
 		return diag_set(STRATA_EINVAL, "wal: inspect needs a directory");
-	uint64_t *firsts = NULL;
-	size_t n = 0;
-	int rc = wal_list(dir, &firsts, &n);
+	if (strlen(dir) + 1 + WAL_NAME_EPOCH_LEN >= PATH_MAX)
+		return diag_set(STRATA_EINVAL, "wal: directory path %s is too long", dir);
+	DIR *d = env.opendir(dir); /* unlike an open, inspect needs the directory to exist */
+	if (d == NULL)
+		return diag_sys(errno, "wal: cannot list", dir);
+	env.closedir(d);
+	struct wal_found *fs;
+	size_t n;
+	int rc = wal_survey(dir, UINT32_MAX, UINT64_MAX, NULL, NULL, NULL, 0, &fs, &n);
 	if (rc)
 		return rc;
-	if (n > INT_MAX)
-		n = INT_MAX;
-	if (strlen(dir) + 1 + WAL_NAME_LEN >= PATH_MAX) {
-		env.free(firsts);
-		return diag_set(STRATA_EINVAL, "wal: directory path %s is too long", dir);
-	}
 	/* A segment released by a running node between listing and opening is skipped. */
-	char path[PATH_MAX];
-	size_t total = n, k = 0;
-	for (size_t i = 0; i < n && (int)k < max; i++) {
-		wal_seg_path(dir, firsts[i], path);
-		int fd = env.open(path, O_RDONLY, 0);
-		if (fd < 0 && errno == ENOENT) {
-			total--;
+	size_t k = 0, total = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct wal_found *f = &fs[i];
+		if (f->gone)
 			continue;
-		}
-		if (fd < 0) {
-			rc = wal_sys(errno, "open of", path, 0);
+		total++;
+		if ((int)k >= max)
+			continue;
+		struct wal_segment_info *in = &infos[k++];
+		memset(in, 0, sizeof(*in));
+		wal_seg_name(f->first_seq, f->epoch, in->name, sizeof(in->name));
+		in->epoch = f->epoch;
+		in->first_seq = f->first_seq;
+		in->last_seq = f->last_seq;
+		in->entries = f->entries;
+		in->bytes = f->size;
+		in->valid_bytes = f->dead ? 0 : f->valid_bytes;
+		in->limit = f->limit;
+		in->torn = f->torn;
+		if (f->dead)
+			snprintf(in->why, sizeof(in->why), "void: a newer epoch starts at or before it");
+		else if (f->cut)
+			snprintf(in->why, sizeof(in->why), "void after position %" PRIu64
+				 ": a newer epoch starts there", f->limit);
+		else
+			memcpy(in->why, f->why, sizeof(in->why));
+	}
+	env.free(fs);
+	if (total > INT_MAX)
+		total = INT_MAX;
+	return (int)total;
+}
+
+/* ---- repair support (read-only) ---- */
+
+int
+wal_damage_dir(const char *dir, uint64_t replay_after, uint64_t max_entry_bytes,
+	       struct wal_damage *out, int max)
+{
+	if (dir == NULL || dir[0] == '\0' || (out == NULL && max > 0))
+		return diag_set(STRATA_EINVAL, "wal: damage scan needs a directory");
+	if (strlen(dir) + 1 + WAL_NAME_EPOCH_LEN >= PATH_MAX)
+		return diag_set(STRATA_EINVAL, "wal: directory path %s is too long", dir);
+	uint64_t max_entry = max_entry_bytes ? max_entry_bytes : WAL_DEFAULT_MAX_ENTRY;
+	if (max_entry > UINT32_MAX)
+		max_entry = UINT32_MAX;
+	struct wal_found *fs;
+	size_t n;
+	int rc = wal_survey(dir, max_entry, UINT64_MAX, NULL, NULL, NULL, 0, &fs, &n);
+	if (rc)
+		return rc;
+	/* The rules of wal_judge, applied to every segment instead of up to the first. */
+	size_t last = n;
+	for (size_t i = n; i-- > 0;)
+		if (!fs[i].dead && !fs[i].gone) {
+			last = i;
 			break;
 		}
-		struct wal_scan s;
-		rc = wal_scan_segment(fd, path, firsts[i], UINT32_MAX, UINT64_MAX, NULL, NULL, &s);
+	char path[PATH_MAX];
+	const struct wal_found *before = NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct wal_found *f = &fs[i];
+		if (f->dead || f->gone)
+			continue;
+		if (before != NULL && f->first_seq <= before->last_seq) {
+			wal_seg_path(dir, f->first_seq, f->epoch, path);
+			rc = diag_set(STRATA_ECORRUPT,
+				      "wal: corrupt segment %s at offset 0: it starts at position %" PRIu64
+				      " but the previous segment reaches %" PRIu64,
+				      path, f->first_seq, before->last_seq);
+			break;
+		}
+		before = f;
+		if (f->valid_bytes >= f->size || f->cut)
+			continue;
+		if (i == last && f->torn)
+			continue;
+		if (f->torn && f->limit != UINT64_MAX && f->limit <= replay_after)
+			continue;
+		if ((int)k < max) {
+			struct wal_damage *d = &out[k];
+			memset(d, 0, sizeof(*d));
+			wal_seg_name(f->first_seq, f->epoch, d->name, sizeof(d->name));
+			d->epoch = f->epoch;
+			d->first_seq = f->first_seq;
+			d->last_seq = f->last_seq;
+			d->entries = f->entries;
+			d->bytes = f->size;
+			d->valid_bytes = f->valid_bytes;
+			d->limit = f->limit;
+			d->torn = f->torn;
+			for (size_t j = i + 1; j < n; j++)
+				if (!fs[j].dead && !fs[j].gone) {
+					d->next_first_seq = fs[j].first_seq;
+					break;
+				}
+			memcpy(d->why, f->why, sizeof(d->why));
+		}
+		k++;
+	}
+	env.free(fs);
+	if (rc)
+		return rc;
+	return k > INT_MAX ? INT_MAX : (int)k;
+}
+
+int
+wal_salvage_scan(const char *path, uint64_t off, uint64_t max_entry_bytes, struct wal_salvage *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t max_entry = max_entry_bytes ? max_entry_bytes : WAL_DEFAULT_MAX_ENTRY;
+	if (max_entry > UINT32_MAX)
+		max_entry = UINT32_MAX;
+	int fd = env.open(path, O_RDONLY, 0);
+	if (fd < 0)
+		return wal_sys(errno, "open of", path, 0);
+	struct stat st;
+	if (env.fstat(fd, &st) != 0) {
+		int rc = wal_sys(errno, "stat of", path, 0);
 		env.close(fd);
+		return rc;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	out->bytes = size;
+	if (off >= size) {
+		env.close(fd);
+		return 0;
+	}
+	struct wal_reader r = {.fd = fd, .path = path, .size = size};
+	uint64_t p = off > WAL_SEG_HDR ? off : WAL_SEG_HDR; /* entries start after the header */
+	int rc = 0;
+	while (p + WAL_ENTRY_HDR <= size) {
+		const uint8_t *h;
+		rc = wal_reader_get(&r, p, WAL_ENTRY_HDR, &h);
 		if (rc)
 			break;
-		struct wal_segment_info *in = &infos[k++];
-		snprintf(in->name, sizeof(in->name), "%020" PRIu64 ".wal", firsts[i]);
-		in->first_seq = firsts[i];
-		in->last_seq = s.last_seq;
-		in->entries = s.entries;
-		in->bytes = s.size;
-		in->valid_bytes = s.valid_bytes;
+		if (crc32c(0, h + 4, WAL_ENTRY_HDR - 4) != dec_u32(h)) {
+			p++;
+			continue;
+		}
+		uint32_t plen = dec_u32(h + 4);
+		uint64_t fseq = dec_u64(h + 8);
+		uint32_t nrows = dec_u32(h + 16);
+		uint32_t pcrc = dec_u32(h + 20);
+		uint64_t end = p + WAL_ENTRY_HDR + plen;
+		if (plen > max_entry || nrows == 0 || nrows > plen / 2 || end > size || fseq == 0 ||
+		    fseq > UINT64_MAX - nrows) {
+			p++;
+			continue;
+		}
+		const uint8_t *pl;
+		rc = wal_reader_get(&r, p + WAL_ENTRY_HDR, plen, &pl);
+		if (rc)
+			break;
+		if (crc32c(0, pl, plen) != pcrc) {
+			if (p == off) {
+				/* The damaged entry itself: its verified header says what it held
+				 * and where the next entry starts. */
+				out->head_ok = 1;
+				out->head_first_seq = fseq;
+				out->head_last_seq = fseq + nrows - 1;
+				p = end;
+			} else {
+				p++;
+			}
+			continue;
+		}
+		if (out->entries == 0 || fseq < out->first_seq)
+			out->first_seq = fseq;
+		if (fseq + nrows - 1 > out->last_seq)
+			out->last_seq = fseq + nrows - 1;
+		out->entries++;
+		out->intact_bytes += end - p;
+		p = end;
 	}
-	n = total;
-	env.free(firsts);
-	return rc ? rc : (int)n;
+	buf_destroy(&r.b);
+	env.close(fd);
+	out->damaged_bytes = size - off - out->intact_bytes;
+	return rc;
 }

@@ -1,9 +1,22 @@
 /*
  * wal.h — one shard's write-ahead log.
  *
- * Segment files "<dir>/<first_seq %020llu>.wal" hold CRC32C-framed entries. An entry
- * carries a batch of rows; row i of an entry with first_seq s has sequence number
- * s+i, so positions increase monotonically across entries and segments.
+ * Segment files "<dir>/<first_seq %020llu>-<epoch %020llu>.wal" hold CRC32C-framed
+ * entries ("<first_seq %020llu>.wal" for epoch 0, a WAL used without an owner). An
+ * entry carries a batch of rows; row i of an entry with first_seq s has sequence
+ * number s+i, so positions increase monotonically across entries and segments.
+ *
+ * Ownership. The epoch in a segment's name is the writer epoch of the shard's owner
+ * that created it. The file "<dir>/epoch" (the fence) holds the newest owner's epoch.
+ * A new owner (wal_start) first writes its epoch into the fence, then reads what the
+ * older writer left, then starts its own segment at the next position p. An older
+ * writer re-reads the fence after every group commit and before acknowledging it:
+ * once the fence names a newer epoch it turns terminal (STRATA_EFENCED for every
+ * waiting and later submit). So every entry an older writer acknowledged was written
+ * before the fence moved, and the new owner read it. Entries of an older epoch at
+ * positions >= p (a fenced writer's last, unacknowledged batch) are void: recovery
+ * reads an older-epoch segment only up to the first position of the nearest newer
+ * epoch, and never appends to or deletes a segment of another epoch before fencing.
  *
  * Group commit: wal_submit assigns positions and queues the encoded entry (no IO);
  * wal_wait blocks until the entry is durable. The first waiter to find no sync in
@@ -13,6 +26,9 @@
  * A failed write or fdatasync is never retried as if the data were safe: the WAL
  * turns failed, every waiter and every later submit gets STRATA_EREADONLY, and the
  * shard refuses writes until it is reopened (which replays what reached the file).
+ * A fenced WAL fails the same way with STRATA_EFENCED; an append that was waiting
+ * when the fence was seen has an unknown outcome (like one cut short by a crash):
+ * its rows may be read by the new owner, or not.
  *
  * Format (little-endian). Segment header, 24 bytes: "STRWAL01", u32 version (2),
  * u32 crc32c of magic, version and first_seq, u64 first_seq (equal to the file name).
@@ -36,8 +52,8 @@
  * caller still holds its rows, so the queue is bounded by the callers' in-flight
  * appends (the shard bounds those by its value limit and its appending threads).
  *
- * Threads: wal_submit, wal_wait, wal_release, wal_next_seq, wal_usage and wal_failed
- * may run concurrently. wal_close must not run concurrently with any other call on
+ * Threads: wal_submit, wal_wait, wal_release, wal_next_seq, wal_usage, wal_failed and
+ * wal_fence may run concurrently. wal_close must not run concurrently with any other call on
  * the same WAL. STRATA_SYNC_INTERVAL starts one thread that sleeps on the real
  * monotonic clock (a simulation with a manual clock uses STRATA_SYNC_NONE).
  */
@@ -63,6 +79,8 @@ struct wal_options {
 	uint64_t segment_bytes;
 	/** Largest entry payload accepted on replay; a longer length is corruption. */
 	uint64_t max_entry_bytes;
+	/** Owner epoch for wal_open (wal_scan_open + wal_start); 0 = a WAL without an owner. */
+	uint64_t epoch;
 };
 
 /** A submitted entry, to wait on. */
@@ -79,13 +97,25 @@ struct wal_ticket {
  *  rows point into a buffer valid only during the call. Nonzero aborts the open. */
 typedef int (*wal_replay_cb)(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n);
 
-/** Open: validate every segment, truncate a torn tail of the last segment (logged),
- *  fail with STRATA_ECORRUPT naming segment and offset on a corrupt entry before the
- *  tail, replay entries after replay_after through cb, delete segments wholly at or
- *  below replay_after, and start a fresh segment for appends.
- *  next_seq_floor: the first position handed out is at least this (e.g. replay_after+1). */
+/** Open, first half, read-only: validate every segment and replay the entries after
+ *  replay_after through cb. Fails with STRATA_ECORRUPT naming segment and offset on
+ *  anything wal_start would not accept; writes, truncates and deletes nothing (a
+ *  missing directory is an empty WAL). The WAL takes no appends until wal_start. */
+int wal_scan_open(const struct wal_options *o, uint64_t replay_after, wal_replay_cb cb, void *ctx,
+		  struct wal **out);
+/** Open, second half, once the caller owns epoch (claimed in the manifest): write epoch
+ *  into the fence (STRATA_EFENCED if it already names a newer one), replay through the
+ *  same cb what an older writer appended since wal_scan_open, truncate a torn tail of
+ *  the last segment (logged), delete segments wholly at or below replay_after and void
+ *  ones, and start a fresh segment. The first position handed out is at least
+ *  next_seq_floor (e.g. replay_after+1). On failure the WAL can only be closed. */
+int wal_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor);
+/** wal_scan_open then wal_start with o->epoch. */
 int wal_open(const struct wal_options *o, uint64_t replay_after, uint64_t next_seq_floor,
 	     wal_replay_cb cb, void *ctx, struct wal **out);
+/** What wal_scan_open checks, on a directory, without replaying: 0, or the code and
+ *  message (segment and offset) with which an open would refuse it. Read-only. */
+int wal_check_dir(const char *dir, uint64_t replay_after, uint64_t max_entry_bytes);
 /*   Torn tail, in the last segment only: fewer than 24 bytes left; an entry header
  *   with a bad header_crc when every byte from it to EOF is zero (a zero-filled tail);
  *   a verified header whose payload reaches past EOF; a bad payload_crc in an entry
@@ -109,8 +139,14 @@ int wal_release(struct wal *w, uint64_t upto);
 uint64_t wal_next_seq(struct wal *w);
 /** Live segment files and their total bytes. */
 void wal_usage(struct wal *w, uint64_t *segments, uint64_t *bytes, uint64_t *syncs);
-/** 0, or the code the WAL failed with (STRATA_EREADONLY once failed). */
+/** 0, or the code the WAL failed with (STRATA_EREADONLY after an IO failure,
+ *  STRATA_EFENCED once a newer owner fenced it). */
 int wal_failed(struct wal *w);
+/** Turn the WAL terminal with STRATA_EFENCED (the caller learned of a newer owner
+ *  elsewhere, e.g. from the manifest); why is repeated to every later caller. */
+void wal_fence(struct wal *w, const char *why);
+/** The epoch the fence file of dir names (0 when there is none). */
+int wal_fence_read(const char *dir, uint64_t *epoch);
 /** Write and sync what is queued, then close and free. Safe on NULL. */
 void wal_close(struct wal *w);
 
@@ -118,6 +154,8 @@ void wal_close(struct wal *w);
 struct wal_segment_info {
 	/** File name within the directory. */
 	char name[64];
+	/** Owner epoch named by the file (0 for a legacy name). */
+	uint64_t epoch;
 	/** First position named by the file. */
 	uint64_t first_seq;
 	/** Last valid position found (first_seq - 1 when empty). */
@@ -128,10 +166,74 @@ struct wal_segment_info {
 	uint64_t bytes;
 	/** Offset of the first invalid byte, or bytes when the segment is whole. */
 	uint64_t valid_bytes;
+	/** Positions above this belong to a newer epoch and are not read (UINT64_MAX: none). */
+	uint64_t limit;
+	/** The bytes from valid_bytes on look like an interrupted append (a torn tail). */
+	int torn;
+	/** Why the byte at valid_bytes is invalid ("" when whole). */
+	char why[160];
 };
 
 /** Read-only scan of a WAL directory for `strata inspect`: fills up to max infos,
  *  returns the number of segments (may exceed max) or a negative code. */
 int wal_inspect_dir(const char *dir, struct wal_segment_info *infos, int max);
+
+/** A segment that an open refuses as corrupt, as found by wal_damage_dir. */
+struct wal_damage {
+	/** File name within the directory. */
+	char name[64];
+	/** Owner epoch named by the file (0 for a legacy name). */
+	uint64_t epoch;
+	/** First position named by the file. */
+	uint64_t first_seq;
+	/** Last valid position before the damage (first_seq - 1 when none). */
+	uint64_t last_seq;
+	/** Valid entries before the damage. */
+	uint64_t entries;
+	/** File size in bytes. */
+	uint64_t bytes;
+	/** Offset of the first invalid byte: where a repair cuts the segment. */
+	uint64_t valid_bytes;
+	/** Positions above this belong to a newer epoch (UINT64_MAX: none). */
+	uint64_t limit;
+	/** First position of the next live segment (0 when this is the last live one). */
+	uint64_t next_first_seq;
+	/** The invalid bytes look like an interrupted append (refused: not the last segment). */
+	int torn;
+	/** Why the byte at valid_bytes is invalid. */
+	char why[160];
+};
+
+/** Every segment of dir that an open would refuse as corrupt (wal_check_dir names only
+ *  the first), with the same rules and replay cursor. Fills up to max and returns how
+ *  many there are (0: the segments' bytes pass), or a negative code: STRATA_ECORRUPT
+ *  when a segment starts at or below the previous one's last position (cutting a
+ *  segment does not fix that), STRATA_EVERSION, an IO error. Read-only. */
+int wal_damage_dir(const char *dir, uint64_t replay_after, uint64_t max_entry_bytes,
+		   struct wal_damage *out, int max);
+
+/** What wal_salvage_scan found from a bad spot of a segment to its end. */
+struct wal_salvage {
+	/** File size in bytes. */
+	uint64_t bytes;
+	/** The entry at the bad spot has a verified header but a bad payload. */
+	int head_ok;
+	/** Positions that verified header names (when head_ok). */
+	uint64_t head_first_seq, head_last_seq;
+	/** Entries from the bad spot on whose header and payload checksums both verify. */
+	uint64_t entries;
+	/** Least first and greatest last position of those entries (0 when none). */
+	uint64_t first_seq, last_seq;
+	/** Bytes those entries take, headers included. */
+	uint64_t intact_bytes;
+	/** Bytes from the bad spot to the end in no intact entry. */
+	uint64_t damaged_bytes;
+};
+
+/** Read-only: scan the segment at path from offset off (its first bad byte, e.g. a
+ *  wal_damage's valid_bytes) to its end for entries whose header checksum and payload
+ *  checksum verify, trying every byte offset where no entry was found; a verified
+ *  entry is skipped whole. max_entry_bytes as for an open (0: the default). */
+int wal_salvage_scan(const char *path, uint64_t off, uint64_t max_entry_bytes, struct wal_salvage *out);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 static uint64_t
@@ -48,6 +49,7 @@ env_default_open(const char *path, int flags, mode_t mode)
 	.rename = rename, \
 	.link = link, \
 	.unlink = unlink, \
+	.flock = flock, \
 	.mkdir = mkdir, \
 	.opendir = opendir, \
 	.readdir = readdir, \
@@ -88,4 +90,21 @@ env_mkdir_p(const char *path)
 		p[i] = c;
 	}
 	return 0;
+}
+
+ssize_t
+env_pread_full(int fd, void *buf, size_t n, off_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = env.pread(fd, (char *)buf + got, n - got, off + (off_t)got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -1;
+		if (k == 0)
+			break;
+		got += (size_t)k;
+	}
+	return (ssize_t)got;
 }

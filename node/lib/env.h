@@ -29,6 +29,8 @@ struct env_ops {
 	int (*link)(const char *from, const char *to);
 	int (*unlink)(const char *path);
 	int (*mkdir)(const char *path, mode_t mode);
+	/** Advisory lock of a whole file (flock(2)): how a store owns its directory. */
+	int (*flock)(int fd, int op);
 	DIR *(*opendir)(const char *path);
 	struct dirent *(*readdir)(DIR *d);
 	int (*closedir)(DIR *d);
@@ -53,6 +55,10 @@ void env_reset(void);
  *  component that could not be created. */
 int env_mkdir_p(const char *path);
 
+/** env.pread until n bytes, end of file or an error: retries EINTR and completes short
+ *  reads. The bytes read, or -1 with errno set. */
+ssize_t env_pread_full(int fd, void *buf, size_t n, off_t off);
+
 /** Call env.point if set; 0 when unset. */
 static inline int env_point(const char *name, const void *arg)
 {
@@ -75,6 +81,7 @@ static inline int env_point(const char *name, const void *arg)
  *   "commit.swapped"        shard*   view swapped, exclusive lock released
  *   "commit.before_delete"  shard*   about to delete the merged objects
  *   "wal.before_sync"       wal*     group commit written, fdatasync not yet called
+ *   "wal.before_ack"        wal*     group commit written and synced, fence not yet read
  */
 
 #endif

@@ -154,12 +154,14 @@ static const struct lstrata_code lstrata_codes[] = {
 	{"EEXIST", STRATA_EEXIST},
 	{"EINJECTED", STRATA_EINJECTED},
 	{"EVERSION", STRATA_EVERSION},
+	{"ELOCKED", STRATA_ELOCKED},
 };
 
 /** Options of strata.open. */
 static const char *const lstrata_open_keys[] = {
 	"dir", "shards", "sync", "sync_interval_ms", "max_value_bytes", "wal_segment_bytes",
-	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "policy", NULL,
+	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "merge_max_inputs", "policy",
+	NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -416,7 +418,7 @@ lstrata_open(lua_State *L)
 	if (lua_type(L, 2) != LUA_TSTRING)
 		luaL_argerror(L, 1, lua_pushfstring(L, "dir must be a string, not %s", luaL_typename(L, 2)));
 	o.dir = lua_tostring(L, 2);
-	o.shards = (uint32_t)lstrata_opt_int(L, 1, 1, "shards", 1, 65536, o.shards);
+	o.shards = (uint32_t)lstrata_opt_int(L, 1, 1, "shards", 0, 65536, o.shards);
 	lua_getfield(L, 1, "sync");
 	if (!lua_isnil(L, -1)) {
 		const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
@@ -437,6 +439,8 @@ lstrata_open(lua_State *L)
 	o.wal_segment_bytes = (uint64_t)lstrata_opt_int(L, 1, 1, "wal_segment_bytes", 4096,
 							9007199254740992.0, (lua_Number)o.wal_segment_bytes);
 	o.block_bytes = (uint32_t)lstrata_opt_int(L, 1, 1, "block_bytes", 256, UINT32_MAX, o.block_bytes);
+	o.merge_max_inputs = (uint32_t)lstrata_opt_int(L, 1, 1, "merge_max_inputs", 2, UINT32_MAX,
+						       o.merge_max_inputs);
 	o.zstd_level = (int)lstrata_opt_int(L, 1, 1, "zstd_level", -131072, 22, o.zstd_level);
 	o.bloom_bits_per_key = (uint32_t)lstrata_opt_int(L, 1, 1, "bloom_bits_per_key", 0, 64,
 							 o.bloom_bits_per_key);

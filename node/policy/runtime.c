@@ -218,6 +218,9 @@ struct rt_shard {
 	uint64_t flush_due;
 	/** A prepare, merge or compaction of a hook is in flight. */
 	int busy;
+	/** Merge plans of this shard prepared and not yet consumed (their commit or abort
+	 *  has not finished on a worker): the engine refuses a second one (STRATA_EBUSY). */
+	uint32_t plans;
 	/** A timer or size-trigger seal is queued or running. */
 	int sealing;
 	/** The on_seal run in progress. */
@@ -554,6 +557,14 @@ rt_submit(struct runtime *rt, struct rt_job *j)
 	return rc;
 }
 
+/** A merge plan of shard was committed or aborted. */
+static void
+rt_plan_consumed(struct runtime *rt, uint32_t shard)
+{
+	if (rt->shards[shard].plans > 0)
+		rt->shards[shard].plans--;
+}
+
 /** Abort a plan without waiting: on a worker, or here when the pool refuses. */
 static void
 rt_abort_plan(struct runtime *rt, strata_plan *plan, uint32_t shard)
@@ -568,6 +579,7 @@ rt_abort_plan(struct runtime *rt, strata_plan *plan, uint32_t shard)
 		env.free(j);
 	}
 	strata_abort_merge(rt->db, plan);
+	rt_plan_consumed(rt, shard);
 }
 
 /** Push a job's result for its run; returns the number of values pushed. */
@@ -621,9 +633,13 @@ rt_job_done(void *arg)
 	struct rt_shard *sh = &rt->shards[j->shard];
 	if (j->kind == RT_JOB_PREPARE || j->kind == RT_JOB_MERGE || j->kind == RT_JOB_COMPACT)
 		sh->busy = 0;
+	if (j->kind == RT_JOB_PREPARE && j->rc == 0 && j->plan != NULL)
+		sh->plans++;
+	if (j->kind == RT_JOB_COMMIT || j->kind == RT_JOB_ABORT)
+		rt_plan_consumed(rt, j->shard);
 	if (j->trigger)
 		sh->sealing = 0;
-	if (j->kind == RT_JOB_ABORT) {
+	if (j->kind == RT_JOB_ABORT && j->run == NULL) {
 		env.free(j);
 		return;
 	}
@@ -642,8 +658,10 @@ rt_job_done(void *arg)
 	run->waiting = 0;
 	if (rt->closing) {
 		/* The run is abandoned by runtime_delete; only the plan needs an owner. */
-		if (j->plan != NULL)
+		if (j->plan != NULL) {
 			strata_abort_merge(rt->db, j->plan);
+			rt_plan_consumed(rt, j->shard);
+		}
 		env.free(j);
 		return;
 	}
@@ -695,6 +713,12 @@ rt_lua_heavy(lua_State *L, int kind, const char *what)
 		char msg[128];
 		snprintf(msg, sizeof(msg), "a prepare, merge or compaction is already in flight on shard %u",
 			 id);
+		return rt_push_fail(L, run, STRATA_EBUSY, msg);
+	}
+	if (kind != RT_JOB_COMPACT && sh->plans > 0) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "a merge plan of shard %u is prepared and not yet committed or "
+			 "aborted (one at a time)", id);
 		return rt_push_fail(L, run, STRATA_EBUSY, msg);
 	}
 	struct rt_job *j = rt_job_new(rt, kind, id);
@@ -791,7 +815,21 @@ rt_lua_abort(lua_State *L)
 	strata_plan *plan = lp->plan;
 	lp->plan = NULL;
 	lp->state = RT_PLAN_DONE;
-	rt_abort_plan(rt_of(L), plan, id);
+	struct runtime *rt = rt_of(L);
+	if (run != NULL && !rt->closing && lua_isyieldable(L)) {
+		/* In a hook: wait for the worker, so that the next prepare finds the shard free. */
+		struct rt_job *j = rt_job_new(rt, RT_JOB_ABORT, id);
+		if (j != NULL) {
+			j->plan = plan;
+			j->run = run;
+			if (pool_submit(rt->pool, rt_job_work, rt_job_done, j) == 0) {
+				run->waiting = 1;
+				return lua_yield(L, 0);
+			}
+			env.free(j);
+		}
+	}
+	rt_abort_plan(rt, plan, id);
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -876,6 +914,7 @@ rt_lua_plan_gc(lua_State *L)
 	struct rt_plan *lp = lua_touserdata(L, 1);
 	if (lp != NULL && lp->plan != NULL) {
 		strata_abort_merge(lp->rt->db, lp->plan);
+		rt_plan_consumed(lp->rt, lp->shard);
 		lp->plan = NULL;
 		lp->state = RT_PLAN_DONE;
 	}
@@ -1300,6 +1339,9 @@ rt_apply_settings(struct runtime *rt, int first)
 	}
 	if (!first && s->memtable_max_bytes != rt->armed.memtable_max_bytes)
 		store_set_memtable_limit(rt->db, s->memtable_max_bytes);
+	/* The engine enforces the per-pass cap; the policy may only narrow it. */
+	if (first || s->merge_max_generations != rt->armed.merge_max_generations)
+		store_set_merge_cap(rt->db, s->merge_max_generations);
 	rt->armed = *s;
 	rt_rearm(rt, now);
 }
@@ -1620,6 +1662,7 @@ runtime_delete(struct runtime *rt)
 		store_attach_runtime(rt->db, NULL, NULL);
 	/* No more events: remove the listener, then wait out callbacks already inside it. */
 	store_set_listener(rt->db, NULL, 0);
+	store_set_merge_cap(rt->db, 0);
 	atomic_store(&rt->sink_closed, 1);
 	while (atomic_load(&rt->in_callback) != 0)
 		sched_yield();

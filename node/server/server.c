@@ -54,7 +54,7 @@ server_options_init(struct server_options *o)
 	memset(o, 0, sizeof(*o));
 	o->listen = "127.0.0.1:7070";
 	o->data_dir = "./data";
-	o->shards = 4;
+	o->shards = 0;
 	o->sync = STRATA_SYNC_FSYNC;
 	o->sync_interval_ms = 100;
 	o->max_value_bytes = 64ull << 20;
@@ -104,42 +104,6 @@ server_json_sink(int level, const char *msg)
 }
 
 /* ---------- lock file and token ---------- */
-
-/** Take <dir>/LOCK; -1 (after printing why) when another node holds it. */
-static int
-server_lock(const char *dir)
-{
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", dir, SERVER_LOCK_FILE);
-	int fd = env.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		fprintf(stderr, "strata serve: cannot open the lock file %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int err = errno;
-		char pid[32] = "";
-		ssize_t n = env.pread(fd, pid, sizeof(pid) - 1, 0);
-		if (n > 0) {
-			pid[n] = '\0';
-			pid[strcspn(pid, "\n")] = '\0';
-		}
-		if (err == EWOULDBLOCK)
-			fprintf(stderr,
-				"strata serve: the data directory %s is in use by another node (pid %s holds %s); "
-				"refusing to start\n",
-				dir, pid[0] ? pid : "unknown", path);
-		else
-			fprintf(stderr, "strata serve: cannot lock %s: %s\n", path, strerror(err));
-		env.close(fd);
-		return -1;
-	}
-	char line[32];
-	int n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
-	if (env.ftruncate(fd, 0) != 0 || env.pwrite(fd, line, (size_t)n, 0) != n)
-		diag_log(LOG_LVL_WARN, "could not write the pid into %s: %s", path, strerror(errno));
-	return fd;
-}
 
 /** Read the token file into tok (trimmed). 0, or -1 after printing why. */
 static int
@@ -296,9 +260,6 @@ server_run(const struct server_options *o)
 			strerror(errno));
 		return 1;
 	}
-	int lock_fd = server_lock(o->data_dir);
-	if (lock_fd < 0)
-		return 1;
 	server_fd_limit(o->max_connections);
 
 	struct server s;
@@ -309,10 +270,17 @@ server_run(const struct server_options *o)
 	strata_options_init(&so);
 	so.dir = o->data_dir;
 	so.shards = o->shards;
+	if (so.shards == 0 && strata_stored_shards(o->data_dir, &so.shards) != 0)
+		so.shards = SERVER_NEW_STORE_SHARDS; /* a new store */
 	so.sync = o->sync;
 	so.sync_interval_ms = o->sync_interval_ms;
 	so.max_value_bytes = o->max_value_bytes;
-	if (strata_open(&so, &s.db) != 0) {
+	int orc = strata_open(&so, &s.db);
+	if (orc == STRATA_ELOCKED) {
+		fprintf(stderr, "strata serve: refusing to start: %s\n", strata_last_error());
+		goto out;
+	}
+	if (orc != 0) {
 		fprintf(stderr, "strata serve: cannot open the store in %s: %s\n", o->data_dir, strata_last_error());
 		goto out;
 	}
@@ -392,6 +360,5 @@ out:
 		if (status == 0)
 			diag_log(LOG_LVL_INFO, "strata serve: stopped; the store is closed and its WAL synced");
 	}
-	env.close(lock_fd);
 	return status;
 }

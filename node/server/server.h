@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 /** Name of the lock file inside the data directory. */
-#define SERVER_LOCK_FILE "LOCK"
+/** Shards of a store that `strata serve` creates when --shards is not given. */
+#define SERVER_NEW_STORE_SHARDS 4u
 /** Longest bearer token accepted from --token-file, bytes. */
 #define SERVER_MAX_TOKEN 512u
 

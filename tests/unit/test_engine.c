@@ -6,11 +6,15 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "../../node/core/manifest.h"
@@ -117,7 +121,7 @@ db_close(strata *db)
 
 /* ---------------------------------------------------------------- test points */
 
-enum { PT_OFF, PT_PAUSE, PT_EXIT };
+enum { PT_OFF, PT_PAUSE, PT_EXIT, PT_FAIL };
 
 /** The one env.point callback, installed for the whole run and steered by pt. */
 static struct {
@@ -127,7 +131,7 @@ static struct {
 	pthread_cond_t cv;
 	/** Point acted on, or NULL. */
 	const char *name;
-	/** PT_PAUSE or PT_EXIT. */
+	/** PT_PAUSE, PT_EXIT or PT_FAIL (the operation fails there). */
 	int action;
 	/** Threads paused at the point so far. */
 	int arrived;
@@ -161,6 +165,10 @@ test_point(const char *name, const void *arg)
 	}
 	if (pt.action == PT_EXIT)
 		_exit(0);
+	if (pt.action == PT_FAIL) {
+		pthread_mutex_unlock(&pt.mu);
+		return 1;
+	}
 	if (pt.action == PT_PAUSE && pt_self && !pt_self_done) {
 		pt_self_done = 1;
 		pt.arrived++;
@@ -808,7 +816,7 @@ TEST(seal_during_merge_is_not_drained)
 	}
 }
 
-TEST(concurrent_merges_do_not_duplicate)
+TEST(second_prepare_is_busy_before_io)
 {
 	const char *dir = tdir();
 	strata_options o = opts_for(dir);
@@ -816,49 +824,54 @@ TEST(concurrent_merges_do_not_duplicate)
 	REQUIRE(db != NULL);
 	REQUIRE_EQ(three_generations(db, 100), 0);
 
+	/* A's merge pauses with its run written, not yet committed. */
 	pt_arm("prepare.run_written", PT_PAUSE);
 	struct job a = { .db = db, .cap = 0, .kind = JOB_PREPARE_COMMIT, .pause = 1 };
-	struct job b = a;
 	job_start(&a);
-	job_start(&b);
-	int arrived = pt_wait(2);
-	CHECK_EQ(arrived, 2);
+	REQUIRE_EQ(pt_wait(1), 1);
+	CHECK_EQ(put_range(db, "late-", 0, 10, "l", 10), 0);
+	strata_stats before = stats_of(db);
+	/* B asks while A is in flight: refused at once, before sealing or writing. */
+	strata_plan *plan = NULL;
+	CHECK_EQ(strata_prepare_merge(db, 0, 0, &plan), STRATA_EBUSY);
+	CHECK(plan == NULL);
+	CHECK(strstr(strata_last_error(), "already in flight") != NULL);
+	CHECK_EQ(strata_merge(db, 0, 0, NULL), STRATA_EBUSY);
+	strata_stats during = stats_of(db);
+	CHECK_EQ(during.seals, before.seals);
+	CHECK_EQ(during.memtable_rows, 10);
+	CHECK_EQ(count_objects(dir, "run/"), 1); /* A's run only: B wrote none */
+	/* A compaction is another kind of plan: it is not blocked by a merge. */
+	CHECK_EQ(strata_prepare_compact(db, 0, 0, &plan), 0);
+	strata_abort_merge(db, plan);
 	pt_release();
 	pthread_join(a.th, NULL);
-	pthread_join(b.th, NULL);
 	pt_disarm();
-
 	CHECK_EQ(a.rc_prepare, 0);
-	CHECK_EQ(b.rc_prepare, 0);
-	REQUIRE(a.rc_prepare == 0 && b.rc_prepare == 0);
-	/* Both plans fold the same three generations. */
+	CHECK_EQ(a.rc_commit, 0);
 	CHECK_EQ(a.merged, 3);
-	CHECK_EQ(b.merged, 3);
-	int won = (a.rc_commit == 0) + (b.rc_commit == 0);
-	int lost = (a.rc_commit == STRATA_ECONFLICT) + (b.rc_commit == STRATA_ECONFLICT);
-	CHECK_EQ(won, 1);
-	CHECK_EQ(lost, 1);
 
+	/* Once A committed, the next prepare goes ahead (and folds the late rows). */
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 1);
 	strata_stats s = stats_of(db);
-	CHECK_EQ(s.base_runs, 1);
+	CHECK_EQ(s.merges, 2);
+	CHECK_EQ(s.merge_conflicts, 0);
 	CHECK_EQ(s.generations, 0);
-	CHECK_EQ(s.merges, 1);
-	CHECK_EQ(s.merge_conflicts, 1);
 	CHECK_EQ(three_generations_misses(db, 100), 0);
-	CHECK(scan_ok(db, 300));
-	/* Before any reopen (which would collect orphans): the loser deleted its own run. */
-	CHECK_EQ(count_objects(dir, "run/"), 1);
-	CHECK_EQ(count_objects(dir, "gen/"), 0);
-	db_close(db);
-
-	db = db_open(&o);
-	REQUIRE(db != NULL);
-	CHECK_EQ(stats_of(db).base_runs, 1);
-	CHECK(scan_ok(db, 300));
+	CHECK_EQ(range_misses(db, "late-", 0, 10, "l"), 0);
+	CHECK_EQ(count_objects(dir, "run/"), 2);
+	/* A failed prepare releases the shard too. */
+	pt_arm("prepare.run_written", PT_FAIL);
+	CHECK_EQ(put_range(db, "f-", 0, 10, "f", 10), 0);
+	CHECK_EQ(strata_merge(db, 0, 0, NULL), STRATA_EINJECTED);
+	pt_disarm();
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 1);
 	db_close(db);
 }
 
-/** append_not_blocked_by_prepare: one client thread appending and reading. */
 struct t5_client {
 	strata *db;
 	int id;
@@ -1084,24 +1097,51 @@ TEST(merge_pass_is_bounded)
 	db_close(db);
 }
 
-TEST(cap_zero_merges_all)
+TEST(engine_cap_binds_every_pass)
 {
 	const char *dir = tdir();
 	strata_options o = opts_for(dir);
+	CHECK_EQ(o.merge_max_inputs, 8); /* the default */
 	strata *db = db_open(&o);
 	REQUIRE(db != NULL);
 	REQUIRE_EQ(ten_generations(db), 0);
+	/* 0 asks for "all": the engine folds up to its cap, and the rest waits. */
 	uint32_t merged = 0;
 	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
-	CHECK_EQ(merged, 10);
+	CHECK_EQ(merged, 8);
+	CHECK_EQ(stats_of(db).generations, 2);
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 2);
+	CHECK_EQ(ten_generations_misses(db), 0);
+	db_close(db);
+
+	/* A smaller configured cap binds an explicit larger request too, and compactions. */
+	o.merge_max_inputs = 3;
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(stats_of(db).base_runs, 2);
+	REQUIRE_EQ(ten_generations(db), 0);
+	CHECK_EQ(strata_merge(db, 0, 100, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK_EQ(strata_merge(db, 0, 2, &merged), 0);
+	CHECK_EQ(merged, 2); /* a caller may ask for less */
 	strata_stats s = stats_of(db);
-	CHECK_EQ(s.generations, 0);
-	CHECK_EQ(s.base_runs, 1);
-	CHECK_EQ(count_objects(dir, "gen/"), 0);
-	CHECK_EQ(count_objects(dir, "run/"), 1);
+	CHECK_EQ(s.base_runs, 5);
+	strata_plan *plan = NULL;
+	REQUIRE_EQ(strata_prepare_compact(db, 0, 0, &plan), 0);
+	CHECK_EQ(strata_plan_generations(plan), 3);
+	CHECK_EQ(strata_commit_merge(db, plan), 0);
+	CHECK_EQ(stats_of(db).base_runs, 3);
 	CHECK_EQ(ten_generations_misses(db), 0);
 	CHECK(scan_ok(db, 10 * 50 + 1));
 	db_close(db);
+
+	o.merge_max_inputs = 1;
+	strata *bad = NULL;
+	CHECK_EQ(strata_open(&o, &bad), STRATA_EINVAL);
+	CHECK(strstr(strata_last_error(), "merge_max_inputs") != NULL);
 }
 
 TEST(merge_seals_first)
@@ -1165,6 +1205,45 @@ TEST(merge_seals_first)
 	db_close(db);
 }
 
+/** The directory lock always granted: two handles on one directory, as two machines
+ *  on shared storage would be, where no local lock can help. */
+static int
+flock_granted(int fd, int op)
+{
+	(void)fd;
+	(void)op;
+	return 0;
+}
+
+TEST(second_open_is_refused_while_the_first_lives)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.shards = 2;
+	strata *a = db_open(&o);
+	REQUIRE(a != NULL);
+	REQUIRE_EQ(put_range(a, "a-", 0, 50, "a", 10), 0);
+	strata_stats sa = stats_of(a);
+	strata *b = NULL;
+	CHECK_EQ(strata_open(&o, &b), STRATA_ELOCKED);
+	CHECK(b == NULL);
+	char pid[32];
+	snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
+	CHECK(strstr(strata_last_error(), dir) != NULL);
+	CHECK(strstr(strata_last_error(), pid) != NULL);
+	/* The refused opener claimed nothing: the first handle still owns every shard. */
+	CHECK_EQ(stats_of(a).writer_epoch, sa.writer_epoch);
+	CHECK_EQ(put_range(a, "b-", 0, 50, "b", 10), 0);
+	CHECK_EQ(range_misses(a, "a-", 0, 50, "a"), 0);
+	db_close(a);
+	/* Closed: the directory has no owner, and the next open sees every row. */
+	b = db_open(&o);
+	REQUIRE(b != NULL);
+	CHECK_EQ(range_misses(b, "a-", 0, 50, "a"), 0);
+	CHECK_EQ(range_misses(b, "b-", 0, 50, "b"), 0);
+	db_close(b);
+}
+
 TEST(second_open_fences_first)
 {
 	const char *dir = tdir();
@@ -1180,13 +1259,23 @@ TEST(second_open_fences_first)
 	REQUIRE_EQ(put_range(a, "r2-", 0, 100, "a", 20), 0);
 	strata_stats sa = stats_of(a);
 
+	env.flock = flock_granted;
 	strata *b = db_open(&o);
+	env.flock = flock;
 	if (b == NULL)
 		strata_abort_merge(a, plan);
 	REQUIRE(b != NULL);
 	strata_stats sb = stats_of(b);
 	CHECK(sb.writer_epoch > sa.writer_epoch);
 
+	/* A learns at its next append: refused, and terminal for every later call. */
+	strata_row row = {"late", 4, "x", 1};
+	CHECK_EQ(strata_append(a, 0, &row, 1), STRATA_EFENCED);
+	CHECK(strstr(strata_last_error(), "fenced") != NULL);
+	CHECK_EQ(strata_append(a, 0, &row, 1), STRATA_EFENCED);
+	void *v = NULL;
+	size_t vl = 0;
+	CHECK_EQ(strata_get(a, 0, "r1-0", 4, &v, &vl), STRATA_EFENCED);
 	int rc = strata_seal(a, 0);
 	CHECK_EQ(rc, STRATA_EFENCED);
 	rc = strata_commit_merge(a, plan);
@@ -1213,14 +1302,300 @@ TEST(second_open_fences_first)
 	CHECK_EQ(count_objects(dir, "run/"), 1);
 	CHECK_EQ(count_objects(dir, "gen/"), 0);
 	db_close(b);
+}
 
-	strata *c = db_open(&o);
-	REQUIRE(c != NULL);
-	CHECK(stats_of(c).writer_epoch > sb.writer_epoch);
-	CHECK_EQ(range_misses(c, "r1-", 0, 100, "a"), 0);
-	CHECK_EQ(range_misses(c, "r2-", 0, 100, "a"), 0);
-	CHECK(scan_ok(c, 200));
-	db_close(c);
+/** fenced_writer_never_acknowledges: one writer thread of the old owner. */
+struct fw_writer {
+	/** The old owner's handle. */
+	strata *db;
+	/** Keys acknowledged, in order: "w-<i>". */
+	int acked;
+	/** Result of the first failed append. */
+	int rc;
+	/** Set by the test to stop a writer that was never fenced. */
+	atomic_int stop;
+	/** The thread. */
+	pthread_t th;
+};
+
+static void *
+fw_main(void *p)
+{
+	struct fw_writer *w = p;
+	for (int i = 0; !atomic_load(&w->stop); i++) {
+		char key[32];
+		int kl = snprintf(key, sizeof(key), "w-%07d", i);
+		strata_row r = {key, (size_t)kl, "old", 3};
+		int rc = strata_append(w->db, 0, &r, 1);
+		if (rc != 0) {
+			w->rc = rc;
+			return NULL;
+		}
+		w->acked = i + 1;
+	}
+	return NULL;
+}
+
+TEST(fenced_writer_never_acknowledges)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.sync = STRATA_SYNC_FSYNC;
+	o.wal_segment_bytes = 4096; /* the old writer rolls segments while it is taken over */
+	env.flock = flock_granted;
+	strata *a = db_open(&o);
+	REQUIRE(a != NULL);
+	REQUIRE_EQ(put_range(a, "pre-", 0, 50, "a", 10), 0);
+	REQUIRE_EQ(strata_seal(a, 0), 0);
+	/* The old owner keeps appending from a thread while the new one opens. */
+	struct fw_writer w = {.db = a};
+	REQUIRE(pthread_create(&w.th, NULL, fw_main, &w) == 0);
+	while (w.acked < 200)
+		sched_yield();
+	strata *b = db_open(&o);
+	/* A fenced writer stops by itself at its next group commit. */
+	for (int ms = 0; ms < 3000 && w.rc == 0; ms++)
+		usleep(1000);
+	atomic_store(&w.stop, 1);
+	pthread_join(w.th, NULL);
+	env.flock = flock;
+	REQUIRE(b != NULL);
+	CHECK_EQ(w.rc, STRATA_EFENCED);
+	/* Every row the old owner acknowledged is in the new owner's store. */
+	int acked = w.acked, missing = 0;
+	for (int i = 0; i < acked; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "w-%07d", i);
+		missing += !get_is(b, key, "old");
+	}
+	CHECK_EQ(missing, 0);
+	CHECK_EQ(range_misses(b, "pre-", 0, 50, "a"), 0);
+	/* The new owner's own rows, and both owners' rows again after a reopen. */
+	REQUIRE_EQ(put_range(b, "new-", 0, 100, "b", 10), 0);
+	db_close(a);
+	db_close(b);
+	b = db_open(&o);
+	REQUIRE(b != NULL);
+	missing = 0;
+	for (int i = 0; i < acked; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "w-%07d", i);
+		missing += !get_is(b, key, "old");
+	}
+	CHECK_EQ(missing, 0);
+	CHECK_EQ(range_misses(b, "new-", 0, 100, "b"), 0);
+	CHECK_EQ(range_misses(b, "pre-", 0, 50, "a"), 0);
+	CHECK_EQ(strata_check(b, 0), 0);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(b, 0, 0, &merged), 0);
+	CHECK_EQ(range_misses(b, "new-", 0, 100, "b"), 0);
+	db_close(b);
+}
+
+/** landed_manifest_write_is_reconciled: the next manifest put lands, then reports EIO,
+ *  and the read-back that would tell fails too. */
+static struct {
+	/** Lie about the next manifest link. */
+	int armed;
+	/** Fail the read-back of the manifest that landed. */
+	int readback;
+} lie;
+
+static int
+lying_link(const char *from, const char *to)
+{
+	int r = link(from, to);
+	if (r == 0 && lie.armed && strstr(to, "/manifest/") != NULL) {
+		lie.armed = 0;
+		lie.readback = 1;
+		errno = EIO;
+		return -1;
+	}
+	return r;
+}
+
+static int
+lying_open(const char *path, int flags, mode_t mode)
+{
+	if (lie.readback && strstr(path, "/manifest/") != NULL && (flags & O_ACCMODE) == O_RDONLY &&
+	    !(flags & O_DIRECTORY)) {
+		lie.readback = 0;
+		errno = EIO;
+		return -1;
+	}
+	return open(path, flags, mode);
+}
+
+TEST(landed_manifest_write_is_reconciled)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	struct env_ops saved = env;
+	env.link = lying_link;
+	env.open = lying_open;
+	/* A seal whose publish landed but reported failure. */
+	REQUIRE_EQ(put_range(db, "s1-", 0, 50, "a", 10), 0);
+	lie.armed = 1;
+	CHECK_EQ(strata_seal(db, 0), STRATA_EIO);
+	CHECK_EQ(lie.armed + lie.readback, 0); /* both faults acted */
+	CHECK_EQ(range_misses(db, "s1-", 0, 50, "a"), 0);
+	REQUIRE_EQ(put_range(db, "s2-", 0, 50, "b", 10), 0);
+	CHECK_EQ(strata_seal(db, 0), 0);
+	strata_stats st = stats_of(db);
+	CHECK_EQ(st.generations, 2); /* the landed one, once, and the new one */
+	CHECK_EQ(st.sealed_memtables, 0);
+	CHECK_EQ(count_objects(dir, "gen/"), 2);
+	CHECK_EQ(strata_check(db, 0), 0);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 2);
+
+	/* A commit whose manifest landed but reported failure. */
+	REQUIRE_EQ(put_range(db, "s3-", 0, 50, "c", 10), 0);
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	strata_plan *plan = NULL;
+	REQUIRE_EQ(strata_prepare_merge(db, 0, 0, &plan), 0);
+	lie.armed = 1;
+	CHECK_EQ(strata_commit_merge(db, plan), STRATA_EIO);
+	REQUIRE_EQ(put_range(db, "s4-", 0, 50, "d", 10), 0);
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 1);
+	st = stats_of(db);
+	CHECK_EQ(st.generations, 0);
+	CHECK_EQ(st.base_runs, 3);
+	CHECK_EQ(st.merge_conflicts, 0);
+	CHECK_EQ(strata_check(db, 0), 0);
+	CHECK_EQ(count_objects(dir, "gen/"), 0);
+	CHECK_EQ(count_objects(dir, "run/"), 3);
+	env.link = saved.link;
+	env.open = saved.open;
+	const char *pre[4] = {"s1-", "s2-", "s3-", "s4-"}, *val[4] = {"a", "b", "c", "d"};
+	for (int k = 0; k < 4; k++)
+		CHECK_EQ(range_misses(db, pre[k], 0, 50, val[k]), 0);
+	db_close(db);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	for (int k = 0; k < 4; k++)
+		CHECK_EQ(range_misses(db, pre[k], 0, 50, val[k]), 0);
+	CHECK_EQ(stats_of(db).base_runs, 3);
+	db_close(db);
+}
+
+/** append_is_all_or_nothing_under_enomem: allocations left before they fail (-1: never). */
+static atomic_long alloc_budget = -1;
+
+static int
+alloc_take(void)
+{
+	long b = atomic_load(&alloc_budget);
+	while (b >= 0) {
+		if (b == 0)
+			return 0;
+		if (atomic_compare_exchange_weak(&alloc_budget, &b, b - 1))
+			return 1;
+	}
+	return 1;
+}
+
+static void *
+budget_malloc(size_t n)
+{
+	return alloc_take() ? malloc(n) : NULL;
+}
+
+static void *
+budget_calloc(size_t n, size_t k)
+{
+	return alloc_take() ? calloc(n, k) : NULL;
+}
+
+static void *
+budget_realloc(void *p, size_t n)
+{
+	return alloc_take() ? realloc(p, n) : NULL;
+}
+
+TEST(append_is_all_or_nothing_under_enomem)
+{
+	/* Values over a quarter of a memtable chunk: every row needs an allocation of its own. */
+	enum { ROWS = 4, VLEN = 300 << 10 };
+	static char vals[ROWS][VLEN];
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	struct env_ops saved = env;
+	int failures = 0, n;
+	for (n = 0; n < 200; n++) {
+		strata_row rows[ROWS];
+		char keys[ROWS][32];
+		for (int r = 0; r < ROWS; r++) {
+			snprintf(keys[r], sizeof(keys[r]), "n%03d-r%d", n, r);
+			memset(vals[r], 'a' + r, VLEN);
+			rows[r] = (strata_row){keys[r], strlen(keys[r]), vals[r], VLEN};
+		}
+		atomic_store(&alloc_budget, n);
+		env.malloc = budget_malloc;
+		env.calloc = budget_calloc;
+		env.realloc = budget_realloc;
+		int rc = strata_append(db, 0, rows, ROWS);
+		env.malloc = saved.malloc;
+		env.calloc = saved.calloc;
+		env.realloc = saved.realloc;
+		atomic_store(&alloc_budget, -1);
+		int visible = 0;
+		for (int r = 0; r < ROWS; r++) {
+			void *v = NULL;
+			size_t vl = 0;
+			if (strata_get(db, 0, keys[r], strlen(keys[r]), &v, &vl) == 0) {
+				visible++;
+				strata_free(v);
+			}
+		}
+		if (rc == 0) {
+			CHECK_EQ(visible, ROWS);
+			break;
+		}
+		failures++;
+		CHECK_EQ(rc, STRATA_ENOMEM);
+		if (visible != 0)
+			fprintf(stderr, "  allocation %d failed: %d of %d rows visible\n", n, visible, ROWS);
+		CHECK_EQ(visible, 0);
+	}
+	CHECK(failures >= ROWS); /* the sweep reached the per-row allocations */
+	CHECK(n < 200);
+	db_close(db);
+}
+
+TEST(shard_count_is_part_of_the_store)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.shards = 4;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_range(db, "k-", 0, 10, "v", 10), 0);
+	db_close(db);
+	uint32_t n = 0;
+	CHECK_EQ(strata_stored_shards(dir, &n), 0);
+	CHECK_EQ(n, 4);
+	for (uint32_t bad = 2; bad <= 8; bad += 6) {
+		o.shards = bad;
+		db = NULL;
+		CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
+		CHECK(db == NULL);
+		CHECK(strstr(strata_last_error(), "holds a store of 4 shards") != NULL);
+	}
+	o.shards = 0; /* as stored */
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(strata_shards(db), 4);
+	CHECK_EQ(range_misses(db, "k-", 0, 10, "v"), 0);
+	db_close(db);
+	const char *fresh = tdir();
+	CHECK_EQ(strata_stored_shards(fresh, &n), STRATA_NOTFOUND);
 }
 
 static void
@@ -1329,7 +1704,7 @@ TEST(bad_input_is_refused)
 	strata_options o = opts_for(NULL);
 	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
 	o = opts_for(dir);
-	o.shards = 0;
+	o.shards = 65537;
 	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
 	o = opts_for(dir);
 	o.sync = 7;
@@ -1431,7 +1806,7 @@ TEST(strerror_covers_every_code)
 		STRATA_OK,	 STRATA_NOTFOUND, STRATA_EINVAL,    STRATA_ENOMEM,   STRATA_EIO,
 		STRATA_ECORRUPT, STRATA_EFENCED,  STRATA_ECONFLICT, STRATA_ETOOBIG,  STRATA_ERANGE,
 		STRATA_ENOSPC,	 STRATA_EBUSY,	  STRATA_ECLOSED,   STRATA_EREADONLY, STRATA_EEXIST,
-		STRATA_EINJECTED, STRATA_EVERSION,
+		STRATA_EINJECTED, STRATA_EVERSION, STRATA_ELOCKED,
 	};
 	const size_t n = sizeof(codes) / sizeof(codes[0]);
 	const char *unknown = strata_strerror(-12345);
@@ -1455,7 +1830,7 @@ TEST(strerror_covers_every_code)
 		}
 	}
 	/* Every code between the extremes is named. */
-	for (int rc = STRATA_EVERSION; rc <= STRATA_NOTFOUND; rc++) {
+	for (int rc = STRATA_ELOCKED; rc <= STRATA_NOTFOUND; rc++) {
 		const char *s = strata_strerror(rc);
 		CHECK(s != NULL && unknown != NULL && strcmp(s, unknown) != 0);
 	}
@@ -1505,13 +1880,18 @@ main(int argc, char **argv)
 	env.point = test_point;
 	T(appends_survive_concurrent_merges);
 	T(seal_during_merge_is_not_drained);
-	T(concurrent_merges_do_not_duplicate);
+	T(second_prepare_is_busy_before_io);
 	T(seal_waits_for_inflight_append);
 	T(append_not_blocked_by_prepare);
 	T(merge_pass_is_bounded);
-	T(cap_zero_merges_all);
+	T(engine_cap_binds_every_pass);
 	T(merge_seals_first);
+	T(second_open_is_refused_while_the_first_lives);
 	T(second_open_fences_first);
+	T(fenced_writer_never_acknowledges);
+	T(shard_count_is_part_of_the_store);
+	T(append_is_all_or_nothing_under_enomem);
+	T(landed_manifest_write_is_reconciled);
 	T(large_values_round_trip);
 	T(bad_input_is_refused);
 	T(strerror_covers_every_code);

@@ -1,9 +1,11 @@
 /*
  * test_mem.c — the memtable: order, versions, duplicates, seek, accounting,
- * concurrent inserts with lock-free readers, large values and allocation failure.
+ * concurrent inserts with lock-free readers, large values and allocation failure;
+ * two-step batches (prepare, then link) with the same properties.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../../node/core/mem.h"
@@ -341,12 +343,58 @@ test_malloc(size_t n)
 	return p;
 }
 
+static void *
+test_calloc(size_t n, size_t size)
+{
+	if (fail_after == 0)
+		return NULL;
+	if (fail_after > 0)
+		fail_after--;
+	void *p = calloc(n, size);
+	if (p != NULL)
+		live_blocks++;
+	return p;
+}
+
+static void *
+test_realloc(void *old, size_t n)
+{
+	if (fail_after == 0)
+		return NULL;
+	if (fail_after > 0)
+		fail_after--;
+	void *p = realloc(old, n);
+	if (p != NULL && old == NULL)
+		live_blocks++;
+	return p;
+}
+
 static void
 test_free(void *p)
 {
 	if (p != NULL)
 		live_blocks--;
 	free(p);
+}
+
+/** Route every env allocation through the counting, failing seams; nothing fails yet. */
+static void
+seams_install(void)
+{
+	env.malloc = test_malloc;
+	env.calloc = test_calloc;
+	env.realloc = test_realloc;
+	env.free = test_free;
+	fail_after = -1;
+	live_blocks = 0;
+}
+
+/** Blocks the memtable m itself may hold before any dedicated entry is linked: the
+ *  struct and its arena chunks. */
+static long
+mem_own_blocks(const struct mem *m)
+{
+	return 1 + (long)(mem_arena_bytes(m) / MEM_CHUNK_BYTES);
 }
 
 static void
@@ -617,6 +665,53 @@ conc_reader_main(void *arg)
 	return NULL;
 }
 
+/** After every writer is done: every row present once, counters and gets right. */
+static void
+conc_check_final(struct conc *c)
+{
+	CHECK_EQ(conc_pass(c), CONC_ROWS);
+	unsigned char *seen = calloc(CONC_ROWS, 1);
+	uint64_t *newest = calloc(CONC_KEYS, sizeof(*newest));
+	REQUIRE(seen != NULL && newest != NULL);
+	uint64_t want_bytes = 0;
+	for (int r = 0; r < CONC_ROWS; r++) {
+		char key[16];
+		unsigned char val[32];
+		want_bytes += conc_key(r, key) + conc_val(r, val) + MEM_ENTRY_OVERHEAD;
+		uint32_t idx = (uint32_t)atoi(key + 1);
+		if (newest[idx] < (uint64_t)r + 1)
+			newest[idx] = (uint64_t)r + 1;
+	}
+	struct mem_iter it;
+	long dups = 0;
+	for (mem_iter_seek(&it, c->m, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it)) {
+		uint64_t s;
+		mem_iter_entry(&it, NULL, NULL, &s, NULL, NULL);
+		if (seen[s - 1]++)
+			dups++;
+	}
+	CHECK_EQ(dups, 0);
+	long missing = 0;
+	for (int r = 0; r < CONC_ROWS; r++)
+		missing += !seen[r];
+	CHECK_EQ(missing, 0);
+	CHECK_EQ(mem_rows(c->m), CONC_ROWS);
+	CHECK_EQ(mem_bytes(c->m), want_bytes);
+	CHECK_EQ(mem_max_seq(c->m), CONC_ROWS);
+	long wrong_get = 0;
+	for (uint32_t idx = 0; idx < CONC_KEYS; idx++) {
+		char key[16];
+		size_t kl = (size_t)snprintf(key, sizeof(key), "k%u", idx);
+		uint64_t s = 0;
+		int rc = mem_get(c->m, key, kl, &s, NULL, NULL);
+		if (newest[idx] == 0 ? rc != STRATA_NOTFOUND : rc != 0 || s != newest[idx])
+			wrong_get++;
+	}
+	CHECK_EQ(wrong_get, 0);
+	free(seen);
+	free(newest);
+}
+
 static void
 concurrent_inserts_with_readers(void)
 {
@@ -643,47 +738,445 @@ concurrent_inserts_with_readers(void)
 	CHECK_EQ(atomic_load(&c.errors), 0);
 	CHECK(atomic_load(&c.passes) >= CONC_READERS);
 
-	CHECK_EQ(conc_pass(&c), CONC_ROWS);
-	unsigned char *seen = calloc(CONC_ROWS, 1);
-	uint64_t *newest = calloc(CONC_KEYS, sizeof(*newest));
-	REQUIRE(seen != NULL && newest != NULL);
-	uint64_t want_bytes = 0;
-	for (int r = 0; r < CONC_ROWS; r++) {
-		char key[16];
-		unsigned char val[32];
-		want_bytes += conc_key(r, key) + conc_val(r, val) + MEM_ENTRY_OVERHEAD;
-		uint32_t idx = (uint32_t)atoi(key + 1);
-		if (newest[idx] < (uint64_t)r + 1)
-			newest[idx] = (uint64_t)r + 1;
-	}
+	conc_check_final(&c);
+	mem_unref(c.m);
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/** CHECK that m holds exactly its entries before a batch: want[0..n) and the counters. */
+static void
+check_unchanged(struct mem *m, const struct exp_row *want, size_t n, uint64_t rows,
+		uint64_t bytes, uint64_t max_seq)
+{
+	check_contents(m, want, n);
+	CHECK_EQ(mem_rows(m), rows);
+	CHECK_EQ(mem_bytes(m), bytes);
+	CHECK_EQ(mem_max_seq(m), max_seq);
+}
+
+static void
+batch_visible_only_after_insert(void)
+{
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, "b", 1, 1, "old", 3), 0);
+	size_t bn = MEM_CHUNK_BYTES / 2;
+	char *big = malloc(bn);
+	REQUIRE(big != NULL);
+	memset(big, 'B', bn);
+	char val[4] = "abc";
+	const strata_row rows[] = {
+		{"b", 1, "new", 3},   {"a", 1, val, 3},  {NULL, 0, "empty key", 9},
+		{"c", 1, NULL, 0},    {"big", 3, big, bn}, {"a", 1, "a2", 2},
+	};
+	size_t n = sizeof(rows) / sizeof(rows[0]);
+	struct mem_batch *b = NULL;
+	REQUIRE_EQ(mem_batch_new(m, rows, n, &b), 0);
+	REQUIRE(b != NULL);
+	/* The batch holds copies: scribbling on the sources changes nothing. */
+	memset(val, 'x', 3);
+	big[bn / 2] = 'x';
+	/* Prepared, not linked: only the old row shows and the counters are as before. */
+	static const struct exp_row before[] = {{"b", 1, 1}};
+	check_unchanged(m, before, 1, 1, 1 + 3 + MEM_ENTRY_OVERHEAD, 1);
+	CHECK_EQ(mem_get(m, "a", 1, NULL, NULL, NULL), STRATA_NOTFOUND);
+	CHECK_EQ(mem_get(m, "", 0, NULL, NULL, NULL), STRATA_NOTFOUND);
+	CHECK_EQ(mem_get(m, "big", 3, NULL, NULL, NULL), STRATA_NOTFOUND);
+	CHECK_EQ(mem_get(m, "c", 1, NULL, NULL, NULL), STRATA_NOTFOUND);
+	uint64_t seq = 0;
+	const void *v;
+	size_t vl;
+	CHECK_EQ(mem_get(m, "b", 1, &seq, &v, &vl), 0);
+	CHECK_EQ(seq, 1);
+
+	mem_batch_insert(b, 10);
+	static const struct exp_row after[] = {
+		{"", 0, 12}, {"a", 1, 15}, {"a", 1, 11}, {"b", 1, 10},
+		{"b", 1, 1}, {"big", 3, 14}, {"c", 1, 13},
+	};
+	uint64_t bytes = 1 + 3 + 1 + 3 + 1 + 3 + 9 + 1 + 3 + bn + 1 + 2 + 7 * MEM_ENTRY_OVERHEAD;
+	check_unchanged(m, after, 7, 7, bytes, 15);
+	CHECK_EQ(mem_get(m, "a", 1, &seq, &v, &vl), 0);
+	CHECK(seq == 15 && vl == 2 && memcmp(v, "a2", 2) == 0);
 	struct mem_iter it;
-	long dups = 0;
-	for (mem_iter_seek(&it, c.m, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it)) {
+	mem_iter_seek(&it, m, "a", 1);
+	REQUIRE(mem_iter_valid(&it));
+	mem_iter_next(&it);
+	REQUIRE(mem_iter_valid(&it));
+	mem_iter_entry(&it, NULL, NULL, &seq, &v, &vl);
+	CHECK(seq == 11 && vl == 3 && memcmp(v, "abc", 3) == 0);
+	CHECK_EQ(mem_get(m, "b", 1, &seq, &v, &vl), 0);
+	CHECK(seq == 10 && vl == 3 && memcmp(v, "new", 3) == 0);
+	CHECK_EQ(mem_get(m, NULL, 0, &seq, &v, &vl), 0);
+	CHECK(seq == 12 && vl == 9 && memcmp(v, "empty key", 9) == 0);
+	CHECK_EQ(mem_get(m, "c", 1, &seq, &v, &vl), 0);
+	CHECK(seq == 13 && vl == 0);
+	REQUIRE_EQ(mem_get(m, "big", 3, &seq, &v, &vl), 0);
+	big[bn / 2] = 'B';
+	CHECK(seq == 14 && vl == bn && memcmp(v, big, bn) == 0);
+	CHECK(mem_arena_bytes(m) >= bn);
+
+	/* Empty batches insert nothing. */
+	REQUIRE_EQ(mem_batch_new(m, NULL, 0, &b), 0);
+	mem_batch_insert(b, 100);
+	REQUIRE_EQ(mem_batch_new(m, rows, 0, &b), 0);
+	mem_batch_free(b);
+	check_unchanged(m, after, 7, 7, bytes, 15);
+	mem_unref(m);
+	free(big);
+}
+
+/** Rows of the batch tests: i % 3 == 0 a 200 KB value (arena), i % 7 == 3 otherwise a
+ *  300 KB value (a dedicated allocation), else 100 bytes; key "r%02d", value pat + i. */
+enum { BROWS = 40, BMID = 200 * 1024, BBIG = 300 * 1024 };
+
+/** Keys and the value pattern behind batch_rows. */
+struct brows {
+	/** Key bytes of each row. */
+	char keys[BROWS][8];
+	/** Value bytes; row i's value starts at pat + i. */
+	unsigned char *pat;
+	/** The rows. */
+	strata_row rows[BROWS];
+};
+
+/** Fill br; false on ENOMEM of the test itself. */
+static bool
+brows_init(struct brows *br)
+{
+	br->pat = malloc(BBIG + BROWS);
+	if (br->pat == NULL)
+		return false;
+	for (size_t i = 0; i < BBIG + BROWS; i++)
+		br->pat[i] = (unsigned char)(i * 2654435761u >> 11);
+	for (int i = 0; i < BROWS; i++) {
+		snprintf(br->keys[i], sizeof(br->keys[i]), "r%02d", i);
+		size_t vl = i % 3 == 0 ? BMID : i % 7 == 3 ? BBIG : 100;
+		br->rows[i] = (strata_row){br->keys[i], 3, br->pat + i, vl};
+	}
+	return true;
+}
+
+/** Bytes mem_bytes charges for the rows of br. */
+static uint64_t
+brows_bytes(const struct brows *br)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < BROWS; i++)
+		sum += br->rows[i].key_len + br->rows[i].value_len + MEM_ENTRY_OVERHEAD;
+	return sum;
+}
+
+/** CHECK that no row of br is visible in m. */
+static void
+brows_check_absent(struct mem *m, const struct brows *br)
+{
+	int found = 0;
+	for (int i = 0; i < BROWS; i++)
+		found += mem_get(m, br->keys[i], 3, NULL, NULL, NULL) != STRATA_NOTFOUND;
+	CHECK_EQ(found, 0);
+}
+
+/** CHECK that every row of br is in m with seq first_seq + i and its value. */
+static void
+brows_check_present(struct mem *m, const struct brows *br, uint64_t first_seq)
+{
+	int wrong = 0;
+	for (int i = 0; i < BROWS; i++) {
 		uint64_t s;
-		mem_iter_entry(&it, NULL, NULL, &s, NULL, NULL);
-		if (seen[s - 1]++)
-			dups++;
+		const void *v;
+		size_t vl;
+		if (mem_get(m, br->keys[i], 3, &s, &v, &vl) != 0 || s != first_seq + (uint64_t)i ||
+		    vl != br->rows[i].value_len || memcmp(v, br->rows[i].value, vl) != 0)
+			wrong++;
 	}
-	CHECK_EQ(dups, 0);
-	long missing = 0;
-	for (int r = 0; r < CONC_ROWS; r++)
-		missing += !seen[r];
-	CHECK_EQ(missing, 0);
-	CHECK_EQ(mem_rows(c.m), CONC_ROWS);
-	CHECK_EQ(mem_bytes(c.m), want_bytes);
-	CHECK_EQ(mem_max_seq(c.m), CONC_ROWS);
-	long wrong_get = 0;
-	for (uint32_t idx = 0; idx < CONC_KEYS; idx++) {
-		char key[16];
-		size_t kl = (size_t)snprintf(key, sizeof(key), "k%u", idx);
-		uint64_t s = 0;
-		int rc = mem_get(c.m, key, kl, &s, NULL, NULL);
-		if (newest[idx] == 0 ? rc != STRATA_NOTFOUND : rc != 0 || s != newest[idx])
-			wrong_get++;
+	CHECK_EQ(wrong, 0);
+}
+
+static void
+batch_free_without_insert_leaves_nothing(void)
+{
+	struct brows br;
+	REQUIRE(brows_init(&br));
+	seams_install();
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, "a", 1, 1, "x", 1), 0);
+	static const struct exp_row only_a[] = {{"a", 1, 1}};
+	uint64_t bytes = 1 + 1 + MEM_ENTRY_OVERHEAD;
+
+	struct mem_batch *b = NULL;
+	REQUIRE_EQ(mem_batch_new(m, br.rows, BROWS, &b), 0);
+	/* The handle and the dedicated entries are held by the batch. */
+	CHECK(live_blocks > mem_own_blocks(m) + 1);
+	mem_batch_free(b);
+	check_unchanged(m, only_a, 1, 1, bytes, 1);
+	brows_check_absent(m, &br);
+	/* Freed at once, not at the last unref: only the memtable and its chunks remain. */
+	CHECK_EQ(live_blocks, mem_own_blocks(m));
+	mem_batch_free(NULL);
+
+	/* The same rows and seqs go in afterwards: the freed batch left nothing behind. */
+	REQUIRE_EQ(mem_batch_new(m, br.rows, BROWS, &b), 0);
+	mem_batch_insert(b, 2);
+	brows_check_present(m, &br, 2);
+	CHECK_EQ(mem_rows(m), 1 + BROWS);
+	CHECK_EQ(mem_bytes(m), bytes + brows_bytes(&br));
+	CHECK_EQ(mem_max_seq(m), 1 + BROWS);
+
+	/* A batch keeps its memtable alive; freeing it drops the last reference. */
+	REQUIRE_EQ(mem_batch_new(m, br.rows, BROWS, &b), 0);
+	mem_unref(m);
+	CHECK(live_blocks > 0);
+	mem_batch_free(b);
+	CHECK_EQ(live_blocks, 0);
+	/* Likewise when the batch is inserted. */
+	m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_batch_new(m, br.rows, BROWS, &b), 0);
+	mem_unref(m);
+	mem_batch_insert(b, 1);
+	CHECK_EQ(live_blocks, 0);
+	env_reset();
+	free(br.pat);
+}
+
+static void
+batch_rejects_bad_rows(void)
+{
+	seams_install();
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	long blocks = live_blocks;
+	struct mem_batch *b = (struct mem_batch *)&b;
+	strata_row rows[3] = {{"a", 1, "x", 1}, {"b", 1, "y", 1}, {NULL, 1, "z", 1}};
+	diag_clear();
+	CHECK_EQ(mem_batch_new(m, rows, 3, &b), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "row 2: NULL key") != NULL);
+	CHECK(b == NULL);
+	rows[2] = (strata_row){"c", 1, NULL, 1};
+	CHECK_EQ(mem_batch_new(m, rows, 3, &b), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "row 2: NULL value") != NULL);
+	rows[2] = (strata_row){"c", (size_t)MEM_MAX_KEY + 1, "z", 1};
+	CHECK_EQ(mem_batch_new(m, rows, 3, &b), STRATA_ETOOBIG);
+	CHECK(strstr(diag_last(), "row 2: key of") != NULL);
+	rows[2] = (strata_row){"c", 1, "z", SIZE_MAX - 8};
+	CHECK_EQ(mem_batch_new(m, rows, 3, &b), STRATA_ETOOBIG);
+	CHECK(strstr(diag_last(), "row 2: entry") != NULL);
+	CHECK_EQ(mem_batch_new(m, NULL, 1, &b), STRATA_EINVAL);
+	CHECK(b == NULL);
+	/* Rejected before any allocation. */
+	CHECK_EQ(live_blocks, blocks);
+	CHECK_EQ(mem_arena_bytes(m), 0);
+	check_unchanged(m, NULL, 0, 0, 0, 0);
+	mem_unref(m);
+	CHECK_EQ(live_blocks, 0);
+	env_reset();
+}
+
+static void
+batch_enomem_at_every_allocation(void)
+{
+	struct brows br;
+	REQUIRE(brows_init(&br));
+	seams_install();
+	static const struct exp_row pre[] = {{"pre", 3, 1000}};
+	uint64_t pre_bytes = 3 + 1 + MEM_ENTRY_OVERHEAD;
+	long failures = 0;
+	for (long nth = 0;; nth++) {
+		if (nth > 1000) {
+			CHECK(!"mem_batch_new never succeeded");
+			break;
+		}
+		fail_after = -1;
+		struct mem *m = mem_new();
+		REQUIRE(m != NULL);
+		REQUIRE_EQ(mem_insert(m, "pre", 3, 1000, "p", 1), 0);
+		struct mem_batch *b = (struct mem_batch *)&b;
+		fail_after = nth;
+		diag_clear();
+		int rc = mem_batch_new(m, br.rows, BROWS, &b);
+		fail_after = -1;
+		if (rc == 0) {
+			mem_batch_insert(b, 1);
+			brows_check_present(m, &br, 1);
+			CHECK_EQ(mem_rows(m), 1 + BROWS);
+			CHECK_EQ(mem_bytes(m), pre_bytes + brows_bytes(&br));
+			CHECK_EQ(mem_max_seq(m), 1000);
+			mem_unref(m);
+			CHECK_EQ(live_blocks, 0);
+			break;
+		}
+		failures++;
+		CHECK_EQ(rc, STRATA_ENOMEM);
+		CHECK(b == NULL);
+		CHECK(strstr(diag_last(), "memtable: cannot allocate") != NULL);
+		check_unchanged(m, pre, 1, 1, pre_bytes, 1000);
+		brows_check_absent(m, &br);
+		/* Nothing but the memtable and its chunks is held: no dedicated entry leaked. */
+		CHECK_EQ(live_blocks, mem_own_blocks(m));
+		/* Allocation works again: the same batch goes in whole. */
+		REQUIRE_EQ(mem_batch_new(m, br.rows, BROWS, &b), 0);
+		check_unchanged(m, pre, 1, 1, pre_bytes, 1000);
+		mem_batch_insert(b, 1);
+		brows_check_present(m, &br, 1);
+		CHECK_EQ(mem_rows(m), 1 + BROWS);
+		CHECK_EQ(mem_bytes(m), pre_bytes + brows_bytes(&br));
+		mem_unref(m);
+		CHECK_EQ(live_blocks, 0);
 	}
-	CHECK_EQ(wrong_get, 0);
-	free(seen);
-	free(newest);
+	/* The handle, the 4 dedicated entries and the 2 chunks beyond the one "pre" opened
+	 * (14 values of 200 KB): each allocation failed once. */
+	CHECK_EQ(failures, 7);
+	env_reset();
+	free(br.pat);
+}
+
+static void
+batch_duplicate_key_seq_keeps_one(void)
+{
+	seams_install();
+	struct mem *m = mem_new();
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_insert(m, "k", 1, 5, "first", 5), 0);
+	const strata_row rows[] = {{"j", 1, "J", 1}, {"k", 1, "second", 6}, {"l", 1, "L", 1}};
+	struct mem_batch *b;
+	REQUIRE_EQ(mem_batch_new(m, rows, 3, &b), 0);
+	mem_batch_insert(b, 4);
+	static const struct exp_row want[] = {{"j", 1, 4}, {"k", 1, 5}, {"l", 1, 6}};
+	uint64_t bytes = (1 + 5) + (1 + 1) + (1 + 1) + 3 * MEM_ENTRY_OVERHEAD;
+	check_unchanged(m, want, 3, 3, bytes, 6);
+	const void *v;
+	size_t vl;
+	CHECK_EQ(mem_get(m, "k", 1, NULL, &v, &vl), 0);
+	CHECK(vl == 5 && memcmp(v, "first", 5) == 0);
+	/* The whole batch again at the same seqs: nothing changes. */
+	REQUIRE_EQ(mem_batch_new(m, rows, 3, &b), 0);
+	mem_batch_insert(b, 4);
+	check_unchanged(m, want, 3, 3, bytes, 6);
+	/* mem_insert after a batch keeps the batch's entry. */
+	CHECK_EQ(mem_insert(m, "j", 1, 4, "other", 5), 0);
+	CHECK_EQ(mem_get(m, "j", 1, NULL, &v, &vl), 0);
+	CHECK(vl == 1 && memcmp(v, "J", 1) == 0);
+	check_unchanged(m, want, 3, 3, bytes, 6);
+
+	/* A duplicate dedicated entry is freed, not adopted. */
+	size_t bn = MEM_CHUNK_BYTES / 2;
+	char *big = calloc(1, bn);
+	REQUIRE(big != NULL);
+	const strata_row brow[] = {{"m", 1, big, bn}};
+	REQUIRE_EQ(mem_batch_new(m, brow, 1, &b), 0);
+	mem_batch_insert(b, 9);
+	uint64_t arena = mem_arena_bytes(m);
+	long blocks = live_blocks;
+	REQUIRE_EQ(mem_batch_new(m, brow, 1, &b), 0);
+	mem_batch_insert(b, 9);
+	CHECK_EQ(mem_arena_bytes(m), arena);
+	CHECK_EQ(live_blocks, blocks);
+	CHECK_EQ(mem_rows(m), 4);
+	CHECK_EQ(mem_bytes(m), bytes + 1 + bn + MEM_ENTRY_OVERHEAD);
+	CHECK_EQ(mem_max_seq(m), 9);
+	mem_unref(m);
+	CHECK_EQ(live_blocks, 0);
+	env_reset();
+	free(big);
+}
+
+/** Rows per batch in the concurrent batch test. */
+enum { CONC_BATCH = 50, CONC_BATCHES = CONC_ROWS / CONC_BATCH };
+
+/** Prepare batch k of the concurrent test (rows k * CONC_BATCH ...); NULL on failure. */
+static struct mem_batch *
+conc_batch_new(struct mem *m, int k)
+{
+	char keys[CONC_BATCH][16];
+	unsigned char vals[CONC_BATCH][32];
+	strata_row rows[CONC_BATCH];
+	for (int i = 0; i < CONC_BATCH; i++) {
+		int r = k * CONC_BATCH + i;
+		rows[i].key = keys[i];
+		rows[i].key_len = conc_key(r, keys[i]);
+		rows[i].value = vals[i];
+		rows[i].value_len = conc_val(r, vals[i]);
+	}
+	struct mem_batch *b;
+	return mem_batch_new(m, rows, CONC_BATCH, &b) == 0 ? b : NULL;
+}
+
+static void *
+conc_batch_writer_main(void *arg)
+{
+	struct conc_writer *w = arg;
+	struct mem *m = w->c->m;
+	/* Writer t owns batches k with k % CONC_WRITERS == t; it prepares two at a time and
+	 * inserts them newest first, like two appends whose WAL writes finish out of order. */
+	for (int k = w->t; k < CONC_BATCHES; k += 2 * CONC_WRITERS) {
+		int k2 = k + CONC_WRITERS;
+		struct mem_batch *b1 = conc_batch_new(m, k);
+		struct mem_batch *b2 = k2 < CONC_BATCHES ? conc_batch_new(m, k2) : NULL;
+		if (b1 == NULL || (k2 < CONC_BATCHES && b2 == NULL)) {
+			atomic_fetch_add(&w->c->errors, 1);
+			mem_batch_free(b1);
+			mem_batch_free(b2);
+			continue;
+		}
+		if (b2 != NULL)
+			mem_batch_insert(b2, (uint64_t)k2 * CONC_BATCH + 1);
+		mem_batch_insert(b1, (uint64_t)k * CONC_BATCH + 1);
+		/* A neighbour's batch again, at about the time the neighbour inserts it: as a
+		 * batch, row by row, or prepared and dropped. */
+		int nk = k + 1;
+		if (nk >= CONC_BATCHES || (k / CONC_WRITERS) % 3 != 0)
+			continue;
+		switch ((k / CONC_WRITERS / 3) % 3) {
+		case 0: {
+			struct mem_batch *nb = conc_batch_new(m, nk);
+			if (nb == NULL)
+				atomic_fetch_add(&w->c->errors, 1);
+			else
+				mem_batch_insert(nb, (uint64_t)nk * CONC_BATCH + 1);
+			break;
+		}
+		case 1:
+			for (int i = 0; i < CONC_BATCH; i++)
+				if (conc_insert(m, nk * CONC_BATCH + i) != 0)
+					atomic_fetch_add(&w->c->errors, 1);
+			break;
+		default:
+			mem_batch_free(conc_batch_new(m, nk));
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void
+concurrent_batch_inserts_with_readers(void)
+{
+	struct conc c;
+	c.m = mem_new();
+	REQUIRE(c.m != NULL);
+	atomic_init(&c.done, 0);
+	atomic_init(&c.errors, 0);
+	atomic_init(&c.passes, 0);
+	pthread_t wt[CONC_WRITERS], rt[CONC_READERS];
+	struct conc_writer wa[CONC_WRITERS];
+	for (int i = 0; i < CONC_READERS; i++)
+		REQUIRE_EQ(pthread_create(&rt[i], NULL, conc_reader_main, &c), 0);
+	for (int i = 0; i < CONC_WRITERS; i++) {
+		wa[i].c = &c;
+		wa[i].t = i;
+		REQUIRE_EQ(pthread_create(&wt[i], NULL, conc_batch_writer_main, &wa[i]), 0);
+	}
+	for (int i = 0; i < CONC_WRITERS; i++)
+		pthread_join(wt[i], NULL);
+	atomic_store(&c.done, 1);
+	for (int i = 0; i < CONC_READERS; i++)
+		pthread_join(rt[i], NULL);
+	CHECK_EQ(atomic_load(&c.errors), 0);
+	CHECK(atomic_load(&c.passes) >= CONC_READERS);
+	conc_check_final(&c);
 	mem_unref(c.m);
 }
 
@@ -704,5 +1197,11 @@ main(int argc, char **argv)
 	RUN(enomem_leaves_memtable_consistent);
 	RUN(last_unref_frees_every_allocation);
 	RUN(concurrent_inserts_with_readers);
+	RUN(batch_visible_only_after_insert);
+	RUN(batch_free_without_insert_leaves_nothing);
+	RUN(batch_rejects_bad_rows);
+	RUN(batch_enomem_at_every_allocation);
+	RUN(batch_duplicate_key_seq_keeps_one);
+	RUN(concurrent_batch_inserts_with_readers);
 	return HARNESS_END("test_mem");
 }

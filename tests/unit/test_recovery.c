@@ -829,6 +829,118 @@ TEST(corrupt_wal_entry_fails_open)
 	}
 }
 
+/** FNV-1a over every path, file size and byte below dir, in sorted path order. */
+static uint64_t
+tree_digest(const char *dir)
+{
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "cd '%s' && find . -print | LC_ALL=C sort", dir);
+	FILE *list = popen(cmd, "r");
+	uint64_t h = 1469598103934665603ull;
+	if (list == NULL)
+		return 0;
+	char rel[2048];
+	while (fgets(rel, sizeof(rel), list) != NULL) {
+		rel[strcspn(rel, "\n")] = '\0';
+		for (const char *p = rel; *p; p++)
+			h = (h ^ (unsigned char)*p) * 1099511628211ull;
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/%s", dir, rel);
+		struct stat st;
+		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		FILE *f = fopen(path, "rb");
+		int c;
+		while (f != NULL && (c = fgetc(f)) != EOF)
+			h = (h ^ (unsigned char)c) * 1099511628211ull;
+		if (f != NULL)
+			fclose(f);
+		h = (h ^ (uint64_t)st.st_size) * 1099511628211ull;
+	}
+	pclose(list);
+	return h;
+}
+
+/** Manifest version of shard 0 as stored (0 when unreadable). */
+static uint64_t
+stored_version(const char *dir)
+{
+	char objs[640];
+	snprintf(objs, sizeof(objs), "%s/objects", dir);
+	struct objstore *os = NULL;
+	struct manifest m;
+	uint64_t v = 0;
+	if (objstore_fs_new(objs, &os) == 0 && manifest_load(os, SHARD0, &m) == 0) {
+		v = m.version;
+		manifest_destroy(&m);
+	}
+	objstore_destroy(os);
+	return v;
+}
+
+TEST(failed_open_changes_nothing)
+{
+	/* Two shards: shard 1 is damaged, shard 0 is fine and must not be claimed either. */
+	for (int damage = 0; damage < 2; damage++) {
+		const char *dir = tdir();
+		strata_options o = opts_for(dir);
+		o.shards = 2;
+		strata *db = db_open(&o);
+		REQUIRE(db != NULL);
+		REQUIRE_EQ(put_range(db, "g-", 0, 50, "v", 50), 0);
+		for (uint32_t sh = 0; sh < 2; sh++) {
+			strata_row r = {"k", 1, "v", 1};
+			REQUIRE_EQ(strata_append(db, sh, &r, 1), 0);
+			REQUIRE_EQ(strata_seal(db, sh), 0);
+		}
+		for (int b = 0; b < 4; b++) {
+			char key[16];
+			snprintf(key, sizeof(key), "w-%d", b);
+			strata_row r = {key, strlen(key), "wal-row", 7};
+			REQUIRE_EQ(strata_append(db, 1, &r, 1), 0);
+		}
+		db_close(db);
+		char path[1024];
+		if (damage == 0) {
+			/* A flipped byte in the middle of shard 1's WAL (first of four entries). */
+			char wdir[640];
+			snprintf(wdir, sizeof(wdir), "%s/wal/shard-0001", dir);
+			struct wal_segment_info info[8];
+			int n = wal_inspect_dir(wdir, info, 8);
+			REQUIRE(n >= 1);
+			snprintf(path, sizeof(path), "%s/%s", wdir, info[n - 1].name);
+			REQUIRE(info[n - 1].entries >= 4);
+			REQUIRE_EQ(flip_file_byte(path, 24 + 24 + 3), 0);
+		} else {
+			/* Shard 1's generation cut short. */
+			char objs[640];
+			snprintf(objs, sizeof(objs), "%s/objects/shard-0001/gen", dir);
+			DIR *d = opendir(objs);
+			REQUIRE(d != NULL);
+			struct dirent *de;
+			path[0] = '\0';
+			while ((de = readdir(d)) != NULL)
+				if (strstr(de->d_name, ".sst") != NULL)
+					snprintf(path, sizeof(path), "%s/%s", objs, de->d_name);
+			closedir(d);
+			REQUIRE(path[0] != '\0');
+			REQUIRE(truncate(path, file_size(path) / 2) == 0);
+		}
+		uint64_t digest = tree_digest(dir), version = stored_version(dir);
+		REQUIRE(version > 0);
+		for (int attempt = 0; attempt < 3; attempt++) {
+			strata *bad = NULL;
+			int rc = strata_open(&o, &bad);
+			CHECK_EQ(rc, STRATA_ECORRUPT);
+			CHECK(strstr(strata_last_error(), "strata repair") != NULL);
+			if (bad != NULL)
+				strata_close(bad);
+		}
+		CHECK_EQ(tree_digest(dir), digest);
+		CHECK_EQ(stored_version(dir), version);
+	}
+}
+
 TEST(corrupt_run_block_is_reported)
 {
 	const char *dir = tdir();
@@ -966,6 +1078,7 @@ main(int argc, char **argv)
 	T(recovery_replays_after_cursor_even_if_generations_drained);
 	T(torn_wal_tail_is_truncated);
 	T(corrupt_wal_entry_fails_open);
+	T(failed_open_changes_nothing);
 	T(corrupt_run_block_is_reported);
 	T(corrupt_manifest_fails_open);
 	return HARNESS_END("test_recovery");
