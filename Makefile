@@ -87,7 +87,8 @@ unit: all $(UNIT_BIN)
 # Lua suites load build/strata.so into the stock LuaJIT, and the fuzz corpora replay
 # through their own ASan+UBSan libFuzzer builds, so both run in plain builds only.
 ifeq ($(SAN),)
-LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh"
+LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
+              "tests/node/second_opener.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif
 CRASH_KILLS ?= 60

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../node/core/manifest.h"
@@ -1231,7 +1232,17 @@ TEST(second_open_is_refused_while_the_first_lives)
 	snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
 	CHECK(strstr(strata_last_error(), dir) != NULL);
 	CHECK(strstr(strata_last_error(), pid) != NULL);
-	/* The refused opener claimed nothing: the first handle still owns every shard. */
+	/* Another process is refused the same way. */
+	pid_t child = fork();
+	if (child == 0) {
+		strata *c = NULL;
+		int crc = strata_open(&o, &c);
+		_exit(crc == STRATA_ELOCKED && strstr(strata_last_error(), pid) != NULL ? 0 : 1);
+	}
+	int status = -1;
+	REQUIRE(child > 0 && waitpid(child, &status, 0) == child);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* The refused openers claimed nothing: the first handle still owns every shard. */
 	CHECK_EQ(stats_of(a).writer_epoch, sa.writer_epoch);
 	CHECK_EQ(put_range(a, "b-", 0, 50, "b", 10), 0);
 	CHECK_EQ(range_misses(a, "a-", 0, 50, "a"), 0);
