@@ -14,123 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strata_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define STRATA_VERSION "0.1.0"
 /** This build has the policy runtime (options.policy, strata_set_policy). */
 #define STRATA_HAVE_POLICY 1
-
-/** Result codes. 0 is success; STRATA_NOTFOUND is the only positive code. */
-enum {
-	STRATA_OK = 0,
-	STRATA_NOTFOUND = 1,   /**< get: no row for that key */
-	STRATA_EINVAL = -1,    /**< bad argument: NULL data, empty key, bad option */
-	STRATA_ENOMEM = -2,    /**< allocation failed */
-	STRATA_EIO = -3,       /**< a file or object-store operation failed */
-	STRATA_ECORRUPT = -4,  /**< a checksum or format check failed; the message names the file */
-	STRATA_EFENCED = -5,   /**< another writer claimed a newer epoch for this shard: this
-				    handle no longer owns it; no append on it succeeds again */
-	STRATA_ECONFLICT = -6, /**< a merge plan no longer applies (its generations are gone) */
-	STRATA_ETOOBIG = -7,   /**< key over 4 KiB or value over the configured maximum */
-	STRATA_ERANGE = -8,    /**< shard number out of range */
-	STRATA_ENOSPC = -9,    /**< no space left on the device */
-	STRATA_EBUSY = -10,    /**< a merge (or compaction) of this shard is already prepared and
-				    not yet committed or aborted; retry after it */
-	STRATA_ECLOSED = -11,  /**< the store or shard is closed */
-	STRATA_EREADONLY = -12,/**< a WAL sync failed; the shard refuses writes until reopened */
-	STRATA_EEXIST = -13,   /**< the object already exists (lost a put-if-absent race) */
-	STRATA_EINJECTED = -14,/**< a failure injected through the test seam */
-	STRATA_EVERSION = -15, /**< a file has a format version this build cannot read */
-	STRATA_ELOCKED = -16,  /**< the data directory is open elsewhere (the message names the
-				    directory and the holder's pid) */
-};
-
-/** Sync modes for the WAL. */
-enum {
-	STRATA_SYNC_FSYNC = 0,    /**< fdatasync per group commit before acknowledging */
-	STRATA_SYNC_NONE = 1,     /**< never sync (simulations, benchmarks of the CPU path) */
-	STRATA_SYNC_INTERVAL = 2, /**< acknowledge after write; sync every sync_interval_ms */
-};
-
-/** Largest key accepted, in bytes. */
-#define STRATA_MAX_KEY 4096u
-
-/** An open store. */
-typedef struct strata strata;
-/** A prepared merge: the generations it folds and the run it wrote. */
-typedef struct strata_plan strata_plan;
-
-/** How to open a store. Initialise with strata_options_init, then set fields. */
-typedef struct strata_options {
-	/** Data directory: WAL segments and (for the fs object store) objects live here. */
-	const char *dir;
-	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
-	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */
-	uint32_t shards;
-	/** STRATA_SYNC_FSYNC, STRATA_SYNC_NONE or STRATA_SYNC_INTERVAL. */
-	int sync;
-	/** For STRATA_SYNC_INTERVAL: milliseconds between background syncs. */
-	uint32_t sync_interval_ms;
-	/** Largest value accepted, in bytes (default 64 MiB). */
-	uint64_t max_value_bytes;
-	/** WAL segment size at which a new segment starts (default 64 MiB). */
-	uint64_t wal_segment_bytes;
-	/** Uncompressed target size of a run-file block (default 64 KiB). */
-	uint32_t block_bytes;
-	/** zstd compression level for run-file blocks (default 1). */
-	int zstd_level;
-	/** Bloom filter bits per key (default 10; 0 disables filters). */
-	uint32_t bloom_bits_per_key;
-	/** Manifest versions kept behind the current one (default 4). */
-	uint32_t manifest_keep;
-	/** Most inputs (generations, or runs for a base compaction) one merge pass folds:
-	 *  what bounds a merge's memory and time however large the backlog (default 8,
-	 *  at least 2). A policy may narrow it; a call asking for 0 or more gets this. */
-	uint32_t merge_max_inputs;
-	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in
-	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
-	 *  the policy runtime on a libev loop on a thread of its own. */
-	const char *policy;
-} strata_options;
-
-/** One row as passed to append and returned by scan. */
-typedef struct strata_row {
-	const void *key;
-	size_t key_len;
-	const void *value;
-	size_t value_len;
-} strata_row;
-
-/** Per-shard statistics. */
-typedef struct strata_stats {
-	uint64_t memtable_rows;      /**< rows in the active and sealed memtables */
-	uint64_t memtable_bytes;     /**< bytes accounted to the active and sealed memtables */
-	uint64_t sealed_memtables;   /**< memtables sealed but not yet published as generations */
-	uint64_t generations;        /**< flushed generations waiting to be merged */
-	uint64_t base_runs;          /**< runs in the base */
-	uint64_t wal_bytes;          /**< bytes in live WAL segments */
-	uint64_t wal_segments;       /**< live WAL segment files */
-	uint64_t writer_epoch;       /**< this writer's ownership epoch */
-	uint64_t manifest_version;   /**< version of the manifest this writer last wrote or read */
-	uint64_t replay_after;       /**< WAL position up to which rows are in generations */
-	uint64_t last_seq;           /**< highest sequence number assigned */
-	uint64_t next_generation;    /**< next generation/run id */
-	uint64_t appends;            /**< append calls acknowledged */
-	uint64_t rows_appended;      /**< rows acknowledged */
-	uint64_t wal_syncs;          /**< WAL fdatasync calls (group commits) */
-	uint64_t seals;              /**< generations flushed by seal */
-	uint64_t merges;             /**< merge passes committed */
-	uint64_t merge_conflicts;    /**< plans refused at commit because they no longer applied */
-	uint64_t merged_generations; /**< generations folded into the base by merges */
-	uint64_t merge_bytes_in;     /**< generation bytes read by committed merges */
-	uint64_t merge_bytes_out;    /**< run bytes written by committed merges */
-	uint64_t compactions;        /**< base compactions committed */
-	uint64_t max_exclusive_ns;   /**< longest hold of the shard's exclusive lock */
-	uint64_t generation_bytes;   /**< bytes in flushed generations */
-	uint64_t base_bytes;         /**< bytes in base runs */
-} strata_stats;
 
 /** Replace the running policy with a file (when path_or_source names one) or with
  *  source text, validated first in a fresh Lua state. On failure the old policy stays

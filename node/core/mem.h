@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../strata.h"
+#include "../strata_types.h"
 
 struct mem;
 /** A batch of rows copied into unlinked nodes of one memtable, waiting to be linked. */

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "../objstore/objstore.h"
-#include "../strata.h"
+#include "../strata_types.h"
 #include "run.h"
 
 struct shard;

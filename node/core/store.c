@@ -13,7 +13,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
-#include "../strata.h"
+#include "../strata_types.h"
 #include "shard.h"
 #include "store.h"
 

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "../strata.h"
+#include "../strata_types.h"
 
 /** Events a store reports, on the thread that caused them. Keep them short and
  *  non-blocking (e.g. ev_async_send). */

@@ -63,7 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../strata.h"
+#include "../strata_types.h"
 
 struct wal;
 

@@ -1,6 +1,6 @@
 #include "buf.h"
 
-#include "../strata.h"
+#include "../strata_types.h"
 #include "env.h"
 
 int

@@ -5,7 +5,7 @@
 #ifndef STRATA_DIAG_H
 #define STRATA_DIAG_H
 
-#include "../strata.h"
+#include "../strata_types.h"
 
 /** Record a message for rc on this thread and return rc. printf-style. */
 int diag_set(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -3,7 +3,7 @@
 #include <assert.h>
 #include <math.h>
 
-#include "../strata.h"
+#include "../strata_types.h"
 #include "diag.h"
 #include "env.h"
 

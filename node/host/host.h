@@ -1,0 +1,79 @@
+/*
+ * host.h — the one object that owns a node's threads: the libev loop and two bounded
+ * executors. The foreground executor runs client work (appends, gets, scans); the
+ * background executor runs seals, merges, compactions and deletes, so a long merge
+ * never queues in front of an append (Tarantool vinyl keeps its dump and compaction
+ * threads apart the same way). strata_open, `strata serve` and `strata load
+ * --embedded` each create a host and hand it down; nothing below the host starts a
+ * thread or keeps a pointer up to it.
+ *
+ * Modes:
+ *   HOST_THREADED  worker threads run the executors; the loop runs either on a thread
+ *                  of the host's own (loop_thread) or on the caller's (serve).
+ *   HOST_INLINE    zero threads: work runs only inside host_step, on the caller's
+ *                  thread (a simulation frame decides when background work runs).
+ */
+#ifndef STRATA_HOST_H
+#define STRATA_HOST_H
+
+#include <ev.h>
+#include <stdint.h>
+
+#include "../lib/pool.h"
+
+struct host;
+
+/** How a host runs its work. */
+enum { HOST_THREADED = 0, HOST_INLINE = 1 };
+
+/** The executors. */
+enum { HOST_FG = 0, HOST_BG = 1, HOST_NEXEC = 2 };
+
+/** How to create a host. Zero fields take the defaults given. */
+struct host_options {
+	/** HOST_THREADED or HOST_INLINE. */
+	int mode;
+	/** The loop to use (NULL: the host creates and owns one). */
+	struct ev_loop *loop;
+	/** HOST_THREADED: run the loop on a thread of the host's (else the caller runs it). */
+	int loop_thread;
+	/** Worker threads of the foreground and background executors (default 2 and 2). */
+	unsigned threads[HOST_NEXEC];
+	/** Jobs that may wait in each executor's queue (default 4096). */
+	unsigned max_queued[HOST_NEXEC];
+};
+
+/** Counters of one executor. */
+struct host_exec_stats {
+	/** Jobs queued or running. */
+	unsigned pending;
+	/** Jobs refused because the queue was full. */
+	uint64_t refused;
+	/** Worker threads (0 in inline mode). */
+	unsigned threads;
+};
+
+/** Create a host. 0 or a STRATA_E* code with a message. */
+int host_new(const struct host_options *o, struct host **out);
+/** Stop the loop thread (if any), finish every queued job, stop the workers, free.
+ *  Whatever runs on the host (runtime, server) must be stopped first. Safe on NULL. */
+void host_delete(struct host *h);
+/** HOST_THREADED or HOST_INLINE. */
+int host_mode(const struct host *h);
+/** The loop. */
+struct ev_loop *host_loop(struct host *h);
+/** An executor (HOST_FG or HOST_BG). */
+struct pool *host_exec(struct host *h, int which);
+/** Queue depth and refusals of an executor. */
+void host_exec_stats(struct host *h, int which, struct host_exec_stats *out);
+/** Run fn(arg) on the loop thread and wait for it (inline when called on it, when the
+ *  host has no loop thread, or before the loop thread runs). */
+void host_invoke(struct host *h, void (*fn)(void *arg), void *arg);
+/** 1 when the calling thread is the loop's thread (or the host has no loop thread). */
+int host_on_loop(struct host *h);
+/** HOST_INLINE: run due loop events and queued jobs (background first) until budget_us
+ *  is spent or nothing is due; *did (may be NULL) receives the jobs run. HOST_THREADED:
+ *  STRATA_EINVAL. */
+int host_step(struct host *h, uint64_t budget_us, unsigned *did);
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * strata_types.h — the vocabulary of strata: result codes, sync modes, rows, options
+ * and statistics. The public API (strata.h) and every layer below it (lib, core)
+ * include this header; none of them includes strata.h.
+ */
+#ifndef STRATA_TYPES_H
+#define STRATA_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_VERSION "0.1.0"
+
+/** Result codes. 0 is success; STRATA_NOTFOUND is the only positive code. */
+enum {
+	STRATA_OK = 0,
+	STRATA_NOTFOUND = 1,   /**< get: no row for that key */
+	STRATA_EINVAL = -1,    /**< bad argument: NULL data, empty key, bad option */
+	STRATA_ENOMEM = -2,    /**< allocation failed */
+	STRATA_EIO = -3,       /**< a file or object-store operation failed */
+	STRATA_ECORRUPT = -4,  /**< a checksum or format check failed; the message names the file */
+	STRATA_EFENCED = -5,   /**< another writer claimed a newer epoch for this shard: this
+				    handle no longer owns it; no append on it succeeds again */
+	STRATA_ECONFLICT = -6, /**< a merge plan no longer applies (its generations are gone) */
+	STRATA_ETOOBIG = -7,   /**< key over 4 KiB or value over the configured maximum */
+	STRATA_ERANGE = -8,    /**< shard number out of range */
+	STRATA_ENOSPC = -9,    /**< no space left on the device */
+	STRATA_EBUSY = -10,    /**< a merge (or compaction) of this shard is already prepared and
+				    not yet committed or aborted; retry after it */
+	STRATA_ECLOSED = -11,  /**< the store or shard is closed */
+	STRATA_EREADONLY = -12,/**< a WAL sync failed; the shard refuses writes until reopened */
+	STRATA_EEXIST = -13,   /**< the object already exists (lost a put-if-absent race) */
+	STRATA_EINJECTED = -14,/**< a failure injected through the test seam */
+	STRATA_EVERSION = -15, /**< a file has a format version this build cannot read */
+	STRATA_ELOCKED = -16,  /**< the data directory is open elsewhere (the message names the
+				    directory and the holder's pid) */
+};
+
+/** Sync modes for the WAL. */
+enum {
+	STRATA_SYNC_FSYNC = 0,    /**< fdatasync per group commit before acknowledging */
+	STRATA_SYNC_NONE = 1,     /**< never sync (simulations, benchmarks of the CPU path) */
+	STRATA_SYNC_INTERVAL = 2, /**< acknowledge after write; sync every sync_interval_ms */
+};
+
+/** Largest key accepted, in bytes. */
+#define STRATA_MAX_KEY 4096u
+
+/** An open store. */
+typedef struct strata strata;
+/** A prepared merge: the generations it folds and the run it wrote. */
+typedef struct strata_plan strata_plan;
+
+/** How to open a store. Initialise with strata_options_init, then set fields. */
+typedef struct strata_options {
+	/** Data directory: WAL segments and (for the fs object store) objects live here. */
+	const char *dir;
+	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
+	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */
+	uint32_t shards;
+	/** STRATA_SYNC_FSYNC, STRATA_SYNC_NONE or STRATA_SYNC_INTERVAL. */
+	int sync;
+	/** For STRATA_SYNC_INTERVAL: milliseconds between background syncs. */
+	uint32_t sync_interval_ms;
+	/** Largest value accepted, in bytes (default 64 MiB). */
+	uint64_t max_value_bytes;
+	/** WAL segment size at which a new segment starts (default 64 MiB). */
+	uint64_t wal_segment_bytes;
+	/** Uncompressed target size of a run-file block (default 64 KiB). */
+	uint32_t block_bytes;
+	/** zstd compression level for run-file blocks (default 1). */
+	int zstd_level;
+	/** Bloom filter bits per key (default 10; 0 disables filters). */
+	uint32_t bloom_bits_per_key;
+	/** Manifest versions kept behind the current one (default 4). */
+	uint32_t manifest_keep;
+	/** Most inputs (generations, or runs for a base compaction) one merge pass folds:
+	 *  what bounds a merge's memory and time however large the backlog (default 8,
+	 *  at least 2). A policy may narrow it; a call asking for 0 or more gets this. */
+	uint32_t merge_max_inputs;
+	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in
+	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
+	 *  the policy runtime on a libev loop on a thread of its own. */
+	const char *policy;
+} strata_options;
+
+/** One row as passed to append and returned by scan. */
+typedef struct strata_row {
+	const void *key;
+	size_t key_len;
+	const void *value;
+	size_t value_len;
+} strata_row;
+
+/*
+ * STRATA_STATS_FIELDS(X) — every per-shard statistic, once. X(field, kind, metric,
+ * scale, help): the strata_stats member, "gauge" or "counter", its Prometheus name,
+ * the divisor that turns it into the metric's unit, and what it means. Every list of
+ * statistics (the struct, JSON views, the Lua module, /metrics) is generated from it.
+ */
+#define STRATA_STATS_FIELDS(X)                                                                       \
+	X(memtable_rows, "gauge", "strata_memtable_rows", 1, "Rows in the active and sealed memtables.") \
+	X(memtable_bytes, "gauge", "strata_memtable_bytes", 1,                                        \
+	  "Bytes accounted to the active and sealed memtables.")                                      \
+	X(sealed_memtables, "gauge", "strata_sealed_memtables", 1,                                    \
+	  "Memtables sealed and not yet published as generations.")                                  \
+	X(generations, "gauge", "strata_pending_generations", 1,                                      \
+	  "Flushed generations waiting to be merged into the base.")                                 \
+	X(base_runs, "gauge", "strata_base_runs", 1, "Runs in the base.")                              \
+	X(wal_bytes, "gauge", "strata_wal_bytes", 1, "Bytes in live WAL segments.")                    \
+	X(wal_segments, "gauge", "strata_wal_segments", 1, "Live WAL segment files.")                  \
+	X(writer_epoch, "gauge", "strata_writer_epoch", 1, "This writer's ownership epoch of the shard.") \
+	X(manifest_version, "gauge", "strata_manifest_version", 1,                                    \
+	  "Version of the manifest this writer last wrote or read.")                                 \
+	X(replay_after, "gauge", "strata_replay_after", 1,                                            \
+	  "WAL position up to which rows are in generations or the base.")                           \
+	X(last_seq, "gauge", "strata_last_seq", 1, "Highest sequence number assigned.")                \
+	X(next_generation, "gauge", "strata_next_generation", 1, "Next generation or run id.")         \
+	X(appends, "counter", "strata_appends_total", 1, "Append calls acknowledged.")                 \
+	X(rows_appended, "counter", "strata_rows_appended_total", 1, "Rows acknowledged.")             \
+	X(wal_syncs, "counter", "strata_wal_syncs_total", 1, "WAL fdatasync calls (group commits).")   \
+	X(seals, "counter", "strata_seals_total", 1, "Generations flushed by seals.")                  \
+	X(merges, "counter", "strata_merge_passes_total", 1, "Merge passes committed.")                \
+	X(merge_conflicts, "counter", "strata_merge_conflicts_total", 1,                              \
+	  "Merge plans refused at commit because they no longer applied.")                           \
+	X(merged_generations, "counter", "strata_merged_generations_total", 1,                        \
+	  "Generations folded into the base by merges.")                                             \
+	X(merge_bytes_in, "counter", "strata_merge_read_bytes_total", 1,                              \
+	  "Generation bytes read by committed merges.")                                              \
+	X(merge_bytes_out, "counter", "strata_merge_written_bytes_total", 1,                          \
+	  "Run bytes written by committed merges.")                                                  \
+	X(compactions, "counter", "strata_compactions_total", 1, "Base compactions committed.")        \
+	X(max_exclusive_ns, "gauge", "strata_exclusive_lock_max_seconds", 1e9,                        \
+	  "Longest hold of the shard's exclusive lock (merge commit) since the store opened.")       \
+	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
+	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")
+
+/** Per-shard statistics: one uint64_t per STRATA_STATS_FIELDS entry, in that order. */
+typedef struct strata_stats {
+#define STRATA_STATS_MEMBER(field, kind, metric, scale, help) uint64_t field;
+	STRATA_STATS_FIELDS(STRATA_STATS_MEMBER)
+#undef STRATA_STATS_MEMBER
+} strata_stats;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_TYPES_H */
