@@ -1,10 +1,15 @@
 # strata — `make run` starts a node, `make test` runs every test.
 # Dependencies are Debian packages found with pkg-config; `make deps` installs
-# missing ones (apt-get as root) or prints the exact command to run.
+# missing ones (apt-get as root) or prints the exact command to run. `make` / `make all`
+# only builds; run, test, bench, soak and fuzz install what is missing first.
+# `make install [PREFIX=/usr/local] [DESTDIR=...]` installs the binary, both libraries,
+# the public headers, strata.pc, the policies and the Lua module.
 
 CC       ?= cc
 SAN      ?=
 BUILD    ?= build
+PREFIX   ?= /usr/local
+DESTDIR  ?=
 PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl
 DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
             luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
@@ -24,8 +29,22 @@ CFLAGS   += -std=gnu11 -fPIC -Wall -Wextra -Wshadow -Wno-unused-parameter -pthre
 LDLIBS   += $(shell pkg-config --libs $(PKGS_PC) 2>/dev/null) -lev -lhttp_parser -lpthread -lm
 LDFLAGS  += $(SANFLAGS)
 
-LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c node/policy/*.c) node/strata.c
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# -MMD -MP: each object gets a .d file next to it naming the headers it includes.
+DEPFLAGS := -MMD -MP
+
+LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c node/policy/*.c node/host/*.c) \
+            node/strata.c
+# Lua compiled into the library: NAME FILE pairs for node/policy/gen_lua_c.sh (policy_lua.h).
+GEN_DIR  := $(BUILD)/gen
+GEN_LUA  := policy_builtin_source policies/default.lua \
+            policy_prelude_lua node/policy/prelude.lua \
+            policy_defaults_lua node/policy/defaults.lua
+GEN_OBJ  := $(BUILD)/obj/gen/policy_lua.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
+# The core alone, for embedders without the policy runtime (no LuaJIT, no libev):
+# node/strata.c compiled again with -DSTRATA_CORE_ONLY, pool.c (libev) left out.
+CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) $(wildcard node/objstore/*.c node/core/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o
 CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 LUA_SRC  := $(wildcard node/luamod/*.c)
@@ -33,9 +52,18 @@ LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps bench-deps test unit suites soak fuzz run bench clean help
+VERSION  := $(shell sed -n 's/^\#define STRATA_VERSION "\(.*\)"/\1/p' node/strata_types.h)
+BINDIR   := $(PREFIX)/bin
+LIBDIR   := $(PREFIX)/lib
+INCDIR   := $(PREFIX)/include
+# Where the rockspec's modules land: strata.* under share/lua/5.1, strata.core under lib/lua/5.1.
+LUADIR   := $(PREFIX)/share/lua/5.1
+LUACDIR  := $(PREFIX)/lib/lua/5.1
 
-all: deps $(BUILD)/libstrata.a $(BUILD)/strata $(BUILD)/strata.so
+.PHONY: all deps bench-deps test unit suites soak fuzz run bench clean help install FORCE
+
+# Only builds: the targets that run something (run, test, bench, soak, fuzz) check deps.
+all: $(BUILD)/libstrata.a $(BUILD)/libstrata-core.a $(BUILD)/strata $(BUILD)/strata.so $(BUILD)/strata.pc
 
 help:
 	@echo "make run    build and start a node on ./data with policies/default.lua"
@@ -43,6 +71,7 @@ help:
 	@echo "make bench  benchmarks, side by side with RocksDB"
 	@echo "make soak   the crash-kill harness for 1000+ kills (SOAK_KILLS=N)"
 	@echo "make fuzz   every libFuzzer target for FUZZ_SECONDS (default 600) each"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the binary, libraries, headers, strata.pc, policies, Lua module"
 
 deps:
 	@missing=""; \
@@ -62,13 +91,56 @@ deps:
 bench-deps:
 	@$(MAKE) --no-print-directory deps EXTRA_PKGS="$(BENCH_PKGS)"
 
-$(BUILD)/obj/%.o: %.c $(wildcard node/*.h node/*/*.h tests/unit/*.h)
+# The goals that run something (run, test, soak, fuzz, bench) check the packages first;
+# with -j too, nothing compiles before that check is done.
+DEPS_GOAL := $(if $(filter bench,$(MAKECMDGOALS)),bench-deps,$(if $(filter run test unit suites soak fuzz,$(MAKECMDGOALS)),deps))
+ifneq ($(DEPS_GOAL),)
+$(LIB_OBJ) $(CORE_OBJ) $(CLI_OBJ) $(LUA_OBJ) $(UNIT_BIN) $(GEN_DIR)/policy_lua.c: | $(DEPS_GOAL)
+endif
+
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/obj-core/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -DSTRATA_CORE_ONLY -c $< -o $@
+
+# The generated C of the embedded Lua (policy_lua.h declares it).
+$(GEN_DIR)/policy_lua.c: node/policy/gen_lua_c.sh $(filter %.lua,$(GEN_LUA))
+	@mkdir -p $(dir $@)
+	sh node/policy/gen_lua_c.sh $@ $(GEN_LUA)
+
+$(BUILD)/obj/gen/%.o: $(GEN_DIR)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/libstrata.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libstrata-core.a: $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# pkg-config file for the installed library; rewritten only when its text (PREFIX) changes.
+# Only static libraries are installed, so Requires and Libs (not .private) carry
+# everything libstrata.a needs: `pkg-config --libs strata` links a program as it is.
+$(BUILD)/strata.pc: FORCE
+	@mkdir -p $(dir $@)
+	@{ echo 'prefix=$(PREFIX)'; \
+	  echo 'exec_prefix=$${prefix}'; \
+	  echo 'libdir=$${exec_prefix}/lib'; \
+	  echo 'includedir=$${prefix}/include'; \
+	  echo; \
+	  echo 'Name: strata'; \
+	  echo 'Description: LSM storage engine with LuaJIT merge policies'; \
+	  echo 'Version: $(VERSION)'; \
+	  echo 'Requires: libzstd libisal libxxhash luajit'; \
+	  echo 'Libs: -L$${libdir} -lstrata -lev -lpthread -lm'; \
+	  echo 'Cflags: -I$${includedir}'; \
+	} >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; echo "wrote $@ (prefix $(PREFIX))"; fi
 
 $(BUILD)/strata: $(CLI_OBJ) $(BUILD)/libstrata.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libstrata.a $(LDLIBS)
@@ -78,17 +150,25 @@ $(BUILD)/strata.so: $(LUA_OBJ) $(BUILD)/libstrata.a
 	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(BUILD)/libstrata.a -Wl,--exclude-libs,ALL \
 	  $(shell pkg-config --libs libzstd libisal libxxhash jansson) -lev -lpthread -lm
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/harness.h $(BUILD)/libstrata.a
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
-unit: all $(UNIT_BIN)
+# Header dependencies: the .d files the compiler wrote. An object that exists without its
+# .d (built before -MMD, or the .d deleted) is rebuilt once, since its headers are unknown.
+ALL_OBJ  := $(sort $(LIB_OBJ) $(CORE_OBJ) $(CLI_OBJ) $(LUA_OBJ))
+-include $(ALL_OBJ:.o=.d) $(UNIT_BIN:=.d)
+$(foreach o,$(ALL_OBJ),$(if $(wildcard $(o:.o=.d)),,$(wildcard $o))) \
+$(foreach t,$(UNIT_BIN),$(if $(wildcard $t.d),,$(wildcard $t))): FORCE
+
+unit: deps all $(UNIT_BIN)
 
 # Lua suites load build/strata.so into the stock LuaJIT, and the fuzz corpora replay
 # through their own ASan+UBSan libFuzzer builds, so both run in plain builds only.
 ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
-              "tests/node/second_opener.sh"
+              "sh tests/node/second_opener.sh"
+BUILD_CHECK := "sh tests/build/check_build.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif
 CRASH_KILLS ?= 60
@@ -104,22 +184,39 @@ suites: unit
 # Every suite reports "N passed, N failed"; tests/run.sh adds them up and prints the total last.
 test: suites
 	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault \
-	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES)
+	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES) \
+	  $(BUILD_CHECK)
 
 # Long runs, kept out of make test.
 soak: suites
 	@$(SUB_MAKE) -f tests/crash/crash.mk soak
 
-fuzz: all
+fuzz: deps all
 	@$(MAKE) --no-print-directory -f tests/fuzz/fuzz.mk BUILD=$(BUILD) fuzz
 
 # Starts a node on 127.0.0.1:7070 with ./data and policies/default.lua (Ctrl-C stops it).
-run: all
+run: deps all
 	$(BUILD)/strata serve --listen 127.0.0.1:7070 --data ./data --policy policies/default.lua
 
 bench: bench-deps all
 	@$(MAKE) --no-print-directory -f tests/bench/bench.mk BUILD=$(BUILD) bench
 	@$(MAKE) --no-print-directory -f tests/load/load.mk BUILD=$(BUILD) bench-load
+
+# The Lua modules go where lua/strata-scm-1.rockspec puts them: strata.lua and
+# strata/*.lua under share/lua/5.1, the C half (build/strata.so) as strata/core.so.
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
+	  $(DESTDIR)$(PREFIX)/share/strata/policies $(DESTDIR)$(LUADIR)/strata $(DESTDIR)$(LUACDIR)/strata
+	install -m 755 $(BUILD)/strata $(DESTDIR)$(BINDIR)/strata
+	install -m 644 $(BUILD)/libstrata.a $(BUILD)/libstrata-core.a $(DESTDIR)$(LIBDIR)/
+	install -m 644 node/strata.h node/strata_types.h $(DESTDIR)$(INCDIR)/
+	install -m 644 $(BUILD)/strata.pc $(DESTDIR)$(LIBDIR)/pkgconfig/strata.pc
+	install -m 644 policies/*.lua $(DESTDIR)$(PREFIX)/share/strata/policies/
+	install -m 644 lua/*.lua $(DESTDIR)$(LUADIR)/
+	install -m 644 lua/strata/*.lua $(DESTDIR)$(LUADIR)/strata/
+	install -m 755 $(BUILD)/strata.so $(DESTDIR)$(LUACDIR)/strata/core.so
+
+FORCE:
 
 clean:
 	rm -rf build build-san-*

@@ -1,11 +1,14 @@
 /*
- * strata.c — the top of the library: strata_open/strata_close compose the core
- * store with the policy runtime. With options.policy set, the runtime runs on a
- * libev loop on a thread of its own (the server instead hosts it on its main loop).
+ * strata.c — the public API (strata.h), in one place: a handle is a core store, the
+ * host it runs on and, with options.policy, the policy runtime on that host's loop.
+ * strata_open creates its own host (a loop thread and a background executor when a
+ * policy runs, an inline host without threads otherwise); `strata serve` and `strata
+ * load --embedded` make their host and use strata_open_on (strata_host.h).
+ *
+ * Built with STRATA_CORE_ONLY (libstrata-core.a), it has neither host nor runtime and
+ * needs neither libev nor LuaJIT; options.policy is then refused.
  */
 #include <errno.h>
-#include <ev.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,135 +17,169 @@
 #include "lib/buf.h"
 #include "lib/diag.h"
 #include "lib/env.h"
-#include "policy/runtime.h"
 #include "strata.h"
+#ifndef STRATA_CORE_ONLY
+#include "policy/runtime.h"
+#include "strata_host.h"
+#endif
 
-/** A policy runtime on its own loop thread. */
-struct embedded {
-	/** The loop (owned). */
-	struct ev_loop *loop;
-	/** Wakes the loop to stop it. */
-	ev_async stop;
-	/** The runtime on that loop. */
+struct strata {
+	/** The engine. */
+	struct store *store;
+#ifndef STRATA_CORE_ONLY
+	/** The host the handle runs on. */
+	struct host *host;
+	/** The handle created host and deletes it at close. */
+	int own_host;
+	/** The policy runtime on host's loop, or NULL. */
 	struct runtime *rt;
-	/** The loop thread. */
-	pthread_t thread;
-	/** Guards bound. */
-	pthread_mutex_t mu;
-	/** Signalled once the loop thread is bound to the runtime. */
-	pthread_cond_t cv;
-	/** Set by the loop thread once runtime_invoke may be used. */
-	int bound;
+#endif
+};
+
+void
+strata_options_init(strata_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->shards = 0;
+	o->sync = STRATA_SYNC_FSYNC;
+	o->sync_interval_ms = 100;
+	o->max_value_bytes = 64ull << 20;
+	o->wal_segment_bytes = 64ull << 20;
+	o->block_bytes = 64u << 10;
+	o->zstd_level = 1;
+	o->bloom_bits_per_key = 10;
+	o->manifest_keep = 4;
+	o->merge_max_inputs = 8;
+}
+
+#ifndef STRATA_CORE_ONLY
+/** Arguments of the runtime's start on the loop thread. */
+struct rt_start {
+	/** In. */
+	const strata_options *o;
+	const struct strata_runtime_options *ro;
+	strata *db;
+	/** Out. */
+	int rc;
+	char err[1024];
 };
 
 static void
-embedded_stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+rt_start_on_loop(void *arg)
 {
-	(void)w;
-	(void)revents;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-static void *
-embedded_main(void *arg)
-{
-	struct embedded *e = arg;
-	runtime_bind_thread(e->rt, pthread_self());
-	pthread_mutex_lock(&e->mu);
-	e->bound = 1;
-	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
-	ev_run(e->loop, 0);
-	return NULL;
+	struct rt_start *c = arg;
+	struct runtime_options ro;
+	memset(&ro, 0, sizeof(ro));
+	ro.db = c->db->store;
+	ro.host = c->db->host;
+	ro.policy_path = c->o->policy[0] ? c->o->policy : NULL;
+	ro.watch_file = c->ro != NULL ? c->ro->watch_file : c->o->policy[0] != '\0';
+	c->rc = runtime_new(&ro, &c->db->rt, c->err, sizeof(c->err));
 }
 
 static void
-embedded_stop(void *arg)
+rt_stop_on_loop(void *arg)
 {
-	struct embedded *e = arg;
-	ev_async_send(e->loop, &e->stop);
-	pthread_join(e->thread, NULL);
-	runtime_delete(e->rt);
-	ev_async_stop(e->loop, &e->stop);
-	ev_loop_destroy(e->loop);
-	pthread_mutex_destroy(&e->mu);
-	pthread_cond_destroy(&e->cv);
-	env.free(e);
+	strata *db = arg;
+	runtime_delete(db->rt);
+	db->rt = NULL;
 }
 
-static int
-embedded_start(strata *db, const char *policy)
+int
+strata_open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
+	       strata **out)
 {
-	struct embedded *e = env.calloc(1, sizeof(*e));
-	if (e == NULL)
-		return diag_set(STRATA_ENOMEM, "out of memory starting the policy runtime");
-	e->loop = ev_loop_new(EVFLAG_AUTO);
-	if (e->loop == NULL) {
-		env.free(e);
-		return diag_set(STRATA_ENOMEM, "cannot create an event loop for the policy runtime");
+	if (out == NULL || h == NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: an output and a host are required");
+	*out = NULL;
+	strata *db = env.calloc(1, sizeof(*db));
+	if (db == NULL)
+		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	db->host = h;
+	int rc = store_open(o, &db->store);
+	if (rc == 0 && o->policy != NULL) {
+		/* The runtime's watchers live on the loop: start it from the loop's thread. */
+		struct rt_start c = {.o = o, .ro = ro, .db = db};
+		host_invoke(h, rt_start_on_loop, &c);
+		rc = c.rc ? diag_set(c.rc < 0 ? c.rc : STRATA_EINVAL, "policy %s: %s",
+				     o->policy[0] ? o->policy : "(built-in)", c.err)
+			  : 0;
 	}
-	pthread_mutex_init(&e->mu, NULL);
-	pthread_cond_init(&e->cv, NULL);
-	ev_async_init(&e->stop, embedded_stop_cb);
-	ev_async_start(e->loop, &e->stop);
-	struct runtime_options ro;
-	memset(&ro, 0, sizeof(ro));
-	ro.db = db;
-	ro.loop = e->loop;
-	ro.policy_path = policy[0] ? policy : NULL;
-	ro.watch_file = policy[0] != '\0';
-	char err[1024] = "";
-	int rc = runtime_new(&ro, &e->rt, err, sizeof(err));
 	if (rc) {
-		ev_async_stop(e->loop, &e->stop);
-		ev_loop_destroy(e->loop);
-		env.free(e);
-		return diag_set(rc < 0 ? rc : STRATA_EINVAL, "policy %s: %s", policy, err);
+		store_close(db->store);
+		env.free(db);
+		return rc;
 	}
-	if (pthread_create(&e->thread, NULL, embedded_main, e) != 0) {
-		runtime_delete(e->rt);
-		ev_async_stop(e->loop, &e->stop);
-		ev_loop_destroy(e->loop);
-		env.free(e);
-		return diag_set(STRATA_ENOMEM, "cannot start the policy runtime thread");
-	}
-	/* Until the loop thread has bound itself, runtime_invoke would run callers inline. */
-	pthread_mutex_lock(&e->mu);
-	while (!e->bound)
-		pthread_cond_wait(&e->cv, &e->mu);
-	pthread_mutex_unlock(&e->mu);
-	store_attach_runtime(db, e, embedded_stop);
+	*out = db;
 	return 0;
 }
 
 int
 strata_open(const strata_options *o, strata **out)
 {
-	int rc = store_open(o, out);
-	if (rc || o->policy == NULL)
+	if (o == NULL || out == NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: options and an output are required");
+	*out = NULL;
+	/* Without a policy nothing runs in the background: a host without threads. */
+	struct host_options ho;
+	memset(&ho, 0, sizeof(ho));
+	ho.mode = o->policy != NULL ? HOST_THREADED : HOST_INLINE;
+	ho.loop_thread = o->policy != NULL;
+	ho.threads[HOST_FG] = 1;
+	struct host *h = NULL;
+	int rc = host_new(&ho, &h);
+	if (rc)
 		return rc;
-	rc = embedded_start(*out, o->policy);
+	rc = strata_open_on(o, h, NULL, out);
 	if (rc) {
-		store_close(*out);
-		*out = NULL;
+		host_delete(h);
+		return rc;
 	}
-	return rc;
+	(*out)->own_host = 1;
+	return 0;
+}
+
+struct host *
+strata_host(strata *db)
+{
+	return db->host;
+}
+
+struct runtime *
+strata_runtime(strata *db)
+{
+	return db->rt;
+}
+
+struct store *
+strata_store(strata *db)
+{
+	return db->store;
 }
 
 void
 strata_close(strata *db)
 {
-	store_close(db);
+	if (db == NULL)
+		return;
+	if (db->rt != NULL)
+		host_invoke(db->host, rt_stop_on_loop, db);
+	store_close(db->store);
+	if (db->own_host)
+		host_delete(db->host);
+	env.free(db);
 }
 
 /** Arguments of a reload run on the loop thread. */
 struct reload_call {
+	/** In: the runtime, the source and its name, where the message goes. */
 	struct runtime *rt;
 	const char *src;
 	size_t len;
 	const char *name;
 	char *err;
 	size_t errlen;
+	/** Out. */
 	int rc;
 };
 
@@ -158,8 +195,7 @@ strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err,
 {
 	if (db == NULL || path_or_source == NULL)
 		return diag_set(STRATA_EINVAL, "set_policy: a store and a policy are required");
-	struct embedded *e = store_runtime_of_kind(db, embedded_stop);
-	if (e == NULL)
+	if (db->rt == NULL)
 		return diag_set(STRATA_EINVAL, "set_policy: the store was opened without a policy runtime "
 				"(set options.policy, \"\" for the built-in default)");
 	/* A path if it names a file, else source text. */
@@ -182,9 +218,9 @@ strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err,
 			name = path;
 		}
 	}
-	struct reload_call c = {e->rt, b.data ? (const char *)b.data : path_or_source,
+	struct reload_call c = {db->rt, b.data ? (const char *)b.data : path_or_source,
 				b.data ? b.len : len, name, err, errlen, 0};
-	runtime_invoke(e->rt, reload_on_loop, &c);
+	host_invoke(db->host, reload_on_loop, &c);
 	buf_destroy(&b);
 	if (c.rc)
 		return diag_set(STRATA_EINVAL, "%s", err && errlen ? err : "policy refused");
@@ -211,13 +247,12 @@ strata_policy_info_get(strata *db, strata_policy_info *out)
 {
 	if (db == NULL || out == NULL)
 		return diag_set(STRATA_EINVAL, "policy_info: a store and an output are required");
-	struct embedded *e = store_runtime_of_kind(db, embedded_stop);
-	if (e == NULL)
+	if (db->rt == NULL)
 		return diag_set(STRATA_EINVAL, "policy_info: the store was opened without a policy runtime");
 	struct info_call c;
 	memset(&c, 0, sizeof(c));
-	c.rt = e->rt;
-	runtime_invoke(e->rt, info_on_loop, &c);
+	c.rt = db->rt;
+	host_invoke(db->host, info_on_loop, &c);
 	memset(out, 0, sizeof(*out));
 	out->version = c.st.policy_version;
 	out->reloads = c.st.reloads;
@@ -232,4 +267,199 @@ strata_policy_info_get(strata *db, strata_policy_info *out)
 	snprintf(out->last_error, sizeof(out->last_error), "%s", c.st.last_error);
 	snprintf(out->name, sizeof(out->name), "%s", c.st.policy_name);
 	return 0;
+}
+
+#else /* STRATA_CORE_ONLY */
+
+int
+strata_open(const strata_options *o, strata **out)
+{
+	if (o == NULL || out == NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: options and an output are required");
+	*out = NULL;
+	if (o->policy != NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: this build (libstrata-core) has no policy "
+				"runtime; link libstrata for options.policy");
+	strata *db = env.calloc(1, sizeof(*db));
+	if (db == NULL)
+		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	int rc = store_open(o, &db->store);
+	if (rc) {
+		env.free(db);
+		return rc;
+	}
+	*out = db;
+	return 0;
+}
+
+void
+strata_close(strata *db)
+{
+	if (db == NULL)
+		return;
+	store_close(db->store);
+	env.free(db);
+}
+
+int
+strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err, size_t errlen)
+{
+	(void)db, (void)path_or_source, (void)len;
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "this build (libstrata-core) has no policy runtime");
+	return diag_set(STRATA_EINVAL, "set_policy: this build (libstrata-core) has no policy runtime");
+}
+
+int
+strata_policy_info_get(strata *db, strata_policy_info *out)
+{
+	(void)db, (void)out;
+	return diag_set(STRATA_EINVAL, "policy_info: this build (libstrata-core) has no policy runtime");
+}
+
+#endif /* STRATA_CORE_ONLY */
+
+/* ---------- the operations: argument checks and dispatch live in the core ---------- */
+
+int
+strata_stored_shards(const char *dir, uint32_t *shards)
+{
+	return store_stored_shards(dir, shards);
+}
+
+uint32_t
+strata_shards(const strata *db)
+{
+	return db ? store_shards(db->store) : 0;
+}
+
+int
+strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_append(db->store, shard, rows, n, last_seq);
+}
+
+int
+strata_check_row(const strata *db, size_t key_len, size_t value_len)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_check_row(store_options(db->store)->max_value_bytes, key_len, value_len);
+}
+
+int
+strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n)
+{
+	return strata_append_seq(db, shard, rows, n, NULL);
+}
+
+int
+strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_get(db->store, shard, key, key_len, value, value_len);
+}
+
+int
+strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, const void *end,
+	    size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_scan(db->store, shard, start, start_len, end, end_len, cb, ctx);
+}
+
+int
+strata_seal(strata *db, uint32_t shard)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_seal(db->store, shard);
+}
+
+int
+strata_prepare_merge(strata *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_prepare_merge(db->store, shard, max_generations, plan);
+}
+
+int
+strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_prepare_compact(db->store, shard, max_runs, plan);
+}
+
+uint32_t
+strata_plan_generations(const strata_plan *plan)
+{
+	return store_plan_inputs(plan);
+}
+
+uint32_t
+strata_plan_shard(const strata_plan *plan)
+{
+	return store_plan_shard(plan);
+}
+
+int
+strata_commit_merge(strata *db, strata_plan *plan)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_commit(db->store, plan);
+}
+
+void
+strata_abort_merge(strata *db, strata_plan *plan)
+{
+	store_abort(db ? db->store : NULL, plan);
+}
+
+int
+strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_merge(db->store, shard, max_generations, merged);
+}
+
+int
+strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_shard_stats(db->store, shard, out);
+}
+
+int
+strata_check(strata *db, uint32_t shard)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_check(db->store, shard);
+}
+
+void
+strata_free(void *p)
+{
+	env.free(p);
+}
+
+const char *
+strata_strerror(int rc)
+{
+	return store_strerror(rc);
+}
+
+const char *
+strata_last_error(void)
+{
+	return diag_last();
 }

@@ -58,6 +58,10 @@ int strata_stored_shards(const char *dir, uint32_t *shards);
 /** Append n rows to a shard; returns once they are durable under the sync mode.
  *  All or nothing: a bad row rejects the whole batch and nothing is written. */
 int strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n);
+/** Check one row against the limits strata_append applies to it (key 1..STRATA_MAX_KEY
+ *  bytes, value at most the store's max_value_bytes): 0, STRATA_EINVAL or STRATA_ETOOBIG
+ *  with a message. For front ends that want to refuse a row before collecting a batch. */
+int strata_check_row(const strata *db, size_t key_len, size_t value_len);
 /** Like strata_append, and reports the sequence number of the last row. */
 int strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq);
 /** Read the newest value of key. STRATA_NOTFOUND if absent. *value is released with strata_free. */

@@ -326,17 +326,6 @@ run_zfree(void *opaque, void *p)
 
 static const ZSTD_customMem run_zmem = { run_zalloc, run_zfree, NULL };
 
-static size_t
-run_varint_len(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
 /** Release b's memory when it holds more than keep bytes (after an oversized row). */
 static void
 run_buf_trim(struct buf *b, size_t keep)
@@ -685,7 +674,7 @@ run_writer_add(struct run_writer *w, const void *key, size_t klen, uint64_t seq,
 	if (w->meta.rows > 0 && run_keycmp(key, klen, w->last_key.data, w->last_key.len) <= 0)
 		return diag_set(STRATA_EINVAL, "run %s: key out of order at row %llu (keys must "
 				"strictly increase)", w->key, (unsigned long long)w->meta.rows);
-	size_t rowlen = run_varint_len(klen) + run_varint_len(vlen) + 8 + klen + vlen;
+	size_t rowlen = enc_varint_len(klen) + enc_varint_len(vlen) + 8 + klen + vlen;
 	int rc;
 	if (w->block_rows > 0 && w->block.len + rowlen > w->o.block_bytes) {
 		rc = run_writer_flush_block(w);

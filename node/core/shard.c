@@ -1,14 +1,8 @@
 /*
- * shard.c — seal, prepare, commit, reads and recovery of one shard.
- *
- * The view (memtables + generations + base runs a reader sees) is an immutable,
- * refcounted snapshot; writers build a new one and swap the pointer under the
- * exclusive lock. Tables (open generation/run files) are refcounted too: once a
- * commit drops a generation from the view it is marked obsolete and its object is
- * deleted when the last view or plan holding it lets go.
+ * shard.c — the data paths of one shard: append, get, scan, seal, prepare, commit,
+ * fencing, and the manifest updates they make. The pieces they share are in
+ * shard_int.h (view.c, merge_iter.c); loading and closing are in recover.c.
  */
-#include "shard.h"
-
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
@@ -20,363 +14,8 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
-#include "manifest.h"
-#include "mem.h"
+#include "shard_int.h"
 #include "store.h"
-#include "wal.h"
-
-/** A memtable plus what seal needs to know about it. */
-struct slot {
-	/** Holders: views and in-flight appends. */
-	atomic_int refs;
-	/** The rows. */
-	struct mem *mem;
-	/** Appends assigned positions in this memtable but not yet inserted. */
-	atomic_int writers;
-	/** Set once sealed: no new positions are assigned to it. */
-	atomic_int sealed;
-	/** Set once the listener was told this memtable reached the size limit. */
-	atomic_int full_reported;
-	/** Highest position assigned to it (valid once sealed). */
-	uint64_t cut;
-};
-
-/** An open generation or base run. */
-struct table {
-	/** Holders: views and plans. */
-	atomic_int refs;
-	/** The reader. */
-	struct run_reader *r;
-	/** The manifest entry. */
-	struct manifest_obj obj;
-	/** MANIFEST_GEN or MANIFEST_RUN. */
-	int kind;
-	/** Set when no manifest references it any more: its object goes with its last ref. */
-	atomic_int obsolete;
-	/** Object store holding it. */
-	struct objstore *os;
-	/** Object key. */
-	char key[160];
-};
-
-/** What readers see. Immutable once published. */
-struct view {
-	/** Holders. */
-	atomic_int refs;
-	/** Memtable receiving appends. */
-	struct slot *active;
-	/** Sealed memtables not yet published as generations, oldest first. */
-	struct slot **sealed;
-	uint32_t nsealed;
-	/** Generations, oldest first. */
-	struct table **gens;
-	uint32_t ngens;
-	/** Base runs, oldest first. */
-	struct table **runs;
-	uint32_t nruns;
-};
-
-/** Kinds of plan. */
-enum { PLAN_MERGE = 0, PLAN_COMPACT = 1 };
-
-struct shard_plan {
-	/** Shard it belongs to. */
-	struct shard *s;
-	/** PLAN_MERGE (generations -> run) or PLAN_COMPACT (runs -> run). */
-	int kind;
-	/** Ids of the inputs, oldest first. */
-	uint64_t *ids;
-	uint32_t nids;
-	/** The inputs (held so their objects outlive the merge). */
-	struct table **inputs;
-	/** The run written, NULL for an empty plan. */
-	struct table *out;
-	/** Input bytes. */
-	uint64_t bytes_in;
-};
-
-struct shard {
-	/** Settings. */
-	struct shard_config cfg;
-	/** The shard lock (see shard.h). */
-	pthread_rwlock_t rw;
-	/** Serialises manifest updates and every change of view (whoever clones the view
-	 *  to edit it holds this, so no edit is lost to a concurrent swap). */
-	pthread_mutex_t manifest_mu;
-	/** One seal/flush at a time. */
-	pthread_mutex_t seal_mu;
-	/** Waits for a sealed memtable's in-flight appends. */
-	pthread_mutex_t writers_mu;
-	pthread_cond_t writers_cv;
-	/** Current view; replaced under rw exclusive. */
-	struct view *view;
-	/** Latest manifest this writer knows (under manifest_mu). */
-	struct manifest man;
-	/** This writer's ownership token. */
-	uint64_t epoch;
-	/** Next generation/run id. */
-	atomic_uint_fast64_t next_id;
-	/** The WAL. */
-	struct wal *wal;
-	/** Set once this writer learned that another one claimed the shard: terminal,
-	 *  appends and reads are refused with STRATA_EFENCED. */
-	atomic_int fenced;
-	/** Per plan kind (PLAN_MERGE, PLAN_COMPACT): a plan is being prepared or awaits
-	 *  commit; a second prepare of that kind gets STRATA_EBUSY before any IO. */
-	atomic_int busy[2];
-	/** Effective per-pass input cap: merge_max_inputs, possibly narrowed by a policy. */
-	atomic_uint merge_cap;
-	/** A manifest write failed in a way that may have landed: the manifest is reloaded
-	 *  and the view reconciled before the next manifest operation (under manifest_mu). */
-	int man_uncertain;
-	/** Highest position covered by a seal. */
-	uint64_t last_cut;
-	/** Who hears about seals and full memtables (NULL = nobody). */
-	_Atomic(const struct store_listener *) listener;
-	/** Memtable size that triggers on_memtable_full (0 = none). */
-	atomic_uint_fast64_t mem_limit;
-	/** Threads between loading the listener and returning from its callback. */
-	atomic_int cb_inflight;
-	/** Counters for stats. */
-	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
-		merge_in, merge_out, compactions, max_excl_ns;
-};
-
-/* ---------- refcounted pieces ---------- */
-
-static struct slot *
-slot_new(void)
-{
-	struct slot *sl = env.calloc(1, sizeof(*sl));
-	if (sl == NULL)
-		return NULL;
-	sl->mem = mem_new();
-	if (sl->mem == NULL) {
-		env.free(sl);
-		return NULL;
-	}
-	atomic_init(&sl->refs, 1);
-	return sl;
-}
-
-static void
-slot_unref(struct slot *sl)
-{
-	if (sl != NULL && atomic_fetch_sub(&sl->refs, 1) == 1) {
-		mem_unref(sl->mem);
-		env.free(sl);
-	}
-}
-
-static void
-table_unref(struct table *t)
-{
-	if (t == NULL || atomic_fetch_sub(&t->refs, 1) != 1)
-		return;
-	run_reader_close(t->r);
-	if (atomic_load(&t->obsolete)) {
-		int rc = objstore_del(t->os, t->key);
-		if (rc)
-			diag_log(LOG_LVL_WARN, "delete of merged object %s failed: %s (orphan collection "
-				 "will retry)", t->key, diag_last());
-	}
-	env.free(t);
-}
-
-static int
-table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table **out)
-{
-	struct table *t = env.calloc(1, sizeof(*t));
-	if (t == NULL)
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory opening a table", s->cfg.id);
-	t->obj = *o;
-	t->kind = kind;
-	t->os = s->cfg.os;
-	atomic_init(&t->refs, 1);
-	manifest_obj_key(t->key, sizeof(t->key), s->cfg.prefix, kind, o);
-	int rc = run_reader_open(s->cfg.os, t->key, &t->r);
-	if (rc) {
-		env.free(t);
-		return rc;
-	}
-	*out = t;
-	return 0;
-}
-
-static void
-view_unref(struct view *v)
-{
-	if (v == NULL || atomic_fetch_sub(&v->refs, 1) != 1)
-		return;
-	slot_unref(v->active);
-	for (uint32_t i = 0; i < v->nsealed; i++)
-		slot_unref(v->sealed[i]);
-	for (uint32_t i = 0; i < v->ngens; i++)
-		table_unref(v->gens[i]);
-	for (uint32_t i = 0; i < v->nruns; i++)
-		table_unref(v->runs[i]);
-	env.free(v->sealed);
-	env.free(v->gens);
-	env.free(v->runs);
-	env.free(v);
-}
-
-/** A new view sharing (and referencing) everything of old, with room to edit. */
-static struct view *
-view_clone(const struct view *old, uint32_t extra)
-{
-	struct view *v = env.calloc(1, sizeof(*v));
-	if (v == NULL)
-		return NULL;
-	atomic_init(&v->refs, 1);
-	v->sealed = env.calloc(old->nsealed + extra + 1, sizeof(*v->sealed));
-	v->gens = env.calloc(old->ngens + extra + 1, sizeof(*v->gens));
-	v->runs = env.calloc(old->nruns + extra + 1, sizeof(*v->runs));
-	if (v->sealed == NULL || v->gens == NULL || v->runs == NULL) {
-		env.free(v->sealed);
-		env.free(v->gens);
-		env.free(v->runs);
-		env.free(v);
-		return NULL;
-	}
-	v->active = old->active;
-	atomic_fetch_add(&v->active->refs, 1);
-	for (uint32_t i = 0; i < old->nsealed; i++) {
-		v->sealed[v->nsealed++] = old->sealed[i];
-		atomic_fetch_add(&old->sealed[i]->refs, 1);
-	}
-	for (uint32_t i = 0; i < old->ngens; i++) {
-		v->gens[v->ngens++] = old->gens[i];
-		atomic_fetch_add(&old->gens[i]->refs, 1);
-	}
-	for (uint32_t i = 0; i < old->nruns; i++) {
-		v->runs[v->nruns++] = old->runs[i];
-		atomic_fetch_add(&old->runs[i]->refs, 1);
-	}
-	return v;
-}
-
-/** Pin the current view (shared lock held just long enough to take a reference). */
-static struct view *
-view_pin(struct shard *s)
-{
-	pthread_rwlock_rdlock(&s->rw);
-	struct view *v = s->view;
-	atomic_fetch_add(&v->refs, 1);
-	pthread_rwlock_unlock(&s->rw);
-	return v;
-}
-
-static void
-excl_lock(struct shard *s, uint64_t *t0)
-{
-	pthread_rwlock_wrlock(&s->rw);
-	*t0 = env.mono_ns();
-}
-
-/** Release the exclusive lock and record the longest hold. */
-static void
-excl_unlock(struct shard *s, uint64_t t0)
-{
-	uint64_t held = env.mono_ns() - t0;
-	pthread_rwlock_unlock(&s->rw);
-	uint_fast64_t cur = atomic_load(&s->max_excl_ns);
-	while (held > cur && !atomic_compare_exchange_weak(&s->max_excl_ns, &cur, held))
-		;
-}
-
-/** Swap in v (consumes the caller's reference to v); returns the old view to unref. */
-static struct view *
-view_swap(struct shard *s, struct view *v)
-{
-	uint64_t t0;
-	excl_lock(s, &t0);
-	struct view *old = s->view;
-	s->view = v;
-	excl_unlock(s, t0);
-	return old;
-}
-
-/** The table of tabs with o's id and epoch, or NULL. */
-static struct table *
-view_find(struct table **tabs, uint32_t n, const struct manifest_obj *o)
-{
-	for (uint32_t i = 0; i < n; i++)
-		if (tabs[i]->obj.id == o->id && tabs[i]->obj.epoch == o->epoch)
-			return tabs[i];
-	return NULL;
-}
-
-/** Fill list with a table per manifest entry, reusing the current view's. */
-static int
-view_fill(struct shard *s, int kind, const struct manifest_obj *objs, uint32_t n, struct table **cur,
-	  uint32_t ncur, struct table **list, uint32_t *count)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		struct table *t = view_find(cur, ncur, &objs[i]);
-		if (t != NULL) {
-			atomic_fetch_add(&t->refs, 1);
-		} else {
-			int rc = table_open(s, kind, &objs[i], &t);
-			if (rc)
-				return rc;
-		}
-		list[(*count)++] = t;
-	}
-	return 0;
-}
-
-/** manifest_mu held: rebuild the view's generations and runs from s->man (which is newer
- *  than the view after a write that reported failure but landed); sealed memtables
- *  the manifest's replay cursor covers are published already and leave the view. */
-static int
-view_reconcile(struct shard *s)
-{
-	struct view *cur = s->view;
-	struct view *v = env.calloc(1, sizeof(*v));
-	if (v == NULL)
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory reconciling the view", s->cfg.id);
-	atomic_init(&v->refs, 1);
-	v->sealed = env.calloc(cur->nsealed + 1, sizeof(*v->sealed));
-	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
-	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
-	v->active = cur->active;
-	atomic_fetch_add(&v->active->refs, 1);
-	int rc = (v->sealed && v->gens && v->runs)
-			 ? 0
-			 : diag_set(STRATA_ENOMEM, "shard %u: out of memory reconciling the view", s->cfg.id);
-	if (rc == 0)
-		rc = view_fill(s, MANIFEST_GEN, s->man.gens, s->man.ngens, cur->gens, cur->ngens, v->gens,
-			       &v->ngens);
-	if (rc == 0)
-		rc = view_fill(s, MANIFEST_RUN, s->man.runs, s->man.nruns, cur->runs, cur->nruns, v->runs,
-			       &v->nruns);
-	if (rc) {
-		view_unref(v);
-		return rc;
-	}
-	for (uint32_t i = 0; i < cur->nsealed; i++) {
-		if (cur->sealed[i]->cut > s->man.replay_after) {
-			v->sealed[v->nsealed++] = cur->sealed[i];
-			atomic_fetch_add(&cur->sealed[i]->refs, 1);
-		}
-	}
-	/* What the manifest no longer names is ours to delete once nothing holds it. */
-	for (uint32_t i = 0; i < cur->ngens; i++)
-		if (view_find(v->gens, v->ngens, &cur->gens[i]->obj) == NULL)
-			atomic_store(&cur->gens[i]->obsolete, 1);
-	for (uint32_t i = 0; i < cur->nruns; i++)
-		if (view_find(v->runs, v->nruns, &cur->runs[i]->obj) == NULL)
-			atomic_store(&cur->runs[i]->obsolete, 1);
-	if (s->man.replay_after > s->last_cut)
-		s->last_cut = s->man.replay_after;
-	uint_fast64_t next = atomic_load(&s->next_id);
-	while (next < s->man.next_generation &&
-	       !atomic_compare_exchange_weak(&s->next_id, &next, s->man.next_generation))
-		;
-	view_unref(view_swap(s, v));
-	return 0;
-}
 
 static int
 fenced_error(struct shard *s)
@@ -475,14 +114,9 @@ shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx)
 int
 shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_seq)
 {
+	/* The rows were checked by the store (store_check_row); the WAL checks its entry. */
 	if (atomic_load(&s->fenced))
 		return fenced_error(s);
-	for (size_t i = 0; i < n; i++) {
-		if (rows[i].value_len > s->cfg.max_value_bytes)
-			return diag_set(STRATA_ETOOBIG, "row %zu: value of %zu bytes is over the limit of "
-					"%llu bytes", i, rows[i].value_len,
-					(unsigned long long)s->cfg.max_value_bytes);
-	}
 	struct wal_ticket t;
 	pthread_rwlock_rdlock(&s->rw);
 	struct slot *sl = s->view->active;
@@ -499,7 +133,7 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 		rc = wal_wait(s->wal, &t);
 	if (rc == STRATA_EFENCED)
 		atomic_store(&s->fenced, 1);
-	if (rc == 0 && env_point("append.durable", s) != 0)
+	if (rc == 0 && env_point(ENV_POINT_APPEND_DURABLE, s) != 0)
 		rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at append.durable", s->cfg.id);
 	if (rc == 0) {
 		mem_batch_insert(mb, t.first_seq); /* consumes mb */
@@ -511,7 +145,7 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 		pthread_cond_broadcast(&s->writers_cv);
 		pthread_mutex_unlock(&s->writers_mu);
 	}
-	if (rc == 0 && env_point("append.inserted", s) != 0)
+	if (rc == 0 && env_point(ENV_POINT_APPEND_INSERTED, s) != 0)
 		rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at append.inserted", s->cfg.id);
 	uint64_t limit = atomic_load(&s->mem_limit);
 	if (rc == 0 && limit != 0 && mem_bytes(sl->mem) >= limit &&
@@ -604,229 +238,6 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 	return rc;
 }
 
-/** One input of a k-way merge: a memtable or a run iterator. */
-struct source {
-	/** Run iterator, or NULL for a memtable source. */
-	struct run_iter *it;
-	/** Memtable iterator (when it == NULL). */
-	struct mem_iter mi;
-	/** Current row. */
-	const void *key, *val;
-	size_t klen, vlen;
-	uint64_t seq;
-};
-
-static int
-key_cmp(const void *a, size_t al, const void *b, size_t bl)
-{
-	size_t n = al < bl ? al : bl;
-	int c = n ? memcmp(a, b, n) : 0;
-	if (c)
-		return c;
-	return al < bl ? -1 : al > bl;
-}
-
-/** Load the source's current row; 1 valid, 0 exhausted, <0 error. */
-static int
-source_load(struct source *src)
-{
-	if (src->it == NULL) {
-		if (!mem_iter_valid(&src->mi))
-			return 0;
-		mem_iter_entry(&src->mi, &src->key, &src->klen, &src->seq, &src->val, &src->vlen);
-		return 1;
-	}
-	run_iter_row(src->it, &src->key, &src->klen, &src->seq, &src->val, &src->vlen);
-	return 1;
-}
-
-static int
-source_next(struct source *src)
-{
-	if (src->it == NULL) {
-		mem_iter_next(&src->mi);
-		return source_load(src);
-	}
-	int rc = run_iter_next(src->it);
-	if (rc <= 0)
-		return rc;
-	return source_load(src);
-}
-
-/** Heap order: key ascending, then seq descending. */
-static int
-source_less(const struct source *a, const struct source *b)
-{
-	int c = key_cmp(a->key, a->klen, b->key, b->klen);
-	if (c)
-		return c < 0;
-	return a->seq > b->seq;
-}
-
-/** A min-heap of sources. */
-struct merger {
-	/** Live sources, heap-ordered. */
-	struct source **heap;
-	uint32_t n;
-	/** All sources (for freeing). */
-	struct source *all;
-	uint32_t nall;
-};
-
-static void
-heap_down(struct merger *m, uint32_t i)
-{
-	for (;;) {
-		uint32_t l = 2 * i + 1, r = l + 1, min = i;
-		if (l < m->n && source_less(m->heap[l], m->heap[min]))
-			min = l;
-		if (r < m->n && source_less(m->heap[r], m->heap[min]))
-			min = r;
-		if (min == i)
-			return;
-		struct source *t = m->heap[i];
-		m->heap[i] = m->heap[min];
-		m->heap[min] = t;
-		i = min;
-	}
-}
-
-static int
-merger_create(struct merger *m, uint32_t cap)
-{
-	memset(m, 0, sizeof(*m));
-	m->all = env.calloc(cap + 1, sizeof(*m->all));
-	m->heap = env.calloc(cap + 1, sizeof(*m->heap));
-	if (m->all == NULL || m->heap == NULL) {
-		env.free(m->all);
-		env.free(m->heap);
-		return diag_set(STRATA_ENOMEM, "out of memory creating a merge of %u inputs", cap);
-	}
-	return 0;
-}
-
-static void
-merger_add_mem(struct merger *m, struct mem *mem, const void *start, size_t start_len)
-{
-	struct source *src = &m->all[m->nall++];
-	mem_iter_seek(&src->mi, mem, start, start_len);
-	if (source_load(src) == 1)
-		m->heap[m->n++] = src;
-}
-
-static int
-merger_add_run(struct merger *m, struct run_reader *r, const void *start, size_t start_len)
-{
-	struct source *src = &m->all[m->nall++];
-	int rc = run_iter_new(r, start, start_len, &src->it);
-	if (rc)
-		return rc;
-	rc = run_iter_next(src->it);
-	if (rc < 0)
-		return rc;
-	if (rc == 1) {
-		source_load(src);
-		m->heap[m->n++] = src;
-	}
-	return 0;
-}
-
-static void
-merger_build(struct merger *m)
-{
-	for (uint32_t i = m->n / 2; i-- > 0;)
-		heap_down(m, i);
-}
-
-static void
-heap_push(struct merger *m, struct source *src)
-{
-	m->heap[m->n] = src;
-	uint32_t i = m->n++;
-	while (i > 0) {
-		uint32_t p = (i - 1) / 2;
-		if (!source_less(m->heap[i], m->heap[p]))
-			break;
-		struct source *t = m->heap[i];
-		m->heap[i] = m->heap[p];
-		m->heap[p] = t;
-		i = p;
-	}
-}
-
-static struct source *
-heap_pop(struct merger *m)
-{
-	struct source *top = m->heap[0];
-	m->heap[0] = m->heap[--m->n];
-	heap_down(m, 0);
-	return top;
-}
-
-/** Move src past every version of key (only memtables hold several versions). */
-static int
-source_skip_key(struct source *src, const void *key, size_t klen)
-{
-	int rc;
-	do {
-		rc = source_next(src);
-	} while (rc == 1 && src->it == NULL && key_cmp(src->key, src->klen, key, klen) == 0);
-	return rc;
-}
-
-static void
-merger_destroy(struct merger *m)
-{
-	for (uint32_t i = 0; i < m->nall; i++)
-		run_iter_free(m->all[i].it);
-	env.free(m->all);
-	env.free(m->heap);
-}
-
-/*
- * A merge cursor yields each distinct key once, with its newest version. The
- * winning source is advanced only at the next call, so the returned row stays
- * valid until then.
- */
-struct merge_cursor {
-	/** The heap. */
-	struct merger m;
-	/** The source whose row was returned last, advanced at the next call. */
-	struct source *win;
-};
-
-/** 1 and the next row, 0 at the end, <0 on error. */
-static int
-cursor_next(struct merge_cursor *c, struct source *row)
-{
-	int rc;
-	if (c->win != NULL) {
-		struct source *w = c->win;
-		c->win = NULL;
-		rc = source_skip_key(w, w->key, w->klen);
-		if (rc < 0)
-			return rc;
-		if (rc == 1)
-			heap_push(&c->m, w);
-	}
-	if (c->m.n == 0)
-		return 0;
-	struct source *w = heap_pop(&c->m);
-	*row = *w;
-	while (c->m.n > 0 && key_cmp(c->m.heap[0]->key, c->m.heap[0]->klen, row->key, row->klen) == 0) {
-		struct source *t = c->m.heap[0];
-		rc = source_skip_key(t, row->key, row->klen);
-		if (rc < 0)
-			return rc;
-		if (rc == 0)
-			heap_pop(&c->m);
-		else
-			heap_down(&c->m, 0);
-	}
-	c->win = w;
-	return 1;
-}
-
 int
 shard_scan(struct shard *s, const void *start, size_t start_len, const void *end, size_t end_len,
 	   int (*cb)(void *ctx, const strata_row *row), void *ctx)
@@ -850,8 +261,8 @@ shard_scan(struct shard *s, const void *start, size_t start_len, const void *end
 	if (rc == 0) {
 		merger_build(&c.m);
 		struct source row;
-		while ((rc = cursor_next(&c, &row)) == 1) {
-			if (end != NULL && key_cmp(row.key, row.klen, end, end_len) >= 0) {
+		while ((rc = merge_cursor_next(&c, &row)) == 1) {
+			if (end != NULL && merge_key_cmp(row.key, row.klen, end, end_len) >= 0) {
 				rc = 0;
 				break;
 			}
@@ -906,7 +317,7 @@ write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta
 		size_t kl, vl;
 		uint64_t seq;
 		mem_iter_entry(&it, &k, &kl, &seq, &v, &vl);
-		if (prev != NULL && key_cmp(prev, prev_len, k, kl) == 0)
+		if (prev != NULL && merge_key_cmp(prev, prev_len, k, kl) == 0)
 			continue; /* an older version of the key just written */
 		rc = run_writer_add(w, k, kl, seq, v, vl);
 		if (rc) {
@@ -925,7 +336,7 @@ flush_one(struct shard *s, struct slot *sl)
 {
 	/* Every append assigned a position in this memtable must have inserted. */
 	if (atomic_load(&sl->writers) > 0)
-		env_point("seal.waiting", s);
+		env_point(ENV_POINT_SEAL_WAITING, s);
 	pthread_mutex_lock(&s->writers_mu);
 	while (atomic_load(&sl->writers) > 0)
 		pthread_cond_wait(&s->writers_cv, &s->writers_mu);
@@ -957,7 +368,7 @@ flush_one(struct shard *s, struct slot *sl)
 		u.obj.rows = meta.rows;
 		u.obj.min_seq = meta.min_seq;
 		u.obj.max_seq = meta.max_seq;
-		if ((rc = env_point("seal.flushed", s)) != 0) {
+		if ((rc = env_point(ENV_POINT_SEAL_FLUSHED, s)) != 0) {
 			objstore_del(s->cfg.os, key);
 			return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.flushed",
 					s->cfg.id);
@@ -1015,7 +426,7 @@ flush_one(struct shard *s, struct slot *sl)
 			l->on_seal(l->ctx, s->cfg.id, u.obj.id, u.obj.rows, u.obj.bytes);
 		atomic_fetch_sub(&s->cb_inflight, 1);
 	}
-	if ((rc = env_point("seal.published", s)) != 0)
+	if ((rc = env_point(ENV_POINT_SEAL_PUBLISHED, s)) != 0)
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.published",
 				s->cfg.id);
 	rc = wal_release(s->wal, u.cut);
@@ -1096,7 +507,7 @@ shard_seal(struct shard *s)
 	excl_unlock(s, t0);
 	pthread_mutex_unlock(&s->manifest_mu);
 	view_unref(cur);
-	if (env_point("seal.swapped", s) != 0) {
+	if (env_point(ENV_POINT_SEAL_SWAPPED, s) != 0) {
 		pthread_mutex_unlock(&s->seal_mu);
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.swapped", s->cfg.id);
 	}
@@ -1207,13 +618,13 @@ plan_write(struct shard *s, struct shard_plan *p)
 	merger_build(&c.m);
 	uint64_t blocks = 0;
 	struct source row;
-	while ((rc = cursor_next(&c, &row)) == 1) {
+	while ((rc = merge_cursor_next(&c, &row)) == 1) {
 		rc = run_writer_add(w, row.key, row.klen, row.seq, row.val, row.vlen);
 		if (rc)
 			break;
 		if (run_writer_blocks(w) != blocks) {
 			blocks = run_writer_blocks(w);
-			if (env_point("prepare.block", s) != 0) {
+			if (env_point(ENV_POINT_PREPARE_BLOCK, s) != 0) {
 				rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.block",
 					      s->cfg.id);
 				break;
@@ -1240,7 +651,7 @@ plan_write(struct shard *s, struct shard_plan *p)
 	}
 	/* Until commit publishes it, the run is ours to delete. */
 	atomic_store(&p->out->obsolete, 1);
-	if (env_point("prepare.run_written", s) != 0)
+	if (env_point(ENV_POINT_PREPARE_RUN_WRITTEN, s) != 0)
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.run_written",
 				s->cfg.id);
 	return 0;
@@ -1274,7 +685,7 @@ shard_prepare(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	int rc = 0;
 	if (kind == PLAN_MERGE) {
 		rc = shard_seal(s);
-		if (rc == 0 && env_point("prepare.sealed", s) != 0)
+		if (rc == 0 && env_point(ENV_POINT_PREPARE_SEALED, s) != 0)
 			rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.sealed",
 				      s->cfg.id);
 		if (rc) {
@@ -1374,7 +785,7 @@ shard_commit(struct shard *s, struct shard_plan *p)
 	}
 	/* The manifest references the run now: it must never be deleted by us. */
 	atomic_store(&p->out->obsolete, 0);
-	if (env_point("commit.manifest_updated", s) != 0) {
+	if (env_point(ENV_POINT_COMMIT_MANIFEST_UPDATED, s) != 0) {
 		pthread_mutex_unlock(&s->manifest_mu);
 		table_unref(p->out);
 		p->out = NULL;
@@ -1427,7 +838,7 @@ shard_commit(struct shard *s, struct shard_plan *p)
 	}
 	atomic_fetch_add(&s->merge_in, p->bytes_in);
 	atomic_fetch_add(&s->merge_out, out_bytes);
-	if (env_point("commit.swapped", s) != 0 || env_point("commit.before_delete", s) != 0) {
+	if (env_point(ENV_POINT_COMMIT_SWAPPED, s) != 0 || env_point(ENV_POINT_COMMIT_BEFORE_DELETE, s) != 0) {
 		view_unref(old);
 		plan_free(p);
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure after commit", s->cfg.id);
@@ -1460,258 +871,6 @@ struct shard *
 shard_plan_shard(const struct shard_plan *p)
 {
 	return p->s;
-}
-
-/* ---------- open / close ---------- */
-
-static int
-replay_row_cb(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n)
-{
-	struct mem *mem = ctx;
-	for (size_t i = 0; i < n; i++) {
-		int rc = mem_insert(mem, rows[i].key, rows[i].key_len, first_seq + i, rows[i].value,
-				    rows[i].value_len);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/** Context of the orphan collector's listing. */
-struct orphan_ctx {
-	/** The shard. */
-	struct shard *s;
-	/** Objects deleted. */
-	uint64_t deleted;
-	/** First error met (the collection goes on). */
-	int rc;
-};
-
-static int
-orphan_cb(void *ctx, const char *key, uint64_t size)
-{
-	struct orphan_ctx *oc = ctx;
-	struct shard *s = oc->s;
-	int kind;
-	uint64_t id, epoch;
-	const char *rel = key + strlen(s->cfg.prefix);
-	if (strncmp(rel, "manifest/", 9) == 0)
-		return 0;
-	if (manifest_parse_obj_key(rel, &kind, &id, &epoch) != 0) {
-		diag_log(LOG_LVL_WARN, "shard %u: unknown object %s left alone", s->cfg.id, key);
-		return 0;
-	}
-	int idx = kind == MANIFEST_GEN ? manifest_find_gen(&s->man, id) : manifest_find_run(&s->man, id);
-	if (idx >= 0) {
-		const struct manifest_obj *o = kind == MANIFEST_GEN ? &s->man.gens[idx] : &s->man.runs[idx];
-		if (o->epoch == epoch)
-			return 0;
-	}
-	int rc = objstore_del(s->cfg.os, key);
-	if (rc) {
-		if (oc->rc == 0)
-			oc->rc = rc;
-		return 0;
-	}
-	oc->deleted++;
-	diag_log(LOG_LVL_INFO, "shard %u: collected orphan %s (%llu bytes)", s->cfg.id, key,
-		 (unsigned long long)size);
-	return 0;
-}
-
-/** Delete every generation/run object of the shard that the manifest does not name. */
-static int
-collect_orphans(struct shard *s, uint64_t *deleted)
-{
-	struct orphan_ctx oc = {s, 0, 0};
-	int rc = objstore_list(s->cfg.os, s->cfg.prefix, orphan_cb, &oc);
-	if (rc == 0)
-		rc = oc.rc;
-	if (rc == 0)
-		rc = manifest_gc(s->cfg.os, s->cfg.prefix, s->man.version, s->cfg.manifest_keep);
-	if (deleted)
-		*deleted = oc.deleted;
-	return rc;
-}
-
-/** Drop what shard_load_state built (before a reload, or on failure). */
-static void
-shard_drop_state(struct shard *s)
-{
-	wal_close(s->wal);
-	s->wal = NULL;
-	view_unref(s->view);
-	s->view = NULL;
-	manifest_destroy(&s->man);
-}
-
-/** Read the manifest, open every table it names and replay the WAL after its cursor
- *  into a fresh memtable. Writes nothing. */
-static int
-shard_load_state(struct shard *s)
-{
-	const struct shard_config *cfg = &s->cfg;
-	int rc = manifest_load(cfg->os, cfg->prefix, &s->man);
-	if (rc == STRATA_NOTFOUND) {
-		memset(&s->man, 0, sizeof(s->man)); /* a new shard: its first claim writes v1 */
-		s->man.next_generation = 1;
-		rc = 0;
-	}
-	if (rc)
-		return rc;
-	struct view *v = env.calloc(1, sizeof(*v));
-	if (v == NULL)
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
-	atomic_init(&v->refs, 1);
-	s->view = v;
-	v->active = slot_new();
-	v->sealed = env.calloc(1, sizeof(*v->sealed));
-	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
-	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
-	if (v->active == NULL || v->sealed == NULL || v->gens == NULL || v->runs == NULL)
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
-	for (uint32_t i = 0; i < s->man.ngens; i++) {
-		rc = table_open(s, MANIFEST_GEN, &s->man.gens[i], &v->gens[i]);
-		if (rc)
-			return rc;
-		v->ngens++;
-	}
-	for (uint32_t i = 0; i < s->man.nruns; i++) {
-		rc = table_open(s, MANIFEST_RUN, &s->man.runs[i], &v->runs[i]);
-		if (rc)
-			return rc;
-		v->nruns++;
-	}
-	/* Replay after the cursor (never from flushed_generations: an external compactor
-	 * may have drained that list). */
-	struct wal_options wo = {
-		.dir = cfg->wal_dir,
-		.sync = cfg->sync,
-		.sync_interval_ms = cfg->sync_interval_ms,
-		.segment_bytes = cfg->wal_segment_bytes,
-		.max_entry_bytes = 0,
-	};
-	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
-}
-
-int
-shard_load(const struct shard_config *cfg, struct shard **out)
-{
-	*out = NULL;
-	if (cfg->merge_max_inputs < 2)
-		return diag_set(STRATA_EINVAL, "shard %u: merge_max_inputs must be at least 2, not %u",
-				cfg->id, cfg->merge_max_inputs);
-	struct shard *s = env.calloc(1, sizeof(*s));
-	if (s == NULL)
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
-	s->cfg = *cfg;
-	atomic_init(&s->merge_cap, cfg->merge_max_inputs);
-	pthread_rwlockattr_t attr;
-	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&s->rw, &attr);
-	pthread_rwlockattr_destroy(&attr);
-	pthread_mutex_init(&s->manifest_mu, NULL);
-	pthread_mutex_init(&s->seal_mu, NULL);
-	pthread_mutex_init(&s->writers_mu, NULL);
-	pthread_cond_init(&s->writers_cv, NULL);
-	int rc = shard_load_state(s);
-	if (rc) {
-		shard_close(s);
-		return rc;
-	}
-	*out = s;
-	return 0;
-}
-
-/** Claim attempts before giving up on a manifest that keeps moving under the load. */
-#define SHARD_CLAIM_ATTEMPTS 8
-
-int
-shard_start(struct shard *s)
-{
-	const struct shard_config *cfg = &s->cfg;
-	/* 1. Claim the epoch of exactly the version we loaded: from here on an older
-	 *    writer's manifest updates are fenced. If it moved since (an older writer
-	 *    still at work), what we loaded is stale: load again. */
-	int rc = 0;
-	for (int attempt = 0;; attempt++) {
-		rc = manifest_claim_at(cfg->os, cfg->prefix, &s->man);
-		if (rc != STRATA_EEXIST)
-			break;
-		if (attempt + 1 == SHARD_CLAIM_ATTEMPTS)
-			return diag_set(STRATA_EBUSY, "shard %u: its manifest changed %d times while it was "
-					"being opened: another writer is active", cfg->id, attempt + 1);
-		shard_drop_state(s);
-		rc = shard_load_state(s);
-		if (rc)
-			return rc;
-	}
-	if (rc)
-		return rc;
-	s->epoch = s->man.writer_epoch;
-	atomic_store(&s->next_id, s->man.next_generation);
-	s->last_cut = s->man.replay_after;
-
-	/* 2. Fence the WAL and replay what an older writer appended since the load. */
-	rc = wal_start(s->wal, s->epoch, s->man.replay_after + 1);
-	if (rc)
-		return rc;
-
-	/* 3. A newer owner that claimed after us may have fenced the WAL before we did
-	 *    (our fence then hides theirs): the manifest tells. */
-	struct manifest now;
-	rc = manifest_load(cfg->os, cfg->prefix, &now);
-	if (rc)
-		return rc;
-	uint64_t stored = now.writer_epoch;
-	manifest_destroy(&now);
-	if (stored > s->epoch)
-		return diag_set(STRATA_EFENCED, "shard %u: a newer owner (epoch %llu) claimed the shard "
-				"while it was being opened (epoch %llu)", cfg->id,
-				(unsigned long long)stored, (unsigned long long)s->epoch);
-
-	/* 4. Collect orphans: runs of interrupted merges, generations of interrupted
-	 *    flushes, objects of merged generations whose delete did not happen. */
-	uint64_t deleted = 0;
-	rc = collect_orphans(s, &deleted);
-	if (rc)
-		diag_log(LOG_LVL_WARN, "shard %u: orphan collection incomplete: %s", cfg->id, diag_last());
-	diag_log(LOG_LVL_DEBUG, "shard %u: open: epoch %llu, %u generations, %u runs, replayed %llu "
-		 "rows after %llu, %llu orphans collected", cfg->id, (unsigned long long)s->epoch,
-		 s->view->ngens, s->view->nruns, (unsigned long long)mem_rows(s->view->active->mem),
-		 (unsigned long long)s->man.replay_after, (unsigned long long)deleted);
-	return 0;
-}
-
-int
-shard_open(const struct shard_config *cfg, struct shard **out)
-{
-	int rc = shard_load(cfg, out);
-	if (rc)
-		return rc;
-	rc = shard_start(*out);
-	if (rc) {
-		shard_close(*out);
-		*out = NULL;
-	}
-	return rc;
-}
-
-void
-shard_close(struct shard *s)
-{
-	if (s == NULL)
-		return;
-	wal_close(s->wal);
-	view_unref(s->view);
-	manifest_destroy(&s->man);
-	pthread_rwlock_destroy(&s->rw);
-	pthread_mutex_destroy(&s->manifest_mu);
-	pthread_mutex_destroy(&s->seal_mu);
-	pthread_mutex_destroy(&s->writers_mu);
-	pthread_cond_destroy(&s->writers_cv);
-	env.free(s);
 }
 
 void
@@ -1808,3 +967,4 @@ shard_set_merge_cap(struct shard *s, uint32_t max_inputs)
 	uint32_t cap = s->cfg.merge_max_inputs;
 	atomic_store(&s->merge_cap, max_inputs != 0 && max_inputs < cap ? max_inputs : cap);
 }
+

@@ -17,7 +17,7 @@
 #include "shard.h"
 #include "store.h"
 
-struct strata {
+struct store {
 	/** The options it was opened with (dir owned). */
 	strata_options opt;
 	/** Owned copy of opt.dir. */
@@ -32,9 +32,6 @@ struct strata {
 	/** Listeners replaced while shards might still be calling them; freed at close. */
 	struct store_listener **old_listeners;
 	uint32_t nold;
-	/** The attached runtime and how to stop it. */
-	void *rt;
-	void (*rt_stop)(void *rt);
 	/** Descriptor of <dir>/LOCK, flock'ed for the life of the handle (-1: none). */
 	int lock_fd;
 };
@@ -46,28 +43,13 @@ struct strata {
 
 struct strata_plan {
 	/** Store the plan was prepared on. */
-	strata *db;
+	struct store *db;
 	/** The shard-level plan. */
 	struct shard_plan *p;
 	/** Shard number. */
 	uint32_t shard;
 };
 
-void
-strata_options_init(strata_options *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->shards = 0;
-	o->sync = STRATA_SYNC_FSYNC;
-	o->sync_interval_ms = 100;
-	o->max_value_bytes = 64ull << 20;
-	o->wal_segment_bytes = 64ull << 20;
-	o->block_bytes = 64u << 10;
-	o->zstd_level = 1;
-	o->bloom_bits_per_key = 10;
-	o->manifest_keep = 4;
-	o->merge_max_inputs = 8;
-}
 
 /* ---------- the directory lock ---------- */
 
@@ -225,10 +207,10 @@ store_meta_write(const char *dir, uint32_t shards, int sync)
 }
 
 int
-strata_stored_shards(const char *dir, uint32_t *shards)
+store_stored_shards(const char *dir, uint32_t *shards)
 {
 	if (dir == NULL || shards == NULL)
-		return diag_set(STRATA_EINVAL, "strata_stored_shards: a directory and an output are required");
+		return diag_set(STRATA_EINVAL, "store_stored_shards: a directory and an output are required");
 	return store_meta_read(dir, shards);
 }
 
@@ -245,7 +227,7 @@ store_open_failed(int rc, const char *dir)
 }
 
 int
-store_open(const strata_options *o, strata **out)
+store_open(const strata_options *o, struct store **out)
 {
 	if (o == NULL || out == NULL || o->dir == NULL || o->dir[0] == '\0')
 		return diag_set(STRATA_EINVAL, "strata_open: options and a data directory are required");
@@ -261,7 +243,7 @@ store_open(const strata_options *o, strata **out)
 	if (o->merge_max_inputs < 2)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_max_inputs must be at least 2 (a pass "
 				"folds at least two inputs), not %u", o->merge_max_inputs);
-	strata *db = env.calloc(1, sizeof(*db));
+	struct store *db = env.calloc(1, sizeof(*db));
 	if (db == NULL)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	db->lock_fd = -1;
@@ -337,7 +319,7 @@ store_open(const strata_options *o, strata **out)
 		 * shard is ours now (older writers fenced), so they can go. */
 		uint64_t n = 0, bytes = 0;
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
-		if (objstore_fs_sweep_temp(db->os, &n, &bytes) != 0)
+		if (objstore_recover(db->os, &n, &bytes) != 0)
 			diag_log(LOG_LVL_WARN, "%s: sweeping temp files: %s", path, diag_last());
 		if (n > 0)
 			diag_log(LOG_LVL_INFO, "%s: removed %llu temp files of interrupted writes (%llu bytes)",
@@ -356,14 +338,10 @@ store_open(const strata_options *o, strata **out)
 }
 
 void
-store_close(strata *db)
+store_close(struct store *db)
 {
 	if (db == NULL)
 		return;
-	if (db->rt_stop != NULL)
-		db->rt_stop(db->rt);
-	db->rt = NULL;
-	db->rt_stop = NULL;
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_close(db->shards[i]);
 	env.free(db->listener);
@@ -379,7 +357,7 @@ store_close(strata *db)
 }
 
 void
-store_set_listener(strata *db, const struct store_listener *l, uint64_t memtable_max_bytes)
+store_set_listener(struct store *db, const struct store_listener *l, uint64_t memtable_max_bytes)
 {
 	struct store_listener *copy = NULL;
 	if (l != NULL) {
@@ -405,52 +383,36 @@ store_set_listener(strata *db, const struct store_listener *l, uint64_t memtable
 }
 
 void
-store_set_memtable_limit(strata *db, uint64_t memtable_max_bytes)
+store_set_memtable_limit(struct store *db, uint64_t memtable_max_bytes)
 {
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_set_memtable_limit(db->shards[i], memtable_max_bytes);
 }
 
 void
-store_set_merge_cap(strata *db, uint32_t max_inputs)
+store_set_merge_cap(struct store *db, uint32_t max_inputs)
 {
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_set_merge_cap(db->shards[i], max_inputs);
 }
 
-void
-store_attach_runtime(strata *db, void *rt, void (*stop)(void *rt))
-{
-	db->rt = rt;
-	db->rt_stop = stop;
-}
 
-void *
-store_runtime(strata *db)
-{
-	return db->rt;
-}
 
-void *
-store_runtime_of_kind(strata *db, void (*stop)(void *rt))
-{
-	return db->rt_stop == stop ? db->rt : NULL;
-}
 
 const strata_options *
-store_options(const strata *db)
+store_options(const struct store *db)
 {
 	return &db->opt;
 }
 
 uint32_t
-strata_shards(const strata *db)
+store_shards(const struct store *db)
 {
 	return db ? db->nshards : 0;
 }
 
 static int
-shard_of(strata *db, uint32_t shard, struct shard **s)
+shard_of(struct store *db, uint32_t shard, struct shard **s)
 {
 	if (db == NULL)
 		return diag_set(STRATA_EINVAL, "no store given");
@@ -461,21 +423,40 @@ shard_of(strata *db, uint32_t shard, struct shard **s)
 	return 0;
 }
 
-static int
-check_key(const void *key, size_t klen, const char *what, size_t i)
+int
+store_check_row(uint64_t max_value_bytes, size_t key_len, size_t value_len)
 {
-	if (klen == 0)
-		return diag_set(STRATA_EINVAL, "%s %zu: empty key", what, i);
-	if (key == NULL)
-		return diag_set(STRATA_EINVAL, "%s %zu: NULL key", what, i);
-	if (klen > STRATA_MAX_KEY)
-		return diag_set(STRATA_ETOOBIG, "%s %zu: key of %zu bytes is over the limit of %u bytes",
-				what, i, klen, STRATA_MAX_KEY);
+	if (key_len == 0)
+		return diag_set(STRATA_EINVAL, "empty key");
+	if (key_len > STRATA_MAX_KEY)
+		return diag_set(STRATA_ETOOBIG, "key of %zu bytes is over the limit of %u bytes", key_len,
+				STRATA_MAX_KEY);
+	if (value_len > max_value_bytes)
+		return diag_set(STRATA_ETOOBIG, "value of %zu bytes is over the limit of %llu bytes",
+				value_len, (unsigned long long)max_value_bytes);
 	return 0;
 }
 
+/** store_check_row of a row that has pointers too, its message prefixed by what and i. */
+static int
+check_row_at(const struct store *db, const void *key, size_t klen, const void *val, size_t vlen,
+	     const char *what, size_t i)
+{
+	int rc = store_check_row(db->opt.max_value_bytes, klen, vlen);
+	if (rc == 0 && key == NULL)
+		rc = diag_set(STRATA_EINVAL, "NULL key");
+	if (rc == 0 && val == NULL && vlen > 0)
+		rc = diag_set(STRATA_EINVAL, "NULL value");
+	if (rc) {
+		char why[256];
+		snprintf(why, sizeof(why), "%s", diag_last());
+		diag_set(rc, "%s %zu: %s", what, i, why);
+	}
+	return rc;
+}
+
 int
-strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
+store_append(struct store *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -489,14 +470,10 @@ strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, 
 		return diag_set(STRATA_ETOOBIG, "append: %zu rows in one batch", n);
 	uint64_t total = 0;
 	for (size_t i = 0; i < n; i++) {
-		if ((rc = check_key(rows[i].key, rows[i].key_len, "row", i)) != 0)
+		rc = check_row_at(db, rows[i].key, rows[i].key_len, rows[i].value, rows[i].value_len, "row",
+				  i);
+		if (rc)
 			return rc;
-		if (rows[i].value == NULL && rows[i].value_len > 0)
-			return diag_set(STRATA_EINVAL, "row %zu: NULL value", i);
-		if (rows[i].value_len > db->opt.max_value_bytes)
-			return diag_set(STRATA_ETOOBIG, "row %zu: value of %zu bytes is over the limit of "
-					"%llu bytes", i, rows[i].value_len,
-					(unsigned long long)db->opt.max_value_bytes);
 		total += rows[i].key_len + rows[i].value_len;
 	}
 	if (total > (1ull << 30))
@@ -505,20 +482,15 @@ strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, 
 	return shard_append(s, rows, n, last_seq);
 }
 
-int
-strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n)
-{
-	return strata_append_seq(db, shard, rows, n, NULL);
-}
 
 int
-strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
+store_get(struct store *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
 	if (rc)
 		return rc;
-	if ((rc = check_key(key, key_len, "get", 0)) != 0)
+	if ((rc = check_row_at(db, key, key_len, "", 0, "get", 0)) != 0)
 		return rc;
 	if (value == NULL || value_len == NULL)
 		return diag_set(STRATA_EINVAL, "get: NULL output pointer");
@@ -526,7 +498,7 @@ strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **v
 }
 
 int
-strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, const void *end,
+store_scan(struct store *db, uint32_t shard, const void *start, size_t start_len, const void *end,
 	    size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx)
 {
 	struct shard *s = NULL;
@@ -541,7 +513,7 @@ strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, con
 }
 
 int
-strata_seal(strata *db, uint32_t shard)
+store_seal(struct store *db, uint32_t shard)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -549,7 +521,7 @@ strata_seal(strata *db, uint32_t shard)
 }
 
 static int
-wrap_plan(strata *db, uint32_t shard, struct shard_plan *p, strata_plan **plan)
+wrap_plan(struct store *db, uint32_t shard, struct shard_plan *p, strata_plan **plan)
 {
 	strata_plan *sp = env.calloc(1, sizeof(*sp));
 	if (sp == NULL) {
@@ -564,7 +536,7 @@ wrap_plan(strata *db, uint32_t shard, struct shard_plan *p, strata_plan **plan)
 }
 
 int
-strata_prepare_merge(strata *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
+store_prepare_merge(struct store *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -579,7 +551,7 @@ strata_prepare_merge(strata *db, uint32_t shard, uint32_t max_generations, strat
 }
 
 int
-strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
+store_prepare_compact(struct store *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -594,19 +566,19 @@ strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_pla
 }
 
 uint32_t
-strata_plan_generations(const strata_plan *plan)
+store_plan_inputs(const strata_plan *plan)
 {
 	return plan ? shard_plan_inputs(plan->p) : 0;
 }
 
 uint32_t
-strata_plan_shard(const strata_plan *plan)
+store_plan_shard(const strata_plan *plan)
 {
 	return plan ? plan->shard : 0;
 }
 
 int
-strata_commit_merge(strata *db, strata_plan *plan)
+store_commit(struct store *db, strata_plan *plan)
 {
 	if (plan == NULL)
 		return diag_set(STRATA_EINVAL, "commit: NULL plan");
@@ -620,7 +592,7 @@ strata_commit_merge(strata *db, strata_plan *plan)
 }
 
 void
-strata_abort_merge(strata *db, strata_plan *plan)
+store_abort(struct store *db, strata_plan *plan)
 {
 	if (plan == NULL)
 		return;
@@ -630,23 +602,23 @@ strata_abort_merge(strata *db, strata_plan *plan)
 }
 
 int
-strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
+store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
 {
 	strata_plan *plan;
 	if (merged)
 		*merged = 0;
-	int rc = strata_prepare_merge(db, shard, max_generations, &plan);
+	int rc = store_prepare_merge(db, shard, max_generations, &plan);
 	if (rc)
 		return rc;
-	uint32_t n = strata_plan_generations(plan);
-	rc = strata_commit_merge(db, plan);
+	uint32_t n = store_plan_inputs(plan);
+	rc = store_commit(db, plan);
 	if (rc == 0 && merged)
 		*merged = n;
 	return rc;
 }
 
 int
-strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
+store_shard_stats(struct store *db, uint32_t shard, strata_stats *out)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -659,21 +631,16 @@ strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
 }
 
 int
-strata_check(strata *db, uint32_t shard)
+store_check(struct store *db, uint32_t shard)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
 	return rc ? rc : shard_check(s);
 }
 
-void
-strata_free(void *p)
-{
-	env.free(p);
-}
 
 const char *
-strata_strerror(int rc)
+store_strerror(int rc)
 {
 	switch (rc) {
 	case STRATA_OK: return "success";
@@ -698,8 +665,3 @@ strata_strerror(int rc)
 	}
 }
 
-const char *
-strata_last_error(void)
-{
-	return diag_last();
-}

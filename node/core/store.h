@@ -1,13 +1,17 @@
 /*
- * store.h — what the layers above the core (policy runtime, server) need from an
- * open store beyond the public API: event listeners and an attached runtime.
+ * store.h — the core's store: a set of shards in one data directory, with the
+ * argument checks and the dispatch to shards. The public API (node/strata.c) and
+ * the policy runtime are built on it; the core knows nothing of either.
  */
 #ifndef STRATA_STORE_H
 #define STRATA_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../strata_types.h"
+
+struct store;
 
 /** Events a store reports, on the thread that caused them. Keep them short and
  *  non-blocking (e.g. ev_async_send). */
@@ -20,26 +24,48 @@ struct store_listener {
 	void *ctx;
 };
 
-/** Open a store without any runtime (strata_open adds the policy runtime on top). */
-int store_open(const strata_options *o, strata **out);
-/** Stop the attached runtime, then close every shard and free the store. */
-void store_close(strata *db);
+/** Open (or create) a store; see strata_open for what it checks, owns and writes. */
+int store_open(const strata_options *o, struct store **out);
+/** Close every shard, free the store and release its directory. Safe on NULL. */
+void store_close(struct store *db);
+/** The shard count the store in dir records: 0, STRATA_NOTFOUND, or an error. */
+int store_stored_shards(const char *dir, uint32_t *shards);
 /** Install (or with NULL remove) the listener and the memtable size limit (0 = none).
  *  Returns once no callback of the previous listener is running (never call it from one). */
-void store_set_listener(strata *db, const struct store_listener *l, uint64_t memtable_max_bytes);
+void store_set_listener(struct store *db, const struct store_listener *l, uint64_t memtable_max_bytes);
 /** Change only the memtable size limit. */
-void store_set_memtable_limit(strata *db, uint64_t memtable_max_bytes);
+void store_set_memtable_limit(struct store *db, uint64_t memtable_max_bytes);
 /** Narrow every shard's per-pass input cap (0 = options.merge_max_inputs; larger values
  *  are clamped to it): how a policy's merge_max_generations reaches the engine. */
-void store_set_merge_cap(strata *db, uint32_t max_inputs);
-
-/** A runtime attached to the store: stopped and freed first thing in strata_close. */
-void store_attach_runtime(strata *db, void *rt, void (*stop)(void *rt));
-/** The attached runtime, or NULL. */
-void *store_runtime(strata *db);
-/** The attached runtime if it was attached with that stop function, else NULL. */
-void *store_runtime_of_kind(strata *db, void (*stop)(void *rt));
+void store_set_merge_cap(struct store *db, uint32_t max_inputs);
 /** The options the store was opened with. */
-const strata_options *store_options(const strata *db);
+const strata_options *store_options(const struct store *db);
+/** Number of shards (0 for NULL). */
+uint32_t store_shards(const struct store *db);
+
+/** The limits an append checks for each row: the key 1..STRATA_MAX_KEY bytes, the value
+ *  at most max_value_bytes. 0, STRATA_EINVAL or STRATA_ETOOBIG with a message. */
+int store_check_row(uint64_t max_value_bytes, size_t key_len, size_t value_len);
+
+/* The operations, as documented for their strata_* counterparts in strata.h. */
+int store_append(struct store *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq);
+int store_get(struct store *db, uint32_t shard, const void *key, size_t key_len, void **value,
+	      size_t *value_len);
+int store_scan(struct store *db, uint32_t shard, const void *start, size_t start_len, const void *end,
+	       size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx);
+int store_seal(struct store *db, uint32_t shard);
+int store_prepare_merge(struct store *db, uint32_t shard, uint32_t max_generations, strata_plan **plan);
+int store_prepare_compact(struct store *db, uint32_t shard, uint32_t max_runs, strata_plan **plan);
+/** Inputs (generations, or runs of a compaction) a plan folds. */
+uint32_t store_plan_inputs(const strata_plan *plan);
+/** Shard a plan belongs to. */
+uint32_t store_plan_shard(const strata_plan *plan);
+int store_commit(struct store *db, strata_plan *plan);
+void store_abort(struct store *db, strata_plan *plan);
+int store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged);
+int store_shard_stats(struct store *db, uint32_t shard, strata_stats *out);
+int store_check(struct store *db, uint32_t shard);
+/** Words for a result code; every code has some. */
+const char *store_strerror(int rc);
 
 #endif

@@ -230,29 +230,6 @@ struct wal_reader {
 
 /* ---- small helpers ---- */
 
-static size_t
-wal_varint_size(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-static size_t
-wal_put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
 /** Name of the code diag_errno maps an errno to. */
 static const char *
 wal_code_name(int code)
@@ -921,13 +898,13 @@ wal_flush(struct wal *w, struct wal_entry *head, uint64_t *nsyncs)
 	rc = wal_stg_write(w);
 	if (rc)
 		return rc;
-	if (env_point("wal.before_sync", w) != 0)
+	if (env_point(ENV_POINT_WAL_BEFORE_SYNC, w) != 0)
 		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_sync in %s",
 				w->cur_path);
 	if (w->sync == STRATA_SYNC_FSYNC && (rc = wal_datasync(w->cur_fd, w->cur_path, nsyncs)) != 0)
 		return rc;
 	/* Written (and synced): acknowledge only while no newer owner has fenced us. */
-	if (env_point("wal.before_ack", w) != 0)
+	if (env_point(ENV_POINT_WAL_BEFORE_ACK, w) != 0)
 		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_ack in %s",
 				w->cur_path);
 	return wal_fence_check(w);
@@ -1060,7 +1037,7 @@ wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t
 		if (r->key_len > w->max_entry || r->value_len > w->max_entry)
 			return diag_set(STRATA_ETOOBIG, "wal: row %zu exceeds the entry limit %" PRIu64,
 					i, w->max_entry);
-		plen += wal_varint_size(r->key_len) + wal_varint_size(r->value_len) + r->key_len +
+		plen += enc_varint_len(r->key_len) + enc_varint_len(r->value_len) + r->key_len +
 			r->value_len;
 		if (plen > w->max_entry)
 			return diag_set(STRATA_ETOOBIG,
@@ -1073,8 +1050,8 @@ wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t
 		return diag_set(STRATA_ENOMEM, "wal: out of memory for an entry of %zu bytes", len);
 	uint8_t *p = e->data + WAL_ENTRY_HDR;
 	for (size_t i = 0; i < n; i++) {
-		p += wal_put_varint(p, rows[i].key_len);
-		p += wal_put_varint(p, rows[i].value_len);
+		p += enc_varint(p, rows[i].key_len);
+		p += enc_varint(p, rows[i].value_len);
 		if (rows[i].key_len)
 			memcpy(p, rows[i].key, rows[i].key_len);
 		p += rows[i].key_len;

@@ -71,6 +71,10 @@ void host_exec_stats(struct host *h, int which, struct host_exec_stats *out);
 void host_invoke(struct host *h, void (*fn)(void *arg), void *arg);
 /** 1 when the calling thread is the loop's thread (or the host has no loop thread). */
 int host_on_loop(struct host *h);
+/** Wait for one job of an executor to finish (inline: run one) and run the completions
+ *  due, on the calling thread (the loop's, or the loop is stopped): how a component that
+ *  stops waits out its own jobs. 1 if a job completed, 0 if none was pending. */
+int host_drain(struct host *h, int which);
 /** HOST_INLINE: run due loop events and queued jobs (background first) until budget_us
  *  is spent or nothing is due; *did (may be NULL) receives the jobs run. HOST_THREADED:
  *  STRATA_EINVAL. */

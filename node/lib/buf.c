@@ -61,13 +61,7 @@ int
 buf_put_varint(struct buf *b, uint64_t v)
 {
 	uint8_t t[10];
-	int n = 0;
-	while (v >= 0x80) {
-		t[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	t[n++] = (uint8_t)v;
-	return buf_append(b, t, (size_t)n);
+	return buf_append(b, t, enc_varint(t, v));
 }
 
 void

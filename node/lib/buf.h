@@ -38,6 +38,27 @@ static inline void enc_u64(uint8_t *p, uint64_t v)
 	enc_u32(p, (uint32_t)v);
 	enc_u32(p + 4, (uint32_t)(v >> 32));
 }
+/** Bytes the LEB128 varint of v takes (1 to 10). */
+static inline size_t enc_varint_len(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+/** Write the LEB128 varint of v at p (room for enc_varint_len(v) bytes); the bytes written. */
+static inline size_t enc_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
 static inline uint32_t dec_u32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

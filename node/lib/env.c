@@ -108,3 +108,18 @@ env_pread_full(int fd, void *buf, size_t n, off_t off)
 	}
 	return (ssize_t)got;
 }
+
+const char *const env_point_names[ENV_POINT_COUNT] = {
+#define ENV_POINT_NAME(id, name, arg, what) name,
+	ENV_POINTS(ENV_POINT_NAME)
+#undef ENV_POINT_NAME
+};
+
+int
+env_point_lookup(const char *name)
+{
+	for (int i = 0; name != NULL && i < ENV_POINT_COUNT; i++)
+		if (strcmp(env_point_names[i], name) == 0)
+			return i;
+	return -1;
+}

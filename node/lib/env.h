@@ -38,7 +38,7 @@ struct env_ops {
 	void *(*calloc)(size_t n, size_t size);
 	void *(*realloc)(void *p, size_t n);
 	void (*free)(void *p);
-	/** Test point, called at named places in the engine (see ENV_POINTS below). It may
+	/** Test point, called at named places in the engine (ENV_POINTS below). It may
 	 *  block (to pause an operation) or _exit (to crash there). Returning nonzero makes
 	 *  the operation fail at that point with STRATA_EINJECTED through its normal error
 	 *  path. NULL = no points. */
@@ -59,29 +59,50 @@ int env_mkdir_p(const char *path);
  *  reads. The bytes read, or -1 with errno set. */
 ssize_t env_pread_full(int fd, void *buf, size_t n, off_t off);
 
-/** Call env.point if set; 0 when unset. */
-static inline int env_point(const char *name, const void *arg)
-{
-	return env.point != NULL ? env.point(name, arg) : 0;
-}
-
 /*
- * ENV_POINTS — names passed to env.point, with their arg:
- *   "append.durable"        shard*   an append's rows are durable, not yet in the memtable
- *   "seal.waiting"          shard*   a flush waits for in-flight appends of its memtable
- *   "append.inserted"       shard*   an append's rows are durable and in the memtable,
- *                                    not yet acknowledged (its memtable cannot flush yet)
- *   "seal.swapped"          shard*   active memtable sealed, nothing flushed yet
- *   "seal.flushed"          shard*   generation object written, manifest not updated
- *   "seal.published"        shard*   manifest updated and view swapped
- *   "prepare.sealed"        shard*   prepare's seal done, manifest not yet read
- *   "prepare.block"         shard*   prepare wrote one output block (mid-IO; may block)
- *   "prepare.run_written"   shard*   the new run is complete in the object store
- *   "commit.manifest_updated" shard* manifest written, view not yet swapped
- *   "commit.swapped"        shard*   view swapped, exclusive lock released
- *   "commit.before_delete"  shard*   about to delete the merged objects
- *   "wal.before_sync"       wal*     group commit written, fdatasync not yet called
- *   "wal.before_ack"        wal*     group commit written and synced, fence not yet read
+ * ENV_POINTS(X) — the test points, once: X(ID, "name", arg, what). The engine calls
+ * env_point(ENV_POINT_ID, arg); env.point receives the name. A misspelt id does not
+ * compile, and tests check the names they arm with env_point_lookup.
  */
+#define ENV_POINTS(X)                                                                              \
+	X(APPEND_DURABLE, "append.durable", "shard*",                                                 \
+	  "an append's rows are durable, not yet in the memtable")                                    \
+	X(SEAL_WAITING, "seal.waiting", "shard*", "a flush waits for in-flight appends of its memtable") \
+	X(APPEND_INSERTED, "append.inserted", "shard*",                                               \
+	  "an append's rows are durable and in the memtable, not yet acknowledged")                   \
+	X(SEAL_SWAPPED, "seal.swapped", "shard*", "active memtable sealed, nothing flushed yet")       \
+	X(SEAL_FLUSHED, "seal.flushed", "shard*", "generation object written, manifest not updated")   \
+	X(SEAL_PUBLISHED, "seal.published", "shard*", "manifest updated and view swapped")             \
+	X(PREPARE_SEALED, "prepare.sealed", "shard*", "prepare's seal done, manifest not yet read")    \
+	X(PREPARE_BLOCK, "prepare.block", "shard*", "prepare wrote one output block (mid-IO)")         \
+	X(PREPARE_RUN_WRITTEN, "prepare.run_written", "shard*",                                       \
+	  "the new run is complete in the object store")                                              \
+	X(COMMIT_MANIFEST_UPDATED, "commit.manifest_updated", "shard*",                               \
+	  "manifest written, view not yet swapped")                                                   \
+	X(COMMIT_SWAPPED, "commit.swapped", "shard*", "view swapped, exclusive lock released")         \
+	X(COMMIT_BEFORE_DELETE, "commit.before_delete", "shard*", "about to delete the merged objects") \
+	X(WAL_BEFORE_SYNC, "wal.before_sync", "wal*", "group commit written, fdatasync not yet called") \
+	X(WAL_BEFORE_ACK, "wal.before_ack", "wal*", "group commit written and synced, fence not read")
+
+/** Ids of the test points. */
+enum env_point_id {
+#define ENV_POINT_ENUM(id, name, arg, what) ENV_POINT_##id,
+	ENV_POINTS(ENV_POINT_ENUM)
+#undef ENV_POINT_ENUM
+	ENV_POINT_COUNT
+};
+
+/** Names of the test points, by id. */
+extern const char *const env_point_names[ENV_POINT_COUNT];
+
+/** The id of a test point's name, or -1 when there is no such point. */
+int env_point_lookup(const char *name);
+
+/** Call env.point with the point's name if set; 0 when unset. */
+static inline int
+env_point(enum env_point_id id, const void *arg)
+{
+	return env.point != NULL ? env.point(env_point_names[id], arg) : 0;
+}
 
 #endif

@@ -4,7 +4,8 @@
  * Jobs wait in a FIFO (at most max_queued waiting); a worker runs work() and
  * moves the job to the done list, then wakes the loop with ev_async_send; the
  * loop-side async callback runs every done() in completion order. A job counts
- * as pending from pool_submit until its done() has returned.
+ * as pending from pool_submit until its done() has returned. A pool of zero threads
+ * runs nothing by itself: its owner runs queued jobs with pool_run_one (inline mode).
  */
 #include "pool.h"
 
@@ -35,6 +36,8 @@ struct pool {
 	pthread_mutex_t mu;
 	/** Signalled when a job is queued or the pool stops. */
 	pthread_cond_t cv;
+	/** Signalled when a worker finished a job. */
+	pthread_cond_t done_cv;
 	/** Jobs waiting for a worker, oldest first. */
 	struct pool_job *head, *tail;
 	/** Completed jobs waiting for done(), oldest first. */
@@ -79,6 +82,7 @@ pool_worker(void *arg)
 		else
 			p->done_head = j;
 		p->done_tail = j;
+		pthread_cond_broadcast(&p->done_cv);
 		if (!p->stopping)
 			ev_async_send(p->loop, &p->wake);
 	}
@@ -116,13 +120,13 @@ int
 pool_new(struct ev_loop *loop, unsigned threads, unsigned max_queued, struct pool **out)
 {
 	*out = NULL;
-	if (loop == NULL || threads == 0 || threads > 1024)
-		return diag_set(STRATA_EINVAL, "pool: a loop and 1..1024 threads are required (got %u)",
+	if (loop == NULL || threads > 1024)
+		return diag_set(STRATA_EINVAL, "pool: a loop and 0..1024 threads are required (got %u)",
 				threads);
 	struct pool *p = env.calloc(1, sizeof(*p));
 	if (p == NULL)
 		return diag_set(STRATA_ENOMEM, "pool: out of memory");
-	p->threads = env.calloc(threads, sizeof(*p->threads));
+	p->threads = env.calloc(threads ? threads : 1, sizeof(*p->threads));
 	if (p->threads == NULL) {
 		env.free(p);
 		return diag_set(STRATA_ENOMEM, "pool: out of memory");
@@ -131,6 +135,7 @@ pool_new(struct ev_loop *loop, unsigned threads, unsigned max_queued, struct poo
 	p->max_queued = max_queued ? max_queued : 4096;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
 	ev_async_init(&p->wake, pool_wake_cb);
 	p->wake.data = p;
 	ev_async_start(loop, &p->wake);
@@ -183,6 +188,48 @@ pool_submit(struct pool *p, pool_work_fn work, pool_done_fn done, void *arg)
 	return 0;
 }
 
+int
+pool_run_one(struct pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	struct pool_job *j = p->head;
+	if (j != NULL) {
+		p->head = j->next;
+		if (p->head == NULL)
+			p->tail = NULL;
+		p->queued--;
+	}
+	pthread_mutex_unlock(&p->mu);
+	if (j == NULL)
+		return 0;
+	j->work(j->arg);
+	if (j->done != NULL)
+		j->done(j->arg);
+	env.free(j);
+	atomic_fetch_sub(&p->pending, 1);
+	return 1;
+}
+
+int
+pool_wait_one(struct pool *p)
+{
+	if (p->nthreads == 0)
+		return pool_run_one(p);
+	pthread_mutex_lock(&p->mu);
+	while (p->done_head == NULL && atomic_load(&p->pending) > 0)
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	int any = p->done_head != NULL;
+	pthread_mutex_unlock(&p->mu);
+	pool_deliver(p);
+	return any;
+}
+
+unsigned
+pool_threads(const struct pool *p)
+{
+	return p ? p->nthreads : 0;
+}
+
 unsigned
 pool_pending(struct pool *p)
 {
@@ -206,10 +253,14 @@ pool_delete(struct pool *p)
 	pthread_mutex_unlock(&p->mu);
 	for (unsigned i = 0; i < p->nthreads; i++)
 		pthread_join(p->threads[i], NULL);
-	/* Workers drained the queue before exiting; deliver what they finished. */
+	/* Workers drained the queue before exiting; deliver what they finished. Without
+	 * workers, the queue is run here. */
 	pool_deliver(p);
+	while (pool_run_one(p))
+		;
 	ev_async_stop(p->loop, &p->wake);
 	pthread_cond_destroy(&p->cv);
+	pthread_cond_destroy(&p->done_cv);
 	pthread_mutex_destroy(&p->mu);
 	env.free(p->threads);
 	env.free(p);

@@ -16,8 +16,18 @@ typedef void (*pool_work_fn)(void *arg);
 /** Completion run on the loop thread after work() returned. */
 typedef void (*pool_done_fn)(void *arg);
 
-/** Start threads workers serving loop; at most max_queued jobs wait (0 = 4096). */
+/** Start threads workers serving loop; at most max_queued jobs wait (0 = 4096). With
+ *  threads = 0 nothing runs until pool_run_one is called (inline mode). */
 int pool_new(struct ev_loop *loop, unsigned threads, unsigned max_queued, struct pool **out);
+/** Run the oldest queued job, work then done, on the calling thread. 1 if one ran, 0 if
+ *  the queue was empty. Meant for pools without threads. */
+int pool_run_one(struct pool *p);
+/** Wait until a job finishes (without threads: run the oldest queued job) and run the
+ *  completions that are due on the calling thread, which must be the loop's or the
+ *  loop must be stopped. 1 if a job completed, 0 if none was pending. */
+int pool_wait_one(struct pool *p);
+/** Worker threads of the pool (0 in inline mode). */
+unsigned pool_threads(const struct pool *p);
 /** Queue a job. STRATA_EBUSY (with a message) when the queue is full. Thread-safe. */
 int pool_submit(struct pool *p, pool_work_fn work, pool_done_fn done, void *arg);
 /** Jobs queued or running. */

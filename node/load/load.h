@@ -11,9 +11,9 @@
  * users. Latencies go to log-linear histograms (node/lib/hist.h); thresholds,
  * a summary table, JSON and a self-contained HTML report come at the end.
  *
- * Files: lrun.c (runner, scheduling, Lua bindings), lhttp.c (HTTP target),
- * lembed.c (embedded target), lmetric.c (metrics, thresholds, summary),
- * lreport.c (JSON and HTML), ltrack.c (acknowledged-row tracking).
+ * Files: load_run.c (runner, scheduling, Lua bindings), load_http.c (HTTP target),
+ * load_embed.c (embedded target), load_metric.c (metrics, thresholds, summary),
+ * load_report.c (JSON and HTML), load_track.c (acknowledged-row tracking).
  */
 #ifndef STRATA_LOAD_H
 #define STRATA_LOAD_H
@@ -306,7 +306,7 @@ const char *load_verb_name(int verb);
 /** Monotonic clock, ns. */
 uint64_t load_now_ns(void);
 
-/* ---- acknowledged-row tracking (ltrack.c) ---- */
+/* ---- acknowledged-row tracking (load_track.c) ---- */
 
 /** Every acknowledged row: (shard, key) -> the newest acknowledged value's hash. */
 struct load_track;
@@ -331,7 +331,7 @@ int load_track_check(const struct load_track *t, uint64_t i, int found, const vo
 /** Hash of a value as tracked. */
 uint64_t load_track_hash(const void *v, size_t n);
 
-/* ---- metrics (lmetric.c) ---- */
+/* ---- metrics (load_metric.c) ---- */
 
 /** Latency and counters of one thing measured (a scenario, a verb, a scenario's verb, a stage). */
 struct load_series_pt {
@@ -439,7 +439,7 @@ int load_metrics_add_hist(struct load_metrics *m, const char *prefix, const stru
 /** The metric names closest to name (for "did you mean"), into buf. */
 void load_metrics_suggest(const struct load_metrics *m, const char *name, char *buf, size_t len);
 
-/* ---- results and reports (lreport.c) ---- */
+/* ---- results and reports (load_report.c) ---- */
 
 struct load_run;
 /** Write the JSON result. 0 or -1 (message on stderr). */

@@ -96,37 +96,10 @@ struct lstrata_stat_field {
 	size_t off;
 };
 
-#define LSTRATA_STAT(f) { #f, offsetof(strata_stats, f) }
-static const struct lstrata_stat_field lstrata_stat_fields[] = {
-	LSTRATA_STAT(memtable_rows),
-	LSTRATA_STAT(memtable_bytes),
-	LSTRATA_STAT(sealed_memtables),
-	LSTRATA_STAT(generations),
-	LSTRATA_STAT(base_runs),
-	LSTRATA_STAT(wal_bytes),
-	LSTRATA_STAT(wal_segments),
-	LSTRATA_STAT(writer_epoch),
-	LSTRATA_STAT(manifest_version),
-	LSTRATA_STAT(replay_after),
-	LSTRATA_STAT(last_seq),
-	LSTRATA_STAT(next_generation),
-	LSTRATA_STAT(appends),
-	LSTRATA_STAT(rows_appended),
-	LSTRATA_STAT(wal_syncs),
-	LSTRATA_STAT(seals),
-	LSTRATA_STAT(merges),
-	LSTRATA_STAT(merge_conflicts),
-	LSTRATA_STAT(merged_generations),
-	LSTRATA_STAT(merge_bytes_in),
-	LSTRATA_STAT(merge_bytes_out),
-	LSTRATA_STAT(compactions),
-	LSTRATA_STAT(max_exclusive_ns),
-	LSTRATA_STAT(generation_bytes),
-	LSTRATA_STAT(base_bytes),
-};
+#define LSTRATA_STAT(field, kind, metric, scale, help) {#field, offsetof(strata_stats, field)},
+/** Every strata_stats field (STRATA_STATS_FIELDS), in declaration order. */
+static const struct lstrata_stat_field lstrata_stat_fields[] = {STRATA_STATS_FIELDS(LSTRATA_STAT)};
 #undef LSTRATA_STAT
-_Static_assert(sizeof(lstrata_stat_fields) / sizeof(lstrata_stat_fields[0]) * sizeof(uint64_t) ==
-	sizeof(strata_stats), "every strata_stats field is listed in lstrata_stat_fields");
 
 /** A result code and its constant name. */
 struct lstrata_code {

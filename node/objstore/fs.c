@@ -58,6 +58,7 @@ struct fs_writer {
 static atomic_uint_fast64_t fs_tmp_counter;
 
 static const struct objstore_ops fs_ops;
+static int fs_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes);
 
 static uint64_t
 fs_mix64(uint64_t x)
@@ -721,6 +722,7 @@ static const struct objstore_ops fs_ops = {
 	.writer_abort = fs_writer_abort,
 	.del = fs_del,
 	.list = fs_list,
+	.recover = fs_recover,
 	.destroy = fs_destroy,
 };
 
@@ -820,8 +822,9 @@ fs_sweep_dir(char *path, size_t len, uint64_t *n, uint64_t *bytes, int depth)
 	return rc;
 }
 
-int
-objstore_fs_sweep_temp(struct objstore *os, uint64_t *removed, uint64_t *bytes)
+/** The temp files of writes a crash interrupted are never published: remove them. */
+static int
+fs_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)
 {
 	struct fs_store *fs = (struct fs_store *)os;
 	char path[FS_PATH_MAX];

@@ -43,6 +43,10 @@ struct objstore_ops {
 	int (*del)(struct objstore *os, const char *key);
 	/** Call cb for every key starting with prefix, in byte order. */
 	int (*list)(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx);
+	/** Remove what writes a crash interrupted left behind (never anything published);
+	 *  *removed and *bytes count it. Only the store's one owner calls it, before it
+	 *  writes. NULL = nothing to do. */
+	int (*recover)(struct objstore *os, uint64_t *removed, uint64_t *bytes);
 	/** Release the store. */
 	void (*destroy)(struct objstore *os);
 };
@@ -57,9 +61,6 @@ struct objstore {
 
 /** Open a local-directory store rooted at dir (created if missing). */
 int objstore_fs_new(const char *dir, struct objstore **out);
-/** Remove the temp files of writes that never completed (a crash mid-put) from an fs
- *  store. Only its one owner may call it, before it writes anything. */
-int objstore_fs_sweep_temp(struct objstore *os, uint64_t *removed, uint64_t *bytes);
 
 static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
 { return os->ops->get(os, key, out); }
@@ -78,6 +79,16 @@ static inline int objstore_del(struct objstore *os, const char *key)
 { return os->ops->del(os, key); }
 static inline int objstore_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 { return os->ops->list(os, prefix, cb, ctx); }
+static inline int objstore_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)
+{
+	uint64_t n = 0, b = 0;
+	int rc = os->ops->recover != NULL ? os->ops->recover(os, &n, &b) : 0;
+	if (removed)
+		*removed = n;
+	if (bytes)
+		*bytes = b;
+	return rc;
+}
 static inline void objstore_destroy(struct objstore *os)
 { if (os) os->ops->destroy(os); }
 

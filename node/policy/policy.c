@@ -47,6 +47,7 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/text.h"
+#include "policy_lua.h"
 
 /** Why a run was stopped. */
 enum {
@@ -114,114 +115,11 @@ policy_default_cpu_ns(void)
 
 uint64_t (*policy_cpu_ns)(void) = policy_default_cpu_ns;
 
-const char policy_builtin_source[] =
-	"-- default.lua — the built-in merge policy: what a node runs when it is given no\n"
-	"-- policy (the same text is compiled into the binary).\n"
-	"--\n"
-	"-- When to use it: a general-purpose node with a steady write rate. Each shard's\n"
-	"-- memtable is sealed every 5 s (and at 64 MiB); a shard is merged once 50\n"
-	"-- generations wait; every 60 s a sweep merges every shard that holds at least\n"
-	"-- one generation. A merge pass folds at most 8 generations, so a backlog drains\n"
-	"-- over several passes with bounded memory. A shard's base is compacted once it\n"
-	"-- holds more than 8 runs.\n"
-	"--\n"
-	"-- The hooks are left out, so the built-in defaults run (strata.default.*):\n"
-	"--   on_seal           one capped merge pass once merge_after_generations wait\n"
-	"--   on_sweep          one capped merge pass on every shard holding a generation\n"
-	"--   on_merge_request  one capped merge pass (HTTP merge-wal)\n"
-	"-- and each compacts the base when it holds more than base_max_runs runs.\n"
-	"return {\n"
-	"\tflush_interval_s = 5,\n"
-	"\tsweep_interval_s = 60,\n"
-	"\tmerge_after_generations = 50,\n"
-	"\tmerge_max_generations = 8,\n"
-	"\tmemtable_max_bytes = 64 * 1024 * 1024,\n"
-	"\tbase_max_runs = 8,\n"
-	"}\n";
-
-/* Builds the sandbox environment. Arguments: the real globals, killed(),
- * textload(chunk, name, env), the log table. Returns the environment. */
-static const char policy_prelude[] =
-	"local G, killed, textload, log = ...\n"
-	"local env = {}\n"
-	"for _, k in G.ipairs{'pairs', 'ipairs', 'next', 'type', 'tostring', 'tonumber', 'select',\n"
-	"\t\t'error', 'assert', 'unpack', 'setmetatable', 'getmetatable', 'rawget', 'rawequal'} do\n"
-	"\tenv[k] = G[k]\n"
-	"end\n"
-	"local function copy(t)\n"
-	"\tlocal c = {}\n"
-	"\tfor k, v in G.pairs(t) do c[k] = v end\n"
-	"\treturn c\n"
-	"end\n"
-	"env.string, env.table, env.math = copy(G.string), copy(G.table), copy(G.math)\n"
-	"local rawpcall, rawxpcall, gerror, tostr = G.pcall, G.xpcall, G.error, G.tostring\n"
-	"local function pass(ok, ...)\n"
-	"\tif not ok and killed() then gerror((...), 0) end\n"
-	"\treturn ok, ...\n"
-	"end\n"
-	"env.pcall = function(f, ...) return pass(rawpcall(f, ...)) end\n"
-	"env.xpcall = function(f, h, ...) return pass(rawxpcall(f, h, ...)) end\n"
-	"env.load = function(chunk, name) return textload(chunk, name, env) end\n"
-	"env.loadstring = env.load\n"
-	"local strata = {log = log, default = {}, settings = {}}\n"
-	"env.strata = strata\n"
-	"env.require = function(name)\n"
-	"\tif name == 'strata' then return strata end\n"
-	"\tgerror(\"require '\" .. tostr(name) .. \"' is not allowed in a policy (only require \\\"strata\\\")\", 2)\n"
-	"end\n"
-	"G.setmetatable(env, {\n"
-	"\t__index = function(_, k)\n"
-	"\t\tgerror(\"undefined global '\" .. tostr(k) .. \"' (not available in the policy sandbox)\", 2)\n"
-	"\tend,\n"
-	"\t__newindex = function(_, k)\n"
-	"\t\tgerror(\"assignment to global '\" .. tostr(k) .. \"' (policies have no writable globals; use local)\", 2)\n"
-	"\tend,\n"
-	"\t__metatable = false,\n"
-	"})\n"
-	"return env\n";
-
-/* The built-in hooks, run when a script leaves a hook out (also strata.default.*).
- * Arguments: their private settings table, the log table. */
-static const char policy_defaults[] =
-	"local settings, log = ...\n"
-	"local D = {}\n"
-	"local function fail(shard, what, err)\n"
-	"\tif not string.find(err, '^busy') then\n"
-	"\t\tlog.warn(string.format('shard %d: %s failed: %s', shard:id(), what, err))\n"
-	"\tend\n"
-	"end\n"
-	"local function compact_if_needed(shard)\n"
-	"\tlocal limit = settings.base_max_runs\n"
-	"\tif limit > 0 and shard:stats().base_runs > limit then\n"
-	"\t\tlocal n, err = shard:compact{}\n"
-	"\t\tif not n then fail(shard, 'base compaction', err) end\n"
-	"\tend\n"
-	"end\n"
-	"D.compact_if_needed = compact_if_needed\n"
-	"D.on_seal = function(shard, info)\n"
-	"\tlocal n = settings.merge_after_generations\n"
-	"\tif n > 0 and info.generations >= n then\n"
-	"\t\tlocal merged, err = shard:merge{}\n"
-	"\t\tif not merged then fail(shard, 'merge', err) end\n"
-	"\tend\n"
-	"\tcompact_if_needed(shard)\n"
-	"end\n"
-	"D.on_sweep = function(node)\n"
-	"\tfor _, shard in ipairs(node:shards()) do\n"
-	"\t\tif shard:stats().generations >= 1 then\n"
-	"\t\t\tlocal merged, err = shard:merge{}\n"
-	"\t\t\tif not merged then fail(shard, 'merge', err) end\n"
-	"\t\tend\n"
-	"\t\tcompact_if_needed(shard)\n"
-	"\tend\n"
-	"end\n"
-	"D.on_merge_request = function(shard, req)\n"
-	"\tlocal merged, err = shard:merge{max_generations = req.max_generations}\n"
-	"\tif not merged then return nil, err end\n"
-	"\tcompact_if_needed(shard)\n"
-	"\treturn merged\n"
-	"end\n"
-	"return D\n";
+/* The built-in policy (policies/default.lua), the sandbox prelude (prelude.lua: its
+ * arguments are the real globals, killed(), textload(chunk, name, env) and the log
+ * table; it returns the environment) and the built-in hooks run when a script leaves
+ * a hook out, also strata.default.* (defaults.lua: arguments their private settings
+ * table and the log table) are generated from the .lua files: see policy_lua.h. */
 
 static const char *const policy_hook_names[POLICY_HOOK_COUNT] = {
 	"on_seal",
@@ -752,7 +650,7 @@ policy_setup(struct policy *p, struct policy_errs *e)
 	lua_setfield(L, -2, "warn");
 	lua_pushcfunction(L, policy_lua_log_error);
 	lua_setfield(L, -2, "error");
-	if (luaL_loadbufferx(L, policy_prelude, sizeof(policy_prelude) - 1, "=strata.prelude", "t") != 0) {
+	if (luaL_loadbufferx(L, policy_prelude_lua, policy_prelude_lua_len, "=strata.prelude", "t") != 0) {
 		policy_err(e, "%s: internal error building the sandbox: %s", p->name, policy_errmsg(L));
 		return STRATA_EINVAL;
 	}
@@ -766,7 +664,7 @@ policy_setup(struct policy *p, struct policy_errs *e)
 	}
 	/* stack: log, env */
 	p->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-	if (luaL_loadbufferx(L, policy_defaults, sizeof(policy_defaults) - 1, "=strata.default", "t") != 0) {
+	if (luaL_loadbufferx(L, policy_defaults_lua, policy_defaults_lua_len, "=strata.default", "t") != 0) {
 		policy_err(e, "%s: internal error loading the default hooks: %s", p->name, policy_errmsg(L));
 		return STRATA_EINVAL;
 	}

@@ -69,9 +69,10 @@
  * it becomes current for new runs, while runs already started finish on the old
  * state, which is closed when its last run ends. Appends never touch the loop.
  *
- * Lifetime: runtime_new attaches the runtime to the store (store_attach_runtime),
- * so strata_close deletes it first; strata_close must then run on the loop
- * thread. One runtime per store.
+ * Lifetime: the runtime runs on a host it is given (its loop, its background
+ * executor) and on a store it does not own; whoever composed them (node/strata.c)
+ * deletes the runtime on the loop thread before closing the store and the host.
+ * runtime_delete waits out the runtime's own jobs on the executor.
  */
 #include "runtime.h"
 
@@ -88,6 +89,8 @@
 #include <unistd.h>
 
 #include "../core/store.h"
+#include "../host/host.h"
+#include "../lib/pool.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "policy.h"
@@ -242,17 +245,6 @@ struct rt_event {
 	int queued;
 };
 
-/** A call waiting for the loop thread (runtime_invoke). */
-struct rt_invoke {
-	/** What to run. */
-	void (*fn)(void *arg);
-	void *arg;
-	/** Set once it ran. */
-	int done;
-	/** Next waiting call. */
-	struct rt_invoke *next;
-};
-
 /** A merge request waiting to start (deferred to the next loop iteration). */
 struct rt_mreq {
 	/** Shard. */
@@ -266,17 +258,20 @@ struct rt_mreq {
 
 struct runtime {
 	/** The store (not owned). */
-	strata *db;
-	/** The loop (not owned). */
+	struct store *db;
+	/** The host whose loop the runtime runs on and whose background executor runs its
+	 *  seals and merges (not owned). */
+	struct host *host;
+	/** host's loop. */
 	struct ev_loop *loop;
-	/** Thread of the loop. */
-	pthread_t loop_thread;
 	/** Options copied at start (policy_path owned). */
 	char *policy_path;
 	/** Limits of every policy state. */
 	struct policy_limits limits;
-	/** The worker pool. */
+	/** host's background executor. */
 	struct pool *pool;
+	/** Jobs of this runtime submitted to pool whose completion has not run yet. */
+	unsigned jobs;
 	/** Number of shards. */
 	uint32_t nshards;
 	/** Per-shard state (loop thread). */
@@ -299,16 +294,14 @@ struct runtime {
 	ev_timer timer;
 	/** Checks deadlines on every loop iteration (manual clocks). */
 	ev_prepare prep;
-	/** Wakes the loop for listener events, invokes and merge requests. */
+	/** Wakes the loop for listener events and merge requests. */
 	ev_async events;
 	/** Watches the policy file. */
 	ev_stat stat;
 	/** Whether stat is started. */
 	int watching;
-	/** Guards ev, dirty, ndirty, invokes. */
+	/** Guards ev, dirty, ndirty. */
 	pthread_mutex_t ev_mu;
-	/** Signalled when an invoke ran. */
-	pthread_cond_t inv_cv;
 	/** Per-shard events from listener callbacks. */
 	struct rt_event *ev;
 	/** Shards with events, in arrival order. */
@@ -317,8 +310,6 @@ struct runtime {
 	/** Loop-side copies of dirty and of each one's full flag (taken under ev_mu). */
 	uint32_t *taken;
 	uint8_t *taken_full;
-	/** Calls waiting for the loop thread. */
-	struct rt_invoke *invokes;
 	/** Merge requests waiting to start (loop thread). */
 	struct rt_mreq *mreq_head, *mreq_tail;
 	/** Listener callbacks executing now. */
@@ -388,37 +379,11 @@ rt_push_shard(struct rt_state *st, lua_State *L, uint32_t id)
 static void
 rt_push_stats(lua_State *L, const strata_stats *s)
 {
-	lua_createtable(L, 0, 25);
-#define RT_FIELD(f)                                 \
-	do {                                        \
-		lua_pushnumber(L, (lua_Number)s->f); \
-		lua_setfield(L, -2, #f);            \
-	} while (0)
-	RT_FIELD(memtable_rows);
-	RT_FIELD(memtable_bytes);
-	RT_FIELD(sealed_memtables);
-	RT_FIELD(generations);
-	RT_FIELD(base_runs);
-	RT_FIELD(wal_bytes);
-	RT_FIELD(wal_segments);
-	RT_FIELD(writer_epoch);
-	RT_FIELD(manifest_version);
-	RT_FIELD(replay_after);
-	RT_FIELD(last_seq);
-	RT_FIELD(next_generation);
-	RT_FIELD(appends);
-	RT_FIELD(rows_appended);
-	RT_FIELD(wal_syncs);
-	RT_FIELD(seals);
-	RT_FIELD(merges);
-	RT_FIELD(merge_conflicts);
-	RT_FIELD(merged_generations);
-	RT_FIELD(merge_bytes_in);
-	RT_FIELD(merge_bytes_out);
-	RT_FIELD(compactions);
-	RT_FIELD(max_exclusive_ns);
-	RT_FIELD(generation_bytes);
-	RT_FIELD(base_bytes);
+	lua_createtable(L, 0, 32);
+#define RT_FIELD(field, kind, metric, scale, help)            \
+	lua_pushnumber(L, (lua_Number)s->field);              \
+	lua_setfield(L, -2, #field);
+	STRATA_STATS_FIELDS(RT_FIELD)
 #undef RT_FIELD
 }
 
@@ -507,51 +472,61 @@ static void
 rt_job_work(void *arg)
 {
 	struct rt_job *j = arg;
-	strata *db = j->rt->db;
+	struct store *db = j->rt->db;
 	int rc = 0;
 	switch (j->kind) {
 	case RT_JOB_SEAL:
-		rc = strata_seal(db, j->shard);
+		rc = store_seal(db, j->shard);
 		break;
 	case RT_JOB_PREPARE:
-		rc = strata_prepare_merge(db, j->shard, j->max, &j->plan);
+		rc = store_prepare_merge(db, j->shard, j->max, &j->plan);
 		if (rc == 0)
-			j->count = strata_plan_generations(j->plan);
+			j->count = store_plan_inputs(j->plan);
 		break;
 	case RT_JOB_COMMIT:
-		j->count = strata_plan_generations(j->plan);
-		rc = strata_commit_merge(db, j->plan);
+		j->count = store_plan_inputs(j->plan);
+		rc = store_commit(db, j->plan);
 		j->plan = NULL;
 		break;
 	case RT_JOB_ABORT:
-		strata_abort_merge(db, j->plan);
+		store_abort(db, j->plan);
 		j->plan = NULL;
 		break;
 	case RT_JOB_MERGE:
-		rc = strata_merge(db, j->shard, j->max, &j->count);
+		rc = store_merge(db, j->shard, j->max, &j->count);
 		break;
 	case RT_JOB_COMPACT: {
 		strata_plan *p = NULL;
-		rc = strata_prepare_compact(db, j->shard, j->max, &p);
+		rc = store_prepare_compact(db, j->shard, j->max, &p);
 		if (rc == 0) {
-			j->count = strata_plan_generations(p);
-			rc = strata_commit_merge(db, p);
+			j->count = store_plan_inputs(p);
+			rc = store_commit(db, p);
 		}
 		break;
 	}
 	}
 	j->rc = rc;
 	if (rc != 0)
-		rt_copy(j->err, sizeof(j->err), strata_last_error());
+		rt_copy(j->err, sizeof(j->err), diag_last());
 }
 
 static void rt_job_done(void *arg);
+
+/** Queue j on the background executor, counted until its completion ran. */
+static int
+rt_pool_submit(struct runtime *rt, struct rt_job *j)
+{
+	int rc = pool_submit(rt->pool, rt_job_work, rt_job_done, j);
+	if (rc == 0)
+		rt->jobs++;
+	return rc;
+}
 
 /** Submit j; on failure free it and return the code (message in diag). */
 static int
 rt_submit(struct runtime *rt, struct rt_job *j)
 {
-	int rc = pool_submit(rt->pool, rt_job_work, rt_job_done, j);
+	int rc = rt_pool_submit(rt, j);
 	if (rc != 0)
 		env.free(j);
 	return rc;
@@ -574,11 +549,11 @@ rt_abort_plan(struct runtime *rt, strata_plan *plan, uint32_t shard)
 	struct rt_job *j = rt->closing ? NULL : rt_job_new(rt, RT_JOB_ABORT, shard);
 	if (j != NULL) {
 		j->plan = plan;
-		if (pool_submit(rt->pool, rt_job_work, rt_job_done, j) == 0)
+		if (rt_pool_submit(rt, j) == 0)
 			return;
 		env.free(j);
 	}
-	strata_abort_merge(rt->db, plan);
+	store_abort(rt->db, plan);
 	rt_plan_consumed(rt, shard);
 }
 
@@ -631,6 +606,7 @@ rt_job_done(void *arg)
 	struct rt_job *j = arg;
 	struct runtime *rt = j->rt;
 	struct rt_shard *sh = &rt->shards[j->shard];
+	rt->jobs--;
 	if (j->kind == RT_JOB_PREPARE || j->kind == RT_JOB_MERGE || j->kind == RT_JOB_COMPACT)
 		sh->busy = 0;
 	if (j->kind == RT_JOB_PREPARE && j->rc == 0 && j->plan != NULL)
@@ -659,7 +635,7 @@ rt_job_done(void *arg)
 	if (rt->closing) {
 		/* The run is abandoned by runtime_delete; only the plan needs an owner. */
 		if (j->plan != NULL) {
-			strata_abort_merge(rt->db, j->plan);
+			store_abort(rt->db, j->plan);
 			rt_plan_consumed(rt, j->shard);
 		}
 		env.free(j);
@@ -790,7 +766,7 @@ rt_lua_commit(lua_State *L)
 		return luaL_error(L, "shard:commit: out of memory");
 	j->plan = lp->plan;
 	j->run = run;
-	int rc = pool_submit(run->rt->pool, rt_job_work, rt_job_done, j);
+	int rc = rt_pool_submit(run->rt, j);
 	if (rc != 0) {
 		/* Not queued: the plan stays with its userdata, still ready. */
 		env.free(j);
@@ -822,7 +798,7 @@ rt_lua_abort(lua_State *L)
 		if (j != NULL) {
 			j->plan = plan;
 			j->run = run;
-			if (pool_submit(rt->pool, rt_job_work, rt_job_done, j) == 0) {
+			if (rt_pool_submit(rt, j) == 0) {
 				run->waiting = 1;
 				return lua_yield(L, 0);
 			}
@@ -839,9 +815,9 @@ rt_lua_stats(lua_State *L)
 {
 	uint32_t id = rt_check_shard(L);
 	strata_stats s;
-	int rc = strata_shard_stats(rt_of(L)->db, id, &s);
+	int rc = store_shard_stats(rt_of(L)->db, id, &s);
 	if (rc != 0)
-		return rt_push_fail(L, NULL, rc, strata_last_error());
+		return rt_push_fail(L, NULL, rc, diag_last());
 	rt_push_stats(L, &s);
 	return 1;
 }
@@ -913,7 +889,7 @@ rt_lua_plan_gc(lua_State *L)
 {
 	struct rt_plan *lp = lua_touserdata(L, 1);
 	if (lp != NULL && lp->plan != NULL) {
-		strata_abort_merge(lp->rt->db, lp->plan);
+		store_abort(lp->rt->db, lp->plan);
 		rt_plan_consumed(lp->rt, lp->shard);
 		lp->plan = NULL;
 		lp->state = RT_PLAN_DONE;
@@ -1108,7 +1084,7 @@ rt_run_finish(struct rt_run *run, const char *err)
 	if (cb != NULL) {
 		strata_stats s;
 		uint64_t pending = 0;
-		if (strata_shard_stats(rt->db, shard, &s) == 0)
+		if (store_shard_stats(rt->db, shard, &s) == 0)
 			pending = s.generations;
 		if (closing && rc == 0 && err == NULL)
 			rc = STRATA_ECLOSED, rt_copy(reason, sizeof(reason), "the policy runtime stopped");
@@ -1174,7 +1150,7 @@ rt_start_seal_run(struct runtime *rt, uint32_t id)
 		return;
 	sh->seal_run = run;
 	strata_stats s;
-	uint64_t gens = strata_shard_stats(rt->db, id, &s) == 0 ? s.generations : 0;
+	uint64_t gens = store_shard_stats(rt->db, id, &s) == 0 ? s.generations : 0;
 	lua_State *co = policy_run_thread(run->pr);
 	rt_push_shard(run->st, co, id);
 	lua_createtable(co, 0, 7);
@@ -1291,7 +1267,7 @@ rt_tick(struct runtime *rt)
 		sh->flush_due = now + flush;
 		rt->stats.flush_timer_fires++;
 		strata_stats s;
-		if (strata_shard_stats(rt->db, i, &s) == 0 && s.memtable_rows > 0)
+		if (store_shard_stats(rt->db, i, &s) == 0 && s.memtable_rows > 0)
 			rt_trigger_seal(rt, i);
 	}
 	if (rt->sweep_due != 0 && now >= rt->sweep_due) {
@@ -1390,32 +1366,6 @@ rt_listener_full(void *ctx, uint32_t shard, uint64_t bytes)
 	atomic_fetch_sub(&rt->in_callback, 1);
 }
 
-/** Run the calls waiting in runtime_invoke. */
-static void
-rt_run_invokes(struct runtime *rt)
-{
-	pthread_mutex_lock(&rt->ev_mu);
-	struct rt_invoke *list = rt->invokes;
-	rt->invokes = NULL;
-	pthread_mutex_unlock(&rt->ev_mu);
-	/* Oldest first: the list was built by pushing at the head. */
-	struct rt_invoke *rev = NULL;
-	while (list != NULL) {
-		struct rt_invoke *next = list->next;
-		list->next = rev;
-		rev = list;
-		list = next;
-	}
-	while (rev != NULL) {
-		struct rt_invoke *next = rev->next;
-		rev->fn(rev->arg);
-		pthread_mutex_lock(&rt->ev_mu);
-		rev->done = 1;
-		pthread_cond_broadcast(&rt->inv_cv);
-		pthread_mutex_unlock(&rt->ev_mu);
-		rev = next;
-	}
-}
 
 static void
 rt_events_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -1423,7 +1373,6 @@ rt_events_cb(struct ev_loop *loop, ev_async *w, int revents)
 	(void)loop;
 	(void)revents;
 	struct runtime *rt = w->data;
-	rt_run_invokes(rt);
 	if (rt->closing)
 		return;
 	/* Take the events; act on them outside the lock. */
@@ -1533,25 +1482,15 @@ rt_read_file(const char *path, char **out, size_t *len, char *err, size_t errlen
 
 /* ---------------------------------------------------------------- API */
 
-static void
-rt_stop_from_store(void *rt)
-{
-	runtime_delete(rt);
-}
-
 int
 runtime_new(const struct runtime_options *o, struct runtime **out, char *err, size_t errlen)
 {
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
 	*out = NULL;
-	if (o == NULL || o->db == NULL || o->loop == NULL) {
-		snprintf(err, errlen, "runtime: a store and a loop are required");
-		return diag_set(STRATA_EINVAL, "runtime: a store and a loop are required");
-	}
-	if (store_runtime(o->db) != NULL) {
-		snprintf(err, errlen, "runtime: the store already has a policy runtime");
-		return diag_set(STRATA_EBUSY, "runtime: the store already has a policy runtime");
+	if (o == NULL || o->db == NULL || o->host == NULL) {
+		snprintf(err, errlen, "runtime: a store and a host are required");
+		return diag_set(STRATA_EINVAL, "runtime: a store and a host are required");
 	}
 	if (o->watch_file && o->policy_path == NULL) {
 		snprintf(err, errlen, "runtime: watch_file needs a policy_path");
@@ -1563,14 +1502,14 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 		return diag_set(STRATA_ENOMEM, "runtime: out of memory");
 	}
 	rt->db = o->db;
-	rt->loop = o->loop;
-	rt->loop_thread = pthread_self();
+	rt->host = o->host;
+	rt->loop = host_loop(o->host);
+	rt->pool = host_exec(o->host, HOST_BG);
 	rt->limits.mem_bytes = o->policy_mem_bytes;
 	rt->limits.budget_ms = o->hook_budget_ms;
-	rt->nshards = strata_shards(o->db);
+	rt->nshards = store_shards(o->db);
 	rt->next_due = UINT64_MAX;
 	pthread_mutex_init(&rt->ev_mu, NULL);
-	pthread_cond_init(&rt->inv_cv, NULL);
 	ev_timer_init(&rt->timer, rt_timer_cb, 0., 0.);
 	rt->timer.data = rt;
 	ev_prepare_init(&rt->prep, rt_prepare_cb);
@@ -1610,15 +1549,11 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 			rc = rt_state_new(rt, name, src, len, &rt->cur, err, errlen);
 		env.free(file);
 	}
-	if (rc == 0)
-		rc = pool_new(o->loop, o->workers ? o->workers : 2, o->max_queued ? o->max_queued : 4096,
-			      &rt->pool);
 	if (rc != 0) {
 		if (err != NULL && errlen > 0 && err[0] == '\0')
 			snprintf(err, errlen, "runtime: %s", diag_last());
 		if (rt->cur != NULL)
 			rt_state_free(rt->cur);
-		pthread_cond_destroy(&rt->inv_cv);
 		pthread_mutex_destroy(&rt->ev_mu);
 		free(rt->policy_path);
 		env.free(rt->shards);
@@ -1647,7 +1582,6 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 		.ctx = rt,
 	};
 	store_set_listener(rt->db, &l, rt->armed.memtable_max_bytes);
-	store_attach_runtime(rt->db, rt, rt_stop_from_store);
 	*out = rt;
 	return 0;
 }
@@ -1658,8 +1592,6 @@ runtime_delete(struct runtime *rt)
 	if (rt == NULL)
 		return;
 	rt->closing = 1;
-	if (store_runtime(rt->db) == rt)
-		store_attach_runtime(rt->db, NULL, NULL);
 	/* No more events: remove the listener, then wait out callbacks already inside it. */
 	store_set_listener(rt->db, NULL, 0);
 	store_set_merge_cap(rt->db, 0);
@@ -1671,10 +1603,9 @@ runtime_delete(struct runtime *rt)
 	ev_prepare_stop(rt->loop, &rt->prep);
 	if (rt->watching)
 		ev_stat_stop(rt->loop, &rt->stat);
-	rt_run_invokes(rt);
-	/* Workers finish their jobs; completions see closing and abandon their runs. */
-	pool_delete(rt->pool);
-	rt->pool = NULL;
+	/* Wait out this runtime's jobs; their completions see closing and abandon runs. */
+	while (rt->jobs > 0)
+		host_drain(rt->host, HOST_BG);
 	while (rt->runs != NULL) {
 		struct rt_run *run = rt->runs;
 		rt_run_finish(run, NULL);
@@ -1685,7 +1616,6 @@ runtime_delete(struct runtime *rt)
 		m->cb(m->ctx, STRATA_ECLOSED, 0, 0, "the policy runtime stopped");
 		env.free(m);
 	}
-	rt_run_invokes(rt);
 	ev_async_stop(rt->loop, &rt->events);
 	while (rt->retired != NULL) {
 		struct rt_state *st = rt->retired;
@@ -1693,7 +1623,6 @@ runtime_delete(struct runtime *rt)
 		rt_state_free(st);
 	}
 	rt_state_free(rt->cur);
-	pthread_cond_destroy(&rt->inv_cv);
 	pthread_mutex_destroy(&rt->ev_mu);
 	free(rt->policy_path);
 	env.free(rt->shards);
@@ -1785,7 +1714,7 @@ void
 runtime_stats(struct runtime *rt, struct runtime_stats *out)
 {
 	*out = rt->stats;
-	out->pool_pending = pool_pending(rt->pool);
+	out->pool_pending = rt->jobs;
 }
 
 int
@@ -1833,49 +1762,19 @@ runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, voi
 unsigned
 runtime_busy(struct runtime *rt)
 {
-	unsigned n = pool_pending(rt->pool);
+	unsigned n = rt->jobs;
 	for (struct rt_run *r = rt->runs; r != NULL; r = r->next)
 		n++;
 	for (struct rt_mreq *m = rt->mreq_head; m != NULL; m = m->next)
 		n++;
 	pthread_mutex_lock(&rt->ev_mu);
 	n += rt->ndirty;
-	for (struct rt_invoke *i = rt->invokes; i != NULL; i = i->next)
-		n++;
 	pthread_mutex_unlock(&rt->ev_mu);
 	return n;
 }
 
-struct pool *
-runtime_pool(struct runtime *rt)
-{
-	return rt->pool;
-}
 
-void
-runtime_bind_thread(struct runtime *rt, pthread_t t)
-{
-	rt->loop_thread = t;
-}
 
-void
-runtime_invoke(struct runtime *rt, void (*fn)(void *arg), void *arg)
-{
-	if (pthread_equal(pthread_self(), rt->loop_thread)) {
-		fn(arg);
-		return;
-	}
-	struct rt_invoke inv = {.fn = fn, .arg = arg};
-	pthread_mutex_lock(&rt->ev_mu);
-	inv.next = rt->invokes;
-	rt->invokes = &inv;
-	pthread_mutex_unlock(&rt->ev_mu);
-	ev_async_send(rt->loop, &rt->events);
-	pthread_mutex_lock(&rt->ev_mu);
-	while (!inv.done)
-		pthread_cond_wait(&rt->inv_cv, &rt->ev_mu);
-	pthread_mutex_unlock(&rt->ev_mu);
-}
 
 int
 runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out,

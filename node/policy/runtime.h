@@ -4,12 +4,13 @@
  *
  * It owns per-shard flush timers (flush_interval_s), the global sweeper
  * (sweep_interval_s), the size trigger (memtable_max_bytes, through the store
- * listener), the count trigger after each seal (merge_after_generations), and a
- * worker pool on which seal/prepare/compaction IO runs. Hooks run as coroutines
- * on the loop thread; a primitive that does IO submits it to the pool and yields,
- * and the completion resumes the coroutine, so the loop keeps serving.
+ * listener) and the count trigger after each seal (merge_after_generations). Seal,
+ * prepare and compaction IO runs on the host's background executor. Hooks run as
+ * coroutines on the loop thread; a primitive that does IO submits it to the
+ * executor and yields, and the completion resumes the coroutine, so the loop keeps
+ * serving.
  *
- * Every function here must be called on the loop thread, except runtime_invoke.
+ * Every function here must be called on the loop thread (host_invoke gets there).
  */
 #ifndef STRATA_RUNTIME_H
 #define STRATA_RUNTIME_H
@@ -19,26 +20,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../lib/pool.h"
-#include "../strata.h"
+#include "../strata_types.h"
 
+struct host;
 struct runtime;
+struct store;
 
 /** How to start a runtime. */
 struct runtime_options {
 	/** The open store (not owned). */
-	strata *db;
-	/** The loop to run on (not owned). */
-	struct ev_loop *loop;
+	struct store *db;
+	/** The host: its loop runs the runtime, its background executor the seals and merges
+	 *  (not owned; it outlives the runtime). */
+	struct host *host;
 	/** Policy file; NULL with policy_source NULL = built-in default (policies/default.lua
 	 *  semantics, compiled into the binary). */
 	const char *policy_path;
 	/** Policy source text instead of a file (policy_path then only names it in messages). */
 	const char *policy_source;
-	/** Worker threads of the pool (default 2). */
-	unsigned workers;
-	/** Bound of the pool queue (default 4096). */
-	unsigned max_queued;
 	/** CPU time budget of one hook run, in milliseconds of Lua execution (default 200). */
 	uint32_t hook_budget_ms;
 	/** Memory limit of the policy Lua state, bytes (default 64 MiB). */
@@ -105,15 +104,6 @@ int runtime_merge_request(struct runtime *rt, uint32_t shard, runtime_merge_cb c
 typedef void (*runtime_done_cb)(void *ctx, int rc, const char *err);
 /** Seal a shard on the pool (HTTP seal); cb runs on the loop thread. */
 int runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, void *ctx);
-/** The worker pool (the server runs blocking appends on it too). */
-struct pool *runtime_pool(struct runtime *rt);
-/** Declare which thread runs the loop (runtime_new assumes the calling thread). Call it
- *  from that thread before anyone calls runtime_invoke. */
-void runtime_bind_thread(struct runtime *rt, pthread_t t);
-/** Run fn(arg) on the loop thread and wait for it (from any thread; directly when
- *  already on the loop thread). */
-void runtime_invoke(struct runtime *rt, void (*fn)(void *arg), void *arg);
-
 /** Compile and validate a policy without running it (for `strata policy check`):
  *  fills *out, or returns nonzero with every error (file:line) in err. */
 int runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out,

@@ -9,13 +9,15 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/store.h"
+#include "../lib/base64.h"
 #include "../lib/buf.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/pool.h"
 #include "../policy/runtime.h"
+#include "../strata_host.h"
 #include "metrics.h"
+#include "views.h"
 
 /** Endpoints. */
 enum api_route_id {
@@ -89,91 +91,6 @@ pct_decode(const char *s, size_t n, int plus_space, struct buf *out)
 		}
 	}
 	out->data[out->len] = 0;
-	return 0;
-}
-
-static int
-b64_val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/** Decode standard base64 (padding optional, canonical) into out (room for 3n/4).
- *  The decoded length, or -1. */
-static long
-b64_decode(const char *in, size_t n, uint8_t *out)
-{
-	size_t pad = 0;
-	if (n > 0 && in[n - 1] == '=') {
-		if (n % 4 != 0)
-			return -1;
-		pad = 1;
-		if (n > 1 && in[n - 2] == '=')
-			pad = 2;
-	}
-	size_t m = n - pad;
-	if (m % 4 == 1)
-		return -1;
-	size_t o = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < m; i++) {
-		int v = b64_val((unsigned char)in[i]);
-		if (v < 0)
-			return -1;
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (uint8_t)(acc >> bits);
-			acc &= (1u << bits) - 1;
-		}
-	}
-	if (acc != 0)
-		return -1;
-	return (long)o;
-}
-
-/** Append the base64 of p to out. */
-static int
-b64_encode(const uint8_t *p, size_t n, struct buf *out)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	if (buf_reserve(out, (n + 2) / 3 * 4 + 1))
-		return STRATA_ENOMEM;
-	char *o = (char *)out->data + out->len;
-	size_t i = 0, k = 0;
-	for (; i + 3 <= n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		o[k++] = tab[v >> 18];
-		o[k++] = tab[(v >> 12) & 63];
-		o[k++] = tab[(v >> 6) & 63];
-		o[k++] = tab[v & 63];
-	}
-	if (n - i == 1) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		o[k++] = tab[v >> 18];
-		o[k++] = tab[(v >> 12) & 63];
-		o[k++] = '=';
-		o[k++] = '=';
-	} else if (n - i == 2) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
-		o[k++] = tab[v >> 18];
-		o[k++] = tab[(v >> 12) & 63];
-		o[k++] = tab[(v >> 6) & 63];
-		o[k++] = '=';
-	}
-	out->len += k;
 	return 0;
 }
 
@@ -452,8 +369,6 @@ struct api_append {
 	uint32_t shard;
 	/** Body is the binary batch format. */
 	int binary;
-	/** Largest value accepted by the store. */
-	uint64_t max_value;
 	/** Reply status. */
 	int status;
 	/** Error words when status is not 200. */
@@ -485,16 +400,11 @@ append_fail(struct api_append *j, int status, const char *error, const char *fmt
 static int
 check_row(struct api_append *j, const char *where, size_t idx, size_t klen, size_t vlen)
 {
-	if (klen == 0)
-		return append_fail(j, 400, "bad row", "%s %zu: the key is empty", where, idx);
-	if (klen > STRATA_MAX_KEY)
-		return append_fail(j, 413, "row too large", "%s %zu: key of %zu bytes is over the %u-byte limit",
-				   where, idx, klen, STRATA_MAX_KEY);
-	if (vlen > j->max_value)
-		return append_fail(j, 413, "row too large",
-				   "%s %zu: value of %zu bytes is over the limit of %llu bytes", where, idx, vlen,
-				   (unsigned long long)j->max_value);
-	return 0;
+	int rc = strata_check_row(j->a->db, klen, vlen);
+	if (rc == 0)
+		return 0;
+	return append_fail(j, rc == STRATA_ETOOBIG ? 413 : 400, rc == STRATA_ETOOBIG ? "row too large" : "bad row",
+			   "%s %zu: %s", where, idx, strata_last_error());
 }
 
 static int
@@ -555,11 +465,11 @@ take_field(struct api_append *j, size_t line, const char *name, json_t *v, int b
 		*used += n;
 		return (long)n;
 	}
-	long m = b64_decode(s, n, arena + *used);
-	if (m < 0)
+	size_t m;
+	if (b64_decode(s, n, 0, arena + *used, &m) != 0)
 		return append_fail(j, 400, "bad base64", "line %zu: \"%s\" is not valid base64", line, name);
-	*used += (size_t)m;
-	return m;
+	*used += m;
+	return (long)m;
 }
 
 static int
@@ -736,7 +646,7 @@ is_batch_type(const char *ct)
 static int
 api_submit(struct api *a, struct http_req *r, pool_work_fn work, pool_done_fn done, void *job)
 {
-	int rc = pool_submit(runtime_pool(a->rt), work, done, job);
+	int rc = pool_submit(host_exec(a->host, HOST_FG), work, done, job);
 	if (rc != 0) {
 		api_error(a, r, api_status_of(rc), "busy", diag_last());
 		return rc;
@@ -757,7 +667,6 @@ api_append(struct api *a, struct http_req *r, uint32_t shard)
 	j->r = r;
 	j->shard = shard;
 	j->binary = is_batch_type(r->content_type);
-	j->max_value = store_options(a->db)->max_value_bytes;
 	if (api_submit(a, r, append_work, append_done, j) != 0)
 		env.free(j);
 }
@@ -899,7 +808,7 @@ scan_field(struct api_scan *s, json_t *o, const char *name, const char *name64, 
 	if (v != NULL)
 		return json_object_set_new(o, name, v);
 	buf_reset(&s->tmp);
-	if (b64_encode(p, n, &s->tmp))
+	if (b64_encode(&s->tmp, p, n))
 		return -1;
 	v = json_stringn((const char *)s->tmp.data, s->tmp.len);
 	return v ? json_object_set_new(o, name64, v) : -1;
@@ -1042,7 +951,7 @@ scan_done(void *arg)
 static void
 scan_submit(struct api_scan *s)
 {
-	int rc = pool_submit(runtime_pool(s->a->rt), scan_work, scan_done, s);
+	int rc = pool_submit(host_exec(s->a->host, HOST_FG), scan_work, scan_done, s);
 	if (rc == 0) {
 		s->a->jobs++;
 		return;
@@ -1298,45 +1207,13 @@ api_rtjob(struct api *a, struct http_req *r, const struct api_route *rt, int mer
 
 /* ---------- stats and policy ---------- */
 
-#define API_STATS_FIELDS(X)                                                                             \
-	X(memtable_rows) X(memtable_bytes) X(sealed_memtables) X(generations) X(base_runs) X(wal_bytes) \
-	X(wal_segments) X(writer_epoch) X(manifest_version) X(replay_after) X(last_seq)                 \
-	X(next_generation) X(appends) X(rows_appended) X(wal_syncs) X(seals) X(merges)                 \
-	X(merge_conflicts) X(merged_generations) X(merge_bytes_in) X(merge_bytes_out) X(compactions)   \
-	X(max_exclusive_ns) X(generation_bytes) X(base_bytes)
-
+/** The shard's statistics (or the error reading them) as GET /v1/shards/{id}/stats shows them. */
 static json_t *
 shard_stats_json(struct api *a, uint32_t shard)
 {
-	strata_stats st;
-	memset(&st, 0, sizeof(st));
-	int rc = strata_shard_stats(a->db, shard, &st);
-	json_t *o = json_pack("{s:I}", "shard", (json_int_t)shard);
-	if (rc != 0) {
-		json_object_set_new(o, "error", json_string(strata_strerror(rc)));
-		return o;
-	}
-#define API_STAT_SET(f) json_object_set_new(o, #f, json_integer((json_int_t)st.f));
-	API_STATS_FIELDS(API_STAT_SET)
-#undef API_STAT_SET
+	json_t *o;
+	views_shard_stats(a->db, shard, &o);
 	return o;
-}
-
-/** A JSON string of text; bytes that are not UTF-8 become '?'. */
-static json_t *
-json_text(const char *s, size_t n)
-{
-	json_t *v = json_stringn(s, n);
-	if (v != NULL)
-		return v;
-	char *c = env.malloc(n + 1);
-	if (c == NULL)
-		return json_null();
-	for (size_t i = 0; i < n; i++)
-		c[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
-	v = json_stringn(c, n);
-	env.free(c);
-	return v ? v : json_null();
 }
 
 static json_t *
@@ -1346,37 +1223,6 @@ latency_json(const struct hist *h)
 			 hist_mean(h) / 1e3, "p50_us", hist_percentile(h, 50) / 1e3, "p99_us",
 			 hist_percentile(h, 99) / 1e3, "p999_us", hist_percentile(h, 99.9) / 1e3, "max_us",
 			 hist_max(h) / 1e3);
-}
-
-static json_t *
-policy_json(struct api *a, int with_source)
-{
-	struct runtime_stats st;
-	struct runtime_settings set;
-	runtime_stats(a->rt, &st);
-	runtime_settings(a->rt, &set);
-	json_t *o = json_object();
-	json_object_set_new(o, "name", json_text(st.policy_name, strnlen(st.policy_name, sizeof(st.policy_name))));
-	json_object_set_new(o, "version", json_integer((json_int_t)st.policy_version));
-	size_t el = strnlen(st.last_error, sizeof(st.last_error));
-	json_object_set_new(o, "last_error", el ? json_text(st.last_error, el) : json_null());
-	json_object_set_new(o, "reloads", json_integer((json_int_t)st.reloads));
-	json_object_set_new(o, "reload_failures", json_integer((json_int_t)st.reload_failures));
-	json_object_set_new(o, "hook_runs", json_integer((json_int_t)st.hook_runs));
-	json_object_set_new(o, "hook_errors", json_integer((json_int_t)st.hook_errors));
-	json_object_set_new(
-		o, "settings",
-		json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "flush_interval_s", set.flush_interval_s,
-			  "sweep_interval_s", set.sweep_interval_s, "merge_after_generations",
-			  (json_int_t)set.merge_after_generations, "merge_max_generations",
-			  (json_int_t)set.merge_max_generations, "memtable_max_bytes",
-			  (json_int_t)set.memtable_max_bytes, "base_max_runs", (json_int_t)set.base_max_runs));
-	if (with_source) {
-		size_t len = 0;
-		const char *src = runtime_policy_source(a->rt, &len);
-		json_object_set_new(o, "source", src ? json_text(src, len) : json_null());
-	}
-	return o;
 }
 
 static void
@@ -1390,11 +1236,11 @@ api_stats(struct api *a, struct http_req *r)
 	memset(&hs, 0, sizeof(hs));
 	if (a->http)
 		http_server_stats(a->http, &hs);
-	struct pool *p = runtime_pool(a->rt);
+	struct pool *p = host_exec(a->host, HOST_FG);
 	json_t *o = json_pack(
 		"{s:s, s:f, s:I, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}}",
 		"version", STRATA_VERSION, "uptime_s", (double)(env.mono_ns() - a->start_ns) / 1e9, "shard_count",
-		(json_int_t)n, "shards", shards, "policy", policy_json(a, 0), "http", "connections_open",
+		(json_int_t)n, "shards", shards, "policy", views_policy(a->rt, 0), "http", "connections_open",
 		(json_int_t)hs.open, "connections_accepted", (json_int_t)hs.accepted, "connections_refused",
 		(json_int_t)hs.refused, "requests", (json_int_t)hs.requests, "timeouts", (json_int_t)hs.timeouts,
 		"bad_requests", (json_int_t)hs.bad_requests, "auth_failures", (json_int_t)a->auth_failures,
@@ -1418,7 +1264,7 @@ api_policy_put(struct api *a, struct http_req *r)
 		api_error(a, r, 400, "policy refused", err[0] ? err : strata_strerror(rc));
 		return;
 	}
-	json_t *o = policy_json(a, 0);
+	json_t *o = views_policy(a->rt, 0);
 	diag_log(LOG_LVL_INFO, "policy from PUT /v1/policy in use: version %lld",
 		 (long long)json_integer_value(json_object_get(o, "version")));
 	api_json(a, r, 200, o);
@@ -1460,7 +1306,7 @@ api_on_request(void *ctx, struct http_req *r)
 		if (r->method == HTTP_PUT)
 			api_policy_put(a, r);
 		else
-			api_json(a, r, 200, policy_json(a, 1));
+			api_json(a, r, 200, views_policy(a->rt, 1));
 		break;
 	case API_R_ROWS:
 		if (r->method == HTTP_POST)
@@ -1497,6 +1343,7 @@ api_new(const struct api_options *o, struct api **out)
 		return diag_set(STRATA_ENOMEM, "api: out of memory");
 	a->db = o->db;
 	a->rt = o->rt;
+	a->host = o->host;
 	a->start_ns = env.mono_ns();
 	int rc = 0;
 	if (o->token != NULL) {

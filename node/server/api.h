@@ -37,6 +37,8 @@ struct api_options {
 	strata *db;
 	/** The policy runtime (not owned). */
 	struct runtime *rt;
+	/** The host whose foreground executor runs appends, gets and scans (not owned). */
+	struct host *host;
 	/** Bearer token required by mutating endpoints; NULL = no auth. */
 	const char *token;
 };
@@ -47,6 +49,8 @@ struct api {
 	strata *db;
 	/** The policy runtime. */
 	struct runtime *rt;
+	/** The host (foreground executor). */
+	struct host *host;
 	/** The HTTP server (for connection statistics); set by the owner. */
 	struct http_server *http;
 	/** Bearer token (owned), or NULL. */

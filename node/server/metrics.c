@@ -1,5 +1,7 @@
 #include "metrics.h"
 
+#include "../host/host.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -120,38 +122,27 @@ mo_scalars(struct metrics_out *m, const struct metrics_scalar *sc, size_t n)
 	}
 }
 
-#define MF(n, t, h, f, s) {n, t, h, offsetof(strata_stats, f), s}
-static const struct metrics_shard_family metrics_shard[] = {
-	MF("strata_exclusive_lock_max_seconds", "gauge",
-	   "Longest hold of the shard's exclusive lock (merge commit) since the node started.", max_exclusive_ns, 1e9),
-	MF("strata_pending_generations", "gauge", "Flushed generations waiting to be merged into the base.",
-	   generations, 1),
-	MF("strata_sealed_memtables", "gauge", "Memtables sealed and not yet published as generations.",
-	   sealed_memtables, 1),
-	MF("strata_memtable_rows", "gauge", "Rows in the active and sealed memtables.", memtable_rows, 1),
-	MF("strata_memtable_bytes", "gauge", "Bytes in the active and sealed memtables.", memtable_bytes, 1),
-	MF("strata_base_runs", "gauge", "Runs in the base.", base_runs, 1),
-	MF("strata_generation_bytes", "gauge", "Bytes in flushed generations.", generation_bytes, 1),
-	MF("strata_base_bytes", "gauge", "Bytes in base runs.", base_bytes, 1),
-	MF("strata_wal_bytes", "gauge", "Bytes in live WAL segments.", wal_bytes, 1),
-	MF("strata_wal_segments", "gauge", "Live WAL segment files.", wal_segments, 1),
-	MF("strata_wal_syncs_total", "counter", "WAL fdatasync calls (group commits).", wal_syncs, 1),
-	MF("strata_last_seq", "gauge", "Highest sequence number assigned.", last_seq, 1),
-	MF("strata_writer_epoch", "gauge", "This node's ownership epoch of the shard.", writer_epoch, 1),
-	MF("strata_appends_total", "counter", "Append calls acknowledged.", appends, 1),
-	MF("strata_rows_appended_total", "counter", "Rows acknowledged.", rows_appended, 1),
-	MF("strata_seals_total", "counter", "Generations flushed by seals.", seals, 1),
-	MF("strata_merge_passes_total", "counter", "Merge passes committed.", merges, 1),
-	MF("strata_merge_conflicts_total", "counter", "Merge plans refused at commit.", merge_conflicts, 1),
-	MF("strata_merged_generations_total", "counter", "Generations folded into the base by merges.",
-	   merged_generations, 1),
-	MF("strata_merge_read_bytes_total", "counter", "Generation bytes read by committed merges.", merge_bytes_in,
-	   1),
-	MF("strata_merge_written_bytes_total", "counter", "Run bytes written by committed merges.", merge_bytes_out,
-	   1),
-	MF("strata_compactions_total", "counter", "Base compactions committed.", compactions, 1),
+#define METRICS_FAMILY(field, kind, metric, scale, help) {metric, kind, help, offsetof(strata_stats, field), scale},
+/** The per-shard families: every STRATA_STATS_FIELDS entry, in its order. */
+static const struct metrics_shard_family metrics_shard[] = {STRATA_STATS_FIELDS(METRICS_FAMILY)};
+#undef METRICS_FAMILY
+
+/** strata_stats members /metrics leaves out (bookkeeping positions, not series to watch). */
+static const size_t metrics_unexported[] = {
+	offsetof(strata_stats, manifest_version),
+	offsetof(strata_stats, replay_after),
+	offsetof(strata_stats, next_generation),
 };
-#undef MF
+
+/** Whether the strata_stats member at offset off is exported. */
+static int
+metrics_exported(size_t off)
+{
+	for (size_t i = 0; i < sizeof(metrics_unexported) / sizeof(metrics_unexported[0]); i++)
+		if (metrics_unexported[i] == off)
+			return 0;
+	return 1;
+}
 
 int
 metrics_render(struct api *a, struct buf *out)
@@ -180,6 +171,8 @@ metrics_render(struct api *a, struct buf *out)
 		strata_shard_stats(a->db, i, &st[i]);
 	for (size_t f = 0; f < sizeof(metrics_shard) / sizeof(metrics_shard[0]); f++) {
 		const struct metrics_shard_family *fam = &metrics_shard[f];
+		if (!metrics_exported(fam->off))
+			continue;
 		mo_head(&m, fam->name, fam->type, fam->help);
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t v;
@@ -208,9 +201,9 @@ metrics_render(struct api *a, struct buf *out)
 		{"strata_policy_flush_timer_fires_total", "counter", "Flush timer fires.", rs.flush_timer_fires},
 		{"strata_policy_sweeps_total", "counter", "Sweeper runs.", rs.sweeps},
 		{"strata_pool_pending_jobs", "gauge", "Jobs queued or running on the worker pool.",
-		 pool_pending(runtime_pool(a->rt))},
+		 pool_pending(host_exec(a->host, HOST_FG))},
 		{"strata_pool_refused_total", "counter", "Jobs refused because the worker pool queue was full.",
-		 pool_refused(runtime_pool(a->rt))},
+		 pool_refused(host_exec(a->host, HOST_FG))},
 		{"strata_scan_rows_total", "counter", "Rows streamed by scans.", a->scan_rows},
 		{"strata_scan_waits_total", "counter", "Scan chunks held back until a slow client drained its queue.",
 		 a->scan_waits},

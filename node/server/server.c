@@ -15,8 +15,10 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/pool.h"
 #include "../policy/runtime.h"
 #include "../strata.h"
+#include "../strata_host.h"
 #include "api.h"
 #include "http.h"
 
@@ -30,6 +32,8 @@ struct server {
 	strata *db;
 	/** The policy runtime. */
 	struct runtime *rt;
+	/** The host: the loop above and the executors (owned). */
+	struct host *host;
 	/** The endpoints. */
 	struct api *api;
 	/** The HTTP server. */
@@ -51,13 +55,16 @@ struct server {
 void
 server_options_init(struct server_options *o)
 {
+	/* The store's defaults are strata_options_init's. */
+	strata_options so;
+	strata_options_init(&so);
 	memset(o, 0, sizeof(*o));
 	o->listen = "127.0.0.1:7070";
 	o->data_dir = "./data";
-	o->shards = 0;
-	o->sync = STRATA_SYNC_FSYNC;
-	o->sync_interval_ms = 100;
-	o->max_value_bytes = 64ull << 20;
+	o->shards = so.shards;
+	o->sync = so.sync;
+	o->sync_interval_ms = so.sync_interval_ms;
+	o->max_value_bytes = so.max_value_bytes;
 	o->max_body_bytes = 64ull << 20;
 	o->max_header_bytes = 16u << 10;
 	o->max_connections = 1024;
@@ -275,7 +282,22 @@ server_run(const struct server_options *o)
 	so.sync = o->sync;
 	so.sync_interval_ms = o->sync_interval_ms;
 	so.max_value_bytes = o->max_value_bytes;
-	int orc = strata_open(&so, &s.db);
+	so.policy = o->policy_path != NULL ? o->policy_path : "";
+	s.loop = ev_default_loop(0);
+	if (s.loop == NULL) {
+		fprintf(stderr, "strata serve: cannot start the event loop\n");
+		goto out;
+	}
+	/* The host: this loop (run below), client work on the foreground executor, the
+	 * policy's seals and merges on the background one. */
+	struct host_options hopt = {.mode = HOST_THREADED, .loop = s.loop};
+	hopt.threads[HOST_FG] = o->workers;
+	if (host_new(&hopt, &s.host) != 0) {
+		fprintf(stderr, "strata serve: %s\n", diag_last());
+		goto out;
+	}
+	struct strata_runtime_options sro = {.watch_file = o->policy_path != NULL && o->watch_policy};
+	int orc = strata_open_on(&so, s.host, &sro, &s.db);
 	if (orc == STRATA_ELOCKED) {
 		fprintf(stderr, "strata serve: refusing to start: %s\n", strata_last_error());
 		goto out;
@@ -284,24 +306,8 @@ server_run(const struct server_options *o)
 		fprintf(stderr, "strata serve: cannot open the store in %s: %s\n", o->data_dir, strata_last_error());
 		goto out;
 	}
-	s.loop = ev_default_loop(0);
-	if (s.loop == NULL) {
-		fprintf(stderr, "strata serve: cannot start the event loop\n");
-		goto out;
-	}
-	char err[2048] = "";
-	struct runtime_options ro = {
-		.db = s.db,
-		.loop = s.loop,
-		.policy_path = o->policy_path,
-		.workers = o->workers,
-		.watch_file = o->policy_path != NULL && o->watch_policy,
-	};
-	if (runtime_new(&ro, &s.rt, err, sizeof(err)) != 0) {
-		fprintf(stderr, "strata serve: cannot start the policy: %s\n", err[0] ? err : strata_last_error());
-		goto out;
-	}
-	struct api_options ao = {.db = s.db, .rt = s.rt, .token = o->token_file ? token : NULL};
+	s.rt = strata_runtime(s.db);
+	struct api_options ao = {.db = s.db, .rt = s.rt, .host = s.host, .token = o->token_file ? token : NULL};
 	if (api_new(&ao, &s.api) != 0) {
 		fprintf(stderr, "strata serve: %s\n", diag_last());
 		goto out;
@@ -351,14 +357,17 @@ server_run(const struct server_options *o)
 	ev_timer_stop(s.loop, &s.shutdown_timer);
 	status = 0;
 out:
-	if (s.rt != NULL)
-		runtime_delete(s.rt);
-	http_server_delete(s.http);
-	api_delete(s.api);
+	/* Client jobs finish (and answer) first; closing the store stops the runtime, whose
+	 * pending requests are answered too; then the server goes, then the host. */
+	while (s.host != NULL && pool_pending(host_exec(s.host, HOST_FG)) > 0)
+		host_drain(s.host, HOST_FG);
 	if (s.db != NULL) {
 		strata_close(s.db);
 		if (status == 0)
 			diag_log(LOG_LVL_INFO, "strata serve: stopped; the store is closed and its WAL synced");
 	}
+	http_server_delete(s.http);
+	api_delete(s.api);
+	host_delete(s.host);
 	return status;
 }

@@ -31,6 +31,11 @@ FUZZ_CFLAGS  := -std=gnu11 -O1 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -
                 $(shell pkg-config --exists jansson 2>/dev/null && echo jansson)) $(FUZZ_SAN)
 FUZZ_LDLIBS  := $(shell pkg-config --libs $(FUZZ_PC)) -lpthread -lm
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+# The Lua that policy.c embeds, generated as in the top-level Makefile (policy_lua.h).
+FUZZ_GEN_LUA := policy_builtin_source policies/default.lua \
+                policy_prelude_lua node/policy/prelude.lua \
+                policy_defaults_lua node/policy/defaults.lua
+FUZZ_GEN_OBJ := $(FUZZ_DIR)/obj/gen/policy_lua.o
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 .PHONY: fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge
@@ -58,20 +63,29 @@ fuzz-merge: fuzz-build
 # The HTTP target links the whole node as `strata serve` builds it (minus server.c,
 # which owns the process: lock file, signals).
 FUZZ_NODE_SRC := $(filter-out $(FUZZ_LIB_SRC),$(sort $(wildcard node/lib/*.c node/objstore/*.c \
-                 node/core/*.c node/policy/*.c) node/strata.c \
+                 node/core/*.c node/policy/*.c node/host/*.c) node/strata.c \
                  $(filter-out node/server/server.c,$(wildcard node/server/*.c))))
 FUZZ_NODE_PC  := $(shell for p in jansson luajit libcurl; do pkg-config --exists $$p 2>/dev/null && echo $$p; done)
-$(FUZZ_DIR)/fuzz_http: FUZZ_EXTRA = $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) \
+$(FUZZ_DIR)/fuzz_http: FUZZ_EXTRA = $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ) \
                                     $(shell pkg-config --libs $(FUZZ_NODE_PC)) -lev -lhttp_parser
-$(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+$(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ)
 
 # The policy target adds the policy loader and LuaJIT.
 $(FUZZ_DIR)/fuzz_policy: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/policy/policy.o \
-                                      $(FUZZ_DIR)/obj/node/lib/text.o \
+                                      $(FUZZ_DIR)/obj/node/lib/text.o $(FUZZ_GEN_OBJ) \
                                       $(shell pkg-config --libs $(FUZZ_LUA_PC))
-$(FUZZ_DIR)/fuzz_policy: $(FUZZ_DIR)/obj/node/policy/policy.o $(FUZZ_DIR)/obj/node/lib/text.o
+$(FUZZ_DIR)/fuzz_policy: $(FUZZ_DIR)/obj/node/policy/policy.o $(FUZZ_DIR)/obj/node/lib/text.o \
+                         $(FUZZ_GEN_OBJ)
 
 $(FUZZ_DIR)/obj/%.o: %.c $(wildcard node/*.h node/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_DIR)/gen/policy_lua.c: node/policy/gen_lua_c.sh $(filter %.lua,$(FUZZ_GEN_LUA))
+	@mkdir -p $(dir $@)
+	sh node/policy/gen_lua_c.sh $@ $(FUZZ_GEN_LUA)
+
+$(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 

@@ -23,6 +23,7 @@
 #include "../../node/server/api.h"
 #include "../../node/server/http.h"
 #include "../../node/strata.h"
+#include "../../node/strata_host.h"
 #include "fuzz_util.h"
 
 /** Milliseconds an input may take before the target declares a hang. */
@@ -40,7 +41,8 @@ static struct {
 	strata *db;
 	/** The loop everything runs on (this thread's). */
 	struct ev_loop *loop;
-	/** The policy runtime and its worker pool. */
+	/** The host on that loop (executors) and the policy runtime on it. */
+	struct host *host;
 	struct runtime *rt;
 	/** The endpoints. */
 	struct api *api;
@@ -55,11 +57,14 @@ static struct {
 static void
 node_stop(void)
 {
+	while (N.host != NULL && pool_pending(host_exec(N.host, HOST_FG)) > 0)
+		host_drain(N.host, HOST_FG);
 	if (N.rt != NULL)
 		runtime_delete(N.rt);
 	http_server_delete(N.http);
 	api_delete(N.api);
 	strata_close(N.db);
+	host_delete(N.host);
 	if (N.loop != NULL)
 		ev_loop_destroy(N.loop);
 	memset(&N, 0, sizeof(N));
@@ -81,14 +86,17 @@ node_start(void)
 	N.loop = ev_loop_new(EVFLAG_AUTO);
 	if (N.loop == NULL)
 		FUZZ_FAIL("ev_loop_new");
+	struct host_options hopt = {.mode = HOST_THREADED, .loop = N.loop};
+	if (host_new(&hopt, &N.host) != 0)
+		FUZZ_FAIL("host_new: %s", strata_last_error());
 	char err[2048] = "";
 	struct runtime_options ro = {
-		.db = N.db, .loop = N.loop, .policy_path = "fuzz-policy.lua",
-		.policy_source = quiet_policy, .workers = 2,
+		.db = strata_store(N.db), .host = N.host, .policy_path = "fuzz-policy.lua",
+		.policy_source = quiet_policy,
 	};
 	if (runtime_new(&ro, &N.rt, err, sizeof(err)) != 0)
 		FUZZ_FAIL("runtime_new: %s", err[0] ? err : strata_last_error());
-	struct api_options ao = {.db = N.db, .rt = N.rt, .token = "fuzz-token"};
+	struct api_options ao = {.db = N.db, .rt = N.rt, .host = N.host, .token = "fuzz-token"};
 	if (api_new(&ao, &N.api) != 0)
 		FUZZ_FAIL("api_new: %s", diag_last());
 	struct http_options ho = {

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../node/load/lmetric.c"
-#include "../../node/load/ltrack.c"
+#include "../../node/load/load_metric.c"
+#include "../../node/load/load_track.c"
 #include "harness.h"
 
 /** Read back key k of shard sh through entry lookup: its index, or UINT64_MAX. */

@@ -20,8 +20,10 @@
 #include "../../node/lib/env.h"
 #include "../../node/lib/text.h"
 #include "../../node/policy/policy.h"
+#include "../../node/policy/policy_lua.h"
 #include "../../node/policy/runtime.h"
 #include "../../node/strata.h"
+#include "../../node/strata_host.h"
 #include "harness.h"
 
 /* ---------------------------------------------------------------- clock */
@@ -156,9 +158,10 @@ point_release(void)
 struct fx {
 	/** Data directory. */
 	char *dir;
-	/** The store, its loop and the runtime on them. */
+	/** The store, the loop the test drives, the host on that loop, the runtime on them. */
 	strata *db;
 	struct ev_loop *loop;
+	struct host *host;
 	struct runtime *rt;
 	/** Bounds every EVRUN_ONCE to 10 ms of real time. */
 	ev_timer guard;
@@ -222,12 +225,17 @@ fx_open(struct fx *f, const struct fx_opts *o, char *err, size_t errlen)
 	f->loop = ev_loop_new(EVFLAG_AUTO);
 	ev_timer_init(&f->guard, guard_cb, 0.01, 0.01);
 	ev_timer_start(f->loop, &f->guard);
+	struct host_options ho = {.mode = HOST_THREADED, .loop = f->loop};
+	rc = host_new(&ho, &f->host);
+	if (rc != 0) {
+		snprintf(err, errlen, "host_new: %s", strata_last_error());
+		return rc;
+	}
 	struct runtime_options ro = {
-		.db = f->db,
-		.loop = f->loop,
+		.db = strata_store(f->db),
+		.host = f->host,
 		.policy_path = o->name,
 		.policy_source = o->policy,
-		.workers = 2,
 		.hook_budget_ms = o->budget_ms ? o->budget_ms : 1000,
 		.policy_mem_bytes = o->mem_bytes,
 	};
@@ -239,6 +247,7 @@ fx_close(struct fx *f)
 {
 	point_release();
 	runtime_delete(f->rt);
+	host_delete(f->host);
 	if (f->loop != NULL) {
 		ev_timer_stop(f->loop, &f->guard);
 		ev_loop_destroy(f->loop);
@@ -393,11 +402,23 @@ TEST(shipped_policies_load_and_validate)
 			fprintf(stderr, "  %s: %s\n", files[i], err);
 		CHECK_EQ(rc, 0);
 	}
-	/* The built-in default is default.lua, byte for byte. */
-	char *text = read_text(root_path("policies/default.lua"));
-	REQUIRE(text != NULL);
-	CHECK(strcmp(text, policy_builtin_source) == 0);
-	free(text);
+	/* The Lua compiled in (generated from the files by node/policy/gen_lua_c.sh) is each
+	 * file, byte for byte, with its length. */
+	static const struct {
+		const char *file, *text;
+		const size_t *len;
+	} embedded[] = {
+		{"policies/default.lua", policy_builtin_source, &policy_builtin_source_len},
+		{"node/policy/prelude.lua", policy_prelude_lua, &policy_prelude_lua_len},
+		{"node/policy/defaults.lua", policy_defaults_lua, &policy_defaults_lua_len},
+	};
+	for (size_t i = 0; i < sizeof(embedded) / sizeof(embedded[0]); i++) {
+		char *text = read_text(root_path(embedded[i].file));
+		REQUIRE(text != NULL);
+		CHECK_EQ(*embedded[i].len, strlen(text));
+		CHECK(strcmp(text, embedded[i].text) == 0);
+		free(text);
+	}
 	/* ... with the seed's numbers. */
 	struct runtime_settings s;
 	char err[1024];
@@ -870,7 +891,10 @@ TEST(watched_file_reloads_on_change)
 	f.loop = ev_loop_new(EVFLAG_AUTO);
 	ev_timer_init(&f.guard, guard_cb, 0.01, 0.01);
 	ev_timer_start(f.loop, &f.guard);
-	struct runtime_options ro = {.db = f.db, .loop = f.loop, .policy_path = path, .watch_file = 1};
+	struct host_options ho = {.mode = HOST_THREADED, .loop = f.loop};
+	REQUIRE_EQ(host_new(&ho, &f.host), 0);
+	struct runtime_options ro = {.db = strata_store(f.db), .host = f.host, .policy_path = path,
+				     .watch_file = 1};
 	REQUIRE_EQ(runtime_new(&ro, &f.rt, err, sizeof(err)), 0);
 	/* A broken edit is refused and logged; the next good one is taken (files are
 	 * replaced by rename, as editors do, so no half-written file is seen). */
@@ -1205,69 +1229,36 @@ TEST(delete_abandons_parked_hook_safely)
 	fx_close(&f);
 }
 
-TEST(strata_close_stops_attached_runtime)
+TEST(strata_close_stops_its_runtime)
 {
-	struct fx f;
-	char err[1024];
-	struct fx_opts o = {.policy = "return {}"};
-	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
-	CHECK(store_runtime(f.db) == f.rt);
-	/* A second runtime on the same store is refused. */
-	struct runtime *rt2 = NULL;
-	struct runtime_options ro = {.db = f.db, .loop = f.loop};
-	CHECK(runtime_new(&ro, &rt2, err, sizeof(err)) != 0);
-	CHECK(rt2 == NULL);
-	REQUIRE(add_generations(&f, 0, 2) == 0);
-	strata_close(f.db); /* deletes the runtime first */
-	f.db = NULL;
-	f.rt = NULL;
-	fx_close(&f);
-}
-
-/** What an invoked call saw. */
-struct inv {
-	/** Calls made. */
-	int calls;
-	/** Thread each call ran on. */
-	pthread_t ran_on;
-	/** The runtime to invoke on, and done flag of the calling thread. */
-	struct runtime *rt;
-	atomic_int done;
-};
-
-static void
-inv_fn(void *arg)
-{
-	struct inv *v = arg;
-	v->calls++;
-	v->ran_on = pthread_self();
-}
-
-static void *
-inv_thread(void *arg)
-{
-	struct inv *v = arg;
-	runtime_invoke(v->rt, inv_fn, v);
-	atomic_store(&v->done, 1);
-	return NULL;
-}
-
-TEST(runtime_invoke_runs_on_loop_thread)
-{
-	struct fx f;
-	char err[1024];
-	struct fx_opts o = {.policy = "return {}"};
-	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
-	struct inv v = {.rt = f.rt};
-	runtime_invoke(f.rt, inv_fn, &v); /* on the loop thread: directly */
-	CHECK_EQ(v.calls, 1);
-	pthread_t th;
-	REQUIRE_EQ(pthread_create(&th, NULL, inv_thread, &v), 0);
-	CHECK(DRIVE_UNTIL(&f, atomic_load(&v.done)));
-	pthread_join(th, NULL);
-	CHECK_EQ(v.calls, 2);
-	CHECK(pthread_equal(v.ran_on, pthread_self()));
-	fx_close(&f);
+	fx_env();
+	char *dir = harness_tmpdir("policy");
+	strata_options so;
+	strata_options_init(&so);
+	so.dir = dir;
+	so.sync = STRATA_SYNC_NONE;
+	so.policy = ""; /* the built-in default, on a loop thread of the handle's own host */
+	strata *db = NULL;
+	REQUIRE_EQ(strata_open(&so, &db), 0);
+	struct runtime *rt = strata_runtime(db);
+	CHECK(rt != NULL);
+	CHECK(host_mode(strata_host(db)) == HOST_THREADED);
+	strata_policy_info info;
+	CHECK_EQ(strata_policy_info_get(db, &info), 0);
+	CHECK_EQ(info.version, 1);
+	strata_row r = {"k", 1, "v", 1};
+	CHECK_EQ(strata_append(db, 0, &r, 1), 0);
+	strata_close(db); /* stops the runtime on its loop thread, then the store, then the host */
+	/* Without a policy the handle runs on a host without threads. */
+	so.policy = NULL;
+	REQUIRE_EQ(strata_open(&so, &db), 0);
+	CHECK(strata_runtime(db) == NULL);
+	CHECK(host_mode(strata_host(db)) == HOST_INLINE);
+	CHECK_EQ(strata_policy_info_get(db, &info), STRATA_EINVAL);
+	strata_close(db);
+	harness_rmrf(dir);
+	free(dir);
+	env_reset();
 }
 
 int
@@ -1292,7 +1283,6 @@ main(int argc, char **argv)
 	RUN(second_prepare_in_flight_is_busy);
 	RUN(parked_hook_does_not_block_appends_or_loop);
 	RUN(delete_abandons_parked_hook_safely);
-	RUN(strata_close_stops_attached_runtime);
-	RUN(runtime_invoke_runs_on_loop_thread);
+	RUN(strata_close_stops_its_runtime);
 	return HARNESS_END("test_policy");
 }

@@ -1,5 +1,5 @@
 /*
- * lhttp.c — the HTTP target of `strata load`: libcurl's multi interface driven
+ * load_http.c — the HTTP target of `strata load`: libcurl's multi interface driven
  * by the runner's libev loop (CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION),
  * with at most `slots` connections to the node, kept alive and reused.
  *

@@ -1,9 +1,9 @@
 /*
- * lrun.c — the runner of `strata load`: slot accounting towards the target, the
+ * load_run.c — the runner of `strata load`: slot accounting towards the target, the
  * coroutines of iterations, setup and teardown, the scheduling of scenarios (open
  * and closed models, stages), verification, the phases of a run (setup,
  * scenarios, drain, teardown, verify, report) and load_main. The verbs bound to
- * ctx are in lverb.c, the script's configuration and wrk hooks in lconf.c.
+ * ctx are in load_verb.c, the script's configuration and wrk hooks in load_conf.c.
  *
  * Everything here runs on the loop thread. A coroutine is resumed only from a
  * loop callback (a timer, a completion), never from inside another resume.
@@ -28,7 +28,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
-#include "lrun.h"
+#include "load_run.h"
 
 /** Requests kept on the free list; more are freed. */
 #define LOAD_FREE_REQS 4096u
@@ -128,7 +128,7 @@ load_req_fail(struct load_req *r, int fail, const char *fmt, ...)
 /* ------------------------------------------------------------------------ */
 
 static double
-run_elapsed_s(const struct load_run *run)
+lr_elapsed_s(const struct load_run *run)
 {
 	if (run->t0 == 0)
 		return 0;
@@ -146,15 +146,15 @@ load_run_log(struct load_run *run, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "[%7.2fs] %s\n", run_elapsed_s(run), msg);
+	fprintf(stderr, "[%7.2fs] %s\n", lr_elapsed_s(run), msg);
 }
 
-static void run_kick(struct load_run *run);
+static void lr_kick(struct load_run *run);
 static void iter_resume(struct load_iter *it, int nargs);
 
 /** The stat of a verb over all scenarios, created on first use; NULL on ENOMEM. */
 static struct load_stat *
-run_verb_stat(struct load_run *run, int verb)
+lr_verb_stat(struct load_run *run, int verb)
 {
 	if (run->verb[verb] == NULL)
 		load_stat_new(load_verb_name(verb), 1, &run->verb[verb]);
@@ -205,7 +205,7 @@ load_run_req_put(struct load_run *run, struct load_req *r)
 }
 
 static void
-run_req_done(struct load_req *r)
+lr_req_done(struct load_req *r)
 {
 	struct load_run *run = r->run;
 	if (run->inflight > 0)
@@ -228,7 +228,7 @@ void
 load_run_submit(struct load_run *run, struct load_req *r, void (*on_complete)(struct load_req *), void *ctx)
 {
 	r->run = run;
-	r->done = run_req_done;
+	r->done = lr_req_done;
 	r->on_complete = on_complete;
 	r->ctx = ctx;
 	r->next = NULL;
@@ -373,7 +373,7 @@ iter_finish(struct load_iter *it, const char *msg)
 		}
 	}
 	iter_free(it);
-	run_kick(run);
+	lr_kick(run);
 }
 
 static void
@@ -417,7 +417,7 @@ load_iter_req_done(struct load_req *r)
 		}
 		load_run_req_put(run, r);
 		iter_free(it);
-		run_kick(run);
+		lr_kick(run);
 		return;
 	}
 	if (r->t_send > it->call_ns)
@@ -449,7 +449,7 @@ load_iter_req_done(struct load_req *r)
 		uint64_t from = it->call_ns - lateness;
 		uint64_t corrected = r->t_done > from ? r->t_done - from : 0;
 		uint64_t raw = r->t_done > r->t_send ? r->t_done - r->t_send : 0;
-		struct load_stat *vs = run_verb_stat(run, r->verb);
+		struct load_stat *vs = lr_verb_stat(run, r->verb);
 		if (vs != NULL)
 			load_stat_record(vs, corrected, raw, rows, !ok || status_error);
 		struct load_stat *ss = scn_verb_stat(it->scn, r->verb);
@@ -780,7 +780,7 @@ scn_end(struct load_scn *s)
 		}
 	}
 	run->nended++;
-	run_kick(run);
+	lr_kick(run);
 }
 
 /** The scenario's start, then its end. */
@@ -805,16 +805,16 @@ scn_edge_cb(struct ev_loop *loop, ev_timer *w, int revents)
 /* Phases                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void run_advance(struct load_run *run);
+static void lr_advance(struct load_run *run);
 
 static void
-run_kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+lr_kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	run_advance(w->data);
+	lr_advance(w->data);
 }
 
 static void
-run_kick(struct load_run *run)
+lr_kick(struct load_run *run)
 {
 	if (!ev_is_active(&run->kick)) {
 		ev_timer_set(&run->kick, 0., 0.);
@@ -824,7 +824,7 @@ run_kick(struct load_run *run)
 
 /** Start setup or teardown as a coroutine: fn(ctx [, data]). */
 static void
-run_spawn(struct load_run *run, int kind, int fn_ref)
+lr_spawn(struct load_run *run, int kind, int fn_ref)
 {
 	struct load_iter *it = iter_new(run, kind, NULL, NULL);
 	if (it == NULL) {
@@ -832,7 +832,7 @@ run_spawn(struct load_run *run, int kind, int fn_ref)
 		run->script_errors++;
 		if (kind == LOAD_ITER_SETUP)
 			run->setup_failed = 1;
-		run_kick(run);
+		lr_kick(run);
 		return;
 	}
 	it->intended = it->started = load_now_ns();
@@ -852,7 +852,7 @@ run_spawn(struct load_run *run, int kind, int fn_ref)
 
 /** Interrupt every request and coroutine still live. */
 static void
-run_abandon(struct load_run *run)
+lr_abandon(struct load_run *run)
 {
 	run->cancelling = 1;
 	while (run->waitq != NULL) {
@@ -884,7 +884,7 @@ run_abandon(struct load_run *run)
 }
 
 static void
-run_tick(struct load_run *run)
+lr_tick(struct load_run *run)
 {
 	uint64_t now = load_now_ns();
 	double t = (double)(now - run->t0) / 1e9;
@@ -916,13 +916,13 @@ run_tick(struct load_run *run)
 }
 
 static void
-run_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+lr_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	run_tick(w->data);
+	lr_tick(w->data);
 }
 
 static void
-run_end_cb(struct ev_loop *loop, ev_timer *w, int revents)
+lr_end_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct load_run *run = w->data;
 	for (unsigned i = 0; i < run->nscn; i++)
@@ -930,16 +930,16 @@ run_end_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 static void
-run_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
+lr_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct load_run *run = w->data;
 	load_run_log(run, "grace period over: interrupting %u iterations still running", run->nlive);
-	run_abandon(run);
-	run_kick(run);
+	lr_abandon(run);
+	lr_kick(run);
 }
 
 static void
-run_start_scenarios(struct load_run *run)
+lr_start_scenarios(struct load_run *run)
 {
 	run->t0 = load_now_ns();
 	run->wall0 = env.wall_ns();
@@ -959,10 +959,10 @@ run_start_scenarios(struct load_run *run)
 		}
 		ev_timer_start(run->loop, &s->edge);
 	}
-	ev_timer_init(&run->end_timer, run_end_cb, (double)run->duration / 1e9, 0.);
+	ev_timer_init(&run->end_timer, lr_end_cb, (double)run->duration / 1e9, 0.);
 	run->end_timer.data = run;
 	ev_timer_start(run->loop, &run->end_timer);
-	ev_timer_init(&run->tick, run_tick_cb, (double)run->interval / 1e9, (double)run->interval / 1e9);
+	ev_timer_init(&run->tick, lr_tick_cb, (double)run->interval / 1e9, (double)run->interval / 1e9);
 	run->tick.data = run;
 	ev_timer_start(run->loop, &run->tick);
 }
@@ -996,7 +996,7 @@ verify_fill(struct load_run *run)
 		load_run_submit(run, r, verify_done, NULL);
 	}
 	if (run->verify_inflight == 0)
-		run_kick(run);
+		lr_kick(run);
 }
 
 /** Printable form of a key for messages. */
@@ -1052,20 +1052,20 @@ verify_done(struct load_req *r)
 }
 
 static void
-run_advance(struct load_run *run)
+lr_advance(struct load_run *run)
 {
 	for (;;) {
 		switch (run->phase) {
 		case LOAD_PHASE_INIT:
 			run->phase = LOAD_PHASE_SETUP;
 			if (run->setup_ref != LUA_NOREF) {
-				run_spawn(run, LOAD_ITER_SETUP, run->setup_ref);
+				lr_spawn(run, LOAD_ITER_SETUP, run->setup_ref);
 				return;
 			}
 			break;
 		case LOAD_PHASE_SETUP:
 			if (run->abandon_phase == LOAD_PHASE_SETUP && run->nlive > 0)
-				run_abandon(run);
+				lr_abandon(run);
 			if (run->nlive > 0)
 				return;
 			if (run->setup_failed || run->stopped) {
@@ -1074,7 +1074,7 @@ run_advance(struct load_run *run)
 				run->phase = LOAD_PHASE_DONE;
 				break;
 			}
-			run_start_scenarios(run);
+			lr_start_scenarios(run);
 			run->phase = LOAD_PHASE_RUN;
 			break;
 		case LOAD_PHASE_RUN:
@@ -1085,7 +1085,7 @@ run_advance(struct load_run *run)
 			ev_timer_stop(run->loop, &run->end_timer);
 			if (run->nlive > 0) {
 				double g = run->grace_s >= 0 ? run->grace_s : 10.0;
-				ev_timer_init(&run->grace_timer, run_grace_cb, g, 0.);
+				ev_timer_init(&run->grace_timer, lr_grace_cb, g, 0.);
 				run->grace_timer.data = run;
 				ev_timer_start(run->loop, &run->grace_timer);
 				return;
@@ -1098,16 +1098,16 @@ run_advance(struct load_run *run)
 			ev_timer_stop(run->loop, &run->tick);
 			/* The last, partial interval, unless too short for a meaningful rate. */
 			if (load_now_ns() - run->tick_ns >= run->interval / 10)
-				run_tick(run);
+				lr_tick(run);
 			run->phase = LOAD_PHASE_TEARDOWN;
 			if (run->teardown_ref != LUA_NOREF) {
-				run_spawn(run, LOAD_ITER_TEARDOWN, run->teardown_ref);
+				lr_spawn(run, LOAD_ITER_TEARDOWN, run->teardown_ref);
 				return;
 			}
 			break;
 		case LOAD_PHASE_TEARDOWN:
 			if (run->abandon_phase == LOAD_PHASE_TEARDOWN && run->nlive > 0)
-				run_abandon(run);
+				lr_abandon(run);
 			if (run->nlive > 0)
 				return;
 			run->phase = LOAD_PHASE_VERIFY;
@@ -1144,11 +1144,11 @@ load_run_stop(struct load_run *run, const char *why)
 	if (run->phase == LOAD_PHASE_RUN)
 		for (unsigned i = 0; i < run->nscn; i++)
 			scn_end(run->scn[i]);
-	run_kick(run);
+	lr_kick(run);
 }
 
 static void
-run_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+lr_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct load_run *run = w->data;
 	if (!run->stopped) {
@@ -1163,8 +1163,8 @@ run_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 		run->abandon_phase = run->phase;
 		if (run->phase == LOAD_PHASE_DRAIN || run->phase == LOAD_PHASE_VERIFY ||
 		    run->phase == LOAD_PHASE_SETUP || run->phase == LOAD_PHASE_TEARDOWN)
-			run_abandon(run);
-		run_kick(run);
+			lr_abandon(run);
+		lr_kick(run);
 		return;
 	}
 	fprintf(stderr, "strata load: interrupted three times: exiting now\n");
@@ -1176,10 +1176,10 @@ run_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 /* ------------------------------------------------------------------------ */
 
 static int
-metric_setf(struct load_metrics *m, double v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+lr_metric_setf(struct load_metrics *m, double v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static int
-metric_setf(struct load_metrics *m, double v, const char *fmt, ...)
+lr_metric_setf(struct load_metrics *m, double v, const char *fmt, ...)
 {
 	char name[LOAD_NAME_MAX * 2];
 	va_list ap;
@@ -1190,14 +1190,14 @@ metric_setf(struct load_metrics *m, double v, const char *fmt, ...)
 }
 
 static void
-metrics_stat(struct load_metrics *m, const struct load_stat *s, double dur, int is_scn)
+lr_metrics_stat(struct load_metrics *m, const struct load_stat *s, double dur, int is_scn)
 {
-	metric_setf(m, (double)s->count, "%s.%s", s->name, is_scn ? "iterations" : "requests");
-	metric_setf(m, (double)s->errors, "%s.errors", s->name);
-	metric_setf(m, (double)s->rows, "%s.rows", s->name);
+	lr_metric_setf(m, (double)s->count, "%s.%s", s->name, is_scn ? "iterations" : "requests");
+	lr_metric_setf(m, (double)s->errors, "%s.errors", s->name);
+	lr_metric_setf(m, (double)s->rows, "%s.rows", s->name);
 	if (dur > 0) {
-		metric_setf(m, (double)s->count / dur, "%s.%s", s->name, is_scn ? "iterations_per_s" : "rps");
-		metric_setf(m, (double)s->rows / dur, "%s.rows_per_s", s->name);
+		lr_metric_setf(m, (double)s->count / dur, "%s.%s", s->name, is_scn ? "iterations_per_s" : "rps");
+		lr_metric_setf(m, (double)s->rows / dur, "%s.rows_per_s", s->name);
 	}
 	load_metrics_add_hist(m, s->name, s->lat);
 	char un[LOAD_NAME_MAX + 16];
@@ -1214,7 +1214,7 @@ load_scn_seconds(const struct load_run *run, const struct load_scn *s)
 }
 
 static void
-run_build_metrics(struct load_run *run)
+lr_build_metrics(struct load_run *run)
 {
 	struct load_metrics *m = &run->metrics;
 	double dur = run->t_end > run->t0 ? (double)(run->t_end - run->t0) / 1e9 : 0;
@@ -1228,33 +1228,33 @@ run_build_metrics(struct load_run *run)
 	load_metrics_set(m, "errors", (double)run->errors.total);
 	load_metrics_set(m, "script_errors", (double)run->script_errors);
 	for (unsigned i = 0; i < run->errors.n; i++)
-		metric_setf(m, (double)run->errors.count[i], "errors.%s", run->errors.kind[i]);
+		lr_metric_setf(m, (double)run->errors.count[i], "errors.%s", run->errors.kind[i]);
 	uint64_t iters = 0, dropped = 0;
 	for (unsigned i = 0; i < run->nscn; i++) {
 		const struct load_scn *s = run->scn[i];
 		double sd = load_scn_seconds(run, s);
 		iters += s->stat->count;
 		dropped += s->dropped;
-		metrics_stat(m, s->stat, sd, 1);
-		metric_setf(m, (double)s->requests, "%s.requests", s->name);
+		lr_metrics_stat(m, s->stat, sd, 1);
+		lr_metric_setf(m, (double)s->requests, "%s.requests", s->name);
 		if (sd > 0)
-			metric_setf(m, (double)s->requests / sd, "%s.rps", s->name);
-		metric_setf(m, (double)s->dropped, "%s.dropped", s->name);
+			lr_metric_setf(m, (double)s->requests / sd, "%s.rps", s->name);
+		lr_metric_setf(m, (double)s->dropped, "%s.dropped", s->name);
 		if (s->model == LOAD_MODEL_OPEN)
-			metric_setf(m, (double)s->arrivals, "%s.arrivals", s->name);
+			lr_metric_setf(m, (double)s->arrivals, "%s.arrivals", s->name);
 		for (int v = 0; v < LOAD_VERB_COUNT; v++)
 			if (s->verb[v] != NULL)
-				metrics_stat(m, s->verb[v], sd, 0);
+				lr_metrics_stat(m, s->verb[v], sd, 0);
 		for (unsigned j = 0; j < s->nstages; j++)
 			if (s->stages[j].stat != NULL)
-				metrics_stat(m, s->stages[j].stat, (double)s->stages[j].dur / 1e9, 1);
+				lr_metrics_stat(m, s->stages[j].stat, (double)s->stages[j].dur / 1e9, 1);
 	}
 	load_metrics_set(m, "iterations", (double)iters);
 	load_metrics_set(m, "dropped_iterations", (double)dropped);
 	load_metrics_set(m, "interrupted", (double)run->interrupted);
 	for (int v = 0; v < LOAD_VERB_COUNT; v++)
 		if (run->verb[v] != NULL)
-			metrics_stat(m, run->verb[v], dur, 0);
+			lr_metrics_stat(m, run->verb[v], dur, 0);
 	if (run->track != NULL) {
 		load_metrics_set(m, "tracked_rows", (double)load_track_count(run->track));
 		load_metrics_set(m, "untracked_rows", (double)load_track_overflow(run->track));
@@ -1274,7 +1274,7 @@ run_build_metrics(struct load_run *run)
 
 /** The script's done(ctx, metrics). */
 static void
-run_done_hook(struct load_run *run)
+lr_done_hook(struct load_run *run)
 {
 	lua_State *L = run->L;
 	if (run->done_ref == LUA_NOREF)
@@ -1299,7 +1299,7 @@ run_done_hook(struct load_run *run)
 }
 
 static void
-run_thresholds(struct load_run *run)
+lr_thresholds(struct load_run *run)
 {
 	run->passed = 1;
 	for (unsigned i = 0; i < run->nthr; i++) {
@@ -1372,7 +1372,7 @@ lua_dir_find(struct load_run *run)
 }
 
 static void
-run_destroy(struct load_run *run)
+lr_destroy(struct load_run *run)
 {
 	if (run->target != NULL)
 		run->target->destroy(run->target);
@@ -1409,7 +1409,7 @@ run_destroy(struct load_run *run)
 
 /** Everything before the loop runs; LOAD_EXIT_ERROR on failure. */
 static int
-run_prepare(struct load_run *run)
+lr_prepare(struct load_run *run)
 {
 	const struct load_opts *o = run->o;
 	if (o->target != NULL && o->embedded_dir != NULL)
@@ -1569,17 +1569,17 @@ load_main(const struct load_opts *o)
 	run->batch_format = o->batch_format;
 	run->grace_s = o->grace_s;
 	run->interval = (uint64_t)((o->interval_s > 0 ? o->interval_s : 1.0) * 1e9);
-	int code = run_prepare(run);
+	int code = lr_prepare(run);
 	if (code != 0) {
-		run_destroy(run);
+		lr_destroy(run);
 		env.free(run);
 		return code;
 	}
-	ev_timer_init(&run->kick, run_kick_cb, 0., 0.);
+	ev_timer_init(&run->kick, lr_kick_cb, 0., 0.);
 	run->kick.data = run;
-	ev_signal_init(&run->sigint, run_signal_cb, SIGINT);
+	ev_signal_init(&run->sigint, lr_signal_cb, SIGINT);
 	run->sigint.data = run;
-	ev_signal_init(&run->sigterm, run_signal_cb, SIGTERM);
+	ev_signal_init(&run->sigterm, lr_signal_cb, SIGTERM);
 	run->sigterm.data = run;
 	ev_signal_start(run->loop, &run->sigint);
 	ev_signal_start(run->loop, &run->sigterm);
@@ -1588,19 +1588,19 @@ load_main(const struct load_opts *o)
 			(double)run->duration / 1e9, run->target->slots,
 			strcmp(run->target->kind, "http") == 0 ? "connections" : "workers",
 			run->verify ? ", verifying rows" : "");
-	run_kick(run);
+	lr_kick(run);
 	ev_run(run->loop, 0);
 	ev_signal_stop(run->loop, &run->sigint);
 	ev_signal_stop(run->loop, &run->sigterm);
 	if (run->t_end == 0)
 		run->t_end = run->t0 ? load_now_ns() : 0;
 
-	run_build_metrics(run);
+	lr_build_metrics(run);
 	if (run->wrk)
 		load_wrk_done(run);
 	else
-		run_done_hook(run);
-	run_thresholds(run);
+		lr_done_hook(run);
+	lr_thresholds(run);
 	load_report_summary(run, stdout);
 	fflush(stdout);
 	int failed_io = 0;
@@ -1616,7 +1616,7 @@ load_main(const struct load_opts *o)
 		code = 128 + run->stop_signal;
 	else
 		code = LOAD_EXIT_OK;
-	run_destroy(run);
+	lr_destroy(run);
 	env.free(run);
 	return code;
 }

@@ -1,5 +1,5 @@
 /*
- * lreport.c — what a load run leaves behind: the summary table, the JSON result
+ * load_report.c — what a load run leaves behind: the summary table, the JSON result
  * and a self-contained HTML report (inline SVG plots; no script, no network).
  */
 #include <jansson.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "../lib/env.h"
-#include "lrun.h"
+#include "load_run.h"
 
 /** Percentiles shown everywhere, with their JSON names. */
 static const struct {

@@ -1,5 +1,5 @@
 /*
- * lverb.c — the ctx object of `strata load` scripts: the verbs (append, get,
+ * load_verb.c — the ctx object of `strata load` scripts: the verbs (append, get,
  * scan, seal, merge_wal, put_policy, get_policy, stats, http, http_raw), sleep,
  * custom metrics and histogram objects; how a request's outcome is judged and
  * handed back to Lua; and the encodings the HTTP target needs (NDJSON rows,
@@ -15,79 +15,13 @@
 
 #include <jansson.h>
 
+#include "../lib/base64.h"
 #include "../lib/env.h"
-#include "lrun.h"
+#include "load_run.h"
 
 /* ------------------------------------------------------------------------ */
 /* Encoding helpers                                                          */
 /* ------------------------------------------------------------------------ */
-
-static const char load_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int
-load_b64_encode(struct buf *b, const uint8_t *p, size_t n)
-{
-	if (buf_reserve(b, (n + 2) / 3 * 4) != 0)
-		return -1;
-	uint8_t *o = b->data + b->len;
-	size_t i = 0;
-	for (; i + 2 < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		*o++ = (uint8_t)load_b64[v >> 18];
-		*o++ = (uint8_t)load_b64[(v >> 12) & 63];
-		*o++ = (uint8_t)load_b64[(v >> 6) & 63];
-		*o++ = (uint8_t)load_b64[v & 63];
-	}
-	if (i < n) {
-		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-		*o++ = (uint8_t)load_b64[v >> 18];
-		*o++ = (uint8_t)load_b64[(v >> 12) & 63];
-		*o++ = i + 1 < n ? (uint8_t)load_b64[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	b->len = (size_t)(o - b->data);
-	return 0;
-}
-
-static int
-load_b64_val(int c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
-/** Decode base64 s into b; -1 when malformed. */
-static int
-load_b64_decode(struct buf *b, const char *s, size_t n)
-{
-	uint32_t acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '=')
-			break;
-		int v = load_b64_val((unsigned char)s[i]);
-		if (v < 0)
-			return -1;
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			uint8_t c = (uint8_t)(acc >> bits);
-			if (buf_append(b, &c, 1) != 0)
-				return -1;
-		}
-	}
-	return 0;
-}
 
 /** Whether p[0..n) is valid UTF-8 without NUL bytes (jansson refuses NUL in strings). */
 static int
@@ -172,13 +106,13 @@ load_ndjson_row(struct buf *b, const uint8_t *k, size_t kl, const uint8_t *v, si
 	int kt = load_utf8_ok(k, kl), vt = load_utf8_ok(v, vl);
 	int rc = buf_append(b, kt ? "{\"key\":" : "{\"key_b64\":\"", kt ? 7 : 12);
 	if (rc == 0)
-		rc = kt ? load_json_str(b, k, kl) : load_b64_encode(b, k, kl);
+		rc = kt ? load_json_str(b, k, kl) : b64_encode(b, k, kl);
 	if (rc == 0 && !kt)
 		rc = buf_append(b, "\"", 1);
 	if (rc == 0)
 		rc = buf_append(b, vt ? ",\"value\":" : ",\"value_b64\":\"", vt ? 9 : 14);
 	if (rc == 0)
-		rc = vt ? load_json_str(b, v, vl) : load_b64_encode(b, v, vl);
+		rc = vt ? load_json_str(b, v, vl) : b64_encode(b, v, vl);
 	if (rc == 0 && !vt)
 		rc = buf_append(b, "\"", 1);
 	if (rc == 0)
@@ -254,8 +188,11 @@ load_push_json_bytes(lua_State *L, json_t *o, const char *name, struct buf *tmp)
 	if (!json_is_string(v))
 		return -1;
 	buf_reset(tmp);
-	if (load_b64_decode(tmp, json_string_value(v), json_string_length(v)) != 0)
+	size_t n = json_string_length(v), m;
+	if (buf_reserve(tmp, b64_decoded_max(n) + 1) != 0 ||
+	    b64_decode(json_string_value(v), n, B64_URLSAFE | B64_LENIENT, tmp->data, &m) != 0)
 		return -1;
+	tmp->len = m;
 	lua_pushlstring(L, tmp->len ? (const char *)tmp->data : "", tmp->len);
 	return 0;
 }
@@ -853,7 +790,7 @@ l_get_policy(lua_State *L)
 }
 
 static int
-http_add_header(struct load_req *r, const char *name, size_t nl, const char *value, size_t vl)
+verb_add_header(struct load_req *r, const char *name, size_t nl, const char *value, size_t vl)
 {
 	if (memchr(name, '\r', nl) || memchr(name, '\n', nl) || memchr(value, '\r', vl) ||
 	    memchr(value, '\n', vl) || memchr(name, '\0', nl) || memchr(value, '\0', vl))
@@ -866,7 +803,7 @@ http_add_header(struct load_req *r, const char *name, size_t nl, const char *val
 }
 
 static int
-http_check_target(lua_State *L, struct load_run *run, const char *verb)
+verb_check_http_target(lua_State *L, struct load_run *run, const char *verb)
 {
 	if (strcmp(run->target->kind, "http") != 0)
 		return luaL_error(L, "ctx:%s: raw HTTP needs an HTTP target (--target URL)", verb);
@@ -879,7 +816,7 @@ l_http(lua_State *L)
 {
 	struct load_run *run = ctx_run(L);
 	struct load_iter *it = verb_iter(L, run, "http");
-	http_check_target(L, run, "http");
+	verb_check_http_target(L, run, "http");
 	size_t ml, pl, bl = 0;
 	const char *m = luaL_checklstring(L, 2, &ml);
 	const char *p = luaL_checklstring(L, 3, &pl);
@@ -901,7 +838,7 @@ l_http(lua_State *L)
 			size_t nl, vl;
 			const char *hn = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &nl) : NULL;
 			const char *hv = lua_tolstring(L, -1, &vl);
-			if (hn == NULL || hv == NULL || http_add_header(r, hn, nl, hv, vl) != 0)
+			if (hn == NULL || hv == NULL || verb_add_header(r, hn, nl, hv, vl) != 0)
 				return verb_abort(L, run, r, "ctx:http: headers must map names to values without "
 							     "line breaks");
 			lua_pop(L, 1);
@@ -916,7 +853,7 @@ l_http_raw(lua_State *L)
 {
 	struct load_run *run = ctx_run(L);
 	struct load_iter *it = verb_iter(L, run, "http_raw");
-	http_check_target(L, run, "http_raw");
+	verb_check_http_target(L, run, "http_raw");
 	size_t n;
 	const char *s = luaL_checklstring(L, 2, &n);
 	const char *end = s + n;
@@ -972,7 +909,7 @@ l_http_raw(lua_State *L)
 		}
 		if (hn == 17 && strncasecmp(ls, "Transfer-Encoding", 17) == 0)
 			continue;
-		if (http_add_header(r, ls, hn, v, (size_t)(ee - v)) != 0)
+		if (verb_add_header(r, ls, hn, v, (size_t)(ee - v)) != 0)
 			return verb_abort(L, run, r, "ctx:http_raw: bad header line");
 	}
 	size_t bl = (size_t)(end - p);
@@ -1126,13 +1063,13 @@ struct load_hist_ud {
 };
 
 static struct load_hist_ud *
-hist_ud(lua_State *L)
+l_hist_ud(lua_State *L)
 {
 	return luaL_checkudata(L, 1, LOAD_HIST_MT);
 }
 
 static double
-hist_ud_stdev(const struct load_hist_ud *u)
+l_hist_ud_stdev(const struct load_hist_ud *u)
 {
 	uint64_t n = hist_count(u->h);
 	if (n < 2)
@@ -1152,7 +1089,7 @@ hist_ud_stdev(const struct load_hist_ud *u)
 static int
 l_hist_percentile(lua_State *L)
 {
-	struct load_hist_ud *u = hist_ud(L);
+	struct load_hist_ud *u = l_hist_ud(L);
 	lua_Number p = luaL_checknumber(L, 2);
 	if (!(p >= 0 && p <= 100))
 		return luaL_error(L, "percentile must be 0..100");
@@ -1164,7 +1101,7 @@ l_hist_percentile(lua_State *L)
 static int
 l_hist_count_over(lua_State *L)
 {
-	struct load_hist_ud *u = hist_ud(L);
+	struct load_hist_ud *u = l_hist_ud(L);
 	lua_Number x = luaL_checknumber(L, 2);
 	if (!(x >= 0))
 		return luaL_error(L, "count_over needs a non-negative value");
@@ -1177,7 +1114,7 @@ l_hist_count_over(lua_State *L)
 static int
 l_hist_index(lua_State *L)
 {
-	struct load_hist_ud *u = hist_ud(L);
+	struct load_hist_ud *u = l_hist_ud(L);
 	if (lua_type(L, 2) == LUA_TNUMBER) {
 		lua_Number want = lua_tonumber(L, 2);
 		struct hist_iter it;
@@ -1205,7 +1142,7 @@ l_hist_index(lua_State *L)
 	else if (strcmp(k, "mean") == 0)
 		lua_pushnumber(L, hist_mean(u->h) / u->unit);
 	else if (strcmp(k, "stdev") == 0)
-		lua_pushnumber(L, hist_ud_stdev(u));
+		lua_pushnumber(L, l_hist_ud_stdev(u));
 	else if (strcmp(k, "count") == 0)
 		lua_pushnumber(L, (lua_Number)hist_count(u->h));
 	else if (strcmp(k, "percentile") == 0)
@@ -1220,7 +1157,7 @@ l_hist_index(lua_State *L)
 static int
 l_hist_len(lua_State *L)
 {
-	struct load_hist_ud *u = hist_ud(L);
+	struct load_hist_ud *u = l_hist_ud(L);
 	struct hist_iter it;
 	struct hist_bucket b;
 	hist_iter_init(&it, u->h);
@@ -1243,7 +1180,7 @@ load_hist_push(lua_State *L, const struct hist *h, double unit)
 
 /** The statistics called name: a scenario, a verb, "scenario.verb", "scenario/stage" or "verify". */
 static struct load_stat *
-run_find_stat(struct load_run *run, const char *name)
+lr_find_stat(struct load_run *run, const char *name)
 {
 	for (int v = 0; v < LOAD_VERB_COUNT; v++)
 		if (run->verb[v] != NULL && strcmp(run->verb[v]->name, name) == 0)
@@ -1273,7 +1210,7 @@ l_ctx_hist(lua_State *L)
 	const char *which = luaL_optstring(L, 3, "corrected");
 	if (strcmp(which, "corrected") != 0 && strcmp(which, "uncorrected") != 0)
 		return luaL_error(L, "ctx:hist: second argument must be \"corrected\" or \"uncorrected\"");
-	struct load_stat *s = run_find_stat(run, name);
+	struct load_stat *s = lr_find_stat(run, name);
 	if (s == NULL) {
 		lua_pushnil(L);
 		return 1;

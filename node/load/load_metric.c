@@ -1,5 +1,5 @@
 /*
- * lmetric.c — what a load run measures: per-thing statistics (two latency
+ * load_metric.c — what a load run measures: per-thing statistics (two latency
  * histograms, counters, a per-interval time series), errors by kind, the flat
  * metric map thresholds look into, and threshold expressions.
  */

@@ -1,5 +1,5 @@
 /*
- * lconf.c — the configuration of a `strata load` run from its script: the
+ * load_conf.c — the configuration of a `strata load` run from its script: the
  * returned table (duration, scenarios, stages, thresholds, hooks, options) with
  * every field checked, and the wrk compatibility layer for scripts that define
  * wrk's global hooks instead. Loop thread only, before the loop runs (wrk's
@@ -17,7 +17,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
-#include "lrun.h"
+#include "load_run.h"
 
 /* ------------------------------------------------------------------------ */
 /* The script's configuration                                                */
@@ -599,7 +599,7 @@ load_conf_top(struct load_run *run, int idx, struct load_conf *c)
 
 /** Push require("strata.load")[fn]; 0 or -1 with a message. */
 static int
-run_module_fn(struct load_run *run, const char *fn)
+lr_module_fn(struct load_run *run, const char *fn)
 {
 	lua_State *L = run->L;
 	lua_getglobal(L, "require");
@@ -652,7 +652,7 @@ load_wrk_define(struct load_run *run)
 		}
 		curl_url_cleanup(u);
 	}
-	if (run_module_fn(run, "wrk_table") != 0)
+	if (lr_module_fn(run, "wrk_table") != 0)
 		return -1;
 	lua_createtable(L, 0, 4);
 	lua_pushstring(L, scheme);
@@ -686,7 +686,7 @@ load_wrk_prepare(struct load_run *run)
 	lua_pop(L, 1);
 	for (unsigned i = 0; i < threads && has_setup; i++) {
 		lua_getglobal(L, "setup");
-		if (run_module_fn(run, "wrk_thread") != 0)
+		if (lr_module_fn(run, "wrk_thread") != 0)
 			return -1;
 		lua_rawgeti(L, LUA_REGISTRYINDEX, run->ctx_ref);
 		lua_pushinteger(L, (lua_Integer)i + 1);
@@ -721,14 +721,14 @@ load_wrk_prepare(struct load_run *run)
 	s->max_pending = LOAD_MAX_PENDING;
 	if (load_stat_new("wrk", 1, &s->stat) != 0)
 		return load_conf_fail(run, "%s", diag_last());
-	if (run_module_fn(run, "wrk_exec") != 0)
+	if (lr_module_fn(run, "wrk_exec") != 0)
 		return -1;
 	s->exec_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	lua_getglobal(L, "delay");
 	int has_delay = lua_isfunction(L, -1);
 	lua_pop(L, 1);
 	if (has_delay) {
-		if (run_module_fn(run, "wrk_pause") != 0)
+		if (lr_module_fn(run, "wrk_pause") != 0)
 			return -1;
 		s->pause_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 		s->pause_first = 1;
@@ -750,7 +750,7 @@ load_wrk_prepare(struct load_run *run)
 }
 
 static uint64_t
-run_error_count(const struct load_run *run, const char *kind)
+lr_error_count(const struct load_run *run, const char *kind)
 {
 	for (unsigned i = 0; i < run->errors.n; i++)
 		if (strcmp(run->errors.kind[i], kind) == 0)
@@ -778,15 +778,15 @@ load_wrk_done(struct load_run *run)
 	lua_pushnumber(L, (lua_Number)run->resp_bytes);
 	lua_setfield(L, -2, "bytes");
 	lua_createtable(L, 0, 5);
-	lua_pushnumber(L, (lua_Number)run_error_count(run, "connect"));
+	lua_pushnumber(L, (lua_Number)lr_error_count(run, "connect"));
 	lua_setfield(L, -2, "connect");
-	lua_pushnumber(L, (lua_Number)(run_error_count(run, "read") + run_error_count(run, "transport")));
+	lua_pushnumber(L, (lua_Number)(lr_error_count(run, "read") + lr_error_count(run, "transport")));
 	lua_setfield(L, -2, "read");
-	lua_pushnumber(L, (lua_Number)run_error_count(run, "write"));
+	lua_pushnumber(L, (lua_Number)lr_error_count(run, "write"));
 	lua_setfield(L, -2, "write");
-	lua_pushnumber(L, (lua_Number)(run_error_count(run, "http_4xx") + run_error_count(run, "http_5xx")));
+	lua_pushnumber(L, (lua_Number)(lr_error_count(run, "http_4xx") + lr_error_count(run, "http_5xx")));
 	lua_setfield(L, -2, "status");
-	lua_pushnumber(L, (lua_Number)run_error_count(run, "timeout"));
+	lua_pushnumber(L, (lua_Number)lr_error_count(run, "timeout"));
 	lua_setfield(L, -2, "timeout");
 	lua_setfield(L, -2, "errors");
 	struct hist *empty = NULL;

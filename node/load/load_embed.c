@@ -1,5 +1,5 @@
 /*
- * lembed.c — the embedded target of `strata load`: a store opened in-process,
+ * load_embed.c — the embedded target of `strata load`: a store opened in-process,
  * appends, reads, scans and stats run by worker threads through the embedding API
  * (node/strata.h), completions back on the loop through the pool's ev_async. A
  * policy runtime (node/policy/runtime.h) on the same loop does what a node's does:
@@ -18,6 +18,8 @@
 #include "../lib/env.h"
 #include "../lib/pool.h"
 #include "../policy/runtime.h"
+#include "../server/views.h"
+#include "../strata_host.h"
 #include "load.h"
 
 /** The embedded target. */
@@ -28,7 +30,10 @@ struct lembed {
 	struct ev_loop *loop;
 	/** The store. */
 	strata *db;
-	/** Workers running the calls. */
+	/** The host on the runner's loop: its foreground executor runs the calls, its
+	 *  background one the policy's seals and merges (owned). */
+	struct host *host;
+	/** host's foreground executor. */
 	struct pool *pool;
 	/** The policy runtime (seal, merge_wal, put_policy, timers and triggers). */
 	struct runtime *rt;
@@ -185,14 +190,6 @@ lembed_scan(struct lembed *e, struct load_req *r)
 	}
 }
 
-/** Fields of strata_stats, in the order and with the names of the node's GET /v1/stats. */
-#define LEMBED_STATS_FIELDS(X)                                                                          \
-	X(memtable_rows) X(memtable_bytes) X(sealed_memtables) X(generations) X(base_runs) X(wal_bytes) \
-	X(wal_segments) X(writer_epoch) X(manifest_version) X(replay_after) X(last_seq)                 \
-	X(next_generation) X(appends) X(rows_appended) X(wal_syncs) X(seals) X(merges)                 \
-	X(merge_conflicts) X(merged_generations) X(merge_bytes_in) X(merge_bytes_out) X(compactions)   \
-	X(max_exclusive_ns) X(generation_bytes) X(base_bytes)
-
 /** Fill resp with {"shard_count": n, "shards": [{"shard": i, <strata_stats fields>}, ...]} (the
  *  per-shard part of the node's GET /v1/stats). */
 static void
@@ -207,17 +204,14 @@ lembed_stats(struct lembed *e, struct load_req *r)
 	}
 	uint32_t n = strata_shards(e->db);
 	for (uint32_t i = 0; i < n; i++) {
-		strata_stats st;
-		int rc = strata_shard_stats(e->db, i, &st);
+		json_t *o;
+		int rc = views_shard_stats(e->db, i, &o);
 		if (rc != 0) {
+			json_decref(o);
 			json_decref(root);
 			lembed_engine_fail(r, rc);
 			return;
 		}
-		json_t *o = json_pack("{s:I}", "shard", (json_int_t)i);
-#define LEMBED_STAT(f) json_object_set_new(o, #f, json_integer((json_int_t)st.f));
-		LEMBED_STATS_FIELDS(LEMBED_STAT)
-#undef LEMBED_STAT
 		if (o == NULL || json_array_append_new(arr, o) != 0) {
 			json_decref(root);
 			r->status = 500;
@@ -371,21 +365,7 @@ lembed_merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const c
 static void
 lembed_policy_json(struct lembed *e, struct load_req *r)
 {
-	struct runtime_stats st;
-	struct runtime_settings set;
-	runtime_stats(e->rt, &st);
-	runtime_settings(e->rt, &set);
-	size_t len = 0;
-	const char *src = runtime_policy_source(e->rt, &len);
-	json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:{s:f, s:f, s:I, s:I, s:I, s:I}}", "name", st.policy_name,
-			      "version", (json_int_t)st.policy_version, "reloads", (json_int_t)st.reloads,
-			      "reload_failures", (json_int_t)st.reload_failures, "settings", "flush_interval_s",
-			      set.flush_interval_s, "sweep_interval_s", set.sweep_interval_s,
-			      "merge_after_generations", (json_int_t)set.merge_after_generations,
-			      "merge_max_generations", (json_int_t)set.merge_max_generations, "memtable_max_bytes",
-			      (json_int_t)set.memtable_max_bytes, "base_max_runs", (json_int_t)set.base_max_runs);
-	if (o != NULL && src != NULL)
-		json_object_set_new(o, "source", json_stringn(src, len));
+	json_t *o = views_policy(e->rt, 1);
 	char *txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (txt == NULL || buf_append(&r->resp, txt, strlen(txt)) != 0) {
@@ -458,12 +438,12 @@ static void
 lembed_destroy(struct load_target *t)
 {
 	struct lembed *e = (struct lembed *)t;
-	if (e->pool != NULL)
-		pool_delete(e->pool);
-	runtime_delete(e->rt);
+	while (pool_pending(e->pool) > 0)
+		host_drain(e->host, HOST_FG);
+	strata_close(e->db); /* stops the runtime first */
 	lembed_defer_cb(e->loop, &e->defer, 0);
 	ev_timer_stop(e->loop, &e->defer);
-	strata_close(e->db);
+	host_delete(e->host);
 	env.free(e);
 }
 
@@ -480,30 +460,25 @@ load_embed_new(struct ev_loop *loop, const struct load_embed_opts *o, struct loa
 	so.dir = o->dir;
 	so.shards = o->shards;
 	so.sync = o->sync;
-	int rc = strata_open(&so, &e->db);
-	if (rc != 0) {
-		env.free(e);
-		return diag_set(rc, "load: cannot open the store in %s: %s", o->dir, strata_last_error());
-	}
+	so.policy = o->policy_path != NULL ? o->policy_path : "";
 	/* The queue holds every request the runner can have in flight. */
-	rc = pool_new(loop, o->slots, o->slots + 16, &e->pool);
+	struct host_options ho = {.mode = HOST_THREADED, .loop = loop};
+	ho.threads[HOST_FG] = o->slots;
+	ho.max_queued[HOST_FG] = o->slots + 16;
+	int rc = host_new(&ho, &e->host);
 	if (rc != 0) {
-		strata_close(e->db);
 		env.free(e);
 		return rc;
 	}
-	char err[2048] = "";
-	struct runtime_options ro = { .db = e->db, .loop = loop, .policy_path = o->policy_path,
-				      .watch_file = o->policy_path != NULL };
-	rc = runtime_new(&ro, &e->rt, err, sizeof(err));
+	struct strata_runtime_options sro = {.watch_file = o->policy_path != NULL};
+	rc = strata_open_on(&so, e->host, &sro, &e->db);
 	if (rc != 0) {
-		pool_delete(e->pool);
-		strata_close(e->db);
+		host_delete(e->host);
 		env.free(e);
-		return diag_set(rc, "load: cannot start the policy %s: %s",
-				o->policy_path ? o->policy_path : "(built-in default)",
-				err[0] ? err : strata_last_error());
+		return diag_set(rc, "load: cannot open the store in %s: %s", o->dir, strata_last_error());
 	}
+	e->pool = host_exec(e->host, HOST_FG);
+	e->rt = strata_runtime(e->db);
 	e->loop = loop;
 	ev_timer_init(&e->defer, lembed_defer_cb, 0., 0.);
 	e->defer.data = e;

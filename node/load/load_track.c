@@ -1,5 +1,5 @@
 /*
- * ltrack.c — every acknowledged row of a load run, for the read-back at the end.
+ * load_track.c — every acknowledged row of a load run, for the read-back at the end.
  *
  * An open-addressing table keyed by (shard, key) keeps, per key, the sequence
  * number and value hash of the newest acknowledged row, and whether an append of

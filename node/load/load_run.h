@@ -1,9 +1,9 @@
 /*
- * lrun.h — the state of one `strata load` run, shared by the runner (lrun.c)
- * and the reports (lreport.c). Loop thread only.
+ * load_run.h — the state of one `strata load` run, shared by the runner (load_run.c)
+ * and the reports (load_report.c). Loop thread only.
  */
-#ifndef STRATA_LRUN_H
-#define STRATA_LRUN_H
+#ifndef STRATA_LOAD_RUN_H
+#define STRATA_LOAD_RUN_H
 
 #include <ev.h>
 #include <stdint.h>
@@ -328,7 +328,7 @@ struct load_conf {
 	double timeout_s;
 };
 
-/* ---- lrun.c ---- */
+/* ---- load_run.c ---- */
 
 /** A progress-style line on stderr, prefixed with the run's elapsed time. */
 void load_run_log(struct load_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -347,7 +347,7 @@ int load_scn_init_vus(struct load_scn *s);
 /** The window a scenario actually ran, seconds. */
 double load_scn_seconds(const struct load_run *run, const struct load_scn *s);
 
-/* ---- lverb.c ---- */
+/* ---- load_verb.c ---- */
 
 /** Create ctx (the verbs, args, seed, target) and register the histogram metatable. */
 void load_ctx_create(struct load_run *run);
@@ -362,7 +362,7 @@ void load_track_append(struct load_run *run, struct load_req *r, int ok);
 /** Push a histogram object reporting h in units of `unit` recorded values. */
 void load_hist_push(struct lua_State *L, const struct hist *h, double unit);
 
-/* ---- lconf.c ---- */
+/* ---- load_conf.c ---- */
 
 /** Print "strata load: SCRIPT: message" on stderr; returns -1. */
 int load_conf_fail(struct load_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,269 @@
+/*
+ * recover.c — a shard's load (read and check everything, write nothing), its start
+ * (claim the epoch, fence the WAL, catch up, collect orphans) and its close.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/diag.h"
+#include "../lib/env.h"
+#include "shard_int.h"
+
+/* ---------- open / close ---------- */
+
+static int
+replay_row_cb(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n)
+{
+	struct mem *mem = ctx;
+	for (size_t i = 0; i < n; i++) {
+		int rc = mem_insert(mem, rows[i].key, rows[i].key_len, first_seq + i, rows[i].value,
+				    rows[i].value_len);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/** Context of the orphan collector's listing. */
+struct orphan_ctx {
+	/** The shard. */
+	struct shard *s;
+	/** Objects deleted. */
+	uint64_t deleted;
+	/** First error met (the collection goes on). */
+	int rc;
+};
+
+static int
+orphan_cb(void *ctx, const char *key, uint64_t size)
+{
+	struct orphan_ctx *oc = ctx;
+	struct shard *s = oc->s;
+	int kind;
+	uint64_t id, epoch;
+	const char *rel = key + strlen(s->cfg.prefix);
+	if (strncmp(rel, "manifest/", 9) == 0)
+		return 0;
+	if (manifest_parse_obj_key(rel, &kind, &id, &epoch) != 0) {
+		diag_log(LOG_LVL_WARN, "shard %u: unknown object %s left alone", s->cfg.id, key);
+		return 0;
+	}
+	int idx = kind == MANIFEST_GEN ? manifest_find_gen(&s->man, id) : manifest_find_run(&s->man, id);
+	if (idx >= 0) {
+		const struct manifest_obj *o = kind == MANIFEST_GEN ? &s->man.gens[idx] : &s->man.runs[idx];
+		if (o->epoch == epoch)
+			return 0;
+	}
+	int rc = objstore_del(s->cfg.os, key);
+	if (rc) {
+		if (oc->rc == 0)
+			oc->rc = rc;
+		return 0;
+	}
+	oc->deleted++;
+	diag_log(LOG_LVL_INFO, "shard %u: collected orphan %s (%llu bytes)", s->cfg.id, key,
+		 (unsigned long long)size);
+	return 0;
+}
+
+/** Delete every generation/run object of the shard that the manifest does not name. */
+static int
+collect_orphans(struct shard *s, uint64_t *deleted)
+{
+	struct orphan_ctx oc = {s, 0, 0};
+	int rc = objstore_list(s->cfg.os, s->cfg.prefix, orphan_cb, &oc);
+	if (rc == 0)
+		rc = oc.rc;
+	if (rc == 0)
+		rc = manifest_gc(s->cfg.os, s->cfg.prefix, s->man.version, s->cfg.manifest_keep);
+	if (deleted)
+		*deleted = oc.deleted;
+	return rc;
+}
+
+/** Drop what shard_load_state built (before a reload, or on failure). */
+static void
+shard_drop_state(struct shard *s)
+{
+	wal_close(s->wal);
+	s->wal = NULL;
+	view_unref(s->view);
+	s->view = NULL;
+	manifest_destroy(&s->man);
+}
+
+/** Read the manifest, open every table it names and replay the WAL after its cursor
+ *  into a fresh memtable. Writes nothing. */
+static int
+shard_load_state(struct shard *s)
+{
+	const struct shard_config *cfg = &s->cfg;
+	int rc = manifest_load(cfg->os, cfg->prefix, &s->man);
+	if (rc == STRATA_NOTFOUND) {
+		memset(&s->man, 0, sizeof(s->man)); /* a new shard: its first claim writes v1 */
+		s->man.next_generation = 1;
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	struct view *v = env.calloc(1, sizeof(*v));
+	if (v == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+	atomic_init(&v->refs, 1);
+	s->view = v;
+	v->active = slot_new();
+	v->sealed = env.calloc(1, sizeof(*v->sealed));
+	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
+	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
+	if (v->active == NULL || v->sealed == NULL || v->gens == NULL || v->runs == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+	for (uint32_t i = 0; i < s->man.ngens; i++) {
+		rc = table_open(s, MANIFEST_GEN, &s->man.gens[i], &v->gens[i]);
+		if (rc)
+			return rc;
+		v->ngens++;
+	}
+	for (uint32_t i = 0; i < s->man.nruns; i++) {
+		rc = table_open(s, MANIFEST_RUN, &s->man.runs[i], &v->runs[i]);
+		if (rc)
+			return rc;
+		v->nruns++;
+	}
+	/* Replay after the cursor (never from flushed_generations: an external compactor
+	 * may have drained that list). */
+	struct wal_options wo = {
+		.dir = cfg->wal_dir,
+		.sync = cfg->sync,
+		.sync_interval_ms = cfg->sync_interval_ms,
+		.segment_bytes = cfg->wal_segment_bytes,
+		.max_entry_bytes = 0,
+	};
+	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
+}
+
+int
+shard_load(const struct shard_config *cfg, struct shard **out)
+{
+	*out = NULL;
+	if (cfg->merge_max_inputs < 2)
+		return diag_set(STRATA_EINVAL, "shard %u: merge_max_inputs must be at least 2, not %u",
+				cfg->id, cfg->merge_max_inputs);
+	struct shard *s = env.calloc(1, sizeof(*s));
+	if (s == NULL)
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+	s->cfg = *cfg;
+	atomic_init(&s->merge_cap, cfg->merge_max_inputs);
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->rw, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	pthread_mutex_init(&s->manifest_mu, NULL);
+	pthread_mutex_init(&s->seal_mu, NULL);
+	pthread_mutex_init(&s->writers_mu, NULL);
+	pthread_cond_init(&s->writers_cv, NULL);
+	int rc = shard_load_state(s);
+	if (rc) {
+		shard_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+/** Claim attempts before giving up on a manifest that keeps moving under the load. */
+#define SHARD_CLAIM_ATTEMPTS 8
+
+int
+shard_start(struct shard *s)
+{
+	const struct shard_config *cfg = &s->cfg;
+	/* 1. Claim the epoch of exactly the version we loaded: from here on an older
+	 *    writer's manifest updates are fenced. If it moved since (an older writer
+	 *    still at work), what we loaded is stale: load again. */
+	int rc = 0;
+	for (int attempt = 0;; attempt++) {
+		rc = manifest_claim_at(cfg->os, cfg->prefix, &s->man);
+		if (rc != STRATA_EEXIST)
+			break;
+		if (attempt + 1 == SHARD_CLAIM_ATTEMPTS)
+			return diag_set(STRATA_EBUSY, "shard %u: its manifest changed %d times while it was "
+					"being opened: another writer is active", cfg->id, attempt + 1);
+		shard_drop_state(s);
+		rc = shard_load_state(s);
+		if (rc)
+			return rc;
+	}
+	if (rc)
+		return rc;
+	s->epoch = s->man.writer_epoch;
+	atomic_store(&s->next_id, s->man.next_generation);
+	s->last_cut = s->man.replay_after;
+
+	/* 2. Fence the WAL and replay what an older writer appended since the load. */
+	rc = wal_start(s->wal, s->epoch, s->man.replay_after + 1);
+	if (rc)
+		return rc;
+
+	/* 3. A newer owner that claimed after us may have fenced the WAL before we did
+	 *    (our fence then hides theirs): the manifest tells. */
+	struct manifest now;
+	rc = manifest_load(cfg->os, cfg->prefix, &now);
+	if (rc)
+		return rc;
+	uint64_t stored = now.writer_epoch;
+	manifest_destroy(&now);
+	if (stored > s->epoch)
+		return diag_set(STRATA_EFENCED, "shard %u: a newer owner (epoch %llu) claimed the shard "
+				"while it was being opened (epoch %llu)", cfg->id,
+				(unsigned long long)stored, (unsigned long long)s->epoch);
+
+	/* 4. Collect orphans: runs of interrupted merges, generations of interrupted
+	 *    flushes, objects of merged generations whose delete did not happen. */
+	uint64_t deleted = 0;
+	rc = collect_orphans(s, &deleted);
+	if (rc)
+		diag_log(LOG_LVL_WARN, "shard %u: orphan collection incomplete: %s", cfg->id, diag_last());
+	diag_log(LOG_LVL_DEBUG, "shard %u: open: epoch %llu, %u generations, %u runs, replayed %llu "
+		 "rows after %llu, %llu orphans collected", cfg->id, (unsigned long long)s->epoch,
+		 s->view->ngens, s->view->nruns, (unsigned long long)mem_rows(s->view->active->mem),
+		 (unsigned long long)s->man.replay_after, (unsigned long long)deleted);
+	return 0;
+}
+
+int
+shard_open(const struct shard_config *cfg, struct shard **out)
+{
+	int rc = shard_load(cfg, out);
+	if (rc)
+		return rc;
+	rc = shard_start(*out);
+	if (rc) {
+		shard_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+void
+shard_close(struct shard *s)
+{
+	if (s == NULL)
+		return;
+	wal_close(s->wal);
+	view_unref(s->view);
+	manifest_destroy(&s->man);
+	pthread_rwlock_destroy(&s->rw);
+	pthread_mutex_destroy(&s->manifest_mu);
+	pthread_mutex_destroy(&s->seal_mu);
+	pthread_mutex_destroy(&s->writers_mu);
+	pthread_cond_destroy(&s->writers_cv);
+	env.free(s);
+}
+

@@ -1,0 +1,213 @@
+/*
+ * shard_int.h — what the files of one shard share (private to node/core): the
+ * refcounted pieces of a view (view.c), the k-way merge (merge_iter.c), and the
+ * shard itself, whose append/read/seal/merge paths live in shard.c and whose
+ * loading, ownership and closing live in recover.c.
+ *
+ * The view (memtables + generations + base runs a reader sees) is an immutable,
+ * refcounted snapshot; writers build a new one and swap the pointer under the
+ * exclusive lock. Tables (open generation/run files) are refcounted too: once a
+ * commit drops a generation from the view it is marked obsolete and its object is
+ * deleted when the last view or plan holding it lets go.
+ */
+#ifndef STRATA_SHARD_INT_H
+#define STRATA_SHARD_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "manifest.h"
+#include "mem.h"
+#include "run.h"
+#include "shard.h"
+#include "wal.h"
+
+/** A memtable plus what seal needs to know about it. */
+struct slot {
+	/** Holders: views and in-flight appends. */
+	atomic_int refs;
+	/** The rows. */
+	struct mem *mem;
+	/** Appends assigned positions in this memtable but not yet inserted. */
+	atomic_int writers;
+	/** Set once sealed: no new positions are assigned to it. */
+	atomic_int sealed;
+	/** Set once the listener was told this memtable reached the size limit. */
+	atomic_int full_reported;
+	/** Highest position assigned to it (valid once sealed). */
+	uint64_t cut;
+};
+
+/** An open generation or base run. */
+struct table {
+	/** Holders: views and plans. */
+	atomic_int refs;
+	/** The reader. */
+	struct run_reader *r;
+	/** The manifest entry. */
+	struct manifest_obj obj;
+	/** MANIFEST_GEN or MANIFEST_RUN. */
+	int kind;
+	/** Set when no manifest references it any more: its object goes with its last ref. */
+	atomic_int obsolete;
+	/** Object store holding it. */
+	struct objstore *os;
+	/** Object key. */
+	char key[160];
+};
+
+/** What readers see. Immutable once published. */
+struct view {
+	/** Holders. */
+	atomic_int refs;
+	/** Memtable receiving appends. */
+	struct slot *active;
+	/** Sealed memtables not yet published as generations, oldest first. */
+	struct slot **sealed;
+	uint32_t nsealed;
+	/** Generations, oldest first. */
+	struct table **gens;
+	uint32_t ngens;
+	/** Base runs, oldest first. */
+	struct table **runs;
+	uint32_t nruns;
+};
+
+/** Kinds of plan. */
+enum { PLAN_MERGE = 0, PLAN_COMPACT = 1 };
+
+struct shard_plan {
+	/** Shard it belongs to. */
+	struct shard *s;
+	/** PLAN_MERGE (generations -> run) or PLAN_COMPACT (runs -> run). */
+	int kind;
+	/** Ids of the inputs, oldest first. */
+	uint64_t *ids;
+	uint32_t nids;
+	/** The inputs (held so their objects outlive the merge). */
+	struct table **inputs;
+	/** The run written, NULL for an empty plan. */
+	struct table *out;
+	/** Input bytes. */
+	uint64_t bytes_in;
+};
+
+struct shard {
+	/** Settings. */
+	struct shard_config cfg;
+	/** The shard lock (see shard.h). */
+	pthread_rwlock_t rw;
+	/** Serialises manifest updates and every change of view (whoever clones the view
+	 *  to edit it holds this, so no edit is lost to a concurrent swap). */
+	pthread_mutex_t manifest_mu;
+	/** One seal/flush at a time. */
+	pthread_mutex_t seal_mu;
+	/** Waits for a sealed memtable's in-flight appends. */
+	pthread_mutex_t writers_mu;
+	pthread_cond_t writers_cv;
+	/** Current view; replaced under rw exclusive. */
+	struct view *view;
+	/** Latest manifest this writer knows (under manifest_mu). */
+	struct manifest man;
+	/** This writer's ownership token. */
+	uint64_t epoch;
+	/** Next generation/run id. */
+	atomic_uint_fast64_t next_id;
+	/** The WAL. */
+	struct wal *wal;
+	/** Set once this writer learned that another one claimed the shard: terminal,
+	 *  appends and reads are refused with STRATA_EFENCED. */
+	atomic_int fenced;
+	/** Per plan kind (PLAN_MERGE, PLAN_COMPACT): a plan is being prepared or awaits
+	 *  commit; a second prepare of that kind gets STRATA_EBUSY before any IO. */
+	atomic_int busy[2];
+	/** Effective per-pass input cap: merge_max_inputs, possibly narrowed by a policy. */
+	atomic_uint merge_cap;
+	/** A manifest write failed in a way that may have landed: the manifest is reloaded
+	 *  and the view reconciled before the next manifest operation (under manifest_mu). */
+	int man_uncertain;
+	/** Highest position covered by a seal. */
+	uint64_t last_cut;
+	/** Who hears about seals and full memtables (NULL = nobody). */
+	_Atomic(const struct store_listener *) listener;
+	/** Memtable size that triggers on_memtable_full (0 = none). */
+	atomic_uint_fast64_t mem_limit;
+	/** Threads between loading the listener and returning from its callback. */
+	atomic_int cb_inflight;
+	/** Counters for stats. */
+	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
+		merge_in, merge_out, compactions, max_excl_ns;
+};
+
+
+/** One input of a k-way merge: a memtable or a run iterator. */
+struct source {
+	/** Run iterator, or NULL for a memtable source. */
+	struct run_iter *it;
+	/** Memtable iterator (when it == NULL). */
+	struct mem_iter mi;
+	/** Current row. */
+	const void *key, *val;
+	size_t klen, vlen;
+	uint64_t seq;
+};
+
+/** A min-heap of sources. */
+struct merger {
+	/** Live sources, heap-ordered. */
+	struct source **heap;
+	uint32_t n;
+	/** All sources (for freeing). */
+	struct source *all;
+	uint32_t nall;
+};
+
+/*
+ * A merge cursor yields each distinct key once, with its newest version. The
+ * winning source is advanced only at the next call, so the returned row stays
+ * valid until then.
+ */
+struct merge_cursor {
+	/** The heap. */
+	struct merger m;
+	/** The source whose row was returned last, advanced at the next call. */
+	struct source *win;
+};
+
+/* view.c */
+/** A fresh empty memtable slot with one reference; NULL on ENOMEM. */
+struct slot *slot_new(void);
+void slot_unref(struct slot *sl);
+/** Open the table of a manifest entry (kind MANIFEST_GEN or MANIFEST_RUN). */
+int table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table **out);
+/** Drop a reference; the last one closes the reader and deletes an obsolete object. */
+void table_unref(struct table *t);
+void view_unref(struct view *v);
+/** A new view sharing (and referencing) everything of old, with room for extra more. */
+struct view *view_clone(const struct view *old, uint32_t extra);
+/** Pin the current view (shared lock held just long enough to take a reference). */
+struct view *view_pin(struct shard *s);
+/** Take / release the exclusive lock (the release records the longest hold). */
+void excl_lock(struct shard *s, uint64_t *t0);
+void excl_unlock(struct shard *s, uint64_t t0);
+/** Swap in v (consumes the caller's reference); returns the old view to unref. */
+struct view *view_swap(struct shard *s, struct view *v);
+/** manifest_mu held: rebuild the view's tables from s->man (see view.c). */
+int view_reconcile(struct shard *s);
+
+/* merge_iter.c */
+/** Byte order of keys (a shorter prefix first). */
+int merge_key_cmp(const void *a, size_t al, const void *b, size_t bl);
+/** A heap for up to cap sources. */
+int merger_create(struct merger *m, uint32_t cap);
+/** Add a memtable / a run, positioned at the first key >= start. */
+void merger_add_mem(struct merger *m, struct mem *mem, const void *start, size_t start_len);
+int merger_add_run(struct merger *m, struct run_reader *r, const void *start, size_t start_len);
+/** Order the heap once every source is added. */
+void merger_build(struct merger *m);
+void merger_destroy(struct merger *m);
+/** 1 and the next row (newest version of the next key), 0 at the end, <0 on error. */
+int merge_cursor_next(struct merge_cursor *c, struct source *row);
+
+#endif

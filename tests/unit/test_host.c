@@ -1,0 +1,224 @@
+/*
+ * test_host.c — the node host: separate foreground and background executors, the
+ * inline mode that runs work only when stepped, the step budget, calls onto the
+ * loop thread, and draining an executor.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../node/host/host.h"
+#include "../../node/lib/env.h"
+#include "../../node/strata_types.h"
+#include "harness.h"
+
+/** A job that can be held until released, and what it saw. */
+struct hjob {
+	/** Hold the worker until released. */
+	int hold;
+	/** Busy-wait this long in work(), ns. */
+	uint64_t spin_ns;
+	/** Set by the test to let a held job go. */
+	atomic_int release;
+	/** work() started / finished; done() ran, and on which thread. */
+	atomic_int started, worked, done;
+	pthread_t done_on;
+};
+
+static void
+hjob_work(void *arg)
+{
+	struct hjob *j = arg;
+	atomic_store(&j->started, 1);
+	while (j->hold && !atomic_load(&j->release))
+		usleep(100);
+	uint64_t t0 = env.mono_ns();
+	while (env.mono_ns() - t0 < j->spin_ns)
+		;
+	atomic_store(&j->worked, 1);
+}
+
+static void
+hjob_done(void *arg)
+{
+	struct hjob *j = arg;
+	j->done_on = pthread_self();
+	atomic_store(&j->done, 1);
+}
+
+/** Run the loop until cond or 5 s pass. */
+#define LOOP_UNTIL(h, cond)                                                          \
+	({                                                                           \
+		uint64_t t0_ = env.mono_ns();                                        \
+		while (!(cond) && env.mono_ns() - t0_ < 5000000000ull)               \
+			ev_run(host_loop(h), EVRUN_NOWAIT), usleep(200);             \
+		(cond);                                                              \
+	})
+
+TEST(foreground_never_waits_behind_background)
+{
+	struct host_options o = {.mode = HOST_THREADED};
+	o.threads[HOST_FG] = 1;
+	o.threads[HOST_BG] = 1;
+	struct host *h = NULL;
+	REQUIRE_EQ(host_new(&o, &h), 0);
+	/* The only background worker is taken by a long merge, and another waits. */
+	struct hjob merge = {.hold = 1}, queued = {0}, append = {0};
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), hjob_work, hjob_done, &merge), 0);
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), hjob_work, hjob_done, &queued), 0);
+	CHECK(LOOP_UNTIL(h, atomic_load(&merge.started)));
+	/* A client job completes meanwhile. */
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_FG), hjob_work, hjob_done, &append), 0);
+	CHECK(LOOP_UNTIL(h, atomic_load(&append.done)));
+	CHECK_EQ(atomic_load(&queued.started), 0);
+	struct host_exec_stats st;
+	host_exec_stats(h, HOST_BG, &st);
+	CHECK_EQ(st.pending, 2);
+	CHECK_EQ(st.threads, 1);
+	host_exec_stats(h, HOST_FG, &st);
+	CHECK_EQ(st.pending, 0);
+	atomic_store(&merge.release, 1);
+	CHECK(LOOP_UNTIL(h, atomic_load(&queued.done)));
+	host_delete(h);
+}
+
+TEST(inline_host_runs_work_only_when_stepped)
+{
+	struct host_options o = {.mode = HOST_INLINE};
+	struct host *h = NULL;
+	REQUIRE_EQ(host_new(&o, &h), 0);
+	CHECK_EQ(host_mode(h), HOST_INLINE);
+	struct hjob a = {0}, b = {0};
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), hjob_work, hjob_done, &a), 0);
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_FG), hjob_work, hjob_done, &b), 0);
+	usleep(20000);
+	CHECK_EQ(atomic_load(&a.started) + atomic_load(&b.started), 0); /* no thread ran them */
+	struct host_exec_stats st;
+	host_exec_stats(h, HOST_BG, &st);
+	CHECK_EQ(st.threads, 0);
+	CHECK_EQ(st.pending, 1);
+	unsigned did = 0;
+	CHECK_EQ(host_step(h, 1000000, &did), 0);
+	CHECK_EQ(did, 2);
+	CHECK(atomic_load(&a.done) && atomic_load(&b.done));
+	CHECK(pthread_equal(a.done_on, pthread_self()));
+	/* Nothing due: a step returns at once. */
+	uint64_t t0 = env.mono_ns();
+	CHECK_EQ(host_step(h, 1000000, &did), 0);
+	CHECK_EQ(did, 0);
+	CHECK(env.mono_ns() - t0 < 100000000ull);
+	host_delete(h);
+}
+
+TEST(step_stops_when_its_budget_is_spent)
+{
+	struct host_options o = {.mode = HOST_INLINE};
+	struct host *h = NULL;
+	REQUIRE_EQ(host_new(&o, &h), 0);
+	enum { N = 10 };
+	static struct hjob jobs[N];
+	for (int i = 0; i < N; i++) {
+		memset(&jobs[i], 0, sizeof(jobs[i]));
+		jobs[i].spin_ns = 2000000; /* 2 ms each */
+		REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), hjob_work, hjob_done, &jobs[i]), 0);
+	}
+	/* A 5 ms budget runs jobs until it is spent: the last one may overrun it (a job is
+	 * the chunk), so 3 jobs, never all ten. */
+	unsigned did = 0;
+	CHECK_EQ(host_step(h, 5000, &did), 0);
+	CHECK(did >= 1 && did <= 3);
+	unsigned total = did;
+	while (total < N) {
+		CHECK_EQ(host_step(h, 5000, &did), 0);
+		REQUIRE(did > 0);
+		total += did;
+	}
+	CHECK_EQ(total, N);
+	host_delete(h);
+}
+
+/** What a call onto the loop saw. */
+struct inv {
+	/** Thread it ran on. */
+	pthread_t ran_on;
+	/** Calls made. */
+	int calls;
+};
+
+static void
+inv_fn(void *arg)
+{
+	struct inv *v = arg;
+	v->ran_on = pthread_self();
+	v->calls++;
+}
+
+TEST(invoke_runs_on_the_loop_thread)
+{
+	struct host_options o = {.mode = HOST_THREADED, .loop_thread = 1};
+	struct host *h = NULL;
+	REQUIRE_EQ(host_new(&o, &h), 0);
+	CHECK(!host_on_loop(h));
+	struct inv v = {0};
+	host_invoke(h, inv_fn, &v);
+	CHECK_EQ(v.calls, 1);
+	CHECK(!pthread_equal(v.ran_on, pthread_self()));
+	/* A job's completion runs on the loop thread too. */
+	struct hjob j = {0};
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), hjob_work, hjob_done, &j), 0);
+	for (int i = 0; i < 5000 && !atomic_load(&j.done); i++)
+		usleep(1000);
+	CHECK(atomic_load(&j.done));
+	CHECK(pthread_equal(j.done_on, v.ran_on));
+	host_delete(h);
+	/* Without a loop thread, invoke calls directly. */
+	struct host_options o2 = {.mode = HOST_THREADED};
+	REQUIRE_EQ(host_new(&o2, &h), 0);
+	CHECK(host_on_loop(h));
+	host_invoke(h, inv_fn, &v);
+	CHECK_EQ(v.calls, 2);
+	CHECK(pthread_equal(v.ran_on, pthread_self()));
+	host_delete(h);
+}
+
+TEST(drain_waits_out_an_executors_jobs)
+{
+	struct host_options o = {.mode = HOST_THREADED};
+	struct host *h = NULL;
+	REQUIRE_EQ(host_new(&o, &h), 0);
+	struct hjob jobs[4];
+	memset(jobs, 0, sizeof(jobs));
+	for (int i = 0; i < 4; i++) {
+		jobs[i].spin_ns = 1000000;
+		REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), hjob_work, hjob_done, &jobs[i]), 0);
+	}
+	while (pool_pending(host_exec(h, HOST_BG)) > 0)
+		host_drain(h, HOST_BG);
+	for (int i = 0; i < 4; i++) {
+		CHECK(atomic_load(&jobs[i].done));
+		CHECK(pthread_equal(jobs[i].done_on, pthread_self()));
+	}
+	CHECK_EQ(host_drain(h, HOST_BG), 0); /* nothing pending: returns at once */
+	unsigned did;
+	CHECK_EQ(host_step(h, 1000, &did), STRATA_EINVAL); /* only inline hosts step */
+	struct host_options bad = {.mode = HOST_INLINE, .loop_thread = 1};
+	struct host *nope = NULL;
+	CHECK_EQ(host_new(&bad, &nope), STRATA_EINVAL);
+	host_delete(h);
+}
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	RUN(foreground_never_waits_behind_background);
+	RUN(inline_host_runs_work_only_when_stepped);
+	RUN(step_stops_when_its_budget_is_spent);
+	RUN(invoke_runs_on_the_loop_thread);
+	RUN(drain_waits_out_an_executors_jobs);
+	return HARNESS_END("test_host");
+}
