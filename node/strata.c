@@ -26,6 +26,8 @@
 struct strata {
 	/** The engine. */
 	struct store *store;
+	/** The environment the handle was opened in (options.env_ops; NULL: default). */
+	struct env_ops *env_ops;
 #ifndef STRATA_CORE_ONLY
 	/** The host the handle runs on. */
 	struct host *host;
@@ -89,13 +91,17 @@ int
 strata_open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
 	       strata **out)
 {
-	if (out == NULL || h == NULL)
-		return diag_set(STRATA_EINVAL, "strata_open: an output and a host are required");
+	if (out == NULL || h == NULL || o == NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: options, an output and a host are required");
 	*out = NULL;
+	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
 	strata *db = env.calloc(1, sizeof(*db));
-	if (db == NULL)
+	if (db == NULL) {
+		env_leave(prev);
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	}
 	db->host = h;
+	db->env_ops = (struct env_ops *)o->env_ops;
 	int rc = store_open(o, &db->store);
 	if (rc == 0 && o->policy != NULL) {
 		/* The runtime's watchers live on the loop: start it from the loop's thread. */
@@ -108,8 +114,10 @@ strata_open_on(const strata_options *o, struct host *h, const struct strata_runt
 	if (rc) {
 		store_close(db->store);
 		env.free(db);
+		env_leave(prev);
 		return rc;
 	}
+	env_leave(prev);
 	*out = db;
 	return 0;
 }
@@ -127,14 +135,16 @@ strata_open(const strata_options *o, strata **out)
 	ho.loop_thread = o->policy != NULL;
 	ho.threads[HOST_FG] = 1;
 	struct host *h = NULL;
+	/* The host's threads run in the store's environment. */
+	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
 	int rc = host_new(&ho, &h);
+	if (rc == 0)
+		rc = strata_open_on(o, h, NULL, out);
+	if (rc)
+		host_delete(h);
+	env_leave(prev);
 	if (rc)
 		return rc;
-	rc = strata_open_on(o, h, NULL, out);
-	if (rc) {
-		host_delete(h);
-		return rc;
-	}
 	(*out)->own_host = 1;
 	return 0;
 }
@@ -162,12 +172,14 @@ strata_close(strata *db)
 {
 	if (db == NULL)
 		return;
+	struct env_ops *prev = env_enter(db->env_ops);
 	if (db->rt != NULL)
 		host_invoke(db->host, rt_stop_on_loop, db);
 	store_close(db->store);
 	if (db->own_host)
 		host_delete(db->host);
 	env.free(db);
+	env_leave(prev);
 }
 
 /** Arguments of a reload run on the loop thread. */
@@ -280,16 +292,20 @@ strata_open(const strata_options *o, strata **out)
 	if (o->policy != NULL)
 		return diag_set(STRATA_EINVAL, "strata_open: this build (libstrata-core) has no policy "
 				"runtime; link libstrata for options.policy");
+	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
 	strata *db = env.calloc(1, sizeof(*db));
-	if (db == NULL)
-		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	int rc = store_open(o, &db->store);
-	if (rc) {
-		env.free(db);
-		return rc;
+	int rc = db != NULL ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	if (rc == 0) {
+		db->env_ops = (struct env_ops *)o->env_ops;
+		rc = store_open(o, &db->store);
+		if (rc) {
+			env.free(db);
+			db = NULL;
+		}
 	}
+	env_leave(prev);
 	*out = db;
-	return 0;
+	return rc;
 }
 
 void
@@ -297,8 +313,10 @@ strata_close(strata *db)
 {
 	if (db == NULL)
 		return;
+	struct env_ops *prev = env_enter(db->env_ops);
 	store_close(db->store);
 	env.free(db);
+	env_leave(prev);
 }
 
 int

@@ -50,6 +50,8 @@ enum {
 /** Largest key accepted, in bytes. */
 #define STRATA_MAX_KEY 4096u
 
+struct env_ops;
+
 /** An open store. */
 typedef struct strata strata;
 /** A prepared merge: the generations it folds and the run it wrote. */
@@ -86,6 +88,12 @@ typedef struct strata_options {
 	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
 	 *  the policy runtime on a libev loop on a thread of its own. */
 	const char *policy;
+	/** The environment of the store: clock, file syscalls, allocator, random source,
+	 *  log sink, object-store factory and test points (struct env_ops, node/lib/env.h;
+	 *  a complete table, e.g. a modified copy of env_default, that outlives the store).
+	 *  NULL = the process default. Every call on the store and every thread the store
+	 *  or its host starts run in it, so stores of one process may differ. */
+	const struct env_ops *env_ops;
 } strata_options;
 
 /** One row as passed to append and returned by scan. */

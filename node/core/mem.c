@@ -100,7 +100,7 @@ mem_rand(void)
 static int
 mem_random_height(void)
 {
-	uint64_t r = mem_rand();
+	uint64_t r = env.random != NULL ? env.random() : mem_rand();
 	int h = 1;
 	while (h < MEM_MAX_HEIGHT && (r & 3) == 0) {
 		h++;

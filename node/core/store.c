@@ -34,6 +34,8 @@ struct store {
 	uint32_t nold;
 	/** Descriptor of <dir>/LOCK, flock'ed for the life of the handle (-1: none). */
 	int lock_fd;
+	/** The environment every call of the store runs in (options.env_ops; NULL: default). */
+	struct env_ops *env_ops;
 };
 
 /** File in the data directory whose flock marks the directory's one owner. */
@@ -226,8 +228,8 @@ store_open_failed(int rc, const char *dir)
 			why, dir);
 }
 
-int
-store_open(const strata_options *o, struct store **out)
+static int
+store_open_in(const strata_options *o, struct store **out)
 {
 	if (o == NULL || out == NULL || o->dir == NULL || o->dir[0] == '\0')
 		return diag_set(STRATA_EINVAL, "strata_open: options and a data directory are required");
@@ -248,6 +250,7 @@ store_open(const strata_options *o, struct store **out)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	db->lock_fd = -1;
 	db->opt = *o;
+	db->env_ops = (struct env_ops *)o->env_ops;
 	db->dir = strdup(o->dir);
 	int rc = db->dir ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	char path[4096];
@@ -283,7 +286,7 @@ store_open(const strata_options *o, struct store **out)
 	}
 	if (rc == 0) {
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
-		rc = objstore_fs_new(path, &db->os);
+		rc = env.objstore_new != NULL ? env.objstore_new(path, &db->os) : objstore_fs_new(path, &db->os);
 	}
 	/* 3. Read and check every shard before writing anything. */
 	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
@@ -337,8 +340,8 @@ store_open(const strata_options *o, struct store **out)
 	return 0;
 }
 
-void
-store_close(struct store *db)
+static void
+store_close_in(struct store *db)
 {
 	if (db == NULL)
 		return;
@@ -356,8 +359,8 @@ store_close(struct store *db)
 	env.free(db);
 }
 
-void
-store_set_listener(struct store *db, const struct store_listener *l, uint64_t memtable_max_bytes)
+static void
+store_set_listener_in(struct store *db, const struct store_listener *l, uint64_t memtable_max_bytes)
 {
 	struct store_listener *copy = NULL;
 	if (l != NULL) {
@@ -455,8 +458,8 @@ check_row_at(const struct store *db, const void *key, size_t klen, const void *v
 	return rc;
 }
 
-int
-store_append(struct store *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
+static int
+store_append_in(struct store *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -483,8 +486,8 @@ store_append(struct store *db, uint32_t shard, const strata_row *rows, size_t n,
 }
 
 
-int
-store_get(struct store *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
+static int
+store_get_in(struct store *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -497,8 +500,8 @@ store_get(struct store *db, uint32_t shard, const void *key, size_t key_len, voi
 	return shard_get(s, key, key_len, value, value_len);
 }
 
-int
-store_scan(struct store *db, uint32_t shard, const void *start, size_t start_len, const void *end,
+static int
+store_scan_in(struct store *db, uint32_t shard, const void *start, size_t start_len, const void *end,
 	    size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx)
 {
 	struct shard *s = NULL;
@@ -512,8 +515,8 @@ store_scan(struct store *db, uint32_t shard, const void *start, size_t start_len
 	return shard_scan(s, start, start ? start_len : 0, end, end ? end_len : 0, cb, ctx);
 }
 
-int
-store_seal(struct store *db, uint32_t shard)
+static int
+store_seal_in(struct store *db, uint32_t shard)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -535,8 +538,8 @@ wrap_plan(struct store *db, uint32_t shard, struct shard_plan *p, strata_plan **
 	return 0;
 }
 
-int
-store_prepare_merge(struct store *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
+static int
+store_prepare_merge_in(struct store *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -550,8 +553,8 @@ store_prepare_merge(struct store *db, uint32_t shard, uint32_t max_generations, 
 	return rc ? rc : wrap_plan(db, shard, p, plan);
 }
 
-int
-store_prepare_compact(struct store *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
+static int
+store_prepare_compact_in(struct store *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -577,8 +580,8 @@ store_plan_shard(const strata_plan *plan)
 	return plan ? plan->shard : 0;
 }
 
-int
-store_commit(struct store *db, strata_plan *plan)
+static int
+store_commit_in(struct store *db, strata_plan *plan)
 {
 	if (plan == NULL)
 		return diag_set(STRATA_EINVAL, "commit: NULL plan");
@@ -591,8 +594,8 @@ store_commit(struct store *db, strata_plan *plan)
 	return rc;
 }
 
-void
-store_abort(struct store *db, strata_plan *plan)
+static void
+store_abort_in(struct store *db, strata_plan *plan)
 {
 	if (plan == NULL)
 		return;
@@ -601,8 +604,8 @@ store_abort(struct store *db, strata_plan *plan)
 	env.free(plan);
 }
 
-int
-store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
+static int
+store_merge_in(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
 {
 	strata_plan *plan;
 	if (merged)
@@ -617,8 +620,8 @@ store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t
 	return rc;
 }
 
-int
-store_shard_stats(struct store *db, uint32_t shard, strata_stats *out)
+static int
+store_shard_stats_in(struct store *db, uint32_t shard, strata_stats *out)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -630,8 +633,8 @@ store_shard_stats(struct store *db, uint32_t shard, strata_stats *out)
 	return 0;
 }
 
-int
-store_check(struct store *db, uint32_t shard)
+static int
+store_check_in(struct store *db, uint32_t shard)
 {
 	struct shard *s = NULL;
 	int rc = shard_of(db, shard, &s);
@@ -665,3 +668,76 @@ store_strerror(int rc)
 	}
 }
 
+
+/* ---------- entry points: every call runs in the store's environment ---------- */
+
+/** Enter db's environment for the rest of the block; STORE_LEAVE before returning. */
+#define STORE_ENTER(e) struct env_ops *env_prev_ = env_enter(e)
+#define STORE_LEAVE() env_leave(env_prev_)
+
+int
+store_open(const strata_options *o, struct store **out)
+{
+	STORE_ENTER(o != NULL ? (struct env_ops *)o->env_ops : NULL);
+	int rc = store_open_in(o, out);
+	STORE_LEAVE();
+	return rc;
+}
+
+void
+store_close(struct store *db)
+{
+	if (db == NULL)
+		return;
+	STORE_ENTER(db->env_ops);
+	store_close_in(db);
+	STORE_LEAVE();
+}
+
+void
+store_set_listener(struct store *db, const struct store_listener *l, uint64_t memtable_max_bytes)
+{
+	STORE_ENTER(db->env_ops);
+	store_set_listener_in(db, l, memtable_max_bytes);
+	STORE_LEAVE();
+}
+
+/** Define the entry point of an int-returning operation whose first argument is db. */
+#define STORE_ENTRY(name, params, args)                          \
+	int name params                                          \
+	{                                                        \
+		if (db == NULL)                                  \
+			return diag_set(STRATA_EINVAL, "no store given"); \
+		STORE_ENTER(db->env_ops);                        \
+		int rc = name##_in args;                         \
+		STORE_LEAVE();                                   \
+		return rc;                                       \
+	}
+
+STORE_ENTRY(store_append, (struct store *db, uint32_t shard, const strata_row *rows, size_t n,
+			   uint64_t *last_seq), (db, shard, rows, n, last_seq))
+STORE_ENTRY(store_get, (struct store *db, uint32_t shard, const void *key, size_t key_len, void **value,
+			size_t *value_len), (db, shard, key, key_len, value, value_len))
+STORE_ENTRY(store_scan, (struct store *db, uint32_t shard, const void *start, size_t start_len,
+			 const void *end, size_t end_len, int (*cb)(void *ctx, const strata_row *row),
+			 void *ctx), (db, shard, start, start_len, end, end_len, cb, ctx))
+STORE_ENTRY(store_seal, (struct store *db, uint32_t shard), (db, shard))
+STORE_ENTRY(store_prepare_merge, (struct store *db, uint32_t shard, uint32_t max_generations,
+				  strata_plan **plan), (db, shard, max_generations, plan))
+STORE_ENTRY(store_prepare_compact, (struct store *db, uint32_t shard, uint32_t max_runs,
+				    strata_plan **plan), (db, shard, max_runs, plan))
+STORE_ENTRY(store_commit, (struct store *db, strata_plan *plan), (db, plan))
+STORE_ENTRY(store_merge, (struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged),
+	    (db, shard, max_generations, merged))
+STORE_ENTRY(store_shard_stats, (struct store *db, uint32_t shard, strata_stats *out), (db, shard, out))
+STORE_ENTRY(store_check, (struct store *db, uint32_t shard), (db, shard))
+
+void
+store_abort(struct store *db, strata_plan *plan)
+{
+	if (plan == NULL)
+		return;
+	STORE_ENTER(plan->db->env_ops);
+	store_abort_in(db, plan);
+	STORE_LEAVE();
+}

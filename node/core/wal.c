@@ -164,6 +164,8 @@ struct wal {
 	/** Replay callback and its context, kept for wal_start's catch-up. */
 	wal_replay_cb cb;
 	void *cb_ctx;
+	/** The environment of the thread that opened the WAL; the interval thread runs in it. */
+	struct env_ops *env_ops;
 	/** What wal_scan_open found, for wal_start. */
 	struct wal_found *found;
 	/** Entries in found. */
@@ -981,6 +983,7 @@ static void *
 wal_bg_main(void *arg)
 {
 	struct wal *w = arg;
+	env_enter(w->env_ops);
 	pthread_mutex_lock(&w->mu);
 	while (!w->bg_stop) {
 		struct timespec dl;
@@ -1445,6 +1448,7 @@ wal_new(const struct wal_options *o, struct wal **out)
 	w->cur_fd = -1;
 	w->sync_fd = -1;
 	w->fence_fd = -1;
+	w->env_ops = env_tls;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	pthread_condattr_t ca;

@@ -49,6 +49,8 @@ struct host {
 	int stop;
 	/** Set once the loop thread runs its loop. */
 	int running;
+	/** The environment of the thread that created the host; its threads run in it. */
+	struct env_ops *env_ops;
 };
 
 /** Loop thread: run the waiting calls, in the order they came. */
@@ -93,6 +95,7 @@ static void *
 host_main(void *arg)
 {
 	struct host *h = arg;
+	env_enter(h->env_ops);
 	pthread_mutex_lock(&h->mu);
 	h->running = 1;
 	pthread_cond_broadcast(&h->cv);
@@ -119,6 +122,7 @@ host_new(const struct host_options *o, struct host **out)
 	if (h == NULL)
 		return diag_set(STRATA_ENOMEM, "host: out of memory");
 	h->mode = o->mode;
+	h->env_ops = env_tls;
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cv, NULL);
 	h->loop = o->loop;

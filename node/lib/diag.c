@@ -1,5 +1,7 @@
 #include "diag.h"
 
+#include "env.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -82,5 +84,6 @@ diag_log(int level, const char *fmt, ...)
 	for (char *p = buf; *p; p++)
 		if (*p == '"')
 			*p = '\'';
-	diag_log_sink(level, buf);
+	void (*sink)(int, const char *) = env.log != NULL ? env.log : diag_log_sink;
+	sink(level, buf);
 }

@@ -64,12 +64,13 @@ env_default_open(const char *path, int flags, mode_t mode)
 static const struct env_ops env_defaults = ENV_DEFAULTS;
 
 
-struct env_ops env = ENV_DEFAULTS;
+struct env_ops env_default = ENV_DEFAULTS;
+__thread struct env_ops *env_tls;
 
 void
 env_reset(void)
 {
-	env = env_defaults;
+	env_default = env_defaults;
 }
 
 int

@@ -1,6 +1,13 @@
 /*
- * env.h — the seams. Every clock read, file syscall, allocation and test point in
- * the engine goes through the table `env`, which tests replace member by member.
+ * env.h — the seams. Every clock read, file syscall, allocation, random number, log
+ * line, object store and test point of the engine goes through the table `env`.
+ *
+ * `env` is the calling thread's current table: the process default (env_default,
+ * which tests replace member by member) unless the thread entered another one. A
+ * store opened with options.env_ops enters its table in every call it serves, and
+ * the threads a store or its host start run with the table of the thread that
+ * created them; so two stores in one process can live in different environments
+ * (a simulation of several nodes).
  */
 #ifndef STRATA_ENV_H
 #define STRATA_ENV_H
@@ -11,7 +18,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-/** The replaceable operations. Each member has the signature of its libc namesake. */
+struct objstore;
+
+/** The replaceable operations. Each member has the signature of its libc namesake. A
+ *  table given to a store is complete: start from a copy of env_default. */
 struct env_ops {
 	/** Monotonic clock, nanoseconds. */
 	uint64_t (*mono_ns)(void);
@@ -38,6 +48,17 @@ struct env_ops {
 	void *(*calloc)(size_t n, size_t size);
 	void *(*realloc)(void *p, size_t n);
 	void (*free)(void *p);
+	/** Where diag_log lines go (NULL: diag_log_sink, the process's). */
+	void (*log)(int level, const char *msg);
+	/** CPU time of the calling thread, ns: what policy hook budgets are measured in
+	 *  (NULL: CLOCK_THREAD_CPUTIME_ID through policy_cpu_ns). */
+	uint64_t (*cpu_ns)(void);
+	/** A random 64-bit number (NULL: a per-thread xorshift). Memtable tower heights
+	 *  draw from it; a seeded source makes them reproducible. */
+	uint64_t (*random)(void);
+	/** Open the object store of a data directory's objects/ (NULL: the local-directory
+	 *  store, objstore_fs_new). */
+	int (*objstore_new)(const char *dir, struct objstore **out);
 	/** Test point, called at named places in the engine (ENV_POINTS below). It may
 	 *  block (to pause an operation) or _exit (to crash there). Returning nonzero makes
 	 *  the operation fail at that point with STRATA_EINJECTED through its normal error
@@ -45,8 +66,36 @@ struct env_ops {
 	int (*point)(const char *name, const void *arg);
 };
 
-/** The live table. Tests may overwrite members before starting the engine. */
-extern struct env_ops env;
+/** The process default table. Tests may overwrite members before starting the engine. */
+extern struct env_ops env_default;
+/** The table the calling thread entered (NULL: env_default). */
+extern __thread struct env_ops *env_tls;
+
+/** The calling thread's current table. */
+static inline struct env_ops *
+env_current(void)
+{
+	return env_tls != NULL ? env_tls : &env_default;
+}
+
+/** The current table, as an lvalue: env.open(...), env.point = f. */
+#define env (*env_current())
+
+/** Make e (NULL: the default) current on this thread; returns the previous one. */
+static inline struct env_ops *
+env_enter(struct env_ops *e)
+{
+	struct env_ops *prev = env_tls;
+	env_tls = e;
+	return prev;
+}
+
+/** Go back to the table env_enter returned. */
+static inline void
+env_leave(struct env_ops *prev)
+{
+	env_tls = prev;
+}
 
 /** Restore the libc defaults. */
 void env_reset(void);

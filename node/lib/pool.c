@@ -56,12 +56,15 @@ struct pool {
 	pthread_t *threads;
 	/** Number of started worker threads. */
 	unsigned nthreads;
+	/** The environment of the thread that created the pool; its workers run in it. */
+	struct env_ops *env_ops;
 };
 
 static void *
 pool_worker(void *arg)
 {
 	struct pool *p = arg;
+	env_enter(p->env_ops);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		while (p->head == NULL && !p->stopping)
@@ -132,6 +135,7 @@ pool_new(struct ev_loop *loop, unsigned threads, unsigned max_queued, struct poo
 		return diag_set(STRATA_ENOMEM, "pool: out of memory");
 	}
 	p->loop = loop;
+	p->env_ops = env_tls;
 	p->max_queued = max_queued ? max_queued : 4096;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);

@@ -68,7 +68,7 @@ struct policy_run {
 	int ref;
 	/** CPU time spent while resumed, nanoseconds. */
 	uint64_t cpu_ns;
-	/** policy_cpu_ns() when the current resume began. */
+	/** policy_now_cpu() when the current resume began. */
 	uint64_t resumed_at;
 	/** POLICY_KILL_* once a limit fired. */
 	int killed;
@@ -114,6 +114,13 @@ policy_default_cpu_ns(void)
 }
 
 uint64_t (*policy_cpu_ns)(void) = policy_default_cpu_ns;
+
+/** The hook-budget clock: the environment's, else policy_cpu_ns. */
+static uint64_t
+policy_now_cpu(void)
+{
+	return env.cpu_ns != NULL ? env.cpu_ns() : policy_cpu_ns();
+}
 
 /* The built-in policy (policies/default.lua), the sandbox prelude (prelude.lua: its
  * arguments are the real globals, killed(), textload(chunk, name, env) and the log
@@ -218,7 +225,7 @@ policy_count_hook(lua_State *L, lua_Debug *ar)
 	if (r == NULL)
 		return;
 	if (r->killed == POLICY_KILL_NONE) {
-		uint64_t used = r->cpu_ns + (policy_cpu_ns() - r->resumed_at);
+		uint64_t used = r->cpu_ns + (policy_now_cpu() - r->resumed_at);
 		if (used <= p->budget_ns)
 			return;
 		r->killed = POLICY_KILL_BUDGET;
@@ -600,7 +607,7 @@ policy_call_budgeted(struct policy *p, int nargs, int nres)
 {
 	struct policy_run load = {.p = p, .ref = LUA_NOREF, .loading = 1};
 	p->current = &load;
-	load.resumed_at = policy_cpu_ns();
+	load.resumed_at = policy_now_cpu();
 	int rc = lua_pcall(p->L, nargs, nres, 0);
 	p->current = NULL;
 	if (rc != 0 && load.killed == POLICY_KILL_MEM) {
@@ -905,9 +912,9 @@ policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen)
 {
 	struct policy *p = r->p;
 	p->current = r;
-	r->resumed_at = policy_cpu_ns();
+	r->resumed_at = policy_now_cpu();
 	int rc = lua_resume(r->co, nargs);
-	r->cpu_ns += policy_cpu_ns() - r->resumed_at;
+	r->cpu_ns += policy_now_cpu() - r->resumed_at;
 	p->current = NULL;
 	if (rc == LUA_YIELD)
 		return POLICY_RUN_YIELD;

@@ -44,6 +44,7 @@
 #include "../../node/core/manifest.h"
 #include "../../node/core/wal.h"
 #include "../../node/lib/diag.h"
+#include "../../node/lib/env.h"
 #include "../../node/objstore/objstore.h"
 #include "../../node/strata.h"
 #include "crash_common.h"
@@ -896,6 +897,11 @@ usage(const char *argv0)
 int
 main(int argc, char **argv)
 {
+	for (size_t i = 0; i < sizeof(crash_points) / sizeof(crash_points[0]); i++)
+		if (env_point_lookup(crash_points[i]) < 0) {
+			fprintf(stderr, "crash: the engine has no test point '%s'\n", crash_points[i]);
+			return 2;
+		}
 	int have_seed = 0;
 	for (int i = 1; i < argc; i++) {
 		uint64_t v = 0;

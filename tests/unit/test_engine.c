@@ -93,6 +93,10 @@ test_point(const char *name, const void *arg)
 static void
 pt_arm(const char *name, int action)
 {
+	if (env_point_lookup(name) < 0) {
+		fprintf(stderr, "  pt_arm: the engine has no test point '%s'\n", name);
+		abort();
+	}
 	pthread_mutex_lock(&pt.mu);
 	pt.name = name;
 	pt.action = action;

@@ -285,6 +285,8 @@ crash_child(const strata_options *o, const char *point)
 	}
 	if (put_range(db, "tail-", 0, 50, "t", 10) != 0)
 		_exit(12);
+	if (env_point_lookup(point) < 0)
+		_exit(13); /* no such test point: the test is wrong */
 	__atomic_store_n(&exit_at, point, __ATOMIC_RELEASE);
 	uint32_t merged = 0;
 	int rc = strata_merge(db, 0, 0, &merged);
