@@ -13,10 +13,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime.h"
-
 struct policy;
 struct policy_run;
+
+/** The resolved settings of a policy (policy.c fills them from the script). */
+struct runtime_settings {
+	/** Seconds between seals of a non-empty memtable (0 = never). */
+	double flush_interval_s;
+	/** Seconds between sweeper runs (0 = off). */
+	double sweep_interval_s;
+	/** Pending generations that trigger a merge after a seal (0 = off). */
+	uint32_t merge_after_generations;
+	/** Per-pass input cap of every trigger (0 = the engine's cap). */
+	uint32_t merge_max_generations;
+	/** Memtable size that triggers a seal (0 = none). */
+	uint64_t memtable_max_bytes;
+	/** Base runs that trigger a compaction (0 = off). */
+	uint32_t base_max_runs;
+};
 
 /** Default CPU budget of one hook run (and of loading), milliseconds. */
 #define POLICY_DEFAULT_BUDGET_MS 200u
@@ -108,11 +122,6 @@ void policy_run_set_data(struct policy_run *r, void *data);
 void *policy_run_data(const struct policy_run *r);
 /** Free a run that finished or is abandoned (its coroutine becomes garbage). */
 void policy_run_delete(struct policy_run *r);
-
-/** (runtime.c) Work in flight in a runtime: live hook runs, pool jobs, store
- *  events and merge requests not yet handled. 0 when idle. For tests and for
- *  simulation steps that run the loop until nothing is left to do. */
-unsigned runtime_busy(struct runtime *rt);
 
 /** Format the resolved settings and hooks as "key = value" lines (for `strata policy check`). */
 void policy_describe(const struct policy *p, char *buf, size_t len);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "../strata_types.h"
+#include "policy.h"
 
 struct host;
 struct runtime;
@@ -68,16 +69,6 @@ struct runtime_stats {
 	char policy_name[512];
 };
 
-/** The resolved settings of a policy. */
-struct runtime_settings {
-	double flush_interval_s;
-	double sweep_interval_s;
-	uint32_t merge_after_generations;
-	uint32_t merge_max_generations;
-	uint64_t memtable_max_bytes;
-	uint32_t base_max_runs;
-};
-
 /** Start: load and validate the policy (error text in err), arm timers, listen to the store. */
 int runtime_new(const struct runtime_options *o, struct runtime **out, char *err, size_t errlen);
 /** Stop timers, wait for in-flight work, free. Hooks in flight are abandoned safely
@@ -104,6 +95,10 @@ int runtime_merge_request(struct runtime *rt, uint32_t shard, runtime_merge_cb c
 typedef void (*runtime_done_cb)(void *ctx, int rc, const char *err);
 /** Seal a shard on the pool (HTTP seal); cb runs on the loop thread. */
 int runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, void *ctx);
+/** Work in flight in a runtime: live hook runs, its executor jobs, store events and
+ *  merge requests not yet handled. 0 when idle. For tests and for simulation steps
+ *  that run the loop until nothing is left to do. */
+unsigned runtime_busy(struct runtime *rt);
 /** Compile and validate a policy without running it (for `strata policy check`):
  *  fills *out, or returns nonzero with every error (file:line) in err. */
 int runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out,
