@@ -1,9 +1,11 @@
 /*
  * strata.c — the public API (strata.h), in one place: a handle is a core store, the
- * host it runs on and, with options.policy, the policy runtime on that host's loop.
- * strata_open creates its own host (a loop thread and a background executor when a
- * policy runs, an inline host without threads otherwise); `strata serve` and `strata
- * load --embedded` make their host and use strata_open_on (strata_host.h).
+ * host it runs on and, with options.policy, the policy runtime on that host's loop (or
+ * on a second host's). strata_open creates its own host (a loop thread and a background
+ * executor when a policy runs, an inline host without threads otherwise); `strata
+ * serve` and `strata load --embedded` make two hosts, one whose loop serves their
+ * clients and one with a loop thread for the runtime, and use strata_open_on
+ * (strata_host.h).
  *
  * Built with STRATA_CORE_ONLY (libstrata-core.a), it has neither host nor runtime and
  * needs neither libev nor LuaJIT; options.policy is then refused.
@@ -33,7 +35,9 @@ struct strata {
 	struct host *host;
 	/** The handle created host and deletes it at close. */
 	int own_host;
-	/** The policy runtime on host's loop, or NULL. */
+	/** The host the policy runtime runs on (host, or strata_runtime_options.host). */
+	struct host *rt_host;
+	/** The policy runtime on rt_host's loop, or NULL. */
 	struct runtime *rt;
 #endif
 };
@@ -52,6 +56,7 @@ strata_options_init(strata_options *o)
 	o->bloom_bits_per_key = 10;
 	o->manifest_keep = 4;
 	o->merge_max_inputs = 8;
+	o->delete_bytes_per_s = 256ull << 20;
 }
 
 #ifndef STRATA_CORE_ONLY
@@ -73,7 +78,7 @@ rt_start_on_loop(void *arg)
 	struct runtime_options ro;
 	memset(&ro, 0, sizeof(ro));
 	ro.db = c->db->store;
-	ro.host = c->db->host;
+	ro.host = c->db->rt_host;
 	ro.policy_path = c->o->policy[0] ? c->o->policy : NULL;
 	ro.watch_file = c->ro != NULL ? c->ro->watch_file : c->o->policy[0] != '\0';
 	c->rc = runtime_new(&ro, &c->db->rt, c->err, sizeof(c->err));
@@ -101,12 +106,13 @@ strata_open_on(const strata_options *o, struct host *h, const struct strata_runt
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	}
 	db->host = h;
+	db->rt_host = ro != NULL && ro->host != NULL ? ro->host : h;
 	db->env_ops = (struct env_ops *)o->env_ops;
 	int rc = store_open(o, &db->store);
 	if (rc == 0 && o->policy != NULL) {
 		/* The runtime's watchers live on the loop: start it from the loop's thread. */
 		struct rt_start c = {.o = o, .ro = ro, .db = db};
-		host_invoke(h, rt_start_on_loop, &c);
+		host_invoke(db->rt_host, rt_start_on_loop, &c);
 		rc = c.rc ? diag_set(c.rc < 0 ? c.rc : STRATA_EINVAL, "policy %s: %s",
 				     o->policy[0] ? o->policy : "(built-in)", c.err)
 			  : 0;
@@ -155,10 +161,26 @@ strata_host(strata *db)
 	return db->host;
 }
 
+struct host *
+strata_runtime_host(strata *db)
+{
+	return db->rt_host;
+}
+
 struct runtime *
 strata_runtime(strata *db)
 {
 	return db->rt;
+}
+
+void
+strata_runtime_stop(strata *db)
+{
+	if (db == NULL || db->rt == NULL)
+		return;
+	struct env_ops *prev = env_enter(db->env_ops);
+	host_invoke(db->rt_host, rt_stop_on_loop, db);
+	env_leave(prev);
 }
 
 struct store *
@@ -174,7 +196,7 @@ strata_close(strata *db)
 		return;
 	struct env_ops *prev = env_enter(db->env_ops);
 	if (db->rt != NULL)
-		host_invoke(db->host, rt_stop_on_loop, db);
+		host_invoke(db->rt_host, rt_stop_on_loop, db);
 	store_close(db->store);
 	if (db->own_host)
 		host_delete(db->host);
@@ -232,7 +254,7 @@ strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err,
 	}
 	struct reload_call c = {db->rt, b.data ? (const char *)b.data : path_or_source,
 				b.data ? b.len : len, name, err, errlen, 0};
-	host_invoke(db->host, reload_on_loop, &c);
+	host_invoke(db->rt_host, reload_on_loop, &c);
 	buf_destroy(&b);
 	if (c.rc)
 		return diag_set(STRATA_EINVAL, "%s", err && errlen ? err : "policy refused");
@@ -264,7 +286,7 @@ strata_policy_info_get(strata *db, strata_policy_info *out)
 	struct info_call c;
 	memset(&c, 0, sizeof(c));
 	c.rt = db->rt;
-	host_invoke(db->host, info_on_loop, &c);
+	host_invoke(db->rt_host, info_on_loop, &c);
 	memset(out, 0, sizeof(*out));
 	out->version = c.st.policy_version;
 	out->reloads = c.st.reloads;

@@ -16,17 +16,29 @@ struct store;
 struct strata_runtime_options {
 	/** Watch the policy file and reload it when it changes. */
 	int watch_file;
+	/** The host the runtime runs on: its loop runs the timers and hooks, its background
+	 *  executor the seals and merges (NULL: the handle's host). One with a loop thread of
+	 *  its own keeps hooks off the thread that runs the handle's host's loop. It must
+	 *  outlive the handle. */
+	struct host *host;
 };
 
 /** strata_open on the caller's host (it must outlive the handle; strata_close leaves it
- *  running). With o->policy set, the policy runtime runs on the host's loop and
- *  background executor; ro may be NULL for the defaults. */
+ *  running). With o->policy set, the policy runtime runs on ro->host, else on h; ro may
+ *  be NULL for the defaults. */
 int strata_open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
 		   strata **out);
 /** The host a handle runs on. */
 struct host *strata_host(strata *db);
+/** The host its policy runtime runs on (strata_host's unless strata_runtime_options.host
+ *  named another): every call into the runtime is made on that host's loop thread. */
+struct host *strata_runtime_host(strata *db);
 /** The policy runtime of a handle, or NULL. */
 struct runtime *strata_runtime(strata *db);
+/** Stop the policy runtime now, on its loop thread, and leave the store open (strata_close
+ *  does it otherwise): the requests handed to it are answered first, so their answers can
+ *  still read the store. Safe on a handle without a runtime, and twice. */
+void strata_runtime_stop(strata *db);
 /** The core store of a handle. */
 struct store *strata_store(strata *db);
 

@@ -84,6 +84,10 @@ typedef struct strata_options {
 	 *  what bounds a merge's memory and time however large the backlog (default 8,
 	 *  at least 2). A policy may narrow it; a call asking for 0 or more gets this. */
 	uint32_t merge_max_inputs;
+	/** Rate at which objects folded by merges and compactions are deleted, bytes per
+	 *  second (default 256 MiB/s; 0 = unlimited); a large object is cut down in 8 MiB
+	 *  steps first. Deletes are background work: never done by a reader or a commit. */
+	uint64_t delete_bytes_per_s;
 	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in
 	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
 	 *  the policy runtime on a libev loop on a thread of its own. */
@@ -144,6 +148,8 @@ typedef struct strata_row {
 	X(compactions, "counter", "strata_compactions_total", 1, "Base compactions committed.")        \
 	X(max_exclusive_ns, "gauge", "strata_exclusive_lock_max_seconds", 1e9,                        \
 	  "Longest hold of the shard's exclusive lock (merge commit) since the store opened.")       \
+	X(max_exclusive_wait_ns, "gauge", "strata_exclusive_lock_wait_max_seconds", 1e9,              \
+	  "Longest wait to take the shard's exclusive lock (behind appends and readers).")          \
 	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
 	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")
 

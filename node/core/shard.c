@@ -117,18 +117,44 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 	/* The rows were checked by the store (store_check_row); the WAL checks its entry. */
 	if (atomic_load(&s->fenced))
 		return fenced_error(s);
+	/* The copies and checksums are made with no lock held; the shared lock covers only
+	 * checking that the memtable is still the active one and taking positions. */
 	struct wal_ticket t;
-	pthread_rwlock_rdlock(&s->rw);
-	struct slot *sl = s->view->active;
-	atomic_fetch_add(&sl->refs, 1);
-	atomic_fetch_add(&sl->writers, 1);
-	/* Every allocation the memtable needs happens before the WAL write, so that once
-	 * the rows are durable, making them visible cannot fail half way. */
 	struct mem_batch *mb = NULL;
-	int rc = mem_batch_new(sl->mem, rows, n, &mb);
-	if (rc == 0)
-		rc = wal_submit(s->wal, rows, n, &t);
-	pthread_rwlock_unlock(&s->rw);
+	struct slot *sl = NULL;
+	int rc = 0;
+	for (;;) {
+		pthread_rwlock_rdlock(&s->rw);
+		sl = s->view->active;
+		atomic_fetch_add(&sl->refs, 1);
+		atomic_fetch_add(&sl->writers, 1);
+		pthread_rwlock_unlock(&s->rw);
+		/* Every allocation the memtable needs happens before the WAL write, so that once
+		 * the rows are durable, making them visible cannot fail half way. */
+		struct wal_entry *we = NULL;
+		rc = mem_batch_new(sl->mem, rows, n, &mb);
+		if (rc == 0)
+			rc = wal_encode(s->wal, rows, n, &we);
+		if (rc)
+			break;
+		pthread_rwlock_rdlock(&s->rw);
+		int still_active = s->view->active == sl;
+		if (still_active)
+			rc = wal_submit_encoded(s->wal, we, &t);
+		pthread_rwlock_unlock(&s->rw);
+		if (still_active)
+			break;
+		/* A seal swapped the memtable meanwhile: prepare again for the new one. */
+		wal_entry_free(we);
+		mem_batch_free(mb);
+		mb = NULL;
+		if (atomic_fetch_sub(&sl->writers, 1) == 1) {
+			pthread_mutex_lock(&s->writers_mu);
+			pthread_cond_broadcast(&s->writers_cv);
+			pthread_mutex_unlock(&s->writers_mu);
+		}
+		slot_unref(sl);
+	}
 	if (rc == 0)
 		rc = wal_wait(s->wal, &t);
 	if (rc == STRATA_EFENCED)
@@ -910,6 +936,7 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->merge_bytes_out = atomic_load(&s->merge_out);
 	out->compactions = atomic_load(&s->compactions);
 	out->max_exclusive_ns = atomic_load(&s->max_excl_ns);
+	out->max_exclusive_wait_ns = atomic_load(&s->max_excl_wait_ns);
 }
 
 int

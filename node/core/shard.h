@@ -24,6 +24,7 @@
 
 struct shard;
 struct shard_plan;
+struct reaper;
 
 /** What a shard needs from its store. */
 struct shard_config {
@@ -48,6 +49,8 @@ struct shard_config {
 	uint32_t manifest_keep;
 	/** Most inputs one merge or compaction pass folds (>= 2). */
 	uint32_t merge_max_inputs;
+	/** Where objects the manifest no longer names go to be deleted (the store's). */
+	struct reaper *reaper;
 };
 
 /** Load a shard, writing nothing: read its manifest, open (and so check) every table it

@@ -19,6 +19,7 @@
 
 #include "manifest.h"
 #include "mem.h"
+#include "reaper.h"
 #include "run.h"
 #include "shard.h"
 #include "wal.h"
@@ -53,6 +54,8 @@ struct table {
 	atomic_int obsolete;
 	/** Object store holding it. */
 	struct objstore *os;
+	/** Where it goes once obsolete and unreferenced. */
+	struct reaper *reaper;
 	/** Object key. */
 	char key[160];
 };
@@ -137,7 +140,7 @@ struct shard {
 	atomic_int cb_inflight;
 	/** Counters for stats. */
 	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
-		merge_in, merge_out, compactions, max_excl_ns;
+		merge_in, merge_out, compactions, max_excl_ns, max_excl_wait_ns;
 };
 
 

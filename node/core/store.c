@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../strata_types.h"
+#include "reaper.h"
 #include "shard.h"
 #include "store.h"
 
@@ -36,6 +38,11 @@ struct store {
 	int lock_fd;
 	/** The environment every call of the store runs in (options.env_ops; NULL: default). */
 	struct env_ops *env_ops;
+	/** Deletes of objects no manifest names any more, run as background work. */
+	struct reaper *reaper;
+	/** Whether someone above runs the reaper (store_set_reaper_kick); else the store's
+	 *  own seals and merges drain it after their commit. */
+	atomic_int reaper_driven;
 };
 
 /** File in the data directory whose flock marks the directory's one owner. */
@@ -288,6 +295,8 @@ store_open_in(const strata_options *o, struct store **out)
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
 		rc = env.objstore_new != NULL ? env.objstore_new(path, &db->os) : objstore_fs_new(path, &db->os);
 	}
+	if (rc == 0)
+		rc = reaper_new(db->os, o->delete_bytes_per_s, 8u << 20, &db->reaper);
 	/* 3. Read and check every shard before writing anything. */
 	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
 		struct shard_config cfg;
@@ -306,6 +315,7 @@ store_open_in(const strata_options *o, struct store **out)
 								    : RUN_BLOOM_DISABLED;
 		cfg.manifest_keep = o->manifest_keep;
 		cfg.merge_max_inputs = o->merge_max_inputs;
+		cfg.reaper = db->reaper;
 		rc = shard_load(&cfg, &db->shards[i]);
 		if (rc == 0)
 			db->nshards++;
@@ -347,6 +357,7 @@ store_close_in(struct store *db)
 		return;
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_close(db->shards[i]);
+	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
 	env.free(db->listener);
 	for (uint32_t i = 0; i < db->nold; i++)
 		env.free(db->old_listeners[i]);
@@ -671,6 +682,8 @@ store_strerror(int rc)
 
 /* ---------- entry points: every call runs in the store's environment ---------- */
 
+static void store_reap_if_undriven(struct store *db);
+
 /** Enter db's environment for the rest of the block; STORE_LEAVE before returning. */
 #define STORE_ENTER(e) struct env_ops *env_prev_ = env_enter(e)
 #define STORE_LEAVE() env_leave(env_prev_)
@@ -721,14 +734,65 @@ STORE_ENTRY(store_get, (struct store *db, uint32_t shard, const void *key, size_
 STORE_ENTRY(store_scan, (struct store *db, uint32_t shard, const void *start, size_t start_len,
 			 const void *end, size_t end_len, int (*cb)(void *ctx, const strata_row *row),
 			 void *ctx), (db, shard, start, start_len, end, end_len, cb, ctx))
-STORE_ENTRY(store_seal, (struct store *db, uint32_t shard), (db, shard))
+/** With nobody running the reaper, the calls that do background work drain it, after
+ *  their commit and outside every lock. */
+static void
+store_reap_if_undriven(struct store *db)
+{
+	if (!atomic_load(&db->reaper_driven))
+		reaper_run(db->reaper, UINT64_MAX);
+}
+
+int
+store_seal(struct store *db, uint32_t shard)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	STORE_ENTER(db->env_ops);
+	int rc = store_seal_in(db, shard);
+	store_reap_if_undriven(db);
+	STORE_LEAVE();
+	return rc;
+}
 STORE_ENTRY(store_prepare_merge, (struct store *db, uint32_t shard, uint32_t max_generations,
 				  strata_plan **plan), (db, shard, max_generations, plan))
 STORE_ENTRY(store_prepare_compact, (struct store *db, uint32_t shard, uint32_t max_runs,
 				    strata_plan **plan), (db, shard, max_runs, plan))
 STORE_ENTRY(store_commit, (struct store *db, strata_plan *plan), (db, plan))
-STORE_ENTRY(store_merge, (struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged),
-	    (db, shard, max_generations, merged))
+int
+store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	STORE_ENTER(db->env_ops);
+	int rc = store_merge_in(db, shard, max_generations, merged);
+	store_reap_if_undriven(db);
+	STORE_LEAVE();
+	return rc;
+}
+
+void
+store_set_reaper_kick(struct store *db, void (*kick)(void *ctx), void *ctx)
+{
+	atomic_store(&db->reaper_driven, kick != NULL);
+	reaper_set_kick(db->reaper, kick, ctx);
+}
+
+uint64_t
+store_reap(struct store *db, uint64_t max_wait_ns)
+{
+	STORE_ENTER(db->env_ops);
+	uint64_t n = reaper_run(db->reaper, max_wait_ns);
+	STORE_LEAVE();
+	return n;
+}
+
+void
+store_reaper_stats(struct store *db, uint64_t *pending, uint64_t *pending_bytes, uint64_t *deleted,
+		   uint64_t *deleted_bytes)
+{
+	reaper_stats(db->reaper, pending, pending_bytes, deleted, deleted_bytes);
+}
 STORE_ENTRY(store_shard_stats, (struct store *db, uint32_t shard, strata_stats *out), (db, shard, out))
 STORE_ENTRY(store_check, (struct store *db, uint32_t shard), (db, shard))
 
@@ -737,7 +801,9 @@ store_abort(struct store *db, strata_plan *plan)
 {
 	if (plan == NULL)
 		return;
-	STORE_ENTER(plan->db->env_ops);
+	struct store *owner = plan->db;
+	STORE_ENTER(owner->env_ops);
 	store_abort_in(db, plan);
+	store_reap_if_undriven(owner); /* an abort ends a merge: background work too */
 	STORE_LEAVE();
 }

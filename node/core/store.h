@@ -65,6 +65,16 @@ void store_abort(struct store *db, strata_plan *plan);
 int store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged);
 int store_shard_stats(struct store *db, uint32_t shard, strata_stats *out);
 int store_check(struct store *db, uint32_t shard);
+/** Hand the deletes of merged objects to someone above (the host's background
+ *  executor): kick is called, from any thread, when deletes are queued, and that
+ *  someone calls store_reap. NULL: the store's own seals and merges run them. */
+void store_set_reaper_kick(struct store *db, void (*kick)(void *ctx), void *ctx);
+/** Run the queued deletes within the store's rate, waiting up to max_wait_ns in all;
+ *  returns the objects still queued. */
+uint64_t store_reap(struct store *db, uint64_t max_wait_ns);
+/** Deletes queued (objects, bytes) and done since the open. */
+void store_reaper_stats(struct store *db, uint64_t *pending, uint64_t *pending_bytes, uint64_t *deleted,
+			uint64_t *deleted_bytes);
 /** Words for a result code; every code has some. */
 const char *store_strerror(int rc);
 

@@ -48,11 +48,14 @@ table_unref(struct table *t)
 	if (t == NULL || atomic_fetch_sub(&t->refs, 1) != 1)
 		return;
 	run_reader_close(t->r);
+	/* Whoever lets go last (a reader, a commit) only queues the delete: no IO here. */
 	if (atomic_load(&t->obsolete)) {
-		int rc = objstore_del(t->os, t->key);
-		if (rc)
+		if (t->reaper != NULL) {
+			reaper_add(t->reaper, t->key, t->obj.bytes);
+		} else if (objstore_del(t->os, t->key) != 0) {
 			diag_log(LOG_LVL_WARN, "delete of merged object %s failed: %s (orphan collection "
 				 "will retry)", t->key, diag_last());
+		}
 	}
 	env.free(t);
 }
@@ -66,6 +69,7 @@ table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table
 	t->obj = *o;
 	t->kind = kind;
 	t->os = s->cfg.os;
+	t->reaper = s->cfg.reaper;
 	atomic_init(&t->refs, 1);
 	manifest_obj_key(t->key, sizeof(t->key), s->cfg.prefix, kind, o);
 	int rc = run_reader_open(s->cfg.os, t->key, &t->r);
@@ -144,8 +148,14 @@ view_pin(struct shard *s)
 void
 excl_lock(struct shard *s, uint64_t *t0)
 {
+	uint64_t w0 = env.mono_ns();
 	pthread_rwlock_wrlock(&s->rw);
 	*t0 = env.mono_ns();
+	/* The wait is what readers and appends ahead of the swap cost it. */
+	uint64_t waited = *t0 - w0;
+	uint_fast64_t cur = atomic_load(&s->max_excl_wait_ns);
+	while (waited > cur && !atomic_compare_exchange_weak(&s->max_excl_wait_ns, &cur, waited))
+		;
 }
 
 /** Release the exclusive lock and record the longest hold. */

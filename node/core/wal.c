@@ -67,6 +67,8 @@ struct wal_entry {
 	uint64_t last_seq;
 	/** Bytes in data: entry header plus payload. */
 	size_t len;
+	/** Rows in the entry. */
+	size_t nrows;
 	/** The entry exactly as written to the segment. */
 	uint8_t data[];
 };
@@ -1026,9 +1028,10 @@ wal_bg_main(void *arg)
 /* ---- public ---- */
 
 int
-wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t)
+wal_encode(struct wal *w, const strata_row *rows, size_t n, struct wal_entry **out)
 {
-	if (rows == NULL || t == NULL || n == 0)
+	*out = NULL;
+	if (rows == NULL || n == 0)
 		return diag_set(STRATA_EINVAL, "wal: submit needs at least one row");
 	if (n > UINT32_MAX)
 		return diag_set(STRATA_ETOOBIG, "wal: %zu rows in one entry (limit %u)", n, UINT32_MAX);
@@ -1065,10 +1068,18 @@ wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t
 	assert(p == e->data + len);
 	e->next = NULL;
 	e->len = len;
+	e->nrows = n;
 	enc_u32(e->data + 4, (uint32_t)plen);
 	enc_u32(e->data + 16, (uint32_t)n);
 	enc_u32(e->data + 20, crc32c(0, e->data + WAL_ENTRY_HDR, (size_t)plen));
+	*out = e;
+	return 0;
+}
 
+int
+wal_submit_encoded(struct wal *w, struct wal_entry *e, struct wal_ticket *t)
+{
+	size_t n = e->nrows, len = e->len;
 	pthread_mutex_lock(&w->mu);
 	int rc = 0;
 	if (w->failed)
@@ -1100,6 +1111,22 @@ wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t
 	t->end_offset = w->submitted_off;
 	pthread_mutex_unlock(&w->mu);
 	return 0;
+}
+
+int
+wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t)
+{
+	if (t == NULL)
+		return diag_set(STRATA_EINVAL, "wal: submit needs a ticket");
+	struct wal_entry *e;
+	int rc = wal_encode(w, rows, n, &e);
+	return rc ? rc : wal_submit_encoded(w, e, t);
+}
+
+void
+wal_entry_free(struct wal_entry *e)
+{
+	env.free(e);
 }
 
 int

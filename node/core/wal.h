@@ -128,6 +128,15 @@ int wal_check_dir(const char *dir, uint64_t replay_after, uint64_t max_entry_byt
  *   max(1, last position found + 1, position named by the last segment, next_seq_floor). */
 /** Assign positions to n rows and queue their entry. No IO; thread-safe. */
 int wal_submit(struct wal *w, const strata_row *rows, size_t n, struct wal_ticket *t);
+/** An entry encoded and checksummed ahead of its submission (wal_encode). */
+struct wal_entry;
+/** The heavy half of wal_submit, with no lock taken: check the rows against the
+ *  entry limits, copy them into an entry and checksum its payload. */
+int wal_encode(struct wal *w, const strata_row *rows, size_t n, struct wal_entry **out);
+/** The O(1) half: assign positions and queue e (consumed, also on failure). */
+int wal_submit_encoded(struct wal *w, struct wal_entry *e, struct wal_ticket *t);
+/** Free an entry that was never submitted. Safe on NULL. */
+void wal_entry_free(struct wal_entry *e);
 /** Block until the ticket's entry is durable under the sync mode (written, for NONE). */
 int wal_wait(struct wal *w, const struct wal_ticket *t);
 /*   Returns 0 for a ticket already acknowledged, even after a later failure;

@@ -1,10 +1,11 @@
 /*
  * host.c — the loop, its optional thread, the foreground and background executors,
- * calls onto the loop thread, and the inline step.
+ * calls onto the loop thread (waited for, or posted), and the inline step.
  */
 #include "host.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 #include "../lib/diag.h"
@@ -12,17 +13,6 @@
 
 /** Threads of each executor when the options say 0. */
 #define HOST_DEFAULT_THREADS 2u
-
-/** A call waiting for the loop thread (host_invoke). */
-struct host_call {
-	/** What to run, and its argument. */
-	void (*fn)(void *arg);
-	void *arg;
-	/** Set once it ran. */
-	int done;
-	/** Next waiting call. */
-	struct host_call *next;
-};
 
 struct host {
 	/** HOST_THREADED or HOST_INLINE. */
@@ -53,8 +43,8 @@ struct host {
 	struct env_ops *env_ops;
 };
 
-/** Loop thread: run the waiting calls, in the order they came. */
-static void
+/** Loop thread: run the waiting calls, in the order they came. The number run. */
+static unsigned
 host_run_calls(struct host *h)
 {
 	pthread_mutex_lock(&h->mu);
@@ -67,15 +57,22 @@ host_run_calls(struct host *h)
 		rev = list;
 		list = next;
 	}
+	unsigned ran = 0;
 	while (rev != NULL) {
+		/* A posted call may be freed or posted again by its fn: read it first. */
 		struct host_call *next = rev->next;
+		int wait = rev->wait;
 		rev->fn(rev->arg);
-		pthread_mutex_lock(&h->mu);
-		rev->done = 1;
-		pthread_cond_broadcast(&h->cv);
-		pthread_mutex_unlock(&h->mu);
+		ran++;
+		if (wait) {
+			pthread_mutex_lock(&h->mu);
+			rev->done = 1;
+			pthread_cond_broadcast(&h->cv);
+			pthread_mutex_unlock(&h->mu);
+		}
 		rev = next;
 	}
+	return ran;
 }
 
 static void
@@ -102,7 +99,8 @@ host_main(void *arg)
 	pthread_mutex_unlock(&h->mu);
 	ev_run(h->loop, 0);
 	/* Calls that came while it stopped still get to run. */
-	host_run_calls(h);
+	while (host_run_calls(h) > 0)
+		;
 	return NULL;
 }
 
@@ -131,6 +129,15 @@ host_new(const struct host_options *o, struct host **out)
 		h->own_loop = 1;
 	}
 	int rc = h->loop ? 0 : diag_set(STRATA_ENOMEM, "host: cannot create an event loop");
+	/* The threads started here inherit a mask without the process-wide control signals,
+	 * so those reach the embedder's threads (serve's main loop, which watches them) and
+	 * never a worker or the runtime's loop thread, which may be busy in a hook. */
+	sigset_t quiet, prev_mask;
+	sigemptyset(&quiet);
+	static const int control[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGALRM};
+	for (size_t i = 0; i < sizeof(control) / sizeof(control[0]); i++)
+		sigaddset(&quiet, control[i]);
+	pthread_sigmask(SIG_BLOCK, &quiet, &prev_mask);
 	for (int i = 0; rc == 0 && i < HOST_NEXEC; i++) {
 		unsigned threads = o->mode == HOST_INLINE ? 0
 				   : o->threads[i] ? o->threads[i]
@@ -154,6 +161,7 @@ host_new(const struct host_options *o, struct host **out)
 			pthread_mutex_unlock(&h->mu);
 		}
 	}
+	pthread_sigmask(SIG_SETMASK, &prev_mask, NULL);
 	if (rc) {
 		host_delete(h);
 		return rc;
@@ -175,9 +183,12 @@ host_delete(struct host *h)
 		pthread_join(h->thread, NULL);
 		h->has_thread = 0;
 	}
-	/* Finished jobs deliver their completions here, on the only thread left. */
+	/* Finished jobs deliver their completions here, on the only thread left, and so do
+	 * calls posted after the loop stopped (before and after: either may queue the other). */
+	host_run_posted(h);
 	for (int i = HOST_NEXEC; i-- > 0;)
 		pool_delete(h->exec[i]);
+	host_run_posted(h);
 	if (h->loop != NULL) {
 		ev_async_stop(h->loop, &h->wake);
 		if (h->own_loop)
@@ -231,7 +242,7 @@ host_invoke(struct host *h, void (*fn)(void *arg), void *arg)
 		fn(arg);
 		return;
 	}
-	struct host_call c = {.fn = fn, .arg = arg};
+	struct host_call c = {.fn = fn, .arg = arg, .wait = 1};
 	pthread_mutex_lock(&h->mu);
 	c.next = h->calls;
 	h->calls = &c;
@@ -241,6 +252,29 @@ host_invoke(struct host *h, void (*fn)(void *arg), void *arg)
 	while (!c.done)
 		pthread_cond_wait(&h->cv, &h->mu);
 	pthread_mutex_unlock(&h->mu);
+}
+
+void
+host_post(struct host *h, struct host_call *c, void (*fn)(void *arg), void *arg)
+{
+	c->fn = fn;
+	c->arg = arg;
+	c->wait = 0;
+	c->done = 0;
+	pthread_mutex_lock(&h->mu);
+	c->next = h->calls;
+	h->calls = c;
+	pthread_mutex_unlock(&h->mu);
+	ev_async_send(h->loop, &h->wake);
+}
+
+unsigned
+host_run_posted(struct host *h)
+{
+	unsigned total = 0, ran;
+	while ((ran = host_run_calls(h)) > 0)
+		total += ran;
+	return total;
 }
 
 int

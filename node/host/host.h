@@ -12,6 +12,15 @@
  *                  of the host's own (loop_thread) or on the caller's (serve).
  *   HOST_INLINE    zero threads: work runs only inside host_step, on the caller's
  *                  thread (a simulation frame decides when background work runs).
+ *
+ * The host's threads block the process-wide control signals (SIGTERM, SIGINT, SIGHUP,
+ * SIGQUIT, SIGUSR1/2, SIGCHLD, SIGALRM), so those are delivered to the embedder's threads.
+ *
+ * A program that must keep one loop free of another's work runs two hosts: `strata
+ * serve` serves HTTP on one (its own loop, the foreground executor) and runs the policy
+ * runtime on a second with a loop thread (the runtime's timers and hooks, the
+ * background executor), and the two hand each other work with host_post, never
+ * waiting for each other.
  */
 #ifndef STRATA_HOST_H
 #define STRATA_HOST_H
@@ -66,9 +75,35 @@ struct ev_loop *host_loop(struct host *h);
 struct pool *host_exec(struct host *h, int which);
 /** Queue depth and refusals of an executor. */
 void host_exec_stats(struct host *h, int which, struct host_exec_stats *out);
+/** A call queued for a host's loop (host_post, host_invoke). The poster owns the storage;
+ *  the host is done with a posted call once its fn starts, so fn may free the storage or
+ *  post it again (to this host or another). Members are the host's. */
+struct host_call {
+	/** What to run. */
+	void (*fn)(void *arg);
+	/** Argument of fn. */
+	void *arg;
+	/** host_invoke waits for it: done is set once fn returned. */
+	int wait;
+	/** Set once fn returned (waited calls only). */
+	int done;
+	/** Next call in the queue. */
+	struct host_call *next;
+};
+
 /** Run fn(arg) on the loop thread and wait for it (inline when called on it, when the
  *  host has no loop thread, or before the loop thread runs). */
 void host_invoke(struct host *h, void (*fn)(void *arg), void *arg);
+/** Queue fn(arg) to run on the thread that runs h's loop (its loop thread, or the caller
+ *  running it) and return at once, never running it inline: how one loop hands work to
+ *  another without waiting for it. Thread-safe; calls run in the order they were posted
+ *  (with host_invoke's). c must stay valid until fn starts. Calls still queued when the
+ *  loop stops run in host_delete or host_run_posted. */
+void host_post(struct host *h, struct host_call *c, void (*fn)(void *arg), void *arg);
+/** Run the calls posted so far (and those they post to h) on the calling thread, which
+ *  runs the loop or the loop is stopped: how a component that stops collects the answers
+ *  already handed to it. The number of calls run. */
+unsigned host_run_posted(struct host *h);
 /** 1 when the calling thread is the loop's thread (or the host has no loop thread). */
 int host_on_loop(struct host *h);
 /** Wait for one job of an executor to finish (inline: run one) and run the completions

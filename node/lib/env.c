@@ -58,6 +58,7 @@ env_default_open(const char *path, int flags, mode_t mode)
 	.calloc = calloc, \
 	.realloc = realloc, \
 	.free = free, \
+	.sync_file_range = sync_file_range, \
 	.point = NULL, \
 }
 

@@ -59,6 +59,10 @@ struct env_ops {
 	/** Open the object store of a data directory's objects/ (NULL: the local-directory
 	 *  store, objstore_fs_new). */
 	int (*objstore_new)(const char *dir, struct objstore **out);
+	/** sync_file_range(2): start, or wait for, the writeback of a byte range of a file;
+	 *  makes nothing durable. The fs object store's incremental writeback of run files
+	 *  (NULL: none). */
+	int (*sync_file_range)(int fd, off_t off, off_t n, unsigned int flags);
 	/** Test point, called at named places in the engine (ENV_POINTS below). It may
 	 *  block (to pause an operation) or _exit (to crash there). Returning nonzero makes
 	 *  the operation fail at that point with STRATA_EINJECTED through its normal error

@@ -2,8 +2,11 @@
  * load_embed.c — the embedded target of `strata load`: a store opened in-process,
  * appends, reads, scans and stats run by worker threads through the embedding API
  * (node/strata.h), completions back on the loop through the pool's ev_async. A
- * policy runtime (node/policy/runtime.h) on the same loop does what a node's does:
- * flush timers, merge triggers, and the seal, merge_wal and put_policy verbs.
+ * policy runtime (node/policy/runtime.h) does what a node's does: flush timers, merge
+ * triggers, and the seal, merge_wal, get_policy and put_policy verbs. As in `strata
+ * serve`, it runs on a host of its own (a loop thread for its timers and hooks), never
+ * on the runner's loop: a verb crosses to the runtime's loop with host_post and its
+ * answer crosses back the same way.
  *
  * Results are shaped like the node's HTTP replies (status codes, the stats JSON),
  * so one script runs against either target.
@@ -30,12 +33,15 @@ struct lembed {
 	struct ev_loop *loop;
 	/** The store. */
 	strata *db;
-	/** The host on the runner's loop: its foreground executor runs the calls, its
-	 *  background one the policy's seals and merges (owned). */
+	/** The host on the runner's loop: its foreground executor runs the calls (owned). */
 	struct host *host;
+	/** The policy runtime's host: a loop thread for its timers and hooks, its background
+	 *  executor for the policy's seals and merges (owned). */
+	struct host *rt_host;
 	/** host's foreground executor. */
 	struct pool *pool;
-	/** The policy runtime (seal, merge_wal, put_policy, timers and triggers). */
+	/** The policy runtime (seal, merge_wal, put_policy, timers and triggers); called on
+	 *  rt_host's loop thread only. */
 	struct runtime *rt;
 	/** Completes requests finished on the loop thread (runtime verbs, refusals) later. */
 	ev_timer defer;
@@ -343,29 +349,106 @@ lembed_rt_result(struct load_req *r, int rc, const char *err)
 		      strata_strerror(rc), err != NULL && err[0] ? err : strata_last_error());
 }
 
+/** A runtime verb crossing to the runtime's loop and back. The members marked (runtime)
+ *  are written on the runtime's loop thread before the call is posted back. */
+struct lembed_rtcall {
+	/** The crossing: to the runtime's loop, then back to the runner's. */
+	struct host_call call;
+	/** The target (the runtime's side reads only rt and host). */
+	struct lembed *e;
+	/** The request (the runtime's side reads only its verb, shard and body). */
+	struct load_req *r;
+	/** (runtime) Inside runtime_*_request: a completion only records its result. */
+	int submitting;
+	/** (runtime) The completion ran. */
+	int done;
+	/** (runtime) Result code. */
+	int rc;
+	/** (runtime) Generations merged by a merge_wal. */
+	uint64_t reclaimed;
+	/** (runtime) Generations still waiting afterwards. */
+	uint64_t pending;
+	/** (runtime) Error text. */
+	char err[2048];
+	/** (runtime) The running policy (get_policy). */
+	struct views_policy_snap snap;
+};
+
+static void lembed_rt_answer(void *arg);
+
+/** Runtime's loop: hand c back to the runner's loop. */
+static void
+lembed_rt_back(struct lembed_rtcall *c)
+{
+	host_post(c->e->host, &c->call, lembed_rt_answer, c);
+}
+
+static void
+lembed_rt_done(struct lembed_rtcall *c, int rc, const char *err)
+{
+	c->rc = rc;
+	snprintf(c->err, sizeof(c->err), "%s", err ? err : "");
+	c->done = 1;
+	if (!c->submitting)
+		lembed_rt_back(c);
+}
+
 static void
 lembed_seal_cb(void *ctx, int rc, const char *err)
 {
-	struct load_req *r = ctx;
-	lembed_rt_result(r, rc, err);
-	lembed_later(r->priv, r);
+	lembed_rt_done(ctx, rc, err);
 }
 
 static void
 lembed_merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
 {
-	struct load_req *r = ctx;
-	r->reclaimed = reclaimed;
-	r->pending = pending;
-	lembed_rt_result(r, rc, err);
-	lembed_later(r->priv, r);
+	struct lembed_rtcall *c = ctx;
+	c->reclaimed = reclaimed;
+	c->pending = pending;
+	lembed_rt_done(c, rc, err);
 }
 
-/** Fill resp with the running policy as GET /v1/policy shows it. Loop thread. */
+/** Runtime's loop: run the verb there. */
 static void
-lembed_policy_json(struct lembed *e, struct load_req *r)
+lembed_rt_run(void *arg)
 {
-	json_t *o = views_policy(e->rt, 1);
+	struct lembed_rtcall *c = arg;
+	struct lembed *e = c->e;
+	struct load_req *r = c->r;
+	diag_clear();
+	switch (r->verb) {
+	case LOAD_VERB_SEAL:
+	case LOAD_VERB_MERGE: {
+		c->submitting = 1;
+		int rc = r->verb == LOAD_VERB_SEAL ? runtime_seal_request(e->rt, r->shard, lembed_seal_cb, c)
+						   : runtime_merge_request(e->rt, r->shard, lembed_merge_cb, c);
+		c->submitting = 0;
+		if (!c->done && rc == 0)
+			return; /* the completion hands it back */
+		if (!c->done) {
+			c->rc = rc;
+			snprintf(c->err, sizeof(c->err), "%s", diag_last());
+		}
+		break;
+	}
+	case LOAD_VERB_GET_POLICY:
+		c->rc = views_policy_snap(e->rt, 1, &c->snap);
+		if (c->rc != 0)
+			snprintf(c->err, sizeof(c->err), "%s", diag_last());
+		break;
+	default: /* LOAD_VERB_POLICY */
+		c->rc = runtime_reload_source(e->rt, r->body.len ? (const char *)r->body.data : "", r->body.len,
+					      "put_policy", c->err, sizeof(c->err));
+		break;
+	}
+	lembed_rt_back(c);
+}
+
+/** Fill resp with the running policy as GET /v1/policy shows it. */
+static void
+lembed_policy_json(struct load_req *r, const struct views_policy_snap *snap)
+{
+	json_t *o = views_policy(snap);
 	char *txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (txt == NULL || buf_append(&r->resp, txt, strlen(txt)) != 0) {
@@ -377,45 +460,68 @@ lembed_policy_json(struct lembed *e, struct load_req *r)
 	free(txt);
 }
 
+/** Runner's loop: complete the request with what the runtime's side found. */
+static void
+lembed_rt_answer(void *arg)
+{
+	struct lembed_rtcall *c = arg;
+	struct load_req *r = c->r;
+	switch (r->verb) {
+	case LOAD_VERB_SEAL:
+	case LOAD_VERB_MERGE:
+		r->reclaimed = c->reclaimed;
+		r->pending = c->pending;
+		lembed_rt_result(r, c->rc, c->err);
+		break;
+	case LOAD_VERB_GET_POLICY:
+		if (c->rc != 0)
+			lembed_rt_result(r, c->rc, c->err);
+		else
+			lembed_policy_json(r, &c->snap);
+		break;
+	default:
+		if (c->rc != 0) {
+			r->status = 400;
+			load_req_fail(r, LOAD_FAIL_ENGINE, "put_policy: policy refused: %s",
+				      c->err[0] ? c->err : strata_strerror(c->rc));
+		} else {
+			r->status = 200;
+		}
+		break;
+	}
+	views_policy_snap_free(&c->snap);
+	env.free(c);
+	r->t_done = load_now_ns();
+	r->priv = NULL;
+	r->done(r);
+}
+
 static void
 lembed_submit(struct load_target *t, struct load_req *r)
 {
 	struct lembed *e = (struct lembed *)t;
 	r->priv = e;
 	int rc;
-	char err[2048] = "";
 	switch (r->verb) {
 	case LOAD_VERB_SEAL:
 	case LOAD_VERB_MERGE:
+	case LOAD_VERB_GET_POLICY:
+	case LOAD_VERB_POLICY: {
+		/* The runtime's verbs run on its loop, and come back to this one. */
 		r->t_send = load_now_ns();
 		r->status = 0;
-		diag_clear();
-		rc = r->verb == LOAD_VERB_SEAL ? runtime_seal_request(e->rt, r->shard, lembed_seal_cb, r)
-					       : runtime_merge_request(e->rt, r->shard, lembed_merge_cb, r);
-		/* The callback sets a status, possibly before the request call returns. */
-		if (rc != 0 && r->status == 0) {
-			lembed_rt_result(r, rc, diag_last());
+		struct lembed_rtcall *c = env.calloc(1, sizeof(*c));
+		if (c == NULL) {
+			r->status = 503;
+			load_req_fail(r, LOAD_FAIL_ENGINE, "%s: out of memory", load_verb_name(r->verb));
 			lembed_later(e, r);
+			return;
 		}
+		c->e = e;
+		c->r = r;
+		host_post(e->rt_host, &c->call, lembed_rt_run, c);
 		return;
-	case LOAD_VERB_GET_POLICY:
-		r->t_send = load_now_ns();
-		lembed_policy_json(e, r);
-		lembed_later(e, r);
-		return;
-	case LOAD_VERB_POLICY:
-		r->t_send = load_now_ns();
-		rc = runtime_reload_source(e->rt, r->body.len ? (const char *)r->body.data : "", r->body.len,
-					   "put_policy", err, sizeof(err));
-		if (rc != 0) {
-			r->status = 400;
-			load_req_fail(r, LOAD_FAIL_ENGINE, "put_policy: policy refused: %s",
-				      err[0] ? err : strata_strerror(rc));
-		} else {
-			r->status = 200;
-		}
-		lembed_later(e, r);
-		return;
+	}
 	default:
 		break;
 	}
@@ -440,9 +546,14 @@ lembed_destroy(struct load_target *t)
 	struct lembed *e = (struct lembed *)t;
 	while (pool_pending(e->pool) > 0)
 		host_drain(e->host, HOST_FG);
-	strata_close(e->db); /* stops the runtime first */
+	/* The runtime stops after the verbs already handed to its loop; their answers, and
+	 * those of the verbs it still had, come back to this loop before the store closes. */
+	strata_runtime_stop(e->db);
+	host_run_posted(e->host);
+	strata_close(e->db);
 	lembed_defer_cb(e->loop, &e->defer, 0);
 	ev_timer_stop(e->loop, &e->defer);
+	host_delete(e->rt_host);
 	host_delete(e->host);
 	env.free(e);
 }
@@ -465,14 +576,22 @@ load_embed_new(struct ev_loop *loop, const struct load_embed_opts *o, struct loa
 	struct host_options ho = {.mode = HOST_THREADED, .loop = loop};
 	ho.threads[HOST_FG] = o->slots;
 	ho.max_queued[HOST_FG] = o->slots + 16;
+	ho.threads[HOST_BG] = 1;
+	/* The runtime's host: its own loop thread, so hooks never run on the runner's. */
+	struct host_options ro = {.mode = HOST_THREADED, .loop_thread = 1};
+	ro.threads[HOST_FG] = 1;
 	int rc = host_new(&ho, &e->host);
+	if (rc == 0)
+		rc = host_new(&ro, &e->rt_host);
 	if (rc != 0) {
+		host_delete(e->host);
 		env.free(e);
 		return rc;
 	}
-	struct strata_runtime_options sro = {.watch_file = o->policy_path != NULL};
+	struct strata_runtime_options sro = {.watch_file = o->policy_path != NULL, .host = e->rt_host};
 	rc = strata_open_on(&so, e->host, &sro, &e->db);
 	if (rc != 0) {
+		host_delete(e->rt_host);
 		host_delete(e->host);
 		env.free(e);
 		return diag_set(rc, "load: cannot open the store in %s: %s", o->dir, strata_last_error());

@@ -2,7 +2,9 @@
  * fs.c — the local-directory object store. A key "a/b/c" is the file <dir>/a/b/c.
  * Writes go to a temp file ".tmp.<random>" in the key's directory, are fsynced,
  * then renamed (put, writer) or hard-linked (put_if_absent) over the key, and the
- * directory is fsynced. Temp files are never listed.
+ * directory is fsynced. Temp files are never listed. A streamed write (the writer:
+ * run files) starts the writeback of what it wrote every bytes_per_sync bytes
+ * (fs_writer_range_sync), so its final fsync is small.
  */
 #include "objstore.h"
 
@@ -29,6 +31,10 @@
 #define FS_TMP_PREFIX ".tmp."
 /** Attempts at finding an unused temp file name. */
 #define FS_TMP_TRIES 16
+/** bytes_per_sync of a new store (objstore_fs_set_bytes_per_sync changes it). */
+#define FS_BYTES_PER_SYNC_DEFAULT (1u << 20)
+/** Incremental writeback covers whole pages of this size only. */
+#define FS_SYNC_ALIGN 4096u
 
 /** A local-directory store. */
 struct fs_store {
@@ -38,6 +44,8 @@ struct fs_store {
 	char *dir;
 	/** Length of dir. */
 	size_t dirlen;
+	/** A writer starts writeback every this many bytes (0: never); read at writer_open. */
+	atomic_uint_fast64_t bytes_per_sync;
 };
 
 /** A streamed write in progress. */
@@ -48,6 +56,12 @@ struct fs_writer {
 	int fd;
 	/** Bytes written so far. */
 	uint64_t off;
+	/** The store's bytes_per_sync when the write started (0: no incremental writeback). */
+	uint64_t bytes_per_sync;
+	/** Start of the range handed to writeback last (its pages may still be in flight). */
+	uint64_t sync_start;
+	/** End of that range: everything below it was handed to writeback. */
+	uint64_t sync_end;
 	/** Full path of the temp file. */
 	char tmp[FS_PATH_MAX];
 	/** Full path of the key. */
@@ -465,12 +479,52 @@ fs_writer_open(struct objstore *os, const char *key, struct objstore_writer **ou
 				key);
 	w->base.os = os;
 	w->off = 0;
+	w->bytes_per_sync = atomic_load_explicit(&fs->bytes_per_sync, memory_order_relaxed);
+	w->sync_start = 0;
+	w->sync_end = 0;
 	if ((rc = fs_path(fs, key, w->path)) != 0 || (rc = fs_mkdirs(w->path, fs->dirlen)) != 0 ||
 	    (rc = fs_tmp_open(w->path, w->tmp, &w->fd)) != 0) {
 		env.free(w);
 		return rc;
 	}
 	*out = &w->base;
+	return 0;
+}
+
+/*
+ * Incremental writeback: wait for the writeback of the range handed over last time,
+ * then start the writeback of every whole page written since (one sync_file_range,
+ * SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE, over [sync_start, end)). So
+ * about two bytes_per_sync of the file at most are dirty or in flight, the final fsync
+ * has little left to write, and an ext4 journal commit (a WAL fdatasync's) never waits
+ * behind a whole run's writeback. It makes nothing durable; the commit's fsync does.
+ * A failure fails the write: the kernel reports a writeback error to an open file
+ * once, so the final fsync might not report it again. A kernel or file system without
+ * sync_file_range turns it off for this writer.
+ */
+static int
+fs_writer_range_sync(struct fs_writer *w)
+{
+	uint64_t end = w->off - w->off % FS_SYNC_ALIGN;
+	if (env.sync_file_range == NULL) {
+		w->bytes_per_sync = 0;
+		return 0;
+	}
+	int r;
+	do {
+		r = env.sync_file_range(w->fd, (off_t)w->sync_start, (off_t)(end - w->sync_start),
+					SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
+	} while (r != 0 && errno == EINTR);
+	if (r != 0) {
+		if (errno == ENOSYS || errno == EINVAL || errno == ESPIPE || errno == EOPNOTSUPP) {
+			w->bytes_per_sync = 0;
+			return 0;
+		}
+		return diag_set(diag_errno(errno), "writeback of %s (temp %s) up to %llu: %s",
+				w->path, w->tmp, (unsigned long long)end, strerror(errno));
+	}
+	w->sync_start = w->sync_end;
+	w->sync_end = end;
 	return 0;
 }
 
@@ -486,6 +540,8 @@ fs_writer_write(struct objstore_writer *base, const void *data, size_t len)
 	if (rc)
 		return rc;
 	w->off += len;
+	if (w->bytes_per_sync != 0 && w->off - w->sync_end >= w->bytes_per_sync)
+		return fs_writer_range_sync(w);
 	return 0;
 }
 
@@ -536,6 +592,63 @@ fs_del(struct objstore *os, const char *key)
 		return diag_sys(errno, "unlink", path);
 	}
 	return fs_sync_dir(path, fs_dirlen(path));
+}
+
+/** Unlink every key, then fsync each directory that lost an entry once. */
+static int
+fs_del_batch(struct objstore *os, const char *const *keys, size_t n)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX], last[FS_PATH_MAX] = "";
+	size_t last_len = 0;
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		int krc = fs_check_key(fs, keys[i], 0);
+		if (krc == 0)
+			krc = fs_path(fs, keys[i], path);
+		if (krc == 0 && env.unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR)
+			krc = diag_sys(errno, "unlink", path);
+		if (krc) {
+			if (rc == 0)
+				rc = krc;
+			continue;
+		}
+		size_t dl = fs_dirlen(path);
+		if (last_len != 0 && (dl != last_len || memcmp(path, last, dl) != 0)) {
+			int drc = fs_sync_dir(last, last_len);
+			if (rc == 0)
+				rc = drc;
+		}
+		memcpy(last, path, dl);
+		last[dl] = '\0';
+		last_len = dl;
+	}
+	if (last_len != 0) {
+		int drc = fs_sync_dir(last, last_len);
+		if (rc == 0)
+			rc = drc;
+	}
+	return rc;
+}
+
+/** Cut an object to size bytes (a large delete goes in chunks); an absent key is fine. */
+static int
+fs_shrink(struct objstore *os, const char *key, uint64_t size)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	char path[FS_PATH_MAX];
+	int rc = fs_check_key(fs, key, 0);
+	if (rc == 0)
+		rc = fs_path(fs, key, path);
+	if (rc)
+		return rc;
+	int fd = env.open(path, O_WRONLY, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : diag_sys(errno, "open for truncation", path);
+	if (env.ftruncate(fd, (off_t)size) != 0)
+		rc = diag_sys(errno, "truncate", path);
+	env.close(fd);
+	return rc;
 }
 
 /** One key found by list. */
@@ -722,6 +835,8 @@ static const struct objstore_ops fs_ops = {
 	.writer_abort = fs_writer_abort,
 	.del = fs_del,
 	.list = fs_list,
+	.del_batch = fs_del_batch,
+	.shrink = fs_shrink,
 	.recover = fs_recover,
 	.destroy = fs_destroy,
 };
@@ -775,7 +890,22 @@ objstore_fs_new(const char *dir, struct objstore **out)
 	snprintf(fs->base.name, sizeof(fs->base.name), "fs:%s", len ? d : "/");
 	fs->dir = d;
 	fs->dirlen = len;
+	atomic_init(&fs->bytes_per_sync, FS_BYTES_PER_SYNC_DEFAULT);
 	*out = &fs->base;
+	return 0;
+}
+
+int
+objstore_fs_set_bytes_per_sync(struct objstore *os, uint64_t bytes)
+{
+	if (os == NULL || os->ops != &fs_ops)
+		return diag_set(STRATA_EINVAL, "bytes_per_sync: %s is not a local-directory store",
+				os != NULL ? os->name : "(null)");
+	if (bytes != 0 && bytes < FS_SYNC_ALIGN)
+		return diag_set(STRATA_EINVAL, "%s: bytes_per_sync %llu is under %u (0 turns it off)",
+				os->name, (unsigned long long)bytes, FS_SYNC_ALIGN);
+	struct fs_store *fs = (struct fs_store *)os;
+	atomic_store_explicit(&fs->bytes_per_sync, bytes, memory_order_relaxed);
 	return 0;
 }
 

@@ -41,6 +41,12 @@ struct objstore_ops {
 	void (*writer_abort)(struct objstore_writer *w);
 	/** Delete key. Deleting an absent key is not an error. */
 	int (*del)(struct objstore *os, const char *key);
+	/** Delete every key of keys (absent ones are fine), making the deletes durable once
+	 *  per batch rather than once per key. NULL: del one by one. */
+	int (*del_batch)(struct objstore *os, const char *const *keys, size_t n);
+	/** Cut an object down to size bytes, so that a large one is freed in steps before
+	 *  its delete. NULL: not supported (the delete frees it at once). */
+	int (*shrink)(struct objstore *os, const char *key, uint64_t size);
 	/** Call cb for every key starting with prefix, in byte order. */
 	int (*list)(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx);
 	/** Remove what writes a crash interrupted left behind (never anything published);
@@ -61,6 +67,11 @@ struct objstore {
 
 /** Open a local-directory store rooted at dir (created if missing). */
 int objstore_fs_new(const char *dir, struct objstore **out);
+/** Incremental writeback of a local-directory store's streamed writes (run files): the
+ *  writeback of what a writer wrote is started every `bytes` bytes (default 1 MiB; 0 =
+ *  never, the whole file is written back by its final fsync). Writers opened later use
+ *  it. STRATA_EINVAL for another kind of store or 0 < bytes < 4096. */
+int objstore_fs_set_bytes_per_sync(struct objstore *os, uint64_t bytes);
 
 static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
 { return os->ops->get(os, key, out); }
@@ -77,6 +88,18 @@ static inline int objstore_writer_open(struct objstore *os, const char *key, str
 { return os->ops->writer_open(os, key, w); }
 static inline int objstore_del(struct objstore *os, const char *key)
 { return os->ops->del(os, key); }
+static inline int objstore_del_batch(struct objstore *os, const char *const *keys, size_t n)
+{
+	if (os->ops->del_batch != NULL)
+		return os->ops->del_batch(os, keys, n);
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = os->ops->del(os, keys[i]);
+		if (rc == 0)
+			rc = r;
+	}
+	return rc;
+}
 static inline int objstore_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 { return os->ops->list(os, prefix, cb, ctx); }
 static inline int objstore_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)

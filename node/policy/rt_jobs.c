@@ -77,6 +77,10 @@ rt_job_work(void *arg)
 	case RT_JOB_MERGE:
 		rc = store_merge(db, j->shard, j->max, &j->count);
 		break;
+	case RT_JOB_REAP:
+		/* Deletes at the store's rate; a job sleeps 100 ms at most, then makes room. */
+		j->count = (uint32_t)store_reap(db, 100000000ull);
+		break;
 	case RT_JOB_COMPACT: {
 		strata_plan *p = NULL;
 		rc = store_prepare_compact(db, j->shard, j->max, &p);

@@ -80,6 +80,30 @@ static void rt_run_resume(struct rt_run *run, int nargs);
 static void rt_start_seal_run(struct runtime *rt, uint32_t id);
 
 
+/** Loop thread: start a reap job when deletes are wanted and none runs. */
+static void
+rt_maybe_reap(struct runtime *rt)
+{
+	if (rt->closing || rt->reaping || !atomic_exchange(&rt->reap_wanted, 0))
+		return;
+	struct rt_job *j = rt_job_new(rt, RT_JOB_REAP, 0);
+	if (j != NULL && rt_pool_submit(rt, j) == 0) {
+		rt->reaping = 1;
+		return;
+	}
+	env.free(j);
+	atomic_store(&rt->reap_wanted, 1); /* try again at the next event */
+}
+
+/** The store queued deletes (any thread): wake the loop. */
+static void
+rt_reap_kick(void *ctx)
+{
+	struct runtime *rt = ctx;
+	atomic_store(&rt->reap_wanted, 1);
+	ev_async_send(rt->loop, &rt->events);
+}
+
 static void
 rt_job_done(void *arg)
 {
@@ -87,6 +111,14 @@ rt_job_done(void *arg)
 	struct runtime *rt = j->rt;
 	struct rt_shard *sh = &rt->shards[j->shard];
 	rt->jobs--;
+	if (j->kind == RT_JOB_REAP) {
+		rt->reaping = 0;
+		if (j->count > 0)
+			atomic_store(&rt->reap_wanted, 1); /* more to delete: the next job goes on */
+		env.free(j);
+		rt_maybe_reap(rt);
+		return;
+	}
 	if (j->kind == RT_JOB_PREPARE || j->kind == RT_JOB_MERGE || j->kind == RT_JOB_COMPACT)
 		sh->busy = 0;
 	if (j->kind == RT_JOB_PREPARE && j->rc == 0 && j->plan != NULL)
@@ -545,6 +577,7 @@ rt_events_cb(struct ev_loop *loop, ev_async *w, int revents)
 	struct runtime *rt = w->data;
 	if (rt->closing)
 		return;
+	rt_maybe_reap(rt);
 	/* Take the events; act on them outside the lock. */
 	pthread_mutex_lock(&rt->ev_mu);
 	uint32_t n = rt->ndirty;
@@ -753,6 +786,8 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 		.ctx = rt,
 	};
 	store_set_listener(rt->db, &l, rt->armed.memtable_max_bytes);
+	/* Deletes of merged objects become background work on the executor. */
+	store_set_reaper_kick(rt->db, rt_reap_kick, rt);
 	*out = rt;
 	return 0;
 }
@@ -766,6 +801,7 @@ runtime_delete(struct runtime *rt)
 	/* No more events: remove the listener, then wait out callbacks already inside it. */
 	store_set_listener(rt->db, NULL, 0);
 	store_set_merge_cap(rt->db, 0);
+	store_set_reaper_kick(rt->db, NULL, NULL);
 	atomic_store(&rt->sink_closed, 1);
 	while (atomic_load(&rt->in_callback) != 0)
 		sched_yield();

@@ -44,6 +44,8 @@ enum rt_job_kind {
 	RT_JOB_ABORT,
 	RT_JOB_MERGE,
 	RT_JOB_COMPACT,
+	/** Run the store's queued deletes (not tied to a shard or a hook). */
+	RT_JOB_REAP,
 };
 
 /** States of a plan seen from Lua. */
@@ -258,6 +260,10 @@ struct runtime {
 	struct runtime_stats stats;
 	/** Completion of every job of this runtime (runtime.c's rt_job_done). */
 	void (*job_done)(void *arg);
+	/** Set (from any thread) when the store queued deletes; the loop starts a reap job. */
+	atomic_int reap_wanted;
+	/** A reap job is queued or running (loop thread). */
+	int reaping;
 };
 
 

@@ -1106,103 +1106,232 @@ api_scan(struct api *a, struct http_req *r, const struct api_route *rt)
 	scan_submit(s);
 }
 
-/* ---------- seal and merge-wal (through the runtime) ---------- */
+/* ---------- requests that need the policy runtime ---------- */
 
-/** A seal or merge request handed to the runtime. */
-struct api_rtjob {
-	/** The API. */
-	struct api *a;
-	/** The request. */
-	struct http_req *r;
-	/** Target shard. */
-	uint32_t shard;
-	/** 1 = merge-wal, 0 = seal. */
-	int merge;
-	/** Inside runtime_*_request: a completion only records its result. */
-	int submitting;
-	/** The completion ran. */
-	int done;
-	/** Result code. */
-	int rc;
-	/** Generations merged by the request. */
-	uint64_t reclaimed;
-	/** Generations still waiting afterwards. */
-	uint64_t pending;
-	/** Error text. */
-	char err[1024];
+/*
+ * The runtime runs on a host of its own, whose loop thread runs its timers and hooks,
+ * never on the loop that serves HTTP. A request that needs it (seal, merge-wal, stats,
+ * metrics, GET and PUT /v1/policy) crosses to the runtime's loop with host_post, does
+ * its part there (submits the seal or merge, copies the counters, reloads), and crosses
+ * back with host_post to the server's loop, the only thread that touches its HTTP
+ * request. Neither loop waits for the other: a hook that runs for its whole budget
+ * delays only the requests that need the runtime, and those only until it yields or
+ * stops; appends, reads, scans and /healthz never wait for it.
+ */
+
+/** What a request asks of the runtime. */
+enum api_rt_kind {
+	API_RT_SEAL,
+	API_RT_MERGE,
+	API_RT_STATS,
+	API_RT_METRICS,
+	API_RT_POLICY_GET,
+	API_RT_POLICY_PUT,
 };
 
+/** A request crossing to the runtime's loop and back. The members marked (runtime) are
+ *  written on the runtime's loop thread, before the call is posted back; the server's
+ *  loop reads them after. */
+struct api_rtcall {
+	/** The API (the runtime's side reads only rt and host). */
+	struct api *a;
+	/** The request (the server's loop only). */
+	struct http_req *r;
+	/** The crossing: to the runtime's loop, then back. */
+	struct host_call call;
+	/** enum api_rt_kind. */
+	int kind;
+	/** Target shard (seal, merge). */
+	uint32_t shard;
+	/** Copy of the policy source to load (PUT), env.malloc. */
+	char *body;
+	/** Length of body. */
+	size_t body_len;
+	/** (runtime) Inside runtime_*_request: a completion only records its result. */
+	int submitting;
+	/** (runtime) The completion ran. */
+	int done;
+	/** (runtime) Result code. */
+	int rc;
+	/** (runtime) Generations merged by the request. */
+	uint64_t reclaimed;
+	/** (runtime) Generations still waiting afterwards. */
+	uint64_t pending;
+	/** (runtime) Error text. */
+	char err[2048];
+	/** (runtime) The runtime's counters, settings and (GET /v1/policy) source. */
+	struct views_policy_snap snap;
+};
+
+static void rtcall_answer(void *arg);
+
+/** Runtime's loop: hand c back to the server's loop. */
 static void
-rtjob_finish(struct api_rtjob *j)
+rtcall_back(struct api_rtcall *c)
 {
-	struct api *a = j->a;
-	a->jobs--;
-	if (j->rc != 0) {
-		api_error(a, j->r, api_status_of(j->rc), j->merge ? "merge failed" : "seal failed",
-			  j->err[0] ? j->err : strata_strerror(j->rc));
-	} else if (j->merge) {
-		api_json(a, j->r, 200, json_pack("{s:I, s:I, s:I}", "reclaimed", (json_int_t)j->reclaimed, "pending",
-						 (json_int_t)j->pending, "shard", (json_int_t)j->shard));
-	} else {
-		strata_stats st;
-		memset(&st, 0, sizeof(st));
-		strata_shard_stats(a->db, j->shard, &st);
-		api_json(a, j->r, 200, json_pack("{s:b, s:I, s:I}", "sealed", 1, "shard", (json_int_t)j->shard,
-						 "generations", (json_int_t)st.generations));
-	}
-	env.free(j);
+	host_post(c->a->host, &c->call, rtcall_answer, c);
 }
 
+/** Runtime's loop: record the outcome of a seal or merge request. */
 static void
-rtjob_result(struct api_rtjob *j, int rc, const char *err)
+rtcall_result(struct api_rtcall *c, int rc, const char *err)
 {
-	j->rc = rc;
-	snprintf(j->err, sizeof(j->err), "%s", err ? err : "");
-	j->done = 1;
-	if (!j->submitting)
-		rtjob_finish(j);
+	c->rc = rc;
+	snprintf(c->err, sizeof(c->err), "%s", err ? err : "");
+	c->done = 1;
+	if (!c->submitting)
+		rtcall_back(c);
 }
 
 static void
 seal_cb(void *ctx, int rc, const char *err)
 {
-	rtjob_result(ctx, rc, err);
+	rtcall_result(ctx, rc, err);
 }
 
 static void
 merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
 {
-	struct api_rtjob *j = ctx;
-	j->reclaimed = reclaimed;
-	j->pending = pending;
-	rtjob_result(j, rc, err);
+	struct api_rtcall *c = ctx;
+	c->reclaimed = reclaimed;
+	c->pending = pending;
+	rtcall_result(c, rc, err);
+}
+
+/** Runtime's loop: do the request's part there. */
+static void
+rtcall_run(void *arg)
+{
+	struct api_rtcall *c = arg;
+	struct api *a = c->a;
+	diag_clear();
+	if (a->rt == NULL) {
+		/* No runtime: stats and metrics show zeroes, the rest is refused. */
+		if (c->kind != API_RT_STATS && c->kind != API_RT_METRICS) {
+			c->rc = STRATA_EINVAL;
+			snprintf(c->err, sizeof(c->err), "this node runs no policy runtime");
+		}
+		rtcall_back(c);
+		return;
+	}
+	switch (c->kind) {
+	case API_RT_SEAL:
+	case API_RT_MERGE: {
+		c->submitting = 1;
+		int rc = c->kind == API_RT_MERGE ? runtime_merge_request(a->rt, c->shard, merge_cb, c)
+						 : runtime_seal_request(a->rt, c->shard, seal_cb, c);
+		c->submitting = 0;
+		if (!c->done && rc == 0)
+			return; /* the completion hands it back */
+		if (!c->done) {
+			c->rc = rc;
+			snprintf(c->err, sizeof(c->err), "%s", diag_last());
+		}
+		break;
+	}
+	case API_RT_POLICY_PUT:
+		c->rc = runtime_reload_source(a->rt, c->body, c->body_len, "PUT /v1/policy", c->err,
+					      sizeof(c->err));
+		/* The answer shows the policy now running (without its source: no copy to fail). */
+		if (c->rc == 0)
+			views_policy_snap(a->rt, 0, &c->snap);
+		break;
+	default:
+		if (views_policy_snap(a->rt, c->kind == API_RT_POLICY_GET, &c->snap) != 0) {
+			c->rc = STRATA_ENOMEM;
+			snprintf(c->err, sizeof(c->err), "%s", diag_last());
+		}
+		break;
+	}
+	rtcall_back(c);
 }
 
 static void
-api_rtjob(struct api *a, struct http_req *r, const struct api_route *rt, int merge)
+rtcall_free(struct api_rtcall *c)
 {
-	struct api_rtjob *j = env.calloc(1, sizeof(*j));
-	if (j == NULL) {
+	views_policy_snap_free(&c->snap);
+	env.free(c->body);
+	env.free(c);
+}
+
+static void api_stats_reply(struct api *a, struct http_req *r, const struct views_policy_snap *snap);
+static void api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats *rs);
+
+/** Server's loop: answer the request with what the runtime's side found. */
+static void
+rtcall_answer(void *arg)
+{
+	struct api_rtcall *c = arg;
+	struct api *a = c->a;
+	struct http_req *r = c->r;
+	a->jobs--;
+	const char *err = c->err[0] ? c->err : strata_strerror(c->rc);
+	switch (c->kind) {
+	case API_RT_SEAL:
+	case API_RT_MERGE:
+		if (c->rc != 0) {
+			api_error(a, r, api_status_of(c->rc), c->kind == API_RT_MERGE ? "merge failed" : "seal failed",
+				  err);
+		} else if (c->kind == API_RT_MERGE) {
+			api_json(a, r, 200, json_pack("{s:I, s:I, s:I}", "reclaimed", (json_int_t)c->reclaimed,
+						      "pending", (json_int_t)c->pending, "shard", (json_int_t)c->shard));
+		} else {
+			strata_stats st;
+			memset(&st, 0, sizeof(st));
+			strata_shard_stats(a->db, c->shard, &st);
+			api_json(a, r, 200, json_pack("{s:b, s:I, s:I}", "sealed", 1, "shard", (json_int_t)c->shard,
+						      "generations", (json_int_t)st.generations));
+		}
+		break;
+	case API_RT_POLICY_PUT:
+		if (c->rc != 0) {
+			api_error(a, r, 400, "policy refused", err);
+			break;
+		}
+		diag_log(LOG_LVL_INFO, "policy from PUT /v1/policy in use: version %llu",
+			 (unsigned long long)c->snap.st.policy_version);
+		api_json(a, r, 200, views_policy(&c->snap));
+		break;
+	default:
+		if (c->rc != 0)
+			api_error(a, r, api_status_of(c->rc), "policy runtime", err);
+		else if (c->kind == API_RT_STATS)
+			api_stats_reply(a, r, &c->snap);
+		else if (c->kind == API_RT_METRICS)
+			api_metrics_reply(a, r, &c->snap.st);
+		else
+			api_json(a, r, 200, views_policy(&c->snap));
+		break;
+	}
+	rtcall_free(c);
+}
+
+/** Hand r to the runtime's loop (kind, shard); it is answered from rtcall_answer. */
+static void
+api_rtcall(struct api *a, struct http_req *r, int kind, uint32_t shard)
+{
+	struct api_rtcall *c = env.calloc(1, sizeof(*c));
+	if (c == NULL) {
 		api_error(a, r, 503, "out of memory", "no memory for the request");
 		return;
 	}
-	j->a = a;
-	j->r = r;
-	j->shard = (uint32_t)rt->shard;
-	j->merge = merge;
-	j->submitting = 1;
-	a->jobs++;
-	diag_clear();
-	int rc = merge ? runtime_merge_request(a->rt, j->shard, merge_cb, j)
-		       : runtime_seal_request(a->rt, j->shard, seal_cb, j);
-	j->submitting = 0;
-	if (j->done) {
-		rtjob_finish(j);
-	} else if (rc != 0) {
-		j->rc = rc;
-		snprintf(j->err, sizeof(j->err), "%s", diag_last());
-		rtjob_finish(j);
+	c->a = a;
+	c->r = r;
+	c->kind = kind;
+	c->shard = shard;
+	if (kind == API_RT_POLICY_PUT) {
+		c->body = env.malloc(r->body.len + 1);
+		if (c->body == NULL) {
+			env.free(c);
+			api_error(a, r, 503, "out of memory", "no memory for the policy source");
+			return;
+		}
+		memcpy(c->body, r->body.data, r->body.len);
+		c->body[r->body.len] = '\0';
+		c->body_len = r->body.len;
 	}
+	a->jobs++;
+	host_post(a->rt_host, &c->call, rtcall_run, c);
 }
 
 /* ---------- stats and policy ---------- */
@@ -1225,8 +1354,9 @@ latency_json(const struct hist *h)
 			 hist_max(h) / 1e3);
 }
 
+/** GET /v1/stats, with snap the runtime's side of it. */
 static void
-api_stats(struct api *a, struct http_req *r)
+api_stats_reply(struct api *a, struct http_req *r, const struct views_policy_snap *snap)
 {
 	uint32_t n = strata_shards(a->db);
 	json_t *shards = json_array();
@@ -1240,7 +1370,7 @@ api_stats(struct api *a, struct http_req *r)
 	json_t *o = json_pack(
 		"{s:s, s:f, s:I, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}}",
 		"version", STRATA_VERSION, "uptime_s", (double)(env.mono_ns() - a->start_ns) / 1e9, "shard_count",
-		(json_int_t)n, "shards", shards, "policy", views_policy(a->rt, 0), "http", "connections_open",
+		(json_int_t)n, "shards", shards, "policy", views_policy(snap), "http", "connections_open",
 		(json_int_t)hs.open, "connections_accepted", (json_int_t)hs.accepted, "connections_refused",
 		(json_int_t)hs.refused, "requests", (json_int_t)hs.requests, "timeouts", (json_int_t)hs.timeouts,
 		"bad_requests", (json_int_t)hs.bad_requests, "auth_failures", (json_int_t)a->auth_failures,
@@ -1257,24 +1387,15 @@ api_policy_put(struct api *a, struct http_req *r)
 		api_error(a, r, 400, "policy refused", "the body is empty; send the Lua source of a policy");
 		return;
 	}
-	char err[2048] = "";
-	int rc = runtime_reload_source(a->rt, (const char *)r->body.data, r->body.len, "PUT /v1/policy", err,
-				       sizeof(err));
-	if (rc != 0) {
-		api_error(a, r, 400, "policy refused", err[0] ? err : strata_strerror(rc));
-		return;
-	}
-	json_t *o = views_policy(a->rt, 0);
-	diag_log(LOG_LVL_INFO, "policy from PUT /v1/policy in use: version %lld",
-		 (long long)json_integer_value(json_object_get(o, "version")));
-	api_json(a, r, 200, o);
+	api_rtcall(a, r, API_RT_POLICY_PUT, 0);
 }
 
+/** GET /metrics, with rs the runtime's counters. */
 static void
-api_metrics(struct api *a, struct http_req *r)
+api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats *rs)
 {
 	struct buf out = {0};
-	if (metrics_render(a, &out) != 0) {
+	if (metrics_render(a, rs, &out) != 0) {
 		buf_destroy(&out);
 		api_error(a, r, 503, "out of memory", "could not render the metrics");
 		return;
@@ -1297,16 +1418,16 @@ api_on_request(void *ctx, struct http_req *r)
 		api_json(a, r, 200, json_pack("{s:s}", "status", "ok"));
 		break;
 	case API_R_METRICS:
-		api_metrics(a, r);
+		api_rtcall(a, r, API_RT_METRICS, 0);
 		break;
 	case API_R_STATS:
-		api_stats(a, r);
+		api_rtcall(a, r, API_RT_STATS, 0);
 		break;
 	case API_R_POLICY:
 		if (r->method == HTTP_PUT)
 			api_policy_put(a, r);
 		else
-			api_json(a, r, 200, views_policy(a->rt, 1));
+			api_rtcall(a, r, API_RT_POLICY_GET, 0);
 		break;
 	case API_R_ROWS:
 		if (r->method == HTTP_POST)
@@ -1320,10 +1441,10 @@ api_on_request(void *ctx, struct http_req *r)
 		api_get(a, r, &rt);
 		break;
 	case API_R_SEAL:
-		api_rtjob(a, r, &rt, 0);
+		api_rtcall(a, r, API_RT_SEAL, (uint32_t)rt.shard);
 		break;
 	case API_R_MERGE:
-		api_rtjob(a, r, &rt, 1);
+		api_rtcall(a, r, API_RT_MERGE, (uint32_t)rt.shard);
 		break;
 	case API_R_SHARD_STATS:
 		api_json(a, r, 200, shard_stats_json(a, (uint32_t)rt.shard));
@@ -1344,6 +1465,7 @@ api_new(const struct api_options *o, struct api **out)
 	a->db = o->db;
 	a->rt = o->rt;
 	a->host = o->host;
+	a->rt_host = o->rt_host != NULL ? o->rt_host : o->host;
 	a->start_ns = env.mono_ns();
 	int rc = 0;
 	if (o->token != NULL) {

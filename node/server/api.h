@@ -1,6 +1,7 @@
 /*
  * api.h — the node's HTTP endpoints (routing, auth, JSON, the jobs that run
- * appends, reads and scans on the runtime's worker pool).
+ * appends, reads and scans on the host's foreground executor, and the requests that
+ * cross to the policy runtime's loop and back).
  *
  * POST /v1/shards/{id}/rows takes NDJSON, one object per line:
  *   {"key": "k", "value": "v"}  or  {"key": "k", "value_b64": "dg=="}
@@ -37,20 +38,26 @@ struct api_options {
 	strata *db;
 	/** The policy runtime (not owned). */
 	struct runtime *rt;
-	/** The host whose foreground executor runs appends, gets and scans (not owned). */
+	/** The host whose loop serves HTTP and whose foreground executor runs appends, gets
+	 *  and scans (not owned). */
 	struct host *host;
+	/** The host whose loop runs the policy runtime (not owned; NULL: host). */
+	struct host *rt_host;
 	/** Bearer token required by mutating endpoints; NULL = no auth. */
 	const char *token;
 };
 
-/** The endpoints' state. Loop thread only, except the histograms (any thread). */
+/** The endpoints' state. The server's loop thread only, except the histograms (any
+ *  thread) and rt, host and rt_host (set once; rt is used on rt_host's loop only). */
 struct api {
 	/** The open store. */
 	strata *db;
-	/** The policy runtime. */
+	/** The policy runtime (called on rt_host's loop thread only). */
 	struct runtime *rt;
-	/** The host (foreground executor). */
+	/** The host of the server's loop (foreground executor). */
 	struct host *host;
+	/** The host of the runtime's loop. */
+	struct host *rt_host;
 	/** The HTTP server (for connection statistics); set by the owner. */
 	struct http_server *http;
 	/** Bearer token (owned), or NULL. */
@@ -69,7 +76,7 @@ struct api {
 	uint64_t scan_waits;
 	/** Requests refused for a missing or wrong token. */
 	uint64_t auth_failures;
-	/** Jobs of this API on the pool or the runtime, not yet completed. */
+	/** Jobs of this API on the executor or the runtime's loop, not yet completed. */
 	uint64_t jobs;
 	/** Monotonic start time, ns. */
 	uint64_t start_ns;

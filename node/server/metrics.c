@@ -145,7 +145,7 @@ metrics_exported(size_t off)
 }
 
 int
-metrics_render(struct api *a, struct buf *out)
+metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 {
 	struct metrics_out m = {.b = out};
 	mo_head(&m, "strata_build_info", "gauge", "Version of the running node (always 1).");
@@ -185,21 +185,19 @@ metrics_render(struct api *a, struct buf *out)
 	}
 	env.free(st);
 
-	struct runtime_stats rs;
-	runtime_stats(a->rt, &rs);
 	const struct metrics_scalar rt[] = {
 		{"strata_policy_version", "gauge", "Version of the running policy (1 + successful reloads).",
-		 rs.policy_version},
-		{"strata_policy_reloads_total", "counter", "Successful policy reloads.", rs.reloads},
-		{"strata_policy_reload_failures_total", "counter", "Refused policy reloads.", rs.reload_failures},
-		{"strata_policy_hook_runs_total", "counter", "Policy hook runs started.", rs.hook_runs},
-		{"strata_policy_hook_errors_total", "counter", "Policy hook runs that failed.", rs.hook_errors},
-		{"strata_policy_seals_total", "counter", "Seals started by the policy.", rs.policy_seals},
-		{"strata_policy_merges_total", "counter", "Merge passes started by the policy.", rs.policy_merges},
+		 rs->policy_version},
+		{"strata_policy_reloads_total", "counter", "Successful policy reloads.", rs->reloads},
+		{"strata_policy_reload_failures_total", "counter", "Refused policy reloads.", rs->reload_failures},
+		{"strata_policy_hook_runs_total", "counter", "Policy hook runs started.", rs->hook_runs},
+		{"strata_policy_hook_errors_total", "counter", "Policy hook runs that failed.", rs->hook_errors},
+		{"strata_policy_seals_total", "counter", "Seals started by the policy.", rs->policy_seals},
+		{"strata_policy_merges_total", "counter", "Merge passes started by the policy.", rs->policy_merges},
 		{"strata_policy_compactions_total", "counter", "Base compactions started by the policy.",
-		 rs.policy_compactions},
-		{"strata_policy_flush_timer_fires_total", "counter", "Flush timer fires.", rs.flush_timer_fires},
-		{"strata_policy_sweeps_total", "counter", "Sweeper runs.", rs.sweeps},
+		 rs->policy_compactions},
+		{"strata_policy_flush_timer_fires_total", "counter", "Flush timer fires.", rs->flush_timer_fires},
+		{"strata_policy_sweeps_total", "counter", "Sweeper runs.", rs->sweeps},
 		{"strata_pool_pending_jobs", "gauge", "Jobs queued or running on the worker pool.",
 		 pool_pending(host_exec(a->host, HOST_FG))},
 		{"strata_pool_refused_total", "counter", "Jobs refused because the worker pool queue was full.",

@@ -30,10 +30,13 @@ struct server {
 	struct ev_loop *loop;
 	/** The store. */
 	strata *db;
-	/** The policy runtime. */
+	/** The policy runtime (called on rt_host's loop thread only). */
 	struct runtime *rt;
-	/** The host: the loop above and the executors (owned). */
+	/** The host of the loop above: HTTP, and client jobs on its foreground executor (owned). */
 	struct host *host;
+	/** The policy runtime's host: a loop thread of its own for the runtime's timers and
+	 *  hooks, and the background executor for its seals and merges (owned). */
+	struct host *rt_host;
 	/** The endpoints. */
 	struct api *api;
 	/** The HTTP server. */
@@ -230,19 +233,43 @@ on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	http_server_drain(s->http, server_drained, s);
 }
 
+/** A SIGHUP reload on its way to the runtime's loop. */
+struct server_hup {
+	/** The crossing. */
+	struct host_call call;
+	/** The runtime to reload. */
+	struct runtime *rt;
+};
+
+/** The runtime's loop: reload the policy file, log the outcome. */
+static void
+server_hup_on_rt(void *arg)
+{
+	struct server_hup *h = arg;
+	char err[2048] = "";
+	if (runtime_reload_file(h->rt, err, sizeof(err)) != 0) {
+		diag_log(LOG_LVL_WARN, "SIGHUP: policy reload refused, the running policy stays: %s", err);
+	} else {
+		struct runtime_stats st;
+		runtime_stats(h->rt, &st);
+		diag_log(LOG_LVL_INFO, "SIGHUP: policy %s reloaded (version %llu)", st.policy_name,
+			 (unsigned long long)st.policy_version);
+	}
+	env.free(h);
+}
+
 static void
 on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct server *s = w->data;
-	char err[2048] = "";
-	if (runtime_reload_file(s->rt, err, sizeof(err)) != 0) {
-		diag_log(LOG_LVL_WARN, "SIGHUP: policy reload refused, the running policy stays: %s", err);
+	/* The reload runs on the runtime's loop; this one does not wait for it. */
+	struct server_hup *h = env.malloc(sizeof(*h));
+	if (h == NULL) {
+		diag_log(LOG_LVL_WARN, "SIGHUP: out of memory; the policy is not reloaded");
 		return;
 	}
-	struct runtime_stats st;
-	runtime_stats(s->rt, &st);
-	diag_log(LOG_LVL_INFO, "SIGHUP: policy %s reloaded (version %llu)", st.policy_name,
-		 (unsigned long long)st.policy_version);
+	h->rt = s->rt;
+	host_post(s->rt_host, &h->call, server_hup_on_rt, h);
 }
 
 static const char *
@@ -288,15 +315,22 @@ server_run(const struct server_options *o)
 		fprintf(stderr, "strata serve: cannot start the event loop\n");
 		goto out;
 	}
-	/* The host: this loop (run below), client work on the foreground executor, the
-	 * policy's seals and merges on the background one. */
+	/* Two hosts. This loop (run below) serves HTTP and completes client work, which runs
+	 * on its foreground executor (its background executor gets one thread, idle today).
+	 * The policy runtime runs on a host of its own: its loop thread runs the timers and
+	 * hooks, its background executor the policy's seals, merges and deletes, so a hook
+	 * that runs for its whole budget never holds this loop. */
 	struct host_options hopt = {.mode = HOST_THREADED, .loop = s.loop};
 	hopt.threads[HOST_FG] = o->workers;
-	if (host_new(&hopt, &s.host) != 0) {
+	hopt.threads[HOST_BG] = 1;
+	struct host_options ropt = {.mode = HOST_THREADED, .loop_thread = 1};
+	ropt.threads[HOST_FG] = 1;
+	if (host_new(&hopt, &s.host) != 0 || host_new(&ropt, &s.rt_host) != 0) {
 		fprintf(stderr, "strata serve: %s\n", diag_last());
 		goto out;
 	}
-	struct strata_runtime_options sro = {.watch_file = o->policy_path != NULL && o->watch_policy};
+	struct strata_runtime_options sro = {.watch_file = o->policy_path != NULL && o->watch_policy,
+					     .host = s.rt_host};
 	int orc = strata_open_on(&so, s.host, &sro, &s.db);
 	if (orc == STRATA_ELOCKED) {
 		fprintf(stderr, "strata serve: refusing to start: %s\n", strata_last_error());
@@ -307,7 +341,8 @@ server_run(const struct server_options *o)
 		goto out;
 	}
 	s.rt = strata_runtime(s.db);
-	struct api_options ao = {.db = s.db, .rt = s.rt, .host = s.host, .token = o->token_file ? token : NULL};
+	struct api_options ao = {
+		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .token = o->token_file ? token : NULL};
 	if (api_new(&ao, &s.api) != 0) {
 		fprintf(stderr, "strata serve: %s\n", diag_last());
 		goto out;
@@ -340,34 +375,46 @@ server_run(const struct server_options *o)
 	ev_init(&s.shutdown_timer, on_shutdown_timer);
 	s.shutdown_timer.data = &s;
 
-	struct runtime_stats rs;
-	runtime_stats(s.rt, &rs);
+	strata_policy_info pi;
+	memset(&pi, 0, sizeof(pi));
+	strata_policy_info_get(s.db, &pi); /* waits for the runtime's loop: before serving only */
 	diag_log(LOG_LVL_INFO,
 		 "strata serve: listening on http://%s, data directory %s, policy %s, %u shards, sync %s%s",
-		 http_server_address(s.http), o->data_dir, rs.policy_name, strata_shards(s.db), sync_name(o->sync),
+		 http_server_address(s.http), o->data_dir, pi.name, strata_shards(s.db), sync_name(o->sync),
 		 o->token_file ? ", bearer token required for writes" : "");
 	if (o->ready_file != NULL)
 		server_write_ready(o->ready_file, http_server_address(s.http));
 
 	ev_run(s.loop, 0);
 
-	ev_signal_stop(s.loop, &s.sigterm);
-	ev_signal_stop(s.loop, &s.sigint);
-	ev_signal_stop(s.loop, &s.sighup);
 	ev_timer_stop(s.loop, &s.shutdown_timer);
 	status = 0;
 out:
-	/* Client jobs finish (and answer) first; closing the store stops the runtime, whose
-	 * pending requests are answered too; then the server goes, then the host. */
+	/* Client jobs finish (and answer) first. The runtime stops on its loop after the
+	 * requests already handed to it ran there, and answers those still pending; their
+	 * answers, handed back to this loop, reach the HTTP requests still held (and may read
+	 * the store) before the store closes and the server goes; then the hosts. */
 	while (s.host != NULL && pool_pending(host_exec(s.host, HOST_FG)) > 0)
 		host_drain(s.host, HOST_FG);
+	strata_runtime_stop(s.db);
+	if (s.host != NULL)
+		host_run_posted(s.host);
 	if (s.db != NULL) {
 		strata_close(s.db);
 		if (status == 0)
 			diag_log(LOG_LVL_INFO, "strata serve: stopped; the store is closed and its WAL synced");
 	}
+	/* The signal watchers stay until the store is closed: a signal that comes while the
+	 * runtime finishes its hook and the store syncs is ignored (the loop no longer runs)
+	 * rather than killing the process by the default action mid-close. */
+	if (s.loop != NULL) {
+		ev_signal_stop(s.loop, &s.sigterm);
+		ev_signal_stop(s.loop, &s.sigint);
+		ev_signal_stop(s.loop, &s.sighup);
+	}
 	http_server_delete(s.http);
 	api_delete(s.api);
+	host_delete(s.rt_host);
 	host_delete(s.host);
 	return status;
 }

@@ -1,8 +1,9 @@
 /*
  * server.h — `strata serve`: one node process. Takes the data directory's lock
- * file, opens the store, hosts the policy runtime and the HTTP endpoints on one
- * libev loop, and handles signals (SIGTERM/SIGINT: graceful stop; SIGHUP: reload
- * the policy file).
+ * file, opens the store, serves the HTTP endpoints on its main libev loop and runs
+ * the policy runtime on a loop thread of its own (a second host), so no hook runs on
+ * the thread serving clients, and handles signals (SIGTERM/SIGINT: graceful stop;
+ * SIGHUP: reload the policy file, on the runtime's loop).
  */
 #ifndef STRATA_SERVER_H
 #define STRATA_SERVER_H

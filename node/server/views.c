@@ -2,8 +2,8 @@
 
 #include <string.h>
 
+#include "../lib/diag.h"
 #include "../lib/env.h"
-#include "../policy/runtime.h"
 
 int
 views_shard_stats(strata *db, uint32_t shard, json_t **out)
@@ -41,33 +41,60 @@ views_text(const char *s, size_t n)
 	return v ? v : json_null();
 }
 
-json_t *
-views_policy(struct runtime *rt, int with_source)
+int
+views_policy_snap(struct runtime *rt, int with_source, struct views_policy_snap *out)
 {
-	struct runtime_stats st;
-	struct runtime_settings set;
-	runtime_stats(rt, &st);
-	runtime_settings(rt, &set);
+	memset(out, 0, sizeof(*out));
+	runtime_stats(rt, &out->st);
+	runtime_settings(rt, &out->set);
+	out->with_source = with_source;
+	if (!with_source)
+		return 0;
+	size_t len = 0;
+	const char *src = runtime_policy_source(rt, &len);
+	if (src == NULL)
+		return 0;
+	out->source = env.malloc(len + 1);
+	if (out->source == NULL)
+		return diag_set(STRATA_ENOMEM, "policy view: out of memory copying %zu bytes of source", len);
+	memcpy(out->source, src, len);
+	out->source[len] = '\0';
+	out->source_len = len;
+	return 0;
+}
+
+void
+views_policy_snap_free(struct views_policy_snap *s)
+{
+	env.free(s->source);
+	s->source = NULL;
+	s->source_len = 0;
+}
+
+json_t *
+views_policy(const struct views_policy_snap *s)
+{
+	const struct runtime_stats *st = &s->st;
+	const struct runtime_settings *set = &s->set;
 	json_t *o = json_object();
-	json_object_set_new(o, "name", views_text(st.policy_name, strnlen(st.policy_name, sizeof(st.policy_name))));
-	json_object_set_new(o, "version", json_integer((json_int_t)st.policy_version));
-	size_t el = strnlen(st.last_error, sizeof(st.last_error));
-	json_object_set_new(o, "last_error", el ? views_text(st.last_error, el) : json_null());
-	json_object_set_new(o, "reloads", json_integer((json_int_t)st.reloads));
-	json_object_set_new(o, "reload_failures", json_integer((json_int_t)st.reload_failures));
-	json_object_set_new(o, "hook_runs", json_integer((json_int_t)st.hook_runs));
-	json_object_set_new(o, "hook_errors", json_integer((json_int_t)st.hook_errors));
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "name", views_text(st->policy_name, strnlen(st->policy_name, sizeof(st->policy_name))));
+	json_object_set_new(o, "version", json_integer((json_int_t)st->policy_version));
+	size_t el = strnlen(st->last_error, sizeof(st->last_error));
+	json_object_set_new(o, "last_error", el ? views_text(st->last_error, el) : json_null());
+	json_object_set_new(o, "reloads", json_integer((json_int_t)st->reloads));
+	json_object_set_new(o, "reload_failures", json_integer((json_int_t)st->reload_failures));
+	json_object_set_new(o, "hook_runs", json_integer((json_int_t)st->hook_runs));
+	json_object_set_new(o, "hook_errors", json_integer((json_int_t)st->hook_errors));
 	json_object_set_new(
 		o, "settings",
-		json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "flush_interval_s", set.flush_interval_s,
-			  "sweep_interval_s", set.sweep_interval_s, "merge_after_generations",
-			  (json_int_t)set.merge_after_generations, "merge_max_generations",
-			  (json_int_t)set.merge_max_generations, "memtable_max_bytes",
-			  (json_int_t)set.memtable_max_bytes, "base_max_runs", (json_int_t)set.base_max_runs));
-	if (with_source) {
-		size_t len = 0;
-		const char *src = runtime_policy_source(rt, &len);
-		json_object_set_new(o, "source", src ? views_text(src, len) : json_null());
-	}
+		json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "flush_interval_s", set->flush_interval_s,
+			  "sweep_interval_s", set->sweep_interval_s, "merge_after_generations",
+			  (json_int_t)set->merge_after_generations, "merge_max_generations",
+			  (json_int_t)set->merge_max_generations, "memtable_max_bytes",
+			  (json_int_t)set->memtable_max_bytes, "base_max_runs", (json_int_t)set->base_max_runs));
+	if (s->with_source)
+		json_object_set_new(o, "source", s->source ? views_text(s->source, s->source_len) : json_null());
 	return o;
 }

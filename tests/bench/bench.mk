@@ -9,7 +9,12 @@
 # BENCH_POLICY_RELOADS, BENCH_POLICY_THREADS, BENCH_POLICY_RATE, BENCH_POLICY_SYNC,
 # BENCH_POLICY_SHARDS, BENCH_SWEEP_INTERVAL_MS, BENCH_SWEEP_SECONDS (bench_policy);
 # BENCH_HTTP_SECONDS, BENCH_HTTP_BATCHES (bench_http);
-# BENCH_ONLY=append|merge|policy|http runs one of them.
+# BENCH_STALL_GENS, BENCH_STALL_GEN_MB, BENCH_STALL_VALUE, BENCH_STALL_IDLE_S,
+# BENCH_STALL_PCT, BENCH_STALL_CAP_S, BENCH_STALL_RATE, BENCH_STALL_SETTLE_S,
+# BENCH_STALL_ENGINES, BENCH_STALL_BYTES_PER_SYNC, BENCH_STALL_SFR,
+# BENCH_STALL_ROCKSDB_BYTES_PER_SYNC, BENCH_STALL_MERGE_IOPRIO, BENCH_STALL_SAMPLES
+# (bench_stall; a quick run: BENCH_STALL_GENS=8 BENCH_STALL_GEN_MB=16);
+# BENCH_ONLY=append|merge|policy|http|stall runs one of them.
 
 CC      ?= cc
 BUILD   ?= build
@@ -30,7 +35,8 @@ endif
 BENCH_LDLIBS := $(shell pkg-config --libs $(BENCH_PC)) -lev -lpthread -lm
 BENCH_ROCKSDB_LDLIBS := -lrocksdb
 
-BENCH_BIN := $(BUILD)/bench/bench_append $(BUILD)/bench/bench_merge $(BUILD)/bench/bench_policy
+BENCH_BIN := $(BUILD)/bench/bench_append $(BUILD)/bench/bench_merge $(BUILD)/bench/bench_policy \
+             $(BUILD)/bench/bench_stall
 
 .PHONY: bench bench-build
 
@@ -43,6 +49,9 @@ bench-build: $(BENCH_BIN)
 $(BUILD)/bench/bench_policy: tests/bench/bench_policy.c tests/bench/bench_util.h node/strata.h $(LIBSTRATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< $(LIBSTRATA) $(BENCH_LDLIBS)
+
+# bench_stall also sets the fs store's bytes_per_sync and wraps env seams.
+$(BUILD)/bench/bench_stall: node/lib/env.h node/objstore/objstore.h
 
 $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench_util.h node/strata.h $(LIBSTRATA)
 	@mkdir -p $(dir $@)

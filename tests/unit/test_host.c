@@ -1,7 +1,8 @@
 /*
  * test_host.c — the node host: separate foreground and background executors, the
  * inline mode that runs work only when stepped, the step budget, calls onto the
- * loop thread, and draining an executor.
+ * loop thread (waited for, and posted from one loop to another), and draining an
+ * executor.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -185,6 +186,136 @@ TEST(invoke_runs_on_the_loop_thread)
 	host_delete(h);
 }
 
+/** A call that crosses from one host's loop to another's and back. */
+struct ping {
+	/** The crossing, reused for both hops. */
+	struct host_call call;
+	/** Where the second hop goes. */
+	struct host *back;
+	/** Threads the two hops ran on. */
+	pthread_t on_a, on_b;
+	/** Position among the calls the first host ran. */
+	int order;
+	/** Both hops ran. */
+	atomic_int done;
+};
+
+/** Calls the first host ran (its loop thread only). */
+static int ping_seq;
+
+static void
+ping_on_b(void *arg)
+{
+	struct ping *p = arg;
+	p->on_b = pthread_self();
+	atomic_store(&p->done, 1);
+}
+
+static void
+ping_on_a(void *arg)
+{
+	struct ping *p = arg;
+	p->on_a = pthread_self();
+	p->order = ping_seq++;
+	host_post(p->back, &p->call, ping_on_b, p); /* the same record, posted again */
+}
+
+/** Holds the loop thread it runs on until released. */
+static void
+hold_fn(void *arg)
+{
+	atomic_int *release = arg;
+	while (!atomic_load(release))
+		usleep(100);
+}
+
+/** A call that posts a second one to its own host and checks it did not run inline. */
+struct selfpost {
+	/** The call itself, and the one it posts. */
+	struct host_call call, next;
+	/** The host both run on. */
+	struct host *h;
+	/** The second call ran; it had not when host_post returned. */
+	atomic_int ran, inline_run;
+};
+
+static void
+selfpost_next(void *arg)
+{
+	struct selfpost *sp = arg;
+	atomic_store(&sp->ran, 1);
+}
+
+static void
+selfpost_first(void *arg)
+{
+	struct selfpost *sp = arg;
+	host_post(sp->h, &sp->next, selfpost_next, sp);
+	atomic_store(&sp->inline_run, atomic_load(&sp->ran));
+}
+
+TEST(post_crosses_loops_without_waiting)
+{
+	/* a: a loop thread of its own (the policy runtime's); b: a loop this thread runs
+	 * (the server's). */
+	struct host_options oa = {.mode = HOST_THREADED, .loop_thread = 1}, ob = {.mode = HOST_THREADED};
+	struct host *a = NULL, *b = NULL;
+	REQUIRE_EQ(host_new(&oa, &a), 0);
+	REQUIRE_EQ(host_new(&ob, &b), 0);
+	enum { N = 100 };
+	static struct ping pings[N];
+	memset(pings, 0, sizeof(pings));
+	ping_seq = 0;
+	for (int i = 0; i < N; i++) {
+		pings[i].back = b;
+		host_post(a, &pings[i].call, ping_on_a, &pings[i]);
+	}
+	int all = 0;
+	CHECK(LOOP_UNTIL(b, ({
+		all = 1;
+		for (int i = 0; i < N; i++)
+			all &= atomic_load(&pings[i].done);
+		all;
+	})));
+	for (int i = 0; i < N && all; i++) {
+		CHECK_EQ(pings[i].order, i); /* in the order posted */
+		CHECK(!pthread_equal(pings[i].on_a, pthread_self()));
+		CHECK(pthread_equal(pings[i].on_b, pthread_self()));
+	}
+	/* The poster never waits: a's loop is held by a long call (a hook running for its
+	 * budget), and posting to it still returns at once. */
+	atomic_int release = 0;
+	struct host_call hold;
+	host_post(a, &hold, hold_fn, &release);
+	struct ping late = {.back = b};
+	uint64_t t0 = env.mono_ns();
+	host_post(a, &late.call, ping_on_a, &late);
+	CHECK(env.mono_ns() - t0 < 50000000ull);
+	usleep(20000);
+	ev_run(host_loop(b), EVRUN_NOWAIT);
+	CHECK_EQ(atomic_load(&late.done), 0);
+	atomic_store(&release, 1);
+	CHECK(LOOP_UNTIL(b, atomic_load(&late.done)));
+	/* Posted on the loop's own thread, a call still waits for the next turn. */
+	struct selfpost sp = {.h = b};
+	host_post(b, &sp.call, selfpost_first, &sp);
+	CHECK(LOOP_UNTIL(b, atomic_load(&sp.ran)));
+	CHECK_EQ(atomic_load(&sp.inline_run), 0);
+	/* Calls posted to a loop nobody runs any more are run by host_run_posted, or at the
+	 * latest by host_delete. */
+	struct inv v = {0};
+	struct host_call c1, c2;
+	host_post(b, &c1, inv_fn, &v);
+	CHECK_EQ(host_run_posted(b), 1);
+	CHECK_EQ(v.calls, 1);
+	CHECK_EQ(host_run_posted(b), 0);
+	host_post(b, &c2, inv_fn, &v);
+	host_delete(a);
+	host_delete(b);
+	CHECK_EQ(v.calls, 2);
+	CHECK(pthread_equal(v.ran_on, pthread_self()));
+}
+
 TEST(drain_waits_out_an_executors_jobs)
 {
 	struct host_options o = {.mode = HOST_THREADED};
@@ -219,6 +350,7 @@ main(int argc, char **argv)
 	RUN(inline_host_runs_work_only_when_stepped);
 	RUN(step_stops_when_its_budget_is_spent);
 	RUN(invoke_runs_on_the_loop_thread);
+	RUN(post_crosses_loops_without_waiting);
 	RUN(drain_waits_out_an_executors_jobs);
 	return HARNESS_END("test_host");
 }

@@ -445,6 +445,154 @@ TEST(enospc_from_pwrite_is_strata_enospc)
 	fx_close(&fx);
 }
 
+/* ---- incremental writeback (sync_file_range every bytes_per_sync) ---- */
+
+/** Most sync_file_range calls recorded. */
+#define SFR_MAX 4096
+
+/** What the sync_file_range seam saw. */
+static struct {
+	/** Calls made. */
+	int n;
+	/** Per call: fd, offset, length, flags. */
+	int fd[SFR_MAX];
+	off_t off[SFR_MAX];
+	off_t len[SFR_MAX];
+	unsigned flags[SFR_MAX];
+	/** errno to fail every call with (0: call the real one). */
+	int fail_errno;
+} sfr;
+
+static int
+counting_sfr(int fd, off_t off, off_t n, unsigned int flags)
+{
+	if (sfr.n < SFR_MAX) {
+		sfr.fd[sfr.n] = fd;
+		sfr.off[sfr.n] = off;
+		sfr.len[sfr.n] = n;
+		sfr.flags[sfr.n] = flags;
+	}
+	sfr.n++;
+	if (sfr.fail_errno != 0) {
+		errno = sfr.fail_errno;
+		return -1;
+	}
+	return sync_file_range(fd, off, n, flags);
+}
+
+/** Stream `total` bytes (in pieces of 3 x 21841 bytes, like run blocks of odd sizes) to
+ *  key; 0 or the first error. */
+static int
+stream_object(struct objstore *os, const char *key, size_t total, int commit)
+{
+	static unsigned char chunk[3 * 21841];
+	for (size_t i = 0; i < sizeof(chunk); i++)
+		chunk[i] = (unsigned char)(i * 131 + 7);
+	struct objstore_writer *w = NULL;
+	int rc = objstore_writer_open(os, key, &w);
+	if (rc)
+		return rc;
+	for (size_t done = 0; done < total && rc == 0;) {
+		size_t n = total - done < sizeof(chunk) ? total - done : sizeof(chunk);
+		rc = objstore_writer_write(w, chunk, n);
+		done += n;
+	}
+	if (rc != 0 || !commit) {
+		objstore_writer_abort(w);
+		return rc;
+	}
+	return objstore_writer_commit(w);
+}
+
+/** Check the recorded calls: one writer's fd, WAIT_BEFORE | WRITE, whole pages, each
+ *  range starting where the one before the last ended, one about every `every` bytes. */
+static void
+check_sfr_calls(size_t every)
+{
+	int n = sfr.n < SFR_MAX ? sfr.n : SFR_MAX;
+	off_t prev_end = 0, prev_prev_end = 0;
+	for (int i = 0; i < n; i++) {
+		CHECK_EQ(sfr.fd[i], sfr.fd[0]);
+		CHECK_EQ(sfr.flags[i], SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
+		off_t end = sfr.off[i] + sfr.len[i];
+		CHECK_EQ(end % 4096, 0);
+		CHECK_EQ(sfr.off[i], prev_prev_end);
+		CHECK(end - prev_end >= (off_t)every - 4096);
+		CHECK(end - prev_end <= (off_t)every + 3 * 21841);
+		prev_prev_end = prev_end;
+		prev_end = end;
+	}
+}
+
+TEST(writer_starts_writeback_every_bytes_per_sync)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	memset(&sfr, 0, sizeof(sfr));
+	env.sync_file_range = counting_sfr;
+
+	/* The default: every 1 MiB (plus the rest of the write that crossed it). 6 MiB and a
+	 * bit: five or six calls, the tail left to the final fsync. */
+	REQUIRE_EQ(stream_object(fx.os, "run/a", (6u << 20) + 12345, 1), 0);
+	CHECK(sfr.n >= 5 && sfr.n <= 6);
+	check_sfr_calls(1u << 20);
+	struct buf b = {0};
+	REQUIRE_EQ(objstore_get(fx.os, "run/a", &b), 0);
+	CHECK_EQ(b.len, (6u << 20) + 12345);
+	CHECK_EQ(b.data[(6u << 20) + 100], (unsigned char)(((6u << 20) + 100) % (3 * 21841) * 131 + 7));
+	buf_destroy(&b);
+
+	/* 256 KiB: about four times as many. */
+	memset(&sfr, 0, sizeof(sfr));
+	REQUIRE_EQ(objstore_fs_set_bytes_per_sync(fx.os, 256u << 10), 0);
+	REQUIRE_EQ(stream_object(fx.os, "run/b", 6u << 20, 1), 0);
+	CHECK(sfr.n >= 22 && sfr.n <= 24);
+	check_sfr_calls(256u << 10);
+
+	/* Whole objects (put) and small streams never call it; 0 turns it off. */
+	memset(&sfr, 0, sizeof(sfr));
+	REQUIRE_EQ(stream_object(fx.os, "run/c", 200u << 10, 1), 0);
+	REQUIRE_EQ(put_str(fx.os, "manifest/1", "m"), 0);
+	REQUIRE_EQ(objstore_fs_set_bytes_per_sync(fx.os, 0), 0);
+	REQUIRE_EQ(stream_object(fx.os, "run/d", 4u << 20, 1), 0);
+	CHECK_EQ(sfr.n, 0);
+
+	CHECK_EQ(objstore_fs_set_bytes_per_sync(fx.os, 100), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "bytes_per_sync") != NULL);
+	fx_close(&fx);
+}
+
+TEST(writeback_failure_fails_the_write_and_publishes_nothing)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	memset(&sfr, 0, sizeof(sfr));
+	env.sync_file_range = counting_sfr;
+	sfr.fail_errno = EIO;
+	diag_clear();
+	/* A writeback error is reported once per open file: the write fails there. */
+	CHECK_EQ(stream_object(fx.os, "run/a", 3u << 20, 1), STRATA_EIO);
+	CHECK_EQ(sfr.n, 1);
+	CHECK(strstr(diag_last(), "run/a") != NULL);
+	sfr.fail_errno = ENOSPC;
+	CHECK_EQ(stream_object(fx.os, "run/b", 3u << 20, 1), STRATA_ENOSPC);
+	CHECK_EQ(root_files(&fx), 0);
+
+	/* Not supported here: writeback is left to the final fsync, the write goes on. */
+	memset(&sfr, 0, sizeof(sfr));
+	sfr.fail_errno = ENOSYS;
+	CHECK_EQ(stream_object(fx.os, "run/c", 3u << 20, 1), 0);
+	CHECK_EQ(sfr.n, 1);
+	env.sync_file_range = NULL;
+	CHECK_EQ(stream_object(fx.os, "run/d", 3u << 20, 1), 0);
+	uint64_t size = 0;
+	CHECK_EQ(objstore_size(fx.os, "run/c", &size), 0);
+	CHECK_EQ(size, 3u << 20);
+	CHECK_EQ(objstore_size(fx.os, "run/d", &size), 0);
+	CHECK_EQ(root_files(&fx), 2);
+	fx_close(&fx);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -459,5 +607,7 @@ main(int argc, char **argv)
 	RUN(bad_keys_are_refused);
 	RUN(fsync_failure_fails_put_naming_path_and_publishes_nothing);
 	RUN(enospc_from_pwrite_is_strata_enospc);
+	RUN(writer_starts_writeback_every_bytes_per_sync);
+	RUN(writeback_failure_fails_the_write_and_publishes_nothing);
 	return HARNESS_END("test_objstore");
 }

@@ -1220,12 +1220,18 @@ TEST(delete_abandons_parked_hook_safely)
 	f.rt = NULL;
 	CHECK_EQ(m.done, 1);
 	CHECK_EQ(m.rc, STRATA_ECLOSED);
-	/* The prepared run was aborted: nothing merged, no stray run object. */
+	/* The prepared run was aborted: nothing merged, no stray run object (the abort ran
+	 * its delete: the runtime that drove deletes had already stopped). */
 	CHECK_EQ(shard_stats(&f, 0).merges, 0);
+	uint64_t pending = 0;
+	store_reaper_stats(strata_store(f.db), &pending, NULL, NULL, NULL);
+	CHECK_EQ(pending, 0);
 	CHECK_EQ(count_run_files(&f, 0), 0);
 	CHECK_EQ(strata_check(f.db, 0), 0);
 	CHECK_EQ(append_one(&f, 0), 0);
 	CHECK_EQ(strata_merge(f.db, 0, 0, NULL), 0);
+	CHECK_EQ(count_run_files(&f, 0), 1);
+	CHECK_EQ(shard_stats(&f, 0).base_runs, 1);
 	fx_close(&f);
 }
 

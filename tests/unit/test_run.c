@@ -595,6 +595,60 @@ write_failure_fails_finish_and_leaves_nothing(void)
 	fix_close(&f);
 }
 
+/** sync_file_range calls seen, and the fds they named. */
+static int sfr_calls, sfr_other_fd, sfr_fd = -1;
+
+static int
+counting_sync_file_range(int fd, off_t off, off_t n, unsigned int flags)
+{
+	if (sfr_fd < 0)
+		sfr_fd = fd;
+	else if (fd != sfr_fd)
+		sfr_other_fd++;
+	sfr_calls++;
+	return sync_file_range(fd, off, n, flags);
+}
+
+/* A run of several MiB starts its writeback about every bytes_per_sync (1 MiB) bytes
+ * through the env seam, so its final fsync has little left to write. */
+static void
+run_writer_starts_writeback_every_mib(void)
+{
+	struct fix f = { 0 };
+	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	sfr_calls = sfr_other_fd = 0;
+	sfr_fd = -1;
+	env.sync_file_range = counting_sync_file_range;
+	struct run_writer *w;
+	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, NULL, &w), 0);
+	/* Incompressible values: 6000 rows of 1 KiB make a run of about 6 MiB. */
+	uint64_t x = 88172645463325252ull;
+	char k[32], v[1024];
+	int rc = 0;
+	for (uint32_t i = 0; i < 6000 && rc == 0; i++) {
+		for (size_t b = 0; b < sizeof(v); b += 8) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			memcpy(v + b, &x, 8);
+		}
+		row_key(k, sizeof(k), i);
+		rc = run_writer_add(w, k, strlen(k), i, v, sizeof(v));
+	}
+	REQUIRE_EQ(rc, 0);
+	struct run_meta m;
+	REQUIRE_EQ(run_writer_finish(w, &m), 0);
+	env_reset();
+	REQUIRE(m.bytes > (5u << 20));
+	/* One call per MiB, give or take the block that crossed each MiB and the tail. */
+	CHECK(sfr_calls >= (int)(m.bytes / ((1u << 20) + (128u << 10))) - 1);
+	CHECK(sfr_calls <= (int)(m.bytes >> 20));
+	CHECK_EQ(sfr_other_fd, 0);
+	struct run_reader *r;
+	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	CHECK_EQ(run_reader_meta(r)->rows, 6000);
+	run_reader_close(r);
+	fix_close(&f);
+}
+
 static void
 writer_blocks_counts_flushed_blocks(void)
 {
@@ -1139,6 +1193,7 @@ main(int argc, char **argv)
 	RUN(abort_leaves_nothing);
 	RUN(write_failure_fails_finish_and_leaves_nothing);
 	RUN(writer_blocks_counts_flushed_blocks);
+	RUN(run_writer_starts_writeback_every_mib);
 	RUN(concurrent_gets_and_iterators_share_a_reader);
 	RUN(flipped_byte_in_data_block_is_corruption);
 	RUN(flipped_byte_in_index_partition_is_corruption);

@@ -1,0 +1,270 @@
+/*
+ * test_reaper.c — deletes of merged objects are background work: a reader that
+ * lets go of the last reference and a commit only queue them; the host's background
+ * executor (or, without one, the next seal or merge) runs them, paced, large files
+ * cut down in chunks first, several per directory sync.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../node/core/reaper.h"
+#include "../../node/core/store.h"
+#include "../../node/lib/env.h"
+#include "../../node/objstore/objstore.h"
+#include "../../node/strata.h"
+#include "../../node/strata_host.h"
+#include "harness.h"
+
+/** unlink calls of the calling thread, and of all threads, on .sst objects. */
+static __thread long my_unlinks;
+static atomic_long all_unlinks, all_truncates, dir_syncs;
+static int (*real_unlink)(const char *);
+static int (*real_ftruncate)(int, off_t);
+static int (*real_fsync)(int);
+
+static int
+counting_unlink(const char *path)
+{
+	if (strstr(path, ".sst") != NULL) {
+		my_unlinks++;
+		atomic_fetch_add(&all_unlinks, 1);
+	}
+	return real_unlink(path);
+}
+
+static int
+counting_ftruncate(int fd, off_t len)
+{
+	atomic_fetch_add(&all_truncates, 1);
+	return real_ftruncate(fd, len);
+}
+
+static int
+counting_fsync(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+		atomic_fetch_add(&dir_syncs, 1);
+	return real_fsync(fd);
+}
+
+static void
+counting_on(void)
+{
+	real_unlink = env_default.unlink;
+	real_ftruncate = env_default.ftruncate;
+	real_fsync = env_default.fsync;
+	env_default.unlink = counting_unlink;
+	env_default.ftruncate = counting_ftruncate;
+	env_default.fsync = counting_fsync;
+	atomic_store(&all_unlinks, 0);
+	atomic_store(&all_truncates, 0);
+	atomic_store(&dir_syncs, 0);
+	my_unlinks = 0;
+}
+
+static void
+counting_off(void)
+{
+	env_default.unlink = real_unlink;
+	env_default.ftruncate = real_ftruncate;
+	env_default.fsync = real_fsync;
+}
+
+static int
+gens(strata *db, int n, int rows)
+{
+	for (int g = 0; g < n; g++) {
+		for (int i = 0; i < rows; i++) {
+			char key[32], val[64];
+			snprintf(key, sizeof(key), "k%03d-%05d", g, i);
+			snprintf(val, sizeof(val), "value of generation %d row %d", g, i);
+			strata_row r = {key, strlen(key), val, strlen(val)};
+			if (strata_append(db, 0, &r, 1) != 0)
+				return -1;
+		}
+		if (strata_seal(db, 0) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/** The pinned scan: blocks in its first callback until released. */
+static struct {
+	strata *db;
+	atomic_int in_scan, release;
+	long unlinks;
+	int rows, rc;
+} S;
+
+static int
+scan_cb(void *ctx, const strata_row *row)
+{
+	(void)ctx;
+	(void)row;
+	if (S.rows++ == 0) {
+		atomic_store(&S.in_scan, 1);
+		while (!atomic_load(&S.release))
+			usleep(1000);
+	}
+	return 0;
+}
+
+static void *
+scan_main(void *arg)
+{
+	(void)arg;
+	S.rc = strata_scan(S.db, 0, NULL, 0, NULL, 0, scan_cb, NULL);
+	S.unlinks = my_unlinks;
+	return NULL;
+}
+
+static long
+count_gen_files(const char *dir)
+{
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "ls %s/objects/shard-0000/gen 2>/dev/null | grep -c sst", dir);
+	FILE *f = popen(cmd, "r");
+	long n = -1;
+	if (f != NULL && fscanf(f, "%ld", &n) != 1)
+		n = -1;
+	if (f != NULL)
+		pclose(f);
+	return n;
+}
+
+TEST(a_pinned_scan_and_a_commit_delete_nothing_themselves)
+{
+	char *dir = harness_tmpdir("reaper");
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = dir;
+	o.sync = STRATA_SYNC_NONE;
+	strata *db = NULL;
+	REQUIRE_EQ(strata_open(&o, &db), 0);
+	REQUIRE_EQ(gens(db, 4, 200), 0);
+	counting_on();
+	memset(&S, 0, sizeof(S));
+	S.db = db;
+	pthread_t t;
+	REQUIRE_EQ(pthread_create(&t, NULL, scan_main, NULL), 0);
+	while (!atomic_load(&S.in_scan))
+		usleep(1000);
+	/* A merge commits while the scan holds the old view (and so the generations). */
+	strata_plan *plan = NULL;
+	REQUIRE_EQ(strata_prepare_merge(db, 0, 0, &plan), 0);
+	CHECK_EQ(strata_commit_merge(db, plan), 0);
+	CHECK_EQ(my_unlinks, 0); /* the commit deleted nothing */
+	atomic_store(&S.release, 1);
+	pthread_join(t, NULL);
+	CHECK_EQ(S.rc, 0);
+	CHECK_EQ(S.unlinks, 0); /* the scan let go of the last references: it deleted nothing */
+	uint64_t pending = 0;
+	store_reaper_stats(strata_store(db), &pending, NULL, NULL, NULL);
+	CHECK_EQ(pending, 4);
+	CHECK_EQ(count_gen_files(dir), 4);
+	/* With no background thread, the next call that does background work deletes them,
+	 * in one batch: one directory sync for the four. */
+	long syncs = atomic_load(&dir_syncs);
+	CHECK_EQ(strata_seal(db, 0), 0);
+	CHECK_EQ(my_unlinks, 4);
+	CHECK_EQ(count_gen_files(dir), 0);
+	CHECK_EQ(atomic_load(&dir_syncs) - syncs, 1);
+	counting_off();
+	strata_close(db);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+TEST(with_a_runtime_the_background_executor_deletes)
+{
+	char *dir = harness_tmpdir("reaper");
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = dir;
+	o.sync = STRATA_SYNC_NONE;
+	o.policy = ""; /* a host with a background executor, and the runtime that drives it */
+	strata *db = NULL;
+	REQUIRE_EQ(strata_open(&o, &db), 0);
+	REQUIRE_EQ(gens(db, 3, 100), 0);
+	counting_on();
+	uint32_t merged = 0;
+	REQUIRE_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK_EQ(my_unlinks, 0); /* not the caller's thread */
+	for (int i = 0; i < 5000 && count_gen_files(dir) != 0; i++)
+		usleep(1000);
+	CHECK_EQ(count_gen_files(dir), 0);
+	CHECK_EQ(atomic_load(&all_unlinks), 3);
+	CHECK_EQ(my_unlinks, 0);
+	strata_close(db); /* its jobs end before the seams change back */
+	counting_off();
+	harness_rmrf(dir);
+	free(dir);
+}
+
+/** Write an object of n bytes through the fs store. */
+static int
+put_object(struct objstore *os, const char *key, size_t n)
+{
+	char *b = calloc(1, n);
+	int rc = b ? objstore_put(os, key, b, n) : -1;
+	free(b);
+	return rc;
+}
+
+TEST(deletes_are_paced_and_large_objects_freed_in_chunks)
+{
+	char *dir = harness_tmpdir("reaper");
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_fs_new(dir, &os), 0);
+	/* 4 MiB/s, 1 MiB chunks: a bucket of 4 MiB to start with. */
+	struct reaper *r = NULL;
+	REQUIRE_EQ(reaper_new(os, 4u << 20, 1u << 20, &r), 0);
+	REQUIRE_EQ(put_object(os, "a/big.sst", 3u << 20), 0);
+	for (int i = 0; i < 3; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "a/small-%d.sst", i);
+		REQUIRE_EQ(put_object(os, key, 1u << 20), 0);
+	}
+	counting_on();
+	reaper_add(r, "a/big.sst", 3u << 20);
+	for (int i = 0; i < 3; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "a/small-%d.sst", i);
+		reaper_add(r, key, 1u << 20);
+	}
+	/* 6 MiB to free, 4 MiB in the bucket: the rest takes about half a second. */
+	uint64_t t0 = env.mono_ns();
+	CHECK_EQ(reaper_run(r, 0), 2); /* no waiting: the bucket's worth only */
+	CHECK_EQ(atomic_load(&all_truncates), 2); /* 3 MiB -> 2 -> 1, then deleted whole */
+	CHECK_EQ(reaper_run(r, 5000000000ull), 0);
+	uint64_t took = env.mono_ns() - t0;
+	CHECK(took >= 400000000ull);
+	CHECK_EQ(atomic_load(&all_unlinks), 4);
+	uint64_t deleted = 0, bytes = 0;
+	reaper_stats(r, NULL, NULL, &deleted, &bytes);
+	CHECK_EQ(deleted, 4);
+	CHECK_EQ(bytes, 6u << 20);
+	counting_off();
+	reaper_delete(r);
+	objstore_destroy(os);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	RUN(a_pinned_scan_and_a_commit_delete_nothing_themselves);
+	RUN(with_a_runtime_the_background_executor_deletes);
+	RUN(deletes_are_paced_and_large_objects_freed_in_chunks);
+	return HARNESS_END("test_reaper");
+}
