@@ -88,6 +88,10 @@ typedef struct strata_options {
 	 *  second (default 256 MiB/s; 0 = unlimited); a large object is cut down in 8 MiB
 	 *  steps first. Deletes are background work: never done by a reader or a commit. */
 	uint64_t delete_bytes_per_s;
+	/** Budget of background writes (seals, merges, compactions), bytes per second, shared
+	 *  by every shard (default 0 = unlimited); a policy's background_io_mib_per_s
+	 *  replaces it while that policy runs. */
+	uint64_t background_io_bytes_per_s;
 	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in
 	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
 	 *  the policy runtime on a libev loop on a thread of its own. */
@@ -150,6 +154,10 @@ typedef struct strata_row {
 	  "Longest hold of the shard's exclusive lock (merge commit) since the store opened.")       \
 	X(max_exclusive_wait_ns, "gauge", "strata_exclusive_lock_wait_max_seconds", 1e9,              \
 	  "Longest wait to take the shard's exclusive lock (behind appends and readers).")          \
+	X(background_io_bytes_per_s, "gauge", "strata_background_io_limit_bytes_per_second", 1,       \
+	  "Budget of the store's background writes (0 = unlimited).")                               \
+	X(background_io_wait_ns, "counter", "strata_background_io_wait_seconds_total", 1e9,           \
+	  "Time this shard's seals, merges and compactions waited on the background IO budget.") \
 	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
 	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")
 

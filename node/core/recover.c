@@ -158,6 +158,7 @@ shard_load(const struct shard_config *cfg, struct shard **out)
 	if (s == NULL)
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
 	s->cfg = *cfg;
+	s->cfg.run.waited_ns = &s->io_wait_ns;
 	atomic_init(&s->merge_cap, cfg->merge_max_inputs);
 	pthread_rwlockattr_t attr;
 	pthread_rwlockattr_init(&attr);

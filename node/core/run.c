@@ -56,6 +56,7 @@
 #include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
@@ -64,6 +65,7 @@
 #include "../lib/crc.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/ratelimit.h"
 
 /** Frame codecs. */
 enum { RUN_CODEC_RAW = 0, RUN_CODEC_ZSTD = 1 };
@@ -511,6 +513,9 @@ run_writer_fail(struct run_writer *w, int rc)
 static int
 run_writer_emit(struct run_writer *w)
 {
+	uint64_t waited = ratelimit_acquire(w->o.limiter, w->frame.len);
+	if (waited != 0 && w->o.waited_ns != NULL)
+		atomic_fetch_add(w->o.waited_ns, waited);
 	int rc = objstore_writer_write(w->ow, w->frame.data, w->frame.len);
 	if (rc)
 		return rc;

@@ -14,9 +14,12 @@
 #define STRATA_RUN_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "../objstore/objstore.h"
+
+struct ratelimit;
 
 /** Writer settings. Zero fields take defaults. */
 struct run_writer_options {
@@ -28,6 +31,10 @@ struct run_writer_options {
 	uint32_t bloom_bits_per_key;
 	/** Uncompressed target size of an index partition (default 64 KiB). */
 	uint32_t index_partition_bytes;
+	/** Budget every write of the run is drawn from (NULL: none). */
+	struct ratelimit *limiter;
+	/** Where the time waited on it is added (may be NULL). */
+	_Atomic(uint64_t) *waited_ns;
 };
 
 /** What a finished run holds; also read back from its footer. */

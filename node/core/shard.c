@@ -14,6 +14,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/ratelimit.h"
 #include "shard_int.h"
 #include "store.h"
 
@@ -937,6 +938,8 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->compactions = atomic_load(&s->compactions);
 	out->max_exclusive_ns = atomic_load(&s->max_excl_ns);
 	out->max_exclusive_wait_ns = atomic_load(&s->max_excl_wait_ns);
+	out->background_io_wait_ns = atomic_load(&s->io_wait_ns);
+	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;
 }
 
 int

@@ -141,6 +141,8 @@ struct shard {
 	/** Counters for stats. */
 	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
 		merge_in, merge_out, compactions, max_excl_ns, max_excl_wait_ns;
+	/** Time this shard's background writes waited on the store's IO budget. */
+	_Atomic(uint64_t) io_wait_ns;
 };
 
 

@@ -15,6 +15,7 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../strata_types.h"
+#include "../lib/ratelimit.h"
 #include "reaper.h"
 #include "shard.h"
 #include "store.h"
@@ -40,6 +41,8 @@ struct store {
 	struct env_ops *env_ops;
 	/** Deletes of objects no manifest names any more, run as background work. */
 	struct reaper *reaper;
+	/** The budget every shard's background writes draw from. */
+	struct ratelimit *io_limit;
 	/** Whether someone above runs the reaper (store_set_reaper_kick); else the store's
 	 *  own seals and merges drain it after their commit. */
 	atomic_int reaper_driven;
@@ -297,6 +300,8 @@ store_open_in(const strata_options *o, struct store **out)
 	}
 	if (rc == 0)
 		rc = reaper_new(db->os, o->delete_bytes_per_s, 8u << 20, &db->reaper);
+	if (rc == 0)
+		rc = ratelimit_new(o->background_io_bytes_per_s, &db->io_limit);
 	/* 3. Read and check every shard before writing anything. */
 	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
 		struct shard_config cfg;
@@ -316,6 +321,7 @@ store_open_in(const strata_options *o, struct store **out)
 		cfg.manifest_keep = o->manifest_keep;
 		cfg.merge_max_inputs = o->merge_max_inputs;
 		cfg.reaper = db->reaper;
+		cfg.run.limiter = db->io_limit;
 		rc = shard_load(&cfg, &db->shards[i]);
 		if (rc == 0)
 			db->nshards++;
@@ -358,6 +364,7 @@ store_close_in(struct store *db)
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_close(db->shards[i]);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
+	ratelimit_delete(db->io_limit);
 	env.free(db->listener);
 	for (uint32_t i = 0; i < db->nold; i++)
 		env.free(db->old_listeners[i]);
@@ -769,6 +776,12 @@ store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t
 	store_reap_if_undriven(db);
 	STORE_LEAVE();
 	return rc;
+}
+
+void
+store_set_io_rate(struct store *db, uint64_t bytes_per_s)
+{
+	ratelimit_set(db->io_limit, bytes_per_s);
 }
 
 void

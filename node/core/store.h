@@ -65,6 +65,8 @@ void store_abort(struct store *db, strata_plan *plan);
 int store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged);
 int store_shard_stats(struct store *db, uint32_t shard, strata_stats *out);
 int store_check(struct store *db, uint32_t shard);
+/** Change the budget of background writes, bytes per second (0 = unlimited). */
+void store_set_io_rate(struct store *db, uint64_t bytes_per_s);
 /** Hand the deletes of merged objects to someone above (the host's background
  *  executor): kick is called, from any thread, when deletes are queued, and that
  *  someone calls store_reap. NULL: the store's own seals and merges run them. */

@@ -155,6 +155,7 @@ enum {
 	SET_CAP,
 	SET_MEMTABLE,
 	SET_BASE_RUNS,
+	SET_IO,
 	SET_COUNT,
 };
 
@@ -165,6 +166,8 @@ static const struct policy_setting_spec policy_specs[SET_COUNT] = {
 	[SET_CAP] = {"merge_max_generations", 1, 1, 1000000, 8},
 	[SET_MEMTABLE] = {"memtable_max_bytes", 1, 4096, 1099511627776.0, 64.0 * 1024 * 1024},
 	[SET_BASE_RUNS] = {"base_max_runs", 1, 1, 1000000, 8},
+	/* Absent (-1): the store's background_io_bytes_per_s option stays. */
+	[SET_IO] = {"background_io_mib_per_s", 0, 0, 1000000, -1},
 };
 
 const char *
@@ -561,7 +564,8 @@ policy_validate(struct policy *p, lua_State *L, struct policy_errs *out)
 			else
 				policy_err(e, "%s: unknown key '%s' in the policy table (valid keys: "
 					   "flush_interval_s, sweep_interval_s, merge_after_generations, "
-					   "merge_max_generations, memtable_max_bytes, base_max_runs, on_seal, "
+					   "merge_max_generations, memtable_max_bytes, base_max_runs, "
+					   "background_io_mib_per_s, on_seal, "
 					   "on_sweep, on_merge_request)", where, key);
 		}
 		lua_pop(L, 1);
@@ -573,6 +577,7 @@ policy_validate(struct policy *p, lua_State *L, struct policy_errs *out)
 	s->merge_max_generations = (uint32_t)vals[SET_CAP];
 	s->memtable_max_bytes = (uint64_t)vals[SET_MEMTABLE];
 	s->base_max_runs = (uint32_t)vals[SET_BASE_RUNS];
+	s->background_io_mib_per_s = vals[SET_IO];
 	if (e->count > 0) {
 		if (tmp != NULL && out->buf != NULL)
 			policy_errs_sorted(p, tmp, out);
@@ -594,6 +599,7 @@ policy_push_settings(struct policy *p, lua_State *L, int idx)
 		[SET_CAP] = s->merge_max_generations,
 		[SET_MEMTABLE] = (double)s->memtable_max_bytes,
 		[SET_BASE_RUNS] = s->base_max_runs,
+		[SET_IO] = s->background_io_mib_per_s,
 	};
 	for (int i = 0; i < SET_COUNT; i++) {
 		lua_pushnumber(L, v[i]);
@@ -973,9 +979,13 @@ policy_describe(const struct policy *p, char *buf, size_t len)
 			 "merge_after_generations = %u\n"
 			 "merge_max_generations = %u\n"
 			 "memtable_max_bytes = %llu\n"
-			 "base_max_runs = %u\n",
+			 "base_max_runs = %u\n"
+			 "background_io_mib_per_s = %g%s\n",
 			 s->flush_interval_s, s->sweep_interval_s, s->merge_after_generations,
-			 s->merge_max_generations, (unsigned long long)s->memtable_max_bytes, s->base_max_runs);
+			 s->merge_max_generations, (unsigned long long)s->memtable_max_bytes, s->base_max_runs,
+			 s->background_io_mib_per_s < 0 ? 0 : s->background_io_mib_per_s,
+			 s->background_io_mib_per_s < 0 ? " (not set: the store's option)"
+			 : s->background_io_mib_per_s == 0 ? " (unlimited)" : "");
 	for (int h = 0; h < POLICY_HOOK_COUNT && n >= 0 && (size_t)n < len; h++)
 		n += snprintf(buf + n, len - (size_t)n, "%s = %s\n", policy_hook_names[h],
 			      p->has_hook[h] ? "defined by the script" : "built-in default");

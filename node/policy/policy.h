@@ -30,6 +30,9 @@ struct runtime_settings {
 	uint64_t memtable_max_bytes;
 	/** Base runs that trigger a compaction (0 = off). */
 	uint32_t base_max_runs;
+	/** Budget of background writes, MiB/s (0 = unlimited; -1 = not set: the store's
+	 *  background_io_bytes_per_s option stays). */
+	double background_io_mib_per_s;
 };
 
 /** Default CPU budget of one hook run (and of loading), milliseconds. */

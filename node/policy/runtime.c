@@ -520,6 +520,11 @@ rt_apply_settings(struct runtime *rt, int first)
 	/* The engine enforces the per-pass cap; the policy may only narrow it. */
 	if (first || s->merge_max_generations != rt->armed.merge_max_generations)
 		store_set_merge_cap(rt->db, s->merge_max_generations);
+	/* The background IO budget follows the policy live; unset, the store's option. */
+	if (first || s->background_io_mib_per_s != rt->armed.background_io_mib_per_s)
+		store_set_io_rate(rt->db, s->background_io_mib_per_s < 0
+						  ? store_options(rt->db)->background_io_bytes_per_s
+						  : (uint64_t)(s->background_io_mib_per_s * 1048576.0));
 	rt->armed = *s;
 	rt_rearm(rt, now);
 }
@@ -801,6 +806,7 @@ runtime_delete(struct runtime *rt)
 	/* No more events: remove the listener, then wait out callbacks already inside it. */
 	store_set_listener(rt->db, NULL, 0);
 	store_set_merge_cap(rt->db, 0);
+	store_set_io_rate(rt->db, store_options(rt->db)->background_io_bytes_per_s);
 	store_set_reaper_kick(rt->db, NULL, NULL);
 	atomic_store(&rt->sink_closed, 1);
 	while (atomic_load(&rt->in_callback) != 0)

@@ -241,6 +241,22 @@ describe("merge policies", function()
 			db2:close()
 		end)
 
+		it("sets the background IO budget, and a reload changes it live", function()
+			local db, dir = open_policy(quiet(8))
+			assert.equals(0, stats(db).background_io_bytes_per_s) -- the store's option
+			assert(db:policy(write(dir .. "/io.lua", "return { background_io_mib_per_s = 4 }")))
+			assert.equals(4 * 1048576, stats(db).background_io_bytes_per_s)
+			assert(db:policy("return { background_io_mib_per_s = 0.5 }"))
+			assert.equals(524288, stats(db).background_io_bytes_per_s)
+			local ok, err = db:policy("return { background_io_mib_per_s = -2 }")
+			assert.is_nil(ok)
+			assert.matches("background_io_mib_per_s", err)
+			assert.equals(524288, stats(db).background_io_bytes_per_s) -- refused: it stays
+			assert(db:policy("return {}"))
+			assert.equals(0, stats(db).background_io_bytes_per_s) -- not set: the option again
+			db:close()
+		end)
+
 		it("refuses a typo key on reload; the old policy stays and keeps merging", function()
 			local db, dir = open_policy([[
 return {

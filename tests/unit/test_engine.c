@@ -19,10 +19,12 @@
 #include <unistd.h>
 
 #include "../../node/core/manifest.h"
+#include "../../node/core/store.h"
 #include "../../node/lib/buf.h"
 #include "../../node/lib/env.h"
 #include "../../node/objstore/objstore.h"
 #include "../../node/strata.h"
+#include "../../node/strata_host.h"
 #include "harness.h"
 
 /** Tag of the temporary directories (engine_util.h). */
@@ -1274,6 +1276,60 @@ TEST(append_is_all_or_nothing_under_enomem)
 	db_close(db);
 }
 
+/** Write n generations of rows random bytes (so zstd cannot shrink them) of total bytes. */
+static int
+noise_generations(strata *db, int n, size_t bytes)
+{
+	static char val[4096];
+	uint64_t x = 0x2545f4914f6cdd1dull;
+	size_t per = bytes / (size_t)n, rows = per / sizeof(val);
+	for (int g = 0; g < n; g++) {
+		for (size_t r = 0; r < rows; r++) {
+			for (size_t k = 0; k < sizeof(val); k += 8) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				memcpy(val + k, &x, 8);
+			}
+			char key[32];
+			snprintf(key, sizeof(key), "n%02d-%06zu", g, r);
+			strata_row row = {key, strlen(key), val, sizeof(val)};
+			if (strata_append(db, 0, &row, 1) != 0)
+				return -1;
+		}
+		if (strata_seal(db, 0) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+TEST(background_writes_keep_to_their_budget)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(noise_generations(db, 3, 3u << 20), 0);
+	/* 2 MiB/s: a merge writing about 3 MiB takes at least (3 MiB - burst) / 2 MiB/s. */
+	store_set_io_rate(strata_store(db), 2u << 20);
+	strata_stats st = stats_of(db);
+	CHECK_EQ(st.background_io_bytes_per_s, 2u << 20);
+	uint64_t t0 = env.mono_ns();
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	uint64_t limited = env.mono_ns() - t0;
+	CHECK_EQ(merged, 3);
+	CHECK(limited >= 1000000000ull);
+	st = stats_of(db);
+	CHECK(st.background_io_wait_ns >= 800000000ull);
+	/* Lifted live: the same volume goes through without waiting. */
+	store_set_io_rate(strata_store(db), 0);
+	REQUIRE_EQ(noise_generations(db, 3, 3u << 20), 0);
+	uint64_t waited = stats_of(db).background_io_wait_ns;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(stats_of(db).background_io_wait_ns, waited);
+	CHECK_EQ(stats_of(db).background_io_bytes_per_s, 0);
+	db_close(db);
+}
+
 TEST(shard_count_is_part_of_the_store)
 {
 	const char *dir = tdir();
@@ -1570,6 +1626,7 @@ main(int argc, char **argv)
 	T(second_open_fences_first);
 	T(fenced_writer_never_acknowledges);
 	T(shard_count_is_part_of_the_store);
+	T(background_writes_keep_to_their_budget);
 	T(append_is_all_or_nothing_under_enomem);
 	T(landed_manifest_write_is_reconciled);
 	T(large_values_round_trip);

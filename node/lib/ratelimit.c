@@ -1,0 +1,134 @@
+/*
+ * ratelimit.c — the shared byte budget of background writes.
+ */
+#include "ratelimit.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include "diag.h"
+#include "env.h"
+#include "../strata_types.h"
+
+/** Longest single sleep: a changed rate is seen at least this often. */
+#define RATELIMIT_MAX_SLEEP_NS 50000000ull
+
+struct ratelimit {
+	/** Guards everything below. */
+	pthread_mutex_t mu;
+	/** Bytes per second (0 = unlimited). */
+	uint64_t rate;
+	/** Bytes that may go now (negative: the debt still to wait off). */
+	double tokens;
+	/** env.mono_ns() of the last refill. */
+	uint64_t filled_ns;
+	/** Bytes taken and nanoseconds waited since the start. */
+	uint64_t bytes, waited_ns;
+};
+
+/** Burst allowed: 50 ms of the rate, at least 256 KiB. */
+static double
+ratelimit_burst(uint64_t rate)
+{
+	double b = (double)rate * 0.05;
+	return b < 262144.0 ? 262144.0 : b;
+}
+
+int
+ratelimit_new(uint64_t bytes_per_s, struct ratelimit **out)
+{
+	struct ratelimit *r = env.calloc(1, sizeof(*r));
+	if (r == NULL)
+		return diag_set(STRATA_ENOMEM, "ratelimit: out of memory");
+	pthread_mutex_init(&r->mu, NULL);
+	r->rate = bytes_per_s;
+	r->tokens = ratelimit_burst(bytes_per_s);
+	r->filled_ns = env.mono_ns();
+	*out = r;
+	return 0;
+}
+
+void
+ratelimit_delete(struct ratelimit *r)
+{
+	if (r == NULL)
+		return;
+	pthread_mutex_destroy(&r->mu);
+	env.free(r);
+}
+
+void
+ratelimit_set(struct ratelimit *r, uint64_t bytes_per_s)
+{
+	pthread_mutex_lock(&r->mu);
+	r->rate = bytes_per_s;
+	if (r->tokens > ratelimit_burst(bytes_per_s))
+		r->tokens = ratelimit_burst(bytes_per_s);
+	pthread_mutex_unlock(&r->mu);
+}
+
+uint64_t
+ratelimit_rate(struct ratelimit *r)
+{
+	pthread_mutex_lock(&r->mu);
+	uint64_t v = r->rate;
+	pthread_mutex_unlock(&r->mu);
+	return v;
+}
+
+/** mu held: add what the time since the last refill earned, up to the burst. */
+static void
+ratelimit_fill(struct ratelimit *r)
+{
+	uint64_t now = env.mono_ns();
+	if (r->rate != 0) {
+		r->tokens += (double)(now - r->filled_ns) * (double)r->rate / 1e9;
+		double burst = ratelimit_burst(r->rate);
+		if (r->tokens > burst)
+			r->tokens = burst;
+	}
+	r->filled_ns = now;
+}
+
+uint64_t
+ratelimit_acquire(struct ratelimit *r, uint64_t bytes)
+{
+	if (r == NULL)
+		return 0;
+	uint64_t waited = 0;
+	pthread_mutex_lock(&r->mu);
+	r->bytes += bytes;
+	ratelimit_fill(r);
+	if (r->rate == 0) {
+		pthread_mutex_unlock(&r->mu);
+		return 0;
+	}
+	r->tokens -= (double)bytes;
+	while (r->rate != 0 && r->tokens < 0) {
+		uint64_t ns = (uint64_t)(-r->tokens * 1e9 / (double)r->rate) + 1;
+		if (ns > RATELIMIT_MAX_SLEEP_NS)
+			ns = RATELIMIT_MAX_SLEEP_NS;
+		pthread_mutex_unlock(&r->mu);
+		struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+		nanosleep(&ts, NULL);
+		waited += ns;
+		pthread_mutex_lock(&r->mu);
+		ratelimit_fill(r);
+	}
+	if (r->rate == 0 && r->tokens < 0)
+		r->tokens = 0; /* unlimited now: the debt is forgiven */
+	r->waited_ns += waited;
+	pthread_mutex_unlock(&r->mu);
+	return waited;
+}
+
+void
+ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns)
+{
+	pthread_mutex_lock(&r->mu);
+	if (bytes)
+		*bytes = r->bytes;
+	if (waited_ns)
+		*waited_ns = r->waited_ns;
+	pthread_mutex_unlock(&r->mu);
+}
