@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "../load/load.h"
+#include "cli.h"
 
-int cmd_load(int argc, char **argv);
 
 static void
 load_usage(FILE *f)

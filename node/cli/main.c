@@ -17,11 +17,8 @@
 #include "../lib/env.h"
 #include "../objstore/objstore.h"
 #include "../strata.h"
+#include "cli.h"
 
-int cmd_policy(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
-int cmd_load(int argc, char **argv);
-int cmd_repair(int argc, char **argv);
 
 /** Most WAL segments of one shard that inspect lists. */
 #define INSPECT_MAX_SEGS 256
@@ -50,37 +47,7 @@ usage(FILE *f)
 		"  --version                        print the version\n");
 }
 
-/** Shard numbers found under DIR/wal and DIR/objects. */
-struct shard_list {
-	/** Sorted, distinct shard numbers. */
-	unsigned ids[65536];
-	/** Entries in ids. */
-	unsigned n;
-};
 
-static void
-scan_shard_dirs(const char *path, struct shard_list *sl)
-{
-	DIR *d = opendir(path);
-	if (d == NULL)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		unsigned id;
-		char tail;
-		if (sscanf(e->d_name, "shard-%u%c", &id, &tail) != 1 || id > 65535)
-			continue;
-		unsigned i = 0;
-		while (i < sl->n && sl->ids[i] < id)
-			i++;
-		if (i < sl->n && sl->ids[i] == id)
-			continue;
-		memmove(sl->ids + i + 1, sl->ids + i, (sl->n - i) * sizeof(unsigned));
-		sl->ids[i] = id;
-		sl->n++;
-	}
-	closedir(d);
-}
 
 static json_t *
 obj_json(const char *prefix, int kind, const struct manifest_obj *o)
@@ -355,13 +322,13 @@ cmd_inspect(int argc, char **argv)
 		return 1;
 	}
 	closedir(d);
-	static struct shard_list sl;
+	static struct cli_shards sl;
 	sl.n = 0;
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/wal", dir);
-	scan_shard_dirs(path, &sl);
+	cli_scan_shard_dirs(path, &sl);
 	snprintf(path, sizeof(path), "%s/objects", dir);
-	scan_shard_dirs(path, &sl);
+	cli_scan_shard_dirs(path, &sl);
 	struct objstore *os = NULL;
 	d = opendir(path); /* read-only: never create DIR/objects */
 	if (d != NULL)

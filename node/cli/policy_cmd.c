@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "../policy/policy.h"
+#include "cli.h"
 
-int cmd_policy(int argc, char **argv);
 
 static void
 policy_cmd_usage(FILE *f)

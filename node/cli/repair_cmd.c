@@ -39,8 +39,8 @@
 #include "../lib/env.h"
 #include "../objstore/objstore.h"
 #include "../strata.h"
+#include "cli.h"
 
-int cmd_repair(int argc, char **argv);
 
 /** File in the data directory whose flock marks its one owner (see store.c, server.c). */
 #define REPAIR_LOCK_FILE "LOCK"
@@ -103,7 +103,7 @@ struct repair_state {
 	/** Entries in probs, and their capacity. */
 	size_t nprobs, capprobs;
 	/** Sorted distinct shard numbers found under DIR/wal and DIR/objects. */
-	unsigned *shards;
+	const unsigned *shards;
 	/** Entries in shards. */
 	unsigned nshards;
 	/** DIR/repair-<stamp> once created ("" before). */
@@ -167,36 +167,6 @@ repair_seg_add(struct repair_state *st)
 	return s;
 }
 
-/** Add the shard numbers named "shard-N" in path to st->shards (sorted, distinct). */
-static void
-repair_scan_shards(const char *path, struct repair_state *st)
-{
-	DIR *d = opendir(path);
-	if (d == NULL)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		unsigned id;
-		char tail;
-		if (sscanf(e->d_name, "shard-%u%c", &id, &tail) != 1 || id > 65535)
-			continue;
-		unsigned i = 0;
-		while (i < st->nshards && st->shards[i] < id)
-			i++;
-		if (i < st->nshards && st->shards[i] == id)
-			continue;
-		unsigned *v = realloc(st->shards, (st->nshards + 1) * sizeof(*v));
-		if (v == NULL) {
-			fprintf(stderr, "strata repair: out of memory\n");
-			exit(1);
-		}
-		st->shards = v;
-		memmove(v + i + 1, v + i, (st->nshards - i) * sizeof(*v));
-		v[i] = id;
-		st->nshards++;
-	}
-	closedir(d);
-}
 
 /** Positions lost when seg is cut at its damage (see the header of wal.h). */
 static void
@@ -667,10 +637,13 @@ cmd_repair(int argc, char **argv)
 	memset(&st, 0, sizeof(st));
 	st.dir = dir;
 	char path[4096];
+	static struct cli_shards found;
 	snprintf(path, sizeof(path), "%s/wal", dir);
-	repair_scan_shards(path, &st);
+	cli_scan_shard_dirs(path, &found);
 	snprintf(path, sizeof(path), "%s/objects", dir);
-	repair_scan_shards(path, &st);
+	cli_scan_shard_dirs(path, &found);
+	st.shards = found.ids;
+	st.nshards = found.n;
 	struct objstore *os = NULL;
 	dd = opendir(path); /* never create DIR/objects */
 	if (dd != NULL) {
@@ -793,7 +766,6 @@ cmd_repair(int argc, char **argv)
 	}
 	free(st.segs);
 	free(st.probs);
-	free(st.shards);
 	env.close(lock_fd); /* releases the flock */
 	return code;
 }

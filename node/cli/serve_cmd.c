@@ -10,8 +10,8 @@
 #include "../lib/diag.h"
 #include "../server/server.h"
 #include "../strata.h"
+#include "cli.h"
 
-int cmd_serve(int argc, char **argv);
 
 static void
 serve_usage(FILE *f)

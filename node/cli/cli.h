@@ -1,0 +1,24 @@
+/*
+ * cli.h — what the files of the `strata` command share: the subcommands main.c
+ * dispatches to, and the shard scan of a data directory that inspect and repair use.
+ */
+#ifndef STRATA_CLI_H
+#define STRATA_CLI_H
+
+int cmd_policy(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_load(int argc, char **argv);
+int cmd_repair(int argc, char **argv);
+
+/** Shard numbers found under a data directory's wal/ and objects/. */
+struct cli_shards {
+	/** Sorted, distinct shard numbers. */
+	unsigned ids[65536];
+	/** Entries in ids. */
+	unsigned n;
+};
+
+/** Add the numbers of path's "shard-N" entries to sl (a missing path adds none). */
+void cli_scan_shard_dirs(const char *path, struct cli_shards *sl);
+
+#endif
