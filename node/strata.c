@@ -11,6 +11,7 @@
  * needs neither libev nor LuaJIT; options.policy is then refused.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,17 +20,119 @@
 #include "lib/buf.h"
 #include "lib/diag.h"
 #include "lib/env.h"
+#include "lib/trace.h"
 #include "strata.h"
 #ifndef STRATA_CORE_ONLY
 #include "policy/runtime.h"
 #include "strata_host.h"
 #endif
 
+/*
+ * The environment of a handle with a manual clock or a seed: a copy of the caller's
+ * table whose clocks, random source and hook-budget clock are the handle's. These run
+ * only through the copy, which the handle enters in every call and its threads run in,
+ * so env_tls points at ops whenever one of them runs and they find the rest from it.
+ */
+struct strata_env {
+	/** The table (first: env_tls points here). */
+	struct env_ops ops;
+	/** The table it copies (options.env_ops, or the default): the real clock. */
+	const struct env_ops *base;
+	/** Manual clock: the time strata_tick set, ns. */
+	_Atomic uint64_t now;
+	/** Seed of the random source, and the draws taken from it. */
+	uint64_t seed;
+	_Atomic uint64_t draws;
+	/** Manual clock: the hook-budget clock, advanced a fixed step per read. */
+	_Atomic uint64_t cpu;
+};
+
+/** Manual clock: what one read of the hook-budget clock advances it by. Hooks count
+ *  instructions then: the count hook reads it every POLICY_HOOK_INSTRUCTIONS (1000)
+ *  instructions, so 1 ms of hook_budget_ms is 100 000 instructions on every machine. */
+#define STRATA_MANUAL_CPU_STEP_NS 10000u
+
+static struct strata_env *
+senv_cur(void)
+{
+	return (struct strata_env *)env_tls;
+}
+
+static uint64_t
+senv_now(void)
+{
+	return atomic_load(&senv_cur()->now);
+}
+
+static uint64_t
+senv_random(void)
+{
+	struct strata_env *e = senv_cur();
+	return trace_mix(e->seed ^ trace_mix(atomic_fetch_add(&e->draws, 1) + 0x9e3779b97f4a7c15ull));
+}
+
+static uint64_t
+senv_cpu(void)
+{
+	return atomic_fetch_add(&senv_cur()->cpu, STRATA_MANUAL_CPU_STEP_NS);
+}
+
+/** The handle's own table when options ask for a manual clock or a seed, else NULL (0)
+ *  and the caller's table serves. */
+static int
+senv_new(const strata_options *o, struct strata_env **out)
+{
+	*out = NULL;
+	if (o->clock != STRATA_CLOCK_REAL && o->clock != STRATA_CLOCK_MANUAL)
+		return diag_set(STRATA_EINVAL, "strata_open: unknown clock %d (STRATA_CLOCK_REAL or "
+				"STRATA_CLOCK_MANUAL)", o->clock);
+	if (o->step_meter < STRATA_STEP_AUTO || o->step_meter > STRATA_STEP_WORK)
+		return diag_set(STRATA_EINVAL, "strata_open: unknown step_meter %d", o->step_meter);
+	if (o->threads < STRATA_THREADS_DEFAULT || o->threads > 1024)
+		return diag_set(STRATA_EINVAL, "strata_open: threads must be -1 (default), 0 (inline) "
+				"or 1..1024, not %d", o->threads);
+	if (o->clock == STRATA_CLOCK_REAL && o->seed == 0)
+		return 0;
+	const struct env_ops *base = o->env_ops != NULL ? o->env_ops : &env_default;
+	struct strata_env *e = base->calloc(1, sizeof(*e));
+	if (e == NULL)
+		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	e->ops = *base;
+	e->base = base;
+	e->seed = o->seed;
+	if (o->seed != 0)
+		e->ops.random = senv_random;
+	if (o->clock == STRATA_CLOCK_MANUAL) {
+		e->ops.mono_ns = senv_now;
+		e->ops.wall_ns = senv_now;
+		e->ops.cpu_ns = senv_cpu;
+	}
+	*out = e;
+	return 0;
+}
+
+static void
+senv_delete(struct strata_env *e)
+{
+	if (e != NULL)
+		e->base->free(e);
+}
+
 struct strata {
 	/** The engine. */
 	struct store *store;
-	/** The environment the handle was opened in (options.env_ops; NULL: default). */
+	/** The environment the handle was opened in (options.env_ops, or senv's; NULL: default). */
 	struct env_ops *env_ops;
+	/** The handle's own environment (manual clock, seed), or NULL. */
+	struct strata_env *senv;
+	/** The clock of the time meter: the real one (the environment's before senv). */
+	uint64_t (*real_ns)(void);
+	/** strata_step measures in work (1) or in time (0). */
+	int work_meter;
+	/** Inline mode with STRATA_SYNC_INTERVAL: the step syncs the WALs; when it last did. */
+	int step_syncs;
+	uint64_t synced_at;
+	uint32_t sync_interval_ms;
 #ifndef STRATA_CORE_ONLY
 	/** The host the handle runs on. */
 	struct host *host;
@@ -41,6 +144,20 @@ struct strata {
 	struct runtime *rt;
 #endif
 };
+
+/** Fill the handle's clock and meter fields from the options. */
+static void
+handle_setup(strata *db, const strata_options *o, struct strata_env *senv)
+{
+	db->senv = senv;
+	const struct env_ops *base = senv != NULL ? senv->base : o->env_ops != NULL ? o->env_ops
+										   : &env_default;
+	db->real_ns = base->mono_ns;
+	db->work_meter = o->step_meter == STRATA_STEP_WORK ||
+			 (o->step_meter == STRATA_STEP_AUTO && o->clock == STRATA_CLOCK_MANUAL);
+	db->step_syncs = o->threads == 0 && o->sync == STRATA_SYNC_INTERVAL;
+	db->sync_interval_ms = o->sync_interval_ms;
+}
 
 void
 strata_options_init(strata_options *o)
@@ -57,6 +174,7 @@ strata_options_init(strata_options *o)
 	o->manifest_keep = 4;
 	o->merge_max_inputs = 8;
 	o->delete_bytes_per_s = 256ull << 20;
+	o->threads = STRATA_THREADS_DEFAULT;
 }
 
 #ifndef STRATA_CORE_ONLY
@@ -80,7 +198,9 @@ rt_start_on_loop(void *arg)
 	ro.db = c->db->store;
 	ro.host = c->db->rt_host;
 	ro.policy_path = c->o->policy[0] ? c->o->policy : NULL;
-	ro.watch_file = c->ro != NULL ? c->ro->watch_file : c->o->policy[0] != '\0';
+	/* A manual clock's store changes only by its embedder's calls: no file watching. */
+	ro.watch_file = c->ro != NULL ? c->ro->watch_file
+				      : c->o->policy[0] != '\0' && c->o->clock != STRATA_CLOCK_MANUAL;
 	c->rc = runtime_new(&ro, &c->db->rt, c->err, sizeof(c->err));
 }
 
@@ -92,13 +212,11 @@ rt_stop_on_loop(void *arg)
 	db->rt = NULL;
 }
 
-int
-strata_open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
-	       strata **out)
+/** strata_open_on with the handle's environment made (o->env_ops is senv's when set). */
+static int
+open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
+	struct strata_env *senv, strata **out)
 {
-	if (out == NULL || h == NULL || o == NULL)
-		return diag_set(STRATA_EINVAL, "strata_open: options, an output and a host are required");
-	*out = NULL;
 	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
 	strata *db = env.calloc(1, sizeof(*db));
 	if (db == NULL) {
@@ -108,7 +226,12 @@ strata_open_on(const strata_options *o, struct host *h, const struct strata_runt
 	db->host = h;
 	db->rt_host = ro != NULL && ro->host != NULL ? ro->host : h;
 	db->env_ops = (struct env_ops *)o->env_ops;
+	handle_setup(db, o, senv);
 	int rc = store_open(o, &db->store);
+	if (rc == 0) {
+		db->synced_at = env.mono_ns();
+		TRACE(store_trace(db->store), OPEN, store_shards(db->store));
+	}
 	if (rc == 0 && o->policy != NULL) {
 		/* The runtime's watchers live on the loop: start it from the loop's thread. */
 		struct rt_start c = {.o = o, .ro = ro, .db = db};
@@ -129,30 +252,96 @@ strata_open_on(const strata_options *o, struct host *h, const struct strata_runt
 }
 
 int
+strata_open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
+	       strata **out)
+{
+	if (out == NULL || h == NULL || o == NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: options, an output and a host are required");
+	*out = NULL;
+	struct strata_env *senv = NULL;
+	int rc = senv_new(o, &senv);
+	if (rc)
+		return rc;
+	strata_options o2 = *o;
+	if (senv != NULL)
+		o2.env_ops = &senv->ops;
+	rc = open_on(&o2, h, ro, senv, out);
+	if (rc)
+		senv_delete(senv);
+	return rc;
+}
+
+int
 strata_open(const strata_options *o, strata **out)
 {
 	if (o == NULL || out == NULL)
 		return diag_set(STRATA_EINVAL, "strata_open: options and an output are required");
 	*out = NULL;
-	/* Without a policy nothing runs in the background: a host without threads. */
+	struct strata_env *senv = NULL;
+	int rc = senv_new(o, &senv);
+	if (rc)
+		return rc;
+	strata_options o2 = *o;
+	if (senv != NULL)
+		o2.env_ops = &senv->ops;
+	/* Threads only where asked for, or where a policy runs by default; an inline host
+	 * has none and its work runs in strata_step. */
 	struct host_options ho;
 	memset(&ho, 0, sizeof(ho));
-	ho.mode = o->policy != NULL ? HOST_THREADED : HOST_INLINE;
-	ho.loop_thread = o->policy != NULL;
+	int threaded = o->threads > 0 || (o->threads == STRATA_THREADS_DEFAULT && o->policy != NULL);
+	ho.mode = threaded ? HOST_THREADED : HOST_INLINE;
+	ho.loop_thread = threaded;
 	ho.threads[HOST_FG] = 1;
+	ho.threads[HOST_BG] = o->threads > 0 ? (unsigned)o->threads : 0;
 	struct host *h = NULL;
 	/* The host's threads run in the store's environment. */
-	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
-	int rc = host_new(&ho, &h);
+	struct env_ops *prev = env_enter((struct env_ops *)o2.env_ops);
+	rc = host_new(&ho, &h);
 	if (rc == 0)
-		rc = strata_open_on(o, h, NULL, out);
+		rc = open_on(&o2, h, NULL, senv, out);
 	if (rc)
 		host_delete(h);
 	env_leave(prev);
-	if (rc)
+	if (rc) {
+		senv_delete(senv);
 		return rc;
+	}
 	(*out)->own_host = 1;
 	return 0;
+}
+
+int
+strata_step(strata *db, uint64_t budget_us, strata_step_info *out)
+{
+	if (out != NULL)
+		memset(out, 0, sizeof(*out));
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	if (host_mode(db->host) != HOST_INLINE)
+		return diag_set(STRATA_EINVAL, "strata_step: this handle runs its own threads "
+				"(options.threads); only an inline handle (threads = 0) steps");
+	struct env_ops *prev = env_enter(db->env_ops);
+	if (db->step_syncs) {
+		uint64_t now = env.mono_ns();
+		if (now - db->synced_at >= (uint64_t)db->sync_interval_ms * 1000000u) {
+			store_sync_written(db->store);
+			db->synced_at = now;
+		}
+	}
+	struct host_step_info info;
+	int rc = host_step(db->host, budget_us, db->work_meter ? NULL : db->real_ns, &info);
+	if (rc == 0 && out != NULL) {
+		struct host_exec_stats st;
+		host_exec_stats(db->host, HOST_BG, &st);
+		out->chunks = info.chunks;
+		out->turns = info.turns;
+		out->spent_us = info.spent_us;
+		out->max_chunk_us = info.max_chunk_us;
+		out->blocked = info.blocked;
+		out->pending = st.pending;
+	}
+	env_leave(prev);
+	return rc;
 }
 
 struct host *
@@ -200,8 +389,10 @@ strata_close(strata *db)
 	store_close(db->store);
 	if (db->own_host)
 		host_delete(db->host);
+	struct strata_env *senv = db->senv;
 	env.free(db);
 	env_leave(prev);
+	senv_delete(senv);
 }
 
 /** Arguments of a reload run on the loop thread. */
@@ -314,20 +505,50 @@ strata_open(const strata_options *o, strata **out)
 	if (o->policy != NULL)
 		return diag_set(STRATA_EINVAL, "strata_open: this build (libstrata-core) has no policy "
 				"runtime; link libstrata for options.policy");
-	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
+	struct strata_env *senv = NULL;
+	int rc = senv_new(o, &senv);
+	if (rc)
+		return rc;
+	strata_options o2 = *o;
+	if (senv != NULL)
+		o2.env_ops = &senv->ops;
+	struct env_ops *prev = env_enter((struct env_ops *)o2.env_ops);
 	strata *db = env.calloc(1, sizeof(*db));
-	int rc = db != NULL ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	rc = db != NULL ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	if (rc == 0) {
-		db->env_ops = (struct env_ops *)o->env_ops;
-		rc = store_open(o, &db->store);
+		db->env_ops = (struct env_ops *)o2.env_ops;
+		handle_setup(db, &o2, senv);
+		rc = store_open(&o2, &db->store);
 		if (rc) {
 			env.free(db);
 			db = NULL;
+		} else {
+			db->synced_at = env.mono_ns();
 		}
 	}
 	env_leave(prev);
+	if (rc)
+		senv_delete(senv);
 	*out = db;
 	return rc;
+}
+
+int
+strata_step(strata *db, uint64_t budget_us, strata_step_info *out)
+{
+	(void)budget_us;
+	if (out != NULL)
+		memset(out, 0, sizeof(*out));
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	/* No host: nothing runs in the background but the interval sync. */
+	struct env_ops *prev = env_enter(db->env_ops);
+	if (db->step_syncs && env.mono_ns() - db->synced_at >= (uint64_t)db->sync_interval_ms * 1000000u) {
+		store_sync_written(db->store);
+		db->synced_at = env.mono_ns();
+	}
+	env_leave(prev);
+	return 0;
 }
 
 void
@@ -337,8 +558,10 @@ strata_close(strata *db)
 		return;
 	struct env_ops *prev = env_enter(db->env_ops);
 	store_close(db->store);
+	struct strata_env *senv = db->senv;
 	env.free(db);
 	env_leave(prev);
+	senv_delete(senv);
 }
 
 int
@@ -484,6 +707,53 @@ strata_check(strata *db, uint32_t shard)
 	if (db == NULL)
 		return diag_set(STRATA_EINVAL, "no store given");
 	return store_check(db->store, shard);
+}
+
+static void
+tick_noop(void *arg)
+{
+	(void)arg;
+}
+
+int
+strata_tick(strata *db, uint64_t now_ns)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	if (db->senv == NULL || db->senv->ops.mono_ns != senv_now)
+		return diag_set(STRATA_EINVAL, "strata_tick: this store runs on the real clock (open it "
+				"with options.clock = STRATA_CLOCK_MANUAL)");
+	uint64_t cur = atomic_load(&db->senv->now);
+	if (now_ns < cur)
+		return diag_set(STRATA_EINVAL, "strata_tick: time cannot go backwards: the clock is at "
+				"%llu ns, asked for %llu ns (unchanged)", (unsigned long long)cur,
+				(unsigned long long)now_ns);
+	if (now_ns == cur)
+		return 0;
+	atomic_store(&db->senv->now, now_ns);
+	TRACE(store_trace(db->store), TICK, now_ns);
+#ifndef STRATA_CORE_ONLY
+	/* A loop on a thread of its own checks its deadlines when it next turns: now. */
+	if (host_mode(db->rt_host) == HOST_THREADED && !host_on_loop(db->rt_host)) {
+		struct env_ops *prev = env_enter(db->env_ops);
+		host_invoke(db->rt_host, tick_noop, NULL);
+		env_leave(prev);
+	}
+#else
+	(void)tick_noop;
+#endif
+	return 0;
+}
+
+uint64_t
+strata_trace_hash(strata *db, uint64_t *events)
+{
+	if (db == NULL) {
+		if (events != NULL)
+			*events = 0;
+		return 0;
+	}
+	return trace_hash(store_trace(db->store), events);
 }
 
 void

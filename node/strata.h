@@ -98,6 +98,41 @@ int strata_check(strata *db, uint32_t shard);
 uint32_t strata_shards(const strata *db);
 /** Release memory returned by strata_get. */
 void strata_free(void *p);
+/*
+ * Simulation and frame loops. A store opened with options.clock = STRATA_CLOCK_MANUAL
+ * reads time only from strata_tick; with options.threads = 0 it starts no thread at
+ * all and its background work (timers, the interval WAL sync, seals, merges,
+ * compactions, deletes, policy hooks) runs only inside strata_step, in chunks; appends,
+ * gets and scans stay synchronous calls the embedder makes. With a manual clock, inline
+ * mode and options.seed, the same calls give the same files byte for byte and the same
+ * strata_trace_hash.
+ */
+/** What one strata_step did. */
+typedef struct strata_step_info {
+	unsigned chunks;       /**< chunks of background work run (see strata_step) */
+	unsigned turns;        /**< loop turns: due timers, completions, policy hooks */
+	uint64_t spent_us;     /**< budget spent, in the step's meter (options.step_meter) */
+	uint64_t max_chunk_us; /**< the largest chunk, in the meter */
+	int blocked;           /**< a job waits for time (a rate budget): tick to move it */
+	unsigned pending;      /**< background jobs queued or part done after the step */
+} strata_step_info;
+/** Manual clock: set the time to now_ns (nanoseconds from the clock's start, 0). Never
+ *  backwards: an earlier time gets STRATA_EINVAL and the clock stays. Timers due by the
+ *  new time fire in the next strata_step (threaded: at once). STRATA_EINVAL with the
+ *  real clock. */
+int strata_tick(strata *db, uint64_t now_ns);
+/** Inline mode (options.threads = 0, or no policy and the default): run due timers and
+ *  background work until budget_us is spent or nothing is due. The budget is checked
+ *  after each chunk, so a step overruns it by at most one chunk: one block of a run
+ *  being written by a seal, merge or compaction (options.block_bytes before
+ *  compression), the end of a run (its index, filter, footer and sync) with its
+ *  manifest update, one commit, one batch of up to 64 deletes, or one policy hook run
+ *  (at most the policy's hook_budget_ms). A step with nothing due costs microseconds.
+ *  out may be NULL. STRATA_EINVAL when the handle runs threads. */
+int strata_step(strata *db, uint64_t budget_us, strata_step_info *out);
+/** The hash over every engine event so far (appends, seals, merge plans, commits,
+ *  aborts, deletes, policy decisions, ticks), in order; events counts them (may be NULL). */
+uint64_t strata_trace_hash(strata *db, uint64_t *events);
 /** Flush nothing, sync the WALs, release everything. Safe on NULL. */
 void strata_close(strata *db);
 /** Words for a result code; every code has some. */

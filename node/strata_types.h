@@ -47,6 +47,23 @@ enum {
 	STRATA_SYNC_INTERVAL = 2, /**< acknowledge after write; sync every sync_interval_ms */
 };
 
+/** Clocks (strata_options.clock). */
+enum {
+	STRATA_CLOCK_REAL = 0,   /**< the environment's clocks (CLOCK_MONOTONIC, the wall clock) */
+	STRATA_CLOCK_MANUAL = 1, /**< time moves only when the embedder calls strata_tick */
+};
+
+/** Meters of strata_step's budget (strata_options.step_meter). */
+enum {
+	STRATA_STEP_AUTO = 0, /**< the work meter with a manual clock, else the time meter */
+	STRATA_STEP_TIME = 1, /**< real elapsed time (the environment's monotonic clock) */
+	STRATA_STEP_WORK = 2, /**< work done: 1 us per KiB of background IO, 1 us per loop turn,
+				   at least 1 us per chunk; the same on every machine (deterministic) */
+};
+
+/** strata_options.threads: the default (threads when a policy runs, none otherwise). */
+#define STRATA_THREADS_DEFAULT (-1)
+
 /** Largest key accepted, in bytes. */
 #define STRATA_MAX_KEY 4096u
 
@@ -102,6 +119,21 @@ typedef struct strata_options {
 	 *  NULL = the process default. Every call on the store and every thread the store
 	 *  or its host starts run in it, so stores of one process may differ. */
 	const struct env_ops *env_ops;
+	/** Threads of the handle: STRATA_THREADS_DEFAULT (-1) = with a policy, a loop thread
+	 *  and two background workers, without one none; 0 = inline mode: no thread at all
+	 *  (not even the WAL's interval sync), timers, seals, merges, compactions, deletes and
+	 *  policy hooks run only inside strata_step, in chunks; n > 0 = a loop thread and n
+	 *  background workers. */
+	int threads;
+	/** STRATA_CLOCK_REAL (default) or STRATA_CLOCK_MANUAL (time moves only by strata_tick;
+	 *  it starts at 0). */
+	int clock;
+	/** Seed of the engine's random source (memtable tower heights; 0 = the environment's
+	 *  source, unseeded). With a manual clock, inline mode and a seed, the same calls give
+	 *  the same files and the same strata_trace_hash. */
+	uint64_t seed;
+	/** How strata_step measures its budget: STRATA_STEP_AUTO, _TIME or _WORK. */
+	int step_meter;
 } strata_options;
 
 /** One row as passed to append and returned by scan. */

@@ -10,9 +10,13 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/fiber.h"
+#include "../lib/trace.h"
 
 /** Most objects deleted in one batch (one directory sync). */
 #define REAPER_BATCH 64u
+/** What one delete (or one cut of a large object) costs in a step's work meter, bytes. */
+#define REAPER_OP_COST 4096u
 
 /** One object waiting. */
 struct reaper_entry {
@@ -47,6 +51,8 @@ struct reaper {
 	void *kick_ctx;
 	/** Kicks being called now (reaper_set_kick waits them out). */
 	int kicking;
+	/** Where delete batches are traced (NULL: nowhere). */
+	struct trace *trace;
 };
 
 int
@@ -63,6 +69,12 @@ reaper_new(struct objstore *os, uint64_t bytes_per_s, uint64_t chunk_bytes, stru
 	pthread_mutex_init(&r->mu, NULL);
 	*out = r;
 	return 0;
+}
+
+void
+reaper_set_trace(struct reaper *r, struct trace *t)
+{
+	r->trace = t;
 }
 
 void
@@ -142,11 +154,18 @@ reaper_fill(struct reaper *r)
 	r->filled_ns = now;
 }
 
-static void
+/** Wait ns for tokens. 0, or -1 when waiting is pointless: the clock is a manual one
+ *  that did not move (only the caller's thread ticks it) or a forced fiber run. On a
+ *  fiber the wait is a blocked chunk: the step returns and a later tick resumes it. */
+static int
 reaper_sleep(uint64_t ns)
 {
+	if (fiber_active())
+		return fiber_block();
+	uint64_t before = env.mono_ns();
 	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
 	nanosleep(&ts, NULL);
+	return env.mono_ns() == before ? -1 : 0;
 }
 
 uint64_t
@@ -175,9 +194,11 @@ reaper_run(struct reaper *r, uint64_t max_wait_ns)
 			if (need > max_wait_ns - waited)
 				need = max_wait_ns - waited;
 			pthread_mutex_unlock(&r->mu);
-			reaper_sleep(need);
+			int slept = reaper_sleep(need);
 			waited += need;
 			pthread_mutex_lock(&r->mu);
+			if (slept != 0)
+				break; /* the time this needs will not come on this call */
 			continue;
 		}
 		if (shrink) {
@@ -191,6 +212,7 @@ reaper_run(struct reaper *r, uint64_t max_wait_ns)
 			/* Only this runner removes entries: e stays valid. */
 			if (r->os->ops->shrink(r->os, e->key, size) != 0)
 				diag_log(LOG_LVL_WARN, "reaper: %s", diag_last());
+			fiber_yield(REAPER_OP_COST);
 			pthread_mutex_lock(&r->mu);
 			continue;
 		}
@@ -218,6 +240,13 @@ reaper_run(struct reaper *r, uint64_t max_wait_ns)
 		if (r->rate != 0)
 			r->tokens -= (double)freed;
 		pthread_mutex_unlock(&r->mu);
+		if (r->trace != NULL) {
+			uint64_t kh = 0;
+			for (size_t i = 0; i < nk; i++)
+				for (const char *c = keys[i]; *c; c++)
+					kh = trace_mix(kh ^ (uint8_t)*c);
+			TRACE(r->trace, DELETE, nk, kh);
+		}
 		if (objstore_del_batch(r->os, keys, nk) != 0)
 			diag_log(LOG_LVL_WARN, "reaper: deleting %zu merged objects: %s (the orphan "
 				 "collection of the next open retries)", nk, diag_last());
@@ -226,6 +255,7 @@ reaper_run(struct reaper *r, uint64_t max_wait_ns)
 			env.free(batch);
 			batch = next;
 		}
+		fiber_yield(nk * REAPER_OP_COST); /* a batch is a chunk (inline mode) */
 		pthread_mutex_lock(&r->mu);
 		r->deleted += nk;
 		r->deleted_bytes += freed;

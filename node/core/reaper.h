@@ -18,6 +18,7 @@
 #include "../objstore/objstore.h"
 
 struct reaper;
+struct trace;
 
 /** Called (from any thread, once per empty-to-pending change) when work is queued. */
 typedef void (*reaper_kick_fn)(void *ctx);
@@ -26,6 +27,8 @@ typedef void (*reaper_kick_fn)(void *ctx);
 int reaper_new(struct objstore *os, uint64_t bytes_per_s, uint64_t chunk_bytes, struct reaper **out);
 /** Delete what is still queued (unpaced) and free. Safe on NULL. */
 void reaper_delete(struct reaper *r);
+/** Trace every delete batch into t (lib/trace.h). */
+void reaper_set_trace(struct reaper *r, struct trace *t);
 /** Queue key (bytes long) for deletion. Thread-safe, no IO; on ENOMEM the object is
  *  left to the orphan collection of the next open (logged). */
 void reaper_add(struct reaper *r, const char *key, uint64_t bytes);

@@ -143,6 +143,7 @@ shard_load_state(struct shard *s)
 		.sync_interval_ms = cfg->sync_interval_ms,
 		.segment_bytes = cfg->wal_segment_bytes,
 		.max_entry_bytes = 0,
+		.external_sync = cfg->external_sync,
 	};
 	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
 }

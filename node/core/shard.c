@@ -14,6 +14,8 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/fiber.h"
+#include "../lib/trace.h"
 #include "../lib/ratelimit.h"
 #include "shard_int.h"
 #include "store.h"
@@ -188,6 +190,7 @@ shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_s
 		return rc;
 	atomic_fetch_add(&s->appends, 1);
 	atomic_fetch_add(&s->rows_appended, n);
+	TRACE(s->cfg.trace, APPEND, s->cfg.id, t.first_seq, t.last_seq, n);
 	if (last_seq != NULL)
 		*last_seq = t.last_seq;
 	return 0;
@@ -339,6 +342,7 @@ write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta
 	struct mem_iter it;
 	const void *prev = NULL;
 	size_t prev_len = 0;
+	uint64_t blocks = 0, bytes = 0;
 	for (mem_iter_seek(&it, mem, NULL, 0); mem_iter_valid(&it); mem_iter_next(&it)) {
 		const void *k, *v;
 		size_t kl, vl;
@@ -353,6 +357,13 @@ write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta
 		}
 		prev = k;
 		prev_len = kl;
+		bytes += kl + vl;
+		/* A block written is a chunk of the flush (inline mode: lib/fiber.h). */
+		if (run_writer_blocks(w) != blocks) {
+			blocks = run_writer_blocks(w);
+			fiber_yield(bytes);
+			bytes = 0;
+		}
 	}
 	return run_writer_finish(w, meta);
 }
@@ -446,6 +457,8 @@ flush_one(struct shard *s, struct slot *sl)
 	pthread_mutex_unlock(&s->manifest_mu);
 	view_unref(old);
 	if (t != NULL) {
+		TRACE(s->cfg.trace, SEAL, s->cfg.id, u.obj.id, u.obj.rows, u.obj.bytes, u.cut,
+		      s->man.version);
 		atomic_fetch_add(&s->seals, 1);
 		atomic_fetch_add(&s->cb_inflight, 1);
 		const struct store_listener *l = atomic_load(&s->listener);
@@ -487,7 +500,8 @@ shard_seal(struct shard *s)
 {
 	if (atomic_load(&s->fenced))
 		return fenced_error(s);
-	pthread_mutex_lock(&s->seal_mu);
+	/* In inline mode a flush suspended between two of its blocks holds seal_mu. */
+	fiber_mutex_lock(&s->seal_mu);
 	/* Finish any earlier seal whose flush failed, so generations stay in order. */
 	int rc = flush_sealed(s);
 	if (rc) {
@@ -618,6 +632,8 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 		}
 	}
 	view_unref(v);
+	TRACE(s->cfg.trace, PLAN, s->cfg.id, (uint64_t)kind, p->nids, n ? p->ids[0] : 0,
+	      n ? p->ids[n - 1] : 0);
 	*out = p;
 	return 0;
 }
@@ -643,14 +659,18 @@ plan_write(struct shard *s, struct shard_plan *p)
 		return rc;
 	}
 	merger_build(&c.m);
-	uint64_t blocks = 0;
+	uint64_t blocks = 0, bytes = 0;
 	struct source row;
 	while ((rc = merge_cursor_next(&c, &row)) == 1) {
 		rc = run_writer_add(w, row.key, row.klen, row.seq, row.val, row.vlen);
 		if (rc)
 			break;
+		bytes += row.klen + row.vlen;
 		if (run_writer_blocks(w) != blocks) {
 			blocks = run_writer_blocks(w);
+			/* A block written is a chunk of the merge (inline mode: lib/fiber.h). */
+			fiber_yield(bytes);
+			bytes = 0;
 			if (env_point(ENV_POINT_PREPARE_BLOCK, s) != 0) {
 				rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.block",
 					      s->cfg.id);
@@ -853,6 +873,8 @@ shard_commit(struct shard *s, struct shard_plan *p)
 		v->nruns++;
 	}
 	uint64_t out_bytes = p->out->obj.bytes;
+	TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, p->out->obj.id, p->nids,
+	      s->man.version);
 	p->out = NULL;
 	struct view *old = view_swap(s, v);
 	pthread_mutex_unlock(&s->manifest_mu);
@@ -884,6 +906,7 @@ shard_abort(struct shard *s, struct shard_plan *p)
 	if (p == NULL)
 		return;
 	/* The shard is free for the next plan at once; deleting the run is not its business. */
+	TRACE(p->s->cfg.trace, ABORT, p->s->cfg.id, (uint64_t)p->kind, p->nids);
 	atomic_store(&p->s->busy[p->kind], 0);
 	plan_discard(p);
 }
@@ -998,3 +1021,9 @@ shard_set_merge_cap(struct shard *s, uint32_t max_inputs)
 	atomic_store(&s->merge_cap, max_inputs != 0 && max_inputs < cap ? max_inputs : cap);
 }
 
+void
+shard_sync_written(struct shard *s)
+{
+	if (s->wal != NULL && s->cfg.sync == STRATA_SYNC_INTERVAL)
+		wal_sync_written(s->wal);
+}

@@ -25,6 +25,7 @@
 struct shard;
 struct shard_plan;
 struct reaper;
+struct trace;
 
 /** What a shard needs from its store. */
 struct shard_config {
@@ -51,6 +52,10 @@ struct shard_config {
 	uint32_t merge_max_inputs;
 	/** Where objects the manifest no longer names go to be deleted (the store's). */
 	struct reaper *reaper;
+	/** STRATA_SYNC_INTERVAL without a WAL thread: the store calls shard_sync_written. */
+	int external_sync;
+	/** The store's event trace. */
+	struct trace *trace;
 };
 
 /** Load a shard, writing nothing: read its manifest, open (and so check) every table it
@@ -93,5 +98,8 @@ void shard_set_memtable_limit(struct shard *s, uint64_t memtable_max_bytes);
 void shard_set_merge_cap(struct shard *s, uint32_t max_inputs);
 /** Walk the shard's invariants (view vs manifest, ordering); 0 or STRATA_ECORRUPT with a message. */
 int shard_check(struct shard *s);
+/** STRATA_SYNC_INTERVAL's periodic sync of the WAL, for a shard opened with
+ *  external_sync. */
+void shard_sync_written(struct shard *s);
 
 #endif

@@ -17,6 +17,7 @@
 #include "../strata_types.h"
 #include "../lib/ratelimit.h"
 #include "reaper.h"
+#include "../lib/trace.h"
 #include "shard.h"
 #include "store.h"
 
@@ -46,6 +47,8 @@ struct store {
 	/** Whether someone above runs the reaper (store_set_reaper_kick); else the store's
 	 *  own seals and merges drain it after their commit. */
 	atomic_int reaper_driven;
+	/** Every engine event, hashed (strata_trace_hash). */
+	struct trace trace;
 };
 
 /** File in the data directory whose flock marks the directory's one owner. */
@@ -259,6 +262,7 @@ store_open_in(const strata_options *o, struct store **out)
 	if (db == NULL)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	db->lock_fd = -1;
+	trace_create(&db->trace);
 	db->opt = *o;
 	db->env_ops = (struct env_ops *)o->env_ops;
 	db->dir = strdup(o->dir);
@@ -301,6 +305,8 @@ store_open_in(const strata_options *o, struct store **out)
 	if (rc == 0)
 		rc = reaper_new(db->os, o->delete_bytes_per_s, 8u << 20, &db->reaper);
 	if (rc == 0)
+		reaper_set_trace(db->reaper, &db->trace);
+	if (rc == 0)
 		rc = ratelimit_new(o->background_io_bytes_per_s, &db->io_limit);
 	/* 3. Read and check every shard before writing anything. */
 	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
@@ -322,6 +328,8 @@ store_open_in(const strata_options *o, struct store **out)
 		cfg.merge_max_inputs = o->merge_max_inputs;
 		cfg.reaper = db->reaper;
 		cfg.run.limiter = db->io_limit;
+		cfg.external_sync = o->threads == 0; /* no threads at all: the step syncs */
+		cfg.trace = &db->trace;
 		rc = shard_load(&cfg, &db->shards[i]);
 		if (rc == 0)
 			db->nshards++;
@@ -374,6 +382,7 @@ store_close_in(struct store *db)
 	if (db->lock_fd >= 0)
 		env.close(db->lock_fd); /* the directory is free for the next owner */
 	free(db->dir);
+	trace_destroy(&db->trace);
 	env.free(db);
 }
 
@@ -798,6 +807,21 @@ store_reap(struct store *db, uint64_t max_wait_ns)
 	uint64_t n = reaper_run(db->reaper, max_wait_ns);
 	STORE_LEAVE();
 	return n;
+}
+
+void
+store_sync_written(struct store *db)
+{
+	STORE_ENTER(db->env_ops);
+	for (uint32_t i = 0; i < db->nshards; i++)
+		shard_sync_written(db->shards[i]);
+	STORE_LEAVE();
+}
+
+struct trace *
+store_trace(struct store *db)
+{
+	return &db->trace;
 }
 
 void

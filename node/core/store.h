@@ -12,6 +12,7 @@
 #include "../strata_types.h"
 
 struct store;
+struct trace;
 
 /** Events a store reports, on the thread that caused them. Keep them short and
  *  non-blocking (e.g. ev_async_send). */
@@ -79,5 +80,10 @@ void store_reaper_stats(struct store *db, uint64_t *pending, uint64_t *pending_b
 			uint64_t *deleted_bytes);
 /** Words for a result code; every code has some. */
 const char *store_strerror(int rc);
+/** STRATA_SYNC_INTERVAL's periodic WAL sync of every shard, for a store opened with
+ *  threads = 0 (no sync threads): the owner calls it every sync_interval_ms. */
+void store_sync_written(struct store *db);
+/** The store's event trace (lib/trace.h). */
+struct trace *store_trace(struct store *db);
 
 #endif

@@ -141,6 +141,8 @@ struct wal {
 	int bg_stop;
 	/** The interval thread runs. */
 	int bg_started;
+	/** STRATA_SYNC_INTERVAL without a thread: the owner calls wal_sync_written. */
+	int external_sync;
 	/** The interval thread. */
 	pthread_t bg;
 	/** Leader-private: descriptor of the current segment. */
@@ -981,6 +983,44 @@ wal_lead(struct wal *w)
 }
 
 /** The STRATA_SYNC_INTERVAL thread: fdatasync the current segment when written to. */
+/** mu held: fdatasync what is written and not yet synced (STRATA_SYNC_INTERVAL's
+ *  background sync), dropping mu around the call. */
+static void
+wal_sync_written_locked(struct wal *w)
+{
+	if (w->failed || w->written_off <= w->synced_off)
+		return;
+	uint64_t target = w->written_off;
+	int fd = w->sync_fd;
+	w->bg_syncing = 1;
+	pthread_mutex_unlock(&w->mu);
+	int r = env.fdatasync(fd);
+	int err = errno;
+	pthread_mutex_lock(&w->mu);
+	w->bg_syncing = 0;
+	w->syncs++;
+	if (r == 0) {
+		if (target > w->synced_off)
+			w->synced_off = target;
+	} else {
+		char why[WAL_MSG_MAX], path[PATH_MAX];
+		wal_seg_path(w->dir, w->segs[w->nsegs - 1].first_seq, w->segs[w->nsegs - 1].epoch, path);
+		wal_sys(err, "background fdatasync of", path, 0);
+		snprintf(why, sizeof(why), "%s", diag_last());
+		wal_set_failed(w, STRATA_EREADONLY, why);
+	}
+	pthread_cond_broadcast(&w->cond);
+}
+
+void
+wal_sync_written(struct wal *w)
+{
+	pthread_mutex_lock(&w->mu);
+	if (w->started)
+		wal_sync_written_locked(w);
+	pthread_mutex_unlock(&w->mu);
+}
+
 static void *
 wal_bg_main(void *arg)
 {
@@ -997,29 +1037,7 @@ wal_bg_main(void *arg)
 			;
 		if (w->bg_stop)
 			break;
-		if (w->failed || w->written_off <= w->synced_off)
-			continue;
-		uint64_t target = w->written_off;
-		int fd = w->sync_fd;
-		w->bg_syncing = 1;
-		pthread_mutex_unlock(&w->mu);
-		int r = env.fdatasync(fd);
-		int err = errno;
-		pthread_mutex_lock(&w->mu);
-		w->bg_syncing = 0;
-		w->syncs++;
-		if (r == 0) {
-			if (target > w->synced_off)
-				w->synced_off = target;
-		} else {
-			char why[WAL_MSG_MAX], path[PATH_MAX];
-			wal_seg_path(w->dir, w->segs[w->nsegs - 1].first_seq, w->segs[w->nsegs - 1].epoch,
-				     path);
-			wal_sys(err, "background fdatasync of", path, 0);
-			snprintf(why, sizeof(why), "%s", diag_last());
-			wal_set_failed(w, STRATA_EREADONLY, why);
-		}
-		pthread_cond_broadcast(&w->cond);
+		wal_sync_written_locked(w);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -1468,6 +1486,7 @@ wal_new(const struct wal_options *o, struct wal **out)
 		w->dir[--dlen] = '\0';
 	w->sync = o->sync;
 	w->interval_ms = o->sync_interval_ms ? o->sync_interval_ms : WAL_DEFAULT_INTERVAL_MS;
+	w->external_sync = o->external_sync;
 	w->segment_bytes = o->segment_bytes ? o->segment_bytes : WAL_DEFAULT_SEGMENT_BYTES;
 	w->max_entry = o->max_entry_bytes ? o->max_entry_bytes : WAL_DEFAULT_MAX_ENTRY;
 	if (w->max_entry > UINT32_MAX)
@@ -1621,7 +1640,7 @@ wal_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor)
 	w->segs[w->nsegs++] = (struct wal_seg){next, epoch, next - 1, WAL_SEG_HDR};
 	if (removed && w->sync != STRATA_SYNC_NONE)
 		rc = wal_dir_sync(w->dir);
-	if (rc == 0 && w->sync == STRATA_SYNC_INTERVAL) {
+	if (rc == 0 && w->sync == STRATA_SYNC_INTERVAL && !w->external_sync) {
 		int e = pthread_create(&w->bg, NULL, wal_bg_main, w);
 		if (e != 0)
 			rc = diag_set(diag_errno(e), "wal: cannot start the sync thread of %s: %s", w->dir,

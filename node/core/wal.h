@@ -81,7 +81,14 @@ struct wal_options {
 	uint64_t max_entry_bytes;
 	/** Owner epoch for wal_open (wal_scan_open + wal_start); 0 = a WAL without an owner. */
 	uint64_t epoch;
+	/** STRATA_SYNC_INTERVAL: start no sync thread; the owner calls wal_sync_written every
+	 *  interval (inline mode). */
+	int external_sync;
 };
+
+/** fdatasync what is written and not yet synced (STRATA_SYNC_INTERVAL's periodic sync:
+ *  its thread's, or the owner's with external_sync). A failure turns the WAL read-only. */
+void wal_sync_written(struct wal *w);
 
 /** A submitted entry, to wait on. */
 struct wal_ticket {

@@ -285,26 +285,47 @@ host_drain(struct host *h, int which)
 }
 
 int
-host_step(struct host *h, uint64_t budget_us, unsigned *did)
+host_step(struct host *h, uint64_t budget_us, uint64_t (*clock_ns)(void), struct host_step_info *out)
 {
-	if (did != NULL)
-		*did = 0;
+	struct host_step_info info;
+	memset(&info, 0, sizeof(info));
+	if (out != NULL)
+		*out = info;
 	if (h->mode != HOST_INLINE)
 		return diag_set(STRATA_EINVAL, "host_step: the host runs its own threads (not inline)");
-	uint64_t t0 = env.mono_ns(), budget_ns = budget_us * 1000u;
-	unsigned ran = 0;
+	uint64_t t0 = clock_ns != NULL ? clock_ns() : 0;
 	for (;;) {
 		/* Due timers and completions first: they may queue more work. */
+		uint64_t c0 = clock_ns != NULL ? clock_ns() : 0;
 		ev_run(h->loop, EVRUN_NOWAIT);
 		host_run_calls(h);
-		int any = pool_run_one(h->exec[HOST_BG]) || pool_run_one(h->exec[HOST_FG]);
-		if (!any)
+		info.turns++;
+		uint64_t cost = 0;
+		int st = pool_run_chunk(h->exec[HOST_BG], &cost);
+		if (st != POOL_RAN) {
+			info.blocked |= st == POOL_BLOCKED;
+			st = pool_run_chunk(h->exec[HOST_FG], &cost);
+			info.blocked |= st == POOL_BLOCKED;
+		}
+		int ran = st == POOL_RAN;
+		uint64_t chunk_us;
+		if (clock_ns != NULL) {
+			uint64_t now = clock_ns();
+			chunk_us = (now - c0) / 1000u;
+			info.spent_us = (now - t0) / 1000u;
+		} else {
+			chunk_us = 1 + (ran ? (cost / HOST_WORK_BYTES_PER_US ? cost / HOST_WORK_BYTES_PER_US : 1) : 0);
+			info.spent_us += chunk_us;
+		}
+		if (!ran)
 			break;
-		ran++;
-		if (env.mono_ns() - t0 >= budget_ns)
+		info.chunks++;
+		if (chunk_us > info.max_chunk_us)
+			info.max_chunk_us = chunk_us;
+		if (info.spent_us >= budget_us)
 			break;
 	}
-	if (did != NULL)
-		*did = ran;
+	if (out != NULL)
+		*out = info;
 	return 0;
 }

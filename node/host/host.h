@@ -110,9 +110,29 @@ int host_on_loop(struct host *h);
  *  due, on the calling thread (the loop's, or the loop is stopped): how a component that
  *  stops waits out its own jobs. 1 if a job completed, 0 if none was pending. */
 int host_drain(struct host *h, int which);
-/** HOST_INLINE: run due loop events and queued jobs (background first) until budget_us
- *  is spent or nothing is due; *did (may be NULL) receives the jobs run. HOST_THREADED:
- *  STRATA_EINVAL. */
-int host_step(struct host *h, uint64_t budget_us, unsigned *did);
+/** Work meter: bytes of background IO that cost one microsecond of a step's budget. */
+#define HOST_WORK_BYTES_PER_US 1024u
+
+/** What one host_step did. */
+struct host_step_info {
+	/** Chunks of background work run (a job's chunk: lib/fiber.h). */
+	unsigned chunks;
+	/** Loop turns (due timers, completions, posted calls). */
+	unsigned turns;
+	/** Budget spent, in microseconds of the step's meter. */
+	uint64_t spent_us;
+	/** The largest single chunk, in microseconds of the meter. */
+	uint64_t max_chunk_us;
+	/** A job waited for time to pass (a rate budget): only a later tick moves it. */
+	int blocked;
+};
+
+/** HOST_INLINE: run due loop events, posted calls and chunks of queued jobs (background
+ *  first) until budget_us is spent or nothing is due. The meter: with clock_ns, the time
+ *  it reads; without (NULL), the work meter, which charges each loop turn 1 us and each
+ *  chunk its reported bytes / HOST_WORK_BYTES_PER_US (at least 1 us), the same whatever
+ *  the machine (a deterministic step). The budget is checked after each chunk, so a
+ *  step overruns it by at most one chunk. out may be NULL. HOST_THREADED: STRATA_EINVAL. */
+int host_step(struct host *h, uint64_t budget_us, uint64_t (*clock_ns)(void), struct host_step_info *out);
 
 #endif

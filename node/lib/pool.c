@@ -5,7 +5,8 @@
  * moves the job to the done list, then wakes the loop with ev_async_send; the
  * loop-side async callback runs every done() in completion order. A job counts
  * as pending from pool_submit until its done() has returned. A pool of zero threads
- * runs nothing by itself: its owner runs queued jobs with pool_run_one (inline mode).
+ * runs nothing by itself: its owner runs queued jobs with pool_run_one (whole) or
+ * pool_run_chunk (on a fiber, one chunk at a time: inline mode).
  */
 #include "pool.h"
 
@@ -14,6 +15,7 @@
 
 #include "diag.h"
 #include "env.h"
+#include "fiber.h"
 
 /** One queued, running or completed job. */
 struct pool_job {
@@ -58,6 +60,10 @@ struct pool {
 	unsigned nthreads;
 	/** The environment of the thread that created the pool; its workers run in it. */
 	struct env_ops *env_ops;
+	/** Without threads: the fiber pool_run_chunk runs jobs on (created on first use). */
+	struct fiber *fib;
+	/** The job started on fib and not yet completed. */
+	struct pool_job *fib_job;
 };
 
 static void *
@@ -192,8 +198,9 @@ pool_submit(struct pool *p, pool_work_fn work, pool_done_fn done, void *arg)
 	return 0;
 }
 
-int
-pool_run_one(struct pool *p)
+/** Pop the oldest queued job, or NULL. */
+static struct pool_job *
+pool_pop(struct pool *p)
 {
 	pthread_mutex_lock(&p->mu);
 	struct pool_job *j = p->head;
@@ -204,14 +211,72 @@ pool_run_one(struct pool *p)
 		p->queued--;
 	}
 	pthread_mutex_unlock(&p->mu);
-	if (j == NULL)
-		return 0;
-	j->work(j->arg);
+	return j;
+}
+
+/** A job's work returned on the calling thread: run done() and free it. */
+static void
+pool_complete(struct pool *p, struct pool_job *j)
+{
 	if (j->done != NULL)
 		j->done(j->arg);
 	env.free(j);
 	atomic_fetch_sub(&p->pending, 1);
+}
+
+/** Finish the job on the fiber, if any (forced: it waits for nothing). 1 if there was one. */
+static int
+pool_finish_fiber_job(struct pool *p)
+{
+	struct pool_job *j = p->fib_job;
+	if (j == NULL)
+		return 0;
+	fiber_finish(p->fib);
+	p->fib_job = NULL;
+	pool_complete(p, j);
 	return 1;
+}
+
+int
+pool_run_one(struct pool *p)
+{
+	if (pool_finish_fiber_job(p))
+		return 1;
+	struct pool_job *j = pool_pop(p);
+	if (j == NULL)
+		return 0;
+	j->work(j->arg);
+	pool_complete(p, j);
+	return 1;
+}
+
+int
+pool_run_chunk(struct pool *p, uint64_t *cost)
+{
+	*cost = 0;
+	struct pool_job *j = p->fib_job;
+	int st;
+	if (j != NULL) {
+		/* A forced run (a caller that needed the lock it held) may have finished it. */
+		st = fiber_busy(p->fib) ? fiber_resume(p->fib) : FIBER_DONE;
+	} else {
+		if ((j = pool_pop(p)) == NULL)
+			return POOL_IDLE;
+		if (p->fib == NULL && fiber_new(0, &p->fib) != 0) {
+			diag_log(LOG_LVL_WARN, "pool: no fiber (%s): running a job whole", diag_last());
+			j->work(j->arg);
+			pool_complete(p, j);
+			return POOL_RAN;
+		}
+		p->fib_job = j;
+		st = fiber_start(p->fib, j->work, j->arg);
+	}
+	*cost = fiber_last_cost(p->fib);
+	if (st == FIBER_DONE) {
+		p->fib_job = NULL;
+		pool_complete(p, j);
+	}
+	return st == FIBER_BLOCKED ? POOL_BLOCKED : POOL_RAN;
 }
 
 int
@@ -262,6 +327,7 @@ pool_delete(struct pool *p)
 	pool_deliver(p);
 	while (pool_run_one(p))
 		;
+	fiber_delete(p->fib);
 	ev_async_stop(p->loop, &p->wake);
 	pthread_cond_destroy(&p->cv);
 	pthread_cond_destroy(&p->done_cv);

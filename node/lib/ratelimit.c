@@ -8,6 +8,7 @@
 
 #include "diag.h"
 #include "env.h"
+#include "fiber.h"
 #include "../strata_types.h"
 
 /** Longest single sleep: a changed rate is seen at least this often. */
@@ -109,11 +110,25 @@ ratelimit_acquire(struct ratelimit *r, uint64_t bytes)
 		if (ns > RATELIMIT_MAX_SLEEP_NS)
 			ns = RATELIMIT_MAX_SLEEP_NS;
 		pthread_mutex_unlock(&r->mu);
-		struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-		nanosleep(&ts, NULL);
-		waited += ns;
+		/* On a fiber (inline mode) the wait is a blocked chunk that a later tick
+		 * resumes. Elsewhere sleep, unless the clock is a manual one that did not
+		 * move: nobody else can tick it while this thread waits, so stop waiting. */
+		int stuck;
+		if (fiber_active()) {
+			stuck = fiber_block() != 0;
+		} else {
+			uint64_t before = env.mono_ns();
+			struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+			nanosleep(&ts, NULL);
+			waited += ns;
+			stuck = env.mono_ns() == before;
+		}
 		pthread_mutex_lock(&r->mu);
 		ratelimit_fill(r);
+		if (stuck && r->tokens < 0) {
+			r->tokens = 0; /* the debt is forgiven: its time will not come */
+			break;
+		}
 	}
 	if (r->rate == 0 && r->tokens < 0)
 		r->tokens = 0; /* unlimited now: the debt is forgiven */

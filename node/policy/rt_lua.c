@@ -169,6 +169,7 @@ rt_lua_seal(lua_State *L)
 	if (j == NULL)
 		return luaL_error(L, "shard:seal: out of memory");
 	rt->stats.policy_seals++;
+	TRACE(store_trace(rt->db), POLICY, TRACE_POLICY_PRIMITIVE, RT_JOB_SEAL, id, 0);
 	return rt_yield_job(L, run, j);
 }
 
@@ -198,6 +199,7 @@ rt_lua_heavy(lua_State *L, int kind, const char *what)
 	if (j == NULL)
 		return luaL_error(L, "%s: out of memory", what);
 	j->max = max;
+	TRACE(store_trace(rt->db), POLICY, TRACE_POLICY_PRIMITIVE, (uint64_t)kind, id, max);
 	int n = rt_yield_job(L, run, j);
 	if (run->waiting) {
 		sh->busy = 1;

@@ -237,6 +237,7 @@ rt_run_finish(struct rt_run *run, const char *err)
 	struct runtime *rt = run->rt;
 	struct rt_state *st = run->st;
 	rt_run_drop_plans(run);
+	TRACE(store_trace(rt->db), POLICY, TRACE_POLICY_HOOK_END, run->hook, run->shard, err != NULL);
 	char ctxname[64] = "";
 	if (run->hook != POLICY_ON_SWEEP)
 		snprintf(ctxname, sizeof(ctxname), " (shard %u)", run->shard);
@@ -340,6 +341,7 @@ rt_run_new(struct runtime *rt, enum policy_hook h, uint32_t shard)
 		rt->runs->prev = run;
 	rt->runs = run;
 	rt->stats.hook_runs++;
+	TRACE(store_trace(rt->db), POLICY, TRACE_POLICY_HOOK_START, h, shard);
 	return run;
 }
 
@@ -451,6 +453,7 @@ rt_trigger_seal(struct runtime *rt, uint32_t id)
 	}
 	sh->sealing = 1;
 	rt->stats.policy_seals++;
+	TRACE(store_trace(rt->db), POLICY, TRACE_POLICY_TRIGGER_SEAL, id);
 }
 
 static void

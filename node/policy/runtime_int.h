@@ -28,6 +28,7 @@
 #include "../lib/pool.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/trace.h"
 #include "policy.h"
 
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../node/host/host.h"
+#include "../../node/lib/fiber.h"
 #include "../../node/lib/env.h"
 #include "../../node/strata_types.h"
 #include "harness.h"
@@ -102,15 +103,15 @@ TEST(inline_host_runs_work_only_when_stepped)
 	host_exec_stats(h, HOST_BG, &st);
 	CHECK_EQ(st.threads, 0);
 	CHECK_EQ(st.pending, 1);
-	unsigned did = 0;
-	CHECK_EQ(host_step(h, 1000000, &did), 0);
-	CHECK_EQ(did, 2);
+	struct host_step_info did;
+	CHECK_EQ(host_step(h, 1000000, env.mono_ns, &did), 0);
+	CHECK_EQ(did.chunks, 2);
 	CHECK(atomic_load(&a.done) && atomic_load(&b.done));
 	CHECK(pthread_equal(a.done_on, pthread_self()));
 	/* Nothing due: a step returns at once. */
 	uint64_t t0 = env.mono_ns();
-	CHECK_EQ(host_step(h, 1000000, &did), 0);
-	CHECK_EQ(did, 0);
+	CHECK_EQ(host_step(h, 1000000, env.mono_ns, &did), 0);
+	CHECK_EQ(did.chunks, 0);
 	CHECK(env.mono_ns() - t0 < 100000000ull);
 	host_delete(h);
 }
@@ -129,16 +130,109 @@ TEST(step_stops_when_its_budget_is_spent)
 	}
 	/* A 5 ms budget runs jobs until it is spent: the last one may overrun it (a job is
 	 * the chunk), so 3 jobs, never all ten. */
-	unsigned did = 0;
-	CHECK_EQ(host_step(h, 5000, &did), 0);
-	CHECK(did >= 1 && did <= 3);
-	unsigned total = did;
+	struct host_step_info did;
+	CHECK_EQ(host_step(h, 5000, env.mono_ns, &did), 0);
+	CHECK(did.chunks >= 1 && did.chunks <= 3);
+	unsigned total = did.chunks;
 	while (total < N) {
-		CHECK_EQ(host_step(h, 5000, &did), 0);
-		REQUIRE(did > 0);
-		total += did;
+		CHECK_EQ(host_step(h, 5000, env.mono_ns, &did), 0);
+		REQUIRE(did.chunks > 0);
+		total += did.chunks;
 	}
 	CHECK_EQ(total, N);
+	host_delete(h);
+}
+
+/** A job cut into chunks: it reports `chunks` chunks of `bytes` each through fiber_yield. */
+struct chunky {
+	/** In. */
+	int chunks;
+	uint64_t bytes;
+	/** Chunks done so far, and whether done() ran. */
+	int done_chunks;
+	int finished;
+};
+
+static void
+chunky_work(void *arg)
+{
+	struct chunky *c = arg;
+	for (int i = 0; i < c->chunks; i++) {
+		c->done_chunks++;
+		fiber_yield(c->bytes);
+	}
+}
+
+static void
+chunky_done(void *arg)
+{
+	((struct chunky *)arg)->finished = 1;
+}
+
+TEST(a_chunked_job_advances_one_chunk_at_a_time_under_the_work_meter)
+{
+	struct host_options o = {.mode = HOST_INLINE};
+	struct host *h = NULL;
+	REQUIRE_EQ(host_new(&o, &h), 0);
+	/* 20 chunks of 64 KiB: 64 us each in the work meter, plus 1 us per loop turn. */
+	struct chunky c = {.chunks = 20, .bytes = 64u << 10};
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), chunky_work, chunky_done, &c), 0);
+	struct host_step_info info;
+	CHECK_EQ(host_step(h, 200, NULL, &info), 0);
+	/* 65 + 65 + 65 < 200 <= 65 * 4: the fourth chunk crosses the budget, then it stops. */
+	CHECK_EQ(info.chunks, 4);
+	CHECK_EQ(c.done_chunks, 4);
+	CHECK_EQ(info.max_chunk_us, 65);
+	CHECK(info.spent_us <= 200 + info.max_chunk_us);
+	CHECK(!c.finished);
+	/* The same budget again does the same amount of work: the meter is the work. */
+	CHECK_EQ(host_step(h, 200, NULL, &info), 0);
+	CHECK_EQ(c.done_chunks, 8);
+	/* A whole drain finishes it (forced: its yields return at once). */
+	CHECK_EQ(host_drain(h, HOST_BG), 1);
+	CHECK_EQ(c.done_chunks, 20);
+	CHECK(c.finished);
+	CHECK_EQ(host_step(h, 200, NULL, &info), 0);
+	CHECK_EQ(info.chunks, 0);
+	host_delete(h);
+}
+
+/** A fiber job that holds a mutex across its chunks. */
+struct holder {
+	pthread_mutex_t *mu;
+	int chunks_done;
+};
+
+static void
+holder_work(void *arg)
+{
+	struct holder *x = arg;
+	fiber_mutex_lock(x->mu);
+	for (int i = 0; i < 3; i++) {
+		x->chunks_done++;
+		fiber_yield(1);
+	}
+	pthread_mutex_unlock(x->mu);
+}
+
+TEST(a_caller_that_needs_a_lock_a_suspended_chunk_holds_finishes_that_job)
+{
+	struct host_options o = {.mode = HOST_INLINE};
+	struct host *h = NULL;
+	REQUIRE_EQ(host_new(&o, &h), 0);
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	struct holder x = {.mu = &mu};
+	REQUIRE_EQ(pool_submit(host_exec(h, HOST_BG), holder_work, NULL, &x), 0);
+	struct host_step_info info;
+	CHECK_EQ(host_step(h, 1, NULL, &info), 0); /* one chunk: the job holds mu, suspended */
+	CHECK_EQ(x.chunks_done, 1);
+	CHECK(pthread_mutex_trylock(&mu) != 0);
+	/* Without the fiber runs this would deadlock the thread on itself. */
+	fiber_mutex_lock(&mu);
+	CHECK_EQ(x.chunks_done, 3);
+	pthread_mutex_unlock(&mu);
+	CHECK_EQ(host_step(h, 1000, NULL, &info), 0); /* collects the finished job */
+	CHECK_EQ(pool_pending(host_exec(h, HOST_BG)), 0);
 	host_delete(h);
 }
 
@@ -334,8 +428,8 @@ TEST(drain_waits_out_an_executors_jobs)
 		CHECK(pthread_equal(jobs[i].done_on, pthread_self()));
 	}
 	CHECK_EQ(host_drain(h, HOST_BG), 0); /* nothing pending: returns at once */
-	unsigned did;
-	CHECK_EQ(host_step(h, 1000, &did), STRATA_EINVAL); /* only inline hosts step */
+	struct host_step_info did;
+	CHECK_EQ(host_step(h, 1000, NULL, &did), STRATA_EINVAL); /* only inline hosts step */
 	struct host_options bad = {.mode = HOST_INLINE, .loop_thread = 1};
 	struct host *nope = NULL;
 	CHECK_EQ(host_new(&bad, &nope), STRATA_EINVAL);
@@ -349,6 +443,8 @@ main(int argc, char **argv)
 	RUN(foreground_never_waits_behind_background);
 	RUN(inline_host_runs_work_only_when_stepped);
 	RUN(step_stops_when_its_budget_is_spent);
+	RUN(a_chunked_job_advances_one_chunk_at_a_time_under_the_work_meter);
+	RUN(a_caller_that_needs_a_lock_a_suspended_chunk_holds_finishes_that_job);
 	RUN(invoke_runs_on_the_loop_thread);
 	RUN(post_crosses_loops_without_waiting);
 	RUN(drain_waits_out_an_executors_jobs);

@@ -1,0 +1,3 @@
+build-tsan/obj/node/lib/text.o: node/lib/text.c node/lib/text.h
+
+node/lib/text.h:
