@@ -406,6 +406,7 @@ flush_one(struct shard *s, struct slot *sl)
 		u.obj.rows = meta.rows;
 		u.obj.min_seq = meta.min_seq;
 		u.obj.max_seq = meta.max_seq;
+		fiber_yield(FIBER_SYNC_COST); /* the run's end (index, footer, syncs) was a chunk */
 		if ((rc = env_point(ENV_POINT_SEAL_FLUSHED, s)) != 0) {
 			objstore_del(s->cfg.os, key);
 			return diag_set(STRATA_EINJECTED, "shard %u: injected failure at seal.flushed",
@@ -417,6 +418,8 @@ flush_one(struct shard *s, struct slot *sl)
 			return rc;
 		}
 	}
+	if (t != NULL)
+		fiber_yield(FIBER_SYNC_COST); /* opening the new table read its index: a chunk */
 	pthread_mutex_lock(&s->manifest_mu);
 	/* An empty memtable (its appends all failed) publishes nothing: the cursor stays
 	 * and the unacknowledged entries may reappear on replay, which is allowed. */
@@ -687,6 +690,7 @@ plan_write(struct shard *s, struct shard_plan *p)
 	rc = run_writer_finish(w, &meta);
 	if (rc)
 		return rc;
+	fiber_yield(FIBER_SYNC_COST); /* the run's end (index, footer, syncs) was a chunk */
 	obj.bytes = meta.bytes;
 	obj.rows = meta.rows;
 	obj.min_seq = meta.min_seq;

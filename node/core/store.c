@@ -302,6 +302,9 @@ store_open_in(const strata_options *o, struct store **out)
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
 		rc = env.objstore_new != NULL ? env.objstore_new(path, &db->os) : objstore_fs_new(path, &db->os);
 	}
+	/* sync = none syncs nothing: neither the WAL nor the objects. */
+	if (rc == 0 && o->sync == STRATA_SYNC_NONE && objstore_fs_set_sync(db->os, 0) != 0)
+		diag_clear();
 	if (rc == 0)
 		rc = reaper_new(db->os, o->delete_bytes_per_s, 8u << 20, &db->reaper);
 	if (rc == 0)

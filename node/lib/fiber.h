@@ -35,6 +35,10 @@ enum {
 	FIBER_BLOCKED = 2, /**< the job waits for time to pass; resume it after a tick */
 };
 
+/** What a chunk that ends in file syncs (a run's end, a manifest update) reports, in the
+ *  work meter's units (bytes): a sync costs about as much as writing 64 KiB. */
+#define FIBER_SYNC_COST (64u << 10)
+
 /** Default stack size of a fiber. */
 #define FIBER_STACK_BYTES (1u << 20)
 

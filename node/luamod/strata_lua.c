@@ -134,7 +134,7 @@ static const struct lstrata_code lstrata_codes[] = {
 static const char *const lstrata_open_keys[] = {
 	"dir", "shards", "sync", "sync_interval_ms", "max_value_bytes", "wal_segment_bytes",
 	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "merge_max_inputs", "policy",
-	NULL,
+	"clock", "threads", "seed", "step_meter", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -371,6 +371,44 @@ lstrata_set_policy(lua_State *L, strata *db, const char *src, size_t len)
 }
 #endif
 
+/** Names of the values of an enumerated option, by value. */
+struct lstrata_name {
+	const char *name;
+	int value;
+};
+static const struct lstrata_name lstrata_clocks[] = {
+	{"real", STRATA_CLOCK_REAL}, {"manual", STRATA_CLOCK_MANUAL}, {NULL, 0}};
+static const struct lstrata_name lstrata_meters[] = {
+	{"auto", STRATA_STEP_AUTO}, {"time", STRATA_STEP_TIME}, {"work", STRATA_STEP_WORK}, {NULL, 0}};
+
+/** Option name of table 1 as one of names (absent: def); an argument error otherwise. */
+static int
+lstrata_opt_enum(lua_State *L, int t, const char *name, const struct lstrata_name *names, int def)
+{
+	lua_getfield(L, t, name);
+	int v = def;
+	if (!lua_isnil(L, -1)) {
+		const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+		const struct lstrata_name *n = names;
+		while (n->name != NULL && (s == NULL || strcmp(s, n->name) != 0))
+			n++;
+		if (n->name == NULL) {
+			luaL_Buffer b;
+			luaL_buffinit(L, &b);
+			for (n = names; n->name != NULL; n++) {
+				luaL_addstring(&b, n == names ? "\"" : n[1].name ? ", \"" : " or \"");
+				luaL_addstring(&b, n->name);
+				luaL_addstring(&b, "\"");
+			}
+			luaL_pushresult(&b);
+			luaL_argerror(L, 1, lua_pushfstring(L, "%s must be %s", name, lua_tostring(L, -1)));
+		}
+		v = n->value;
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
 /** strata.open(opts | dir) -> db | nil, message, code */
 static int
 lstrata_open(lua_State *L)
@@ -418,6 +456,10 @@ lstrata_open(lua_State *L)
 	o.bloom_bits_per_key = (uint32_t)lstrata_opt_int(L, 1, 1, "bloom_bits_per_key", 0, 64,
 							 o.bloom_bits_per_key);
 	o.manifest_keep = (uint32_t)lstrata_opt_int(L, 1, 1, "manifest_keep", 0, 1000000, o.manifest_keep);
+	o.clock = lstrata_opt_enum(L, 1, "clock", lstrata_clocks, o.clock);
+	o.step_meter = lstrata_opt_enum(L, 1, "step_meter", lstrata_meters, o.step_meter);
+	o.threads = (int)lstrata_opt_int(L, 1, 1, "threads", -1, 1024, o.threads);
+	o.seed = (uint64_t)lstrata_opt_int(L, 1, 1, "seed", 0, 9007199254740992.0, 0);
 	lua_getfield(L, 1, "policy"); /* 3: kept on the stack while the store opens */
 	if (lua_type(L, 3) == LUA_TSTRING)
 		o.policy = lua_tostring(L, 3);
@@ -1013,6 +1055,64 @@ lstrata_check(lua_State *L)
 	return 1;
 }
 
+/** db:tick(now_ns) -> true | nil, message, code: set a manual clock (never backwards). */
+static int
+lstrata_tick(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	lua_Number now = luaL_checknumber(L, 2);
+	if (!(now >= 0) || now > 9007199254740992.0)
+		return luaL_argerror(L, 2, "the time is nanoseconds, 0 .. 2^53");
+	int rc = strata_tick(d->db, (uint64_t)now);
+	if (rc != 0)
+		return lstrata_fail(L, rc);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/** db:step(budget_us) -> {chunks, turns, spent_us, max_chunk_us, blocked, pending} |
+ *  nil, message, code: run background work for at most the budget (+ one chunk). */
+static int
+lstrata_step(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	lua_Number b = luaL_checknumber(L, 2);
+	if (!(b >= 0) || b > 9007199254740992.0)
+		return luaL_argerror(L, 2, "the budget is microseconds, 0 .. 2^53");
+	strata_step_info info;
+	int rc = strata_step(d->db, (uint64_t)b, &info);
+	if (rc != 0)
+		return lstrata_fail(L, rc);
+	lua_createtable(L, 0, 6);
+	lua_pushnumber(L, info.chunks);
+	lua_setfield(L, -2, "chunks");
+	lua_pushnumber(L, info.turns);
+	lua_setfield(L, -2, "turns");
+	lua_pushnumber(L, (lua_Number)info.spent_us);
+	lua_setfield(L, -2, "spent_us");
+	lua_pushnumber(L, (lua_Number)info.max_chunk_us);
+	lua_setfield(L, -2, "max_chunk_us");
+	lua_pushboolean(L, info.blocked);
+	lua_setfield(L, -2, "blocked");
+	lua_pushnumber(L, info.pending);
+	lua_setfield(L, -2, "pending");
+	return 1;
+}
+
+/** db:trace_hash() -> hex string, events: the hash over every engine event so far. */
+static int
+lstrata_trace_hash(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	uint64_t events = 0;
+	uint64_t h = strata_trace_hash(d->db, &events);
+	char hex[17];
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)h);
+	lua_pushstring(L, hex);
+	lua_pushnumber(L, (lua_Number)events);
+	return 2;
+}
+
 /** core.strerror(code) -> words */
 static int
 lstrata_strerror(lua_State *L)
@@ -1037,6 +1137,9 @@ static const luaL_Reg lstrata_db_methods[] = {
 	{"check", lstrata_check},
 	{"policy", lstrata_policy},
 	{"policy_info", lstrata_policy_info},
+	{"tick", lstrata_tick},
+	{"step", lstrata_step},
+	{"trace_hash", lstrata_trace_hash},
 	{"shards", lstrata_shards},
 	{"close", lstrata_close},
 	{"is_closed", lstrata_is_closed},

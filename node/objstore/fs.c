@@ -46,6 +46,8 @@ struct fs_store {
 	size_t dirlen;
 	/** A writer starts writeback every this many bytes (0: never); read at writer_open. */
 	atomic_uint_fast64_t bytes_per_sync;
+	/** Nothing is fsynced (objstore_fs_set_sync): a store whose WAL never syncs. */
+	atomic_int nosync;
 };
 
 /** A streamed write in progress. */
@@ -58,6 +60,8 @@ struct fs_writer {
 	uint64_t off;
 	/** The store's bytes_per_sync when the write started (0: no incremental writeback). */
 	uint64_t bytes_per_sync;
+	/** The store's nosync when the write started. */
+	int nosync;
 	/** Start of the range handed to writeback last (its pages may still be in flight). */
 	uint64_t sync_start;
 	/** End of that range: everything below it was handed to writeback. */
@@ -149,8 +153,10 @@ fs_dirlen(const char *path)
 
 /** fsync the directory whose path is the first len bytes of path. */
 static int
-fs_sync_dir(const char *path, size_t len)
+fs_sync_dir(int nosync, const char *path, size_t len)
 {
+	if (nosync)
+		return 0;
 	char d[FS_PATH_MAX];
 	if (len == 0) {
 		d[0] = '/';
@@ -176,7 +182,7 @@ fs_sync_dir(const char *path, size_t len)
  * bytes of path are the existing root). A new directory's parent is fsynced.
  */
 static int
-fs_mkdirs(const char *path, size_t root_len)
+fs_mkdirs(int nosync, const char *path, size_t root_len)
 {
 	char d[FS_PATH_MAX];
 	size_t end = fs_dirlen(path);
@@ -195,7 +201,7 @@ fs_mkdirs(const char *path, size_t root_len)
 		char save = d[i];
 		d[i] = '\0';
 		if (env.mkdir(d, 0755) == 0) {
-			int rc = fs_sync_dir(d, fs_dirlen(d));
+			int rc = fs_sync_dir(nosync, d, fs_dirlen(d));
 			if (rc) {
 				d[i] = save;
 				return rc;
@@ -258,9 +264,9 @@ fs_write_all(int fd, const void *data, size_t len, uint64_t off, const char *tmp
 
 /** fsync and close a temp file; the fd is closed whatever happens. */
 static int
-fs_tmp_finish(int fd, const char *tmp, const char *path)
+fs_tmp_finish(int nosync, int fd, const char *tmp, const char *path)
 {
-	if (env.fsync(fd) != 0) {
+	if (!nosync && env.fsync(fd) != 0) {
 		int err = errno;
 		env.close(fd);
 		return diag_set(diag_errno(err), "fsync %s (temp %s): %s", path, tmp, strerror(err));
@@ -408,7 +414,7 @@ fs_write_tmp(struct fs_store *fs, const char *key, const void *data, size_t len,
 				key);
 	if ((rc = fs_path(fs, key, path)) != 0)
 		return rc;
-	if ((rc = fs_mkdirs(path, fs->dirlen)) != 0)
+	if ((rc = fs_mkdirs(atomic_load(&fs->nosync), path, fs->dirlen)) != 0)
 		return rc;
 	int fd;
 	if ((rc = fs_tmp_open(path, tmp, &fd)) != 0)
@@ -419,7 +425,7 @@ fs_write_tmp(struct fs_store *fs, const char *key, const void *data, size_t len,
 		env.unlink(tmp);
 		return rc;
 	}
-	rc = fs_tmp_finish(fd, tmp, path);
+	rc = fs_tmp_finish(atomic_load(&fs->nosync), fd, tmp, path);
 	if (rc) {
 		env.unlink(tmp);
 		return rc;
@@ -440,7 +446,7 @@ fs_put(struct objstore *os, const char *key, const void *data, size_t len)
 		env.unlink(tmp);
 		return diag_set(diag_errno(err), "rename %s to %s: %s", tmp, path, strerror(err));
 	}
-	return fs_sync_dir(path, fs_dirlen(path));
+	return fs_sync_dir(atomic_load(&fs->nosync), path, fs_dirlen(path));
 }
 
 static int
@@ -463,7 +469,7 @@ fs_put_if_absent(struct objstore *os, const char *key, const void *data, size_t 
 	if (env.unlink(tmp) != 0 && errno != ENOENT)
 		diag_log(LOG_LVL_WARN, "put-if-absent %s: could not remove the temp file %s: %s", path,
 			 tmp, strerror(errno));
-	return fs_sync_dir(path, fs_dirlen(path));
+	return fs_sync_dir(atomic_load(&fs->nosync), path, fs_dirlen(path));
 }
 
 static int
@@ -480,9 +486,12 @@ fs_writer_open(struct objstore *os, const char *key, struct objstore_writer **ou
 	w->base.os = os;
 	w->off = 0;
 	w->bytes_per_sync = atomic_load_explicit(&fs->bytes_per_sync, memory_order_relaxed);
+	w->nosync = atomic_load(&fs->nosync);
+	if (w->nosync)
+		w->bytes_per_sync = 0; /* no final fsync to keep small */
 	w->sync_start = 0;
 	w->sync_end = 0;
-	if ((rc = fs_path(fs, key, w->path)) != 0 || (rc = fs_mkdirs(w->path, fs->dirlen)) != 0 ||
+	if ((rc = fs_path(fs, key, w->path)) != 0 || (rc = fs_mkdirs(w->nosync, w->path, fs->dirlen)) != 0 ||
 	    (rc = fs_tmp_open(w->path, w->tmp, &w->fd)) != 0) {
 		env.free(w);
 		return rc;
@@ -549,7 +558,7 @@ static int
 fs_writer_commit(struct objstore_writer *base)
 {
 	struct fs_writer *w = (struct fs_writer *)base;
-	int rc = fs_tmp_finish(w->fd, w->tmp, w->path);
+	int rc = fs_tmp_finish(w->nosync, w->fd, w->tmp, w->path);
 	if (rc == 0 && env.rename(w->tmp, w->path) != 0) {
 		int err = errno;
 		rc = diag_set(diag_errno(err), "rename %s to %s: %s", w->tmp, w->path,
@@ -560,7 +569,7 @@ fs_writer_commit(struct objstore_writer *base)
 		env.free(w);
 		return rc;
 	}
-	rc = fs_sync_dir(w->path, fs_dirlen(w->path));
+	rc = fs_sync_dir(w->nosync, w->path, fs_dirlen(w->path));
 	env.free(w);
 	return rc;
 }
@@ -591,7 +600,7 @@ fs_del(struct objstore *os, const char *key)
 			return 0;
 		return diag_sys(errno, "unlink", path);
 	}
-	return fs_sync_dir(path, fs_dirlen(path));
+	return fs_sync_dir(atomic_load(&fs->nosync), path, fs_dirlen(path));
 }
 
 /** Unlink every key, then fsync each directory that lost an entry once. */
@@ -615,7 +624,7 @@ fs_del_batch(struct objstore *os, const char *const *keys, size_t n)
 		}
 		size_t dl = fs_dirlen(path);
 		if (last_len != 0 && (dl != last_len || memcmp(path, last, dl) != 0)) {
-			int drc = fs_sync_dir(last, last_len);
+			int drc = fs_sync_dir(atomic_load(&fs->nosync), last, last_len);
 			if (rc == 0)
 				rc = drc;
 		}
@@ -624,7 +633,7 @@ fs_del_batch(struct objstore *os, const char *const *keys, size_t n)
 		last_len = dl;
 	}
 	if (last_len != 0) {
-		int drc = fs_sync_dir(last, last_len);
+		int drc = fs_sync_dir(atomic_load(&fs->nosync), last, last_len);
 		if (rc == 0)
 			rc = drc;
 	}
@@ -892,6 +901,16 @@ objstore_fs_new(const char *dir, struct objstore **out)
 	fs->dirlen = len;
 	atomic_init(&fs->bytes_per_sync, FS_BYTES_PER_SYNC_DEFAULT);
 	*out = &fs->base;
+	return 0;
+}
+
+int
+objstore_fs_set_sync(struct objstore *os, int on)
+{
+	if (os == NULL || os->ops != &fs_ops)
+		return diag_set(STRATA_EINVAL, "set_sync: %s is not a local-directory store",
+				os != NULL ? os->name : "(null)");
+	atomic_store(&((struct fs_store *)os)->nosync, !on);
 	return 0;
 }
 

@@ -72,6 +72,11 @@ int objstore_fs_new(const char *dir, struct objstore **out);
  *  never, the whole file is written back by its final fsync). Writers opened later use
  *  it. STRATA_EINVAL for another kind of store or 0 < bytes < 4096. */
 int objstore_fs_set_bytes_per_sync(struct objstore *os, uint64_t bytes);
+/** Whether a local-directory store fsyncs its files and directories (default 1). 0 is
+ *  for a store whose WAL never syncs (STRATA_SYNC_NONE): its objects then survive a
+ *  process crash (the page cache has them), not a power loss. STRATA_EINVAL for
+ *  another kind of store. */
+int objstore_fs_set_sync(struct objstore *os, int on);
 
 static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
 { return os->ops->get(os, key, out); }
