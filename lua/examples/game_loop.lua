@@ -5,11 +5,13 @@
 -- store-share percentiles while seals, merges and compactions run.
 --
 --   luajit lua/examples/game_loop.lua [--frames N] [--rows N] [--budget-us N]
---                                     [--backlog N] [--no-sleep] [--dir DIR]
+--                                     [--backlog N] [--no-sleep] [--dir DIR] [--threaded]
 --
 -- (with build/strata.so on LUA_CPATH and lua/ on LUA_PATH: `make test` runs it that way).
 -- --backlog N flushes N generations before the first frame, so a merge is due at once.
 -- Without --no-sleep each frame sleeps until its 16.7 ms are up, as a real loop does.
+-- --threaded is the comparison: the store runs its own threads on the real clock (the
+-- frame makes no step; background work competes with the loop for the CPUs).
 local strata = require "strata"
 local ffi = require "ffi"
 
@@ -29,7 +31,7 @@ local function sleep_us(us)
 	ffi.C.nanosleep(req, nil)
 end
 
-local opts = { frames = 600, rows = 300, budget_us = 2000, backlog = 0, sleep = true }
+local opts = { frames = 600, rows = 300, budget_us = 2000, backlog = 0, sleep = true, threaded = false }
 local i = 1
 while i <= #arg do
 	local a = arg[i]
@@ -39,6 +41,7 @@ while i <= #arg do
 	elseif a == "--backlog" then opts.backlog = tonumber(arg[i + 1]); i = i + 1
 	elseif a == "--dir" then opts.dir = arg[i + 1]; i = i + 1
 	elseif a == "--no-sleep" then opts.sleep = false
+	elseif a == "--threaded" then opts.threaded = true
 	else
 		io.stderr:write("game_loop.lua: unknown argument ", a, "\n")
 		os.exit(2)
@@ -57,8 +60,9 @@ f:write([[return { flush_interval_s = 1, sweep_interval_s = 10, merge_after_gene
 f:close()
 
 local db = assert(strata.open {
-	dir = dir .. "/store", shards = 1, sync = "none", policy = policy,
-	clock = "manual", threads = 0, seed = 1, step_meter = "time", block_bytes = 16384,
+	dir = dir .. "/store", shards = 1, sync = "none", policy = policy, block_bytes = 16384,
+	clock = opts.threaded and "real" or "manual", threads = opts.threaded and 2 or 0, seed = 1,
+	step_meter = "time",
 })
 
 local FRAME_NS, FRAME_US = 16666667, 16666.667
@@ -79,7 +83,7 @@ local chunks, over = 0, 0
 local t_start = now_us()
 for frame = 1, opts.frames do
 	local t0 = now_us()
-	assert(db:tick(frame * FRAME_NS))
+	if not opts.threaded then assert(db:tick(frame * FRAME_NS)) end
 	local rows = {}
 	for r = 1, opts.rows do
 		local e = (frame * 7919 + r * 104729) % entities
@@ -89,7 +93,7 @@ for frame = 1, opts.frames do
 	local v = db:get(0, rows[1].key)
 	assert(v == value, "a row just written reads back")
 	local s0 = now_us()
-	local info = assert(db:step(opts.budget_us))
+	local info = opts.threaded and { chunks = 0 } or assert(db:step(opts.budget_us))
 	local t1 = now_us()
 	chunks = chunks + info.chunks
 	frame_us[frame] = t1 - t0
@@ -106,8 +110,9 @@ local function pct(t, p)
 	return c[math.max(1, math.ceil(#c * p))]
 end
 local st = db:stats(0)
-print(string.format("game_loop: %d frames at 60 fps in %.1f s, %d rows per frame, store budget %d us",
-	opts.frames, wall_s, opts.rows, opts.budget_us))
+print(string.format("game_loop: %d frames at 60 fps in %.1f s, %d rows per frame, %s",
+	opts.frames, wall_s, opts.rows, opts.threaded and "store on its own threads (no step)"
+		or string.format("store budget %d us (inline, manual clock)", opts.budget_us)))
 print(string.format("game_loop: frame work   p50 %.2f ms  p99 %.2f ms  max %.2f ms  (frames over 16.7 ms: %d)",
 	pct(frame_us, 0.5) / 1e3, pct(frame_us, 0.99) / 1e3, pct(frame_us, 1) / 1e3, over))
 print(string.format("game_loop: store step   p50 %.2f ms  p99 %.2f ms  max %.2f ms  (budget %.2f ms)",
