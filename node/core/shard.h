@@ -56,6 +56,10 @@ struct shard_config {
 	int external_sync;
 	/** The store's event trace. */
 	struct trace *trace;
+	/** Holds of the exclusive lock, ns (the store's, shared by its shards; NULL: none). */
+	struct hist *excl_hold_ns;
+	/** Waits to take the exclusive lock, ns (the store's; NULL: none). */
+	struct hist *excl_wait_ns;
 };
 
 /** Load a shard, writing nothing: read its manifest, open (and so check) every table it

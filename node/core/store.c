@@ -15,6 +15,7 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../strata_types.h"
+#include "../lib/hist.h"
 #include "../lib/ratelimit.h"
 #include "reaper.h"
 #include "../lib/trace.h"
@@ -44,6 +45,10 @@ struct store {
 	struct reaper *reaper;
 	/** The budget every shard's background writes draw from. */
 	struct ratelimit *io_limit;
+	/** Holds of every shard's exclusive lock, ns. */
+	struct hist *excl_hold_ns;
+	/** Waits to take every shard's exclusive lock, ns. */
+	struct hist *excl_wait_ns;
 	/** Whether someone above runs the reaper (store_set_reaper_kick); else the store's
 	 *  own seals and merges drain it after their commit. */
 	atomic_int reaper_driven;
@@ -311,6 +316,10 @@ store_open_in(const strata_options *o, struct store **out)
 		reaper_set_trace(db->reaper, &db->trace);
 	if (rc == 0)
 		rc = ratelimit_new(o->background_io_bytes_per_s, &db->io_limit);
+	if (rc == 0)
+		rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_hold_ns);
+	if (rc == 0)
+		rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_wait_ns);
 	/* 3. Read and check every shard before writing anything. */
 	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
 		struct shard_config cfg;
@@ -333,6 +342,8 @@ store_open_in(const strata_options *o, struct store **out)
 		cfg.run.limiter = db->io_limit;
 		cfg.external_sync = o->threads == 0; /* no threads at all: the step syncs */
 		cfg.trace = &db->trace;
+		cfg.excl_hold_ns = db->excl_hold_ns;
+		cfg.excl_wait_ns = db->excl_wait_ns;
 		rc = shard_load(&cfg, &db->shards[i]);
 		if (rc == 0)
 			db->nshards++;
@@ -376,6 +387,8 @@ store_close_in(struct store *db)
 		shard_close(db->shards[i]);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
 	ratelimit_delete(db->io_limit);
+	hist_delete(db->excl_hold_ns);
+	hist_delete(db->excl_wait_ns);
 	env.free(db->listener);
 	for (uint32_t i = 0; i < db->nold; i++)
 		env.free(db->old_listeners[i]);
@@ -788,6 +801,13 @@ store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t
 	store_reap_if_undriven(db);
 	STORE_LEAVE();
 	return rc;
+}
+
+void
+store_lock_hists(struct store *db, const struct hist **hold_ns, const struct hist **wait_ns)
+{
+	*hold_ns = db->excl_hold_ns;
+	*wait_ns = db->excl_wait_ns;
 }
 
 void

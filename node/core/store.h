@@ -68,6 +68,12 @@ int store_shard_stats(struct store *db, uint32_t shard, strata_stats *out);
 int store_check(struct store *db, uint32_t shard);
 /** Change the budget of background writes, bytes per second (0 = unlimited). */
 void store_set_io_rate(struct store *db, uint64_t bytes_per_s);
+/** Longest lock hold or wait the histograms of store_lock_hists tell apart, ns. */
+#define STORE_LOCK_HIST_HIGHEST_NS (60ull * 1000000000ull)
+struct hist;
+/** Histograms (2 significant digits, ns) of every shard's exclusive-lock holds and of the
+ *  waits to take it, since the open; read them from any thread. */
+void store_lock_hists(struct store *db, const struct hist **hold_ns, const struct hist **wait_ns);
 /** Hand the deletes of merged objects to someone above (the host's background
  *  executor): kick is called, from any thread, when deletes are queued, and that
  *  someone calls store_reap. NULL: the store's own seals and merges run them. */

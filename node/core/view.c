@@ -14,6 +14,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/hist.h"
 #include "shard_int.h"
 
 /* ---------- refcounted pieces ---------- */
@@ -156,6 +157,8 @@ excl_lock(struct shard *s, uint64_t *t0)
 	uint_fast64_t cur = atomic_load(&s->max_excl_wait_ns);
 	while (waited > cur && !atomic_compare_exchange_weak(&s->max_excl_wait_ns, &cur, waited))
 		;
+	if (s->cfg.excl_wait_ns != NULL)
+		hist_record(s->cfg.excl_wait_ns, waited);
 }
 
 /** Release the exclusive lock and record the longest hold. */
@@ -167,6 +170,8 @@ excl_unlock(struct shard *s, uint64_t t0)
 	uint_fast64_t cur = atomic_load(&s->max_excl_ns);
 	while (held > cur && !atomic_compare_exchange_weak(&s->max_excl_ns, &cur, held))
 		;
+	if (s->cfg.excl_hold_ns != NULL)
+		hist_record(s->cfg.excl_hold_ns, held);
 }
 
 /** Swap in v (consumes the caller's reference to v); returns the old view to unref. */
