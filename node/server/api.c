@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,22 @@ enum api_route_id {
 	API_R_SEAL,
 	API_R_MERGE,
 	API_R_SHARD_STATS,
+	/** Number of route ids (API_HANDLERS). */
+	API_R_COUNT
 };
+
+/** Handler label of each route id (API_R_NONE: no endpoint at the path). */
+static const char *const api_handler_names[API_R_COUNT] = {
+	[API_R_NONE] = "not_found",  [API_R_HEALTHZ] = "healthz", [API_R_METRICS] = "metrics",
+	[API_R_STATS] = "stats",     [API_R_POLICY] = "policy",   [API_R_ROWS] = "rows",
+	[API_R_ROW] = "row",         [API_R_SEAL] = "seal",       [API_R_MERGE] = "merge_wal",
+	[API_R_SHARD_STATS] = "shard_stats",
+};
+
+/** Method label of each method index (api_method_index). */
+static const char *const api_method_names[API_METHODS] = {"GET", "HEAD", "POST", "PUT", "other"};
+
+_Static_assert(API_R_COUNT == API_HANDLERS, "API_HANDLERS must count the routes");
 
 /** Method bits of API_ALLOW_*. */
 enum { API_M_GET = 1, API_M_POST = 2, API_M_PUT = 4 };
@@ -44,8 +60,10 @@ struct api_route {
 	int has_shard;
 	/** Shard number as parsed (may be out of range). */
 	uint64_t shard;
-	/** The shard segment parsed as a number. */
+	/** The shard segment is a well-formed shard number. */
 	int shard_valid;
+	/** Why it is not (shard_valid == 0). */
+	const char *shard_problem;
 	/** Raw (percent-encoded) key of API_R_ROW, into the request's url. */
 	const char *key;
 	/** Length of key. */
@@ -114,6 +132,7 @@ api_status_of(int rc)
 	case STRATA_ENOSPC:
 		return 507;
 	case STRATA_EBUSY:
+		return 429;
 	case STRATA_ECLOSED:
 	case STRATA_EREADONLY:
 	case STRATA_ENOMEM:
@@ -123,32 +142,96 @@ api_status_of(int rc)
 	}
 }
 
-/** Record the request's duration (and log it at debug level). */
+static void api_route(const struct http_req *r, struct api_route *rt);
+
+/** Index of a method in api_method_names. */
+static int
+api_method_index(int method)
+{
+	switch (method) {
+	case HTTP_GET:
+		return 0;
+	case HTTP_HEAD:
+		return 1;
+	case HTTP_POST:
+		return 2;
+	case HTTP_PUT:
+		return 3;
+	default:
+		return 4;
+	}
+}
+
+/** Count a response to r by handler, method and status. */
 static void
-api_record(struct api *a, struct http_req *r)
+api_count(struct api *a, const struct http_req *r, int status)
+{
+	struct api_route rt;
+	api_route(r, &rt);
+	if (status < 0 || status >= HTTP_MAX_STATUS)
+		return;
+	a->req_counts[((size_t)rt.id * API_METHODS + (size_t)api_method_index(r->method)) * HTTP_MAX_STATUS +
+		      (size_t)status]++;
+}
+
+const char *
+api_handler_name(int handler)
+{
+	return handler >= 0 && handler < API_R_COUNT ? api_handler_names[handler] : "?";
+}
+
+const char *
+api_method_name(int method)
+{
+	return method >= 0 && method < API_METHODS ? api_method_names[method] : "?";
+}
+
+uint64_t
+api_requests(const struct api *a, int handler, int method, int status)
+{
+	if (handler < 0 || handler >= API_R_COUNT || method < 0 || method >= API_METHODS || status < 0 ||
+	    status >= HTTP_MAX_STATUS)
+		return 0;
+	return a->req_counts[((size_t)handler * API_METHODS + (size_t)method) * HTTP_MAX_STATUS + (size_t)status];
+}
+
+/** Record the duration of a request whose response was counted (and log it at debug level). */
+static void
+api_duration(struct api *a, struct http_req *r)
 {
 	if (r->start_ns == 0)
 		return;
 	uint64_t ns = env.mono_ns() - r->start_ns;
 	hist_record(a->request_ns, ns);
+	struct api_route rt;
+	api_route(r, &rt);
+	hist_record(a->handler_ns[rt.id], ns);
 	if (diag_log_level <= LOG_LVL_DEBUG)
 		diag_log(LOG_LVL_DEBUG, "http %s %.*s: %.3f ms", http_method_str(r->method),
 			 (int)(r->path_len > 200 ? 200 : r->path_len), r->path, (double)ns / 1e6);
+}
+
+/** Count r's response (status) and record its duration. */
+static void
+api_record(struct api *a, struct http_req *r, int status)
+{
+	api_count(a, r, status);
+	api_duration(a, r);
 }
 
 static void
 api_reply(struct api *a, struct http_req *r, int status, const char *ctype, const char *extra, const void *body,
 	  size_t len)
 {
-	api_record(a, r);
+	api_record(a, r, status);
 	http_respond(r, status, ctype, extra, body, len);
 }
 
 static void
 api_error(struct api *a, struct http_req *r, int status, const char *error, const char *detail)
 {
-	const char *extra = status == 503 ? "Retry-After: 1\r\n" : NULL;
-	api_record(a, r);
+	const char *extra = status == 503 || status == 429 ? "Retry-After: " API_RETRY_AFTER_S "\r\n" : NULL;
+	api_record(a, r, status);
 	http_respond_error(r, status, extra, error, detail);
 }
 
@@ -156,7 +239,7 @@ api_error(struct api *a, struct http_req *r, int status, const char *error, cons
 static void
 api_json(struct api *a, struct http_req *r, int status, json_t *o)
 {
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	char *s = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
 	json_decref(o);
 	if (s == NULL) {
 		api_error(a, r, 500, "internal error", "could not encode the response");
@@ -213,14 +296,28 @@ api_route(const struct http_req *r, struct api_route *rt)
 	const char *id_end = slash ? slash : end;
 	size_t idl = (size_t)(id_end - p);
 	rt->has_shard = 1;
-	rt->shard_valid = idl > 0 && idl <= 10;
+	rt->shard_valid = 1;
 	uint64_t v = 0;
-	for (const char *q = p; q < id_end; q++) {
+	for (const char *q = p; q < id_end && rt->shard_valid; q++) {
 		if (*q < '0' || *q > '9') {
 			rt->shard_valid = 0;
-			break;
+			rt->shard_problem = "is not a decimal number";
+		} else if (v > UINT32_MAX) {
+			rt->shard_valid = 0;
+			rt->shard_problem = "is too large";
+		} else {
+			v = v * 10 + (uint64_t)(*q - '0');
 		}
-		v = v * 10 + (uint64_t)(*q - '0');
+	}
+	if (rt->shard_valid && idl == 0) {
+		rt->shard_valid = 0;
+		rt->shard_problem = "is empty";
+	} else if (rt->shard_valid && v > UINT32_MAX) {
+		rt->shard_valid = 0;
+		rt->shard_problem = "is too large";
+	} else if (rt->shard_valid && idl > 1 && *p == '0') {
+		rt->shard_valid = 0;
+		rt->shard_problem = "has a leading zero";
 	}
 	rt->shard = v;
 	if (slash == NULL)
@@ -273,6 +370,32 @@ method_bit(int method)
 	}
 }
 
+/** Media types POST /v1/shards/{id}/rows takes. "" is an absent header, and
+ *  application/x-www-form-urlencoded what curl -d sends when told no type: both NDJSON. */
+static const char *const api_rows_types[] = {"", "application/x-www-form-urlencoded", API_NDJSON_CONTENT_TYPE,
+					     "application/ndjson", "application/json", API_BATCH_CONTENT_TYPE,
+					     NULL};
+/** Media types PUT /v1/policy takes (Lua source). */
+static const char *const api_policy_types[] = {"", "application/x-www-form-urlencoded", "text/x-lua",
+					       "text/plain", "application/x-lua", "application/octet-stream",
+					       NULL};
+
+/** Whether the media type of a Content-Type value (parameters after ';' ignored, case
+ *  insensitive) is one of types. */
+static int
+media_type_in(const char *ct, const char *const *types)
+{
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	size_t n = strcspn(ct, ";");
+	while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+		n--;
+	for (int i = 0; types[i] != NULL; i++)
+		if (strlen(types[i]) == n && strncasecmp(ct, types[i], n) == 0)
+			return 1;
+	return 0;
+}
+
 /** Compare the Authorization header with the token in time independent of where
  *  they differ. */
 static int
@@ -317,7 +440,7 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 		strcat(allow, "\r\n");
 		snprintf(d, sizeof(d), "%s is not allowed here; use %s", http_method_str(r->method), allow + 7);
 		d[strcspn(d, "\r")] = '\0';
-		api_record(a, r);
+		api_record(a, r, 405);
 		http_respond_error(r, 405, allow, "method not allowed", d);
 		return 1;
 	}
@@ -325,26 +448,52 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 	if (mutating && a->token != NULL && !api_token_ok(a, r)) {
 		a->auth_failures++;
 		int missing = r->authorization[0] == '\0';
-		api_record(a, r);
+		api_record(a, r, missing ? 401 : 403);
 		http_respond_error(r, missing ? 401 : 403, "WWW-Authenticate: Bearer\r\n",
 				   missing ? "unauthorized" : "forbidden",
 				   missing ? "this endpoint needs Authorization: Bearer <token>"
 					   : "the bearer token is not valid");
 		return 1;
 	}
-	if (rt->has_shard && (!rt->shard_valid || rt->shard >= strata_shards(a->db))) {
+	if (rt->has_shard && !rt->shard_valid) {
+		char d[300];
+		const char *p = r->path + sizeof("/v1/shards/") - 1;
+		size_t idl = strcspn(p, "/?#");
+		if (idl > (size_t)(r->path + r->path_len - p))
+			idl = (size_t)(r->path + r->path_len - p);
+		uint32_t n = strata_shards(a->db);
+		snprintf(d, sizeof(d), "the shard id '%.*s'%s %s; it must be a decimal number without leading "
+			 "zeros (this node has shards 0..%u)",
+			 (int)(idl > 40 ? 40 : idl), p, idl > 40 ? "..." : "", rt->shard_problem, n ? n - 1 : 0);
+		api_error(a, r, 400, "bad shard id", d);
+		return 1;
+	}
+	if (rt->has_shard && rt->shard >= strata_shards(a->db)) {
 		char d[200];
 		uint32_t n = strata_shards(a->db);
-		if (rt->shard_valid)
-			snprintf(d, sizeof(d), "shard %llu does not exist; this node has shards 0..%u",
-				 (unsigned long long)rt->shard, n ? n - 1 : 0);
-		else
-			snprintf(d, sizeof(d), "the shard must be a number in 0..%u", n ? n - 1 : 0);
+		snprintf(d, sizeof(d), "shard %llu does not exist; this node has shards 0..%u",
+			 (unsigned long long)rt->shard, n ? n - 1 : 0);
 		api_error(a, r, 404, "unknown shard", d);
 		return 1;
 	}
 	if (rt->id == API_R_ROW && rt->key_len == 0) {
 		api_error(a, r, 400, "bad key", "the key is empty");
+		return 1;
+	}
+	if (rt->id == API_R_ROWS && r->method == HTTP_POST && !media_type_in(r->content_type, api_rows_types)) {
+		char d[HTTP_MAX_KEPT_HEADER + 200];
+		snprintf(d, sizeof(d), "Content-Type '%.200s' is not taken here; send %s (NDJSON, also when the "
+			 "header is absent) or %s (binary batch)",
+			 r->content_type, API_NDJSON_CONTENT_TYPE, API_BATCH_CONTENT_TYPE);
+		api_error(a, r, 415, "unsupported media type", d);
+		return 1;
+	}
+	if (rt->id == API_R_POLICY && r->method == HTTP_PUT && !media_type_in(r->content_type, api_policy_types)) {
+		char d[HTTP_MAX_KEPT_HEADER + 200];
+		snprintf(d, sizeof(d), "Content-Type '%.200s' is not taken here; send the policy's Lua source as "
+			 "text/x-lua or text/plain (or without the header)",
+			 r->content_type);
+		api_error(a, r, 415, "unsupported media type", d);
 		return 1;
 	}
 	return 0;
@@ -648,7 +797,8 @@ api_submit(struct api *a, struct http_req *r, pool_work_fn work, pool_done_fn do
 {
 	int rc = pool_submit(host_exec(a->host, HOST_FG), work, done, job);
 	if (rc != 0) {
-		api_error(a, r, api_status_of(rc), "busy", diag_last());
+		/* A full queue is the node at capacity, not a busy shard. */
+		api_error(a, r, rc == STRATA_EBUSY ? 503 : api_status_of(rc), "node busy", diag_last());
 		return rc;
 	}
 	a->jobs++;
@@ -926,8 +1076,10 @@ scan_done(void *arg)
 		scan_free(s);
 		return;
 	}
-	if (!r->responded)
+	if (!r->responded) {
+		api_count(a, r, 200);
 		http_stream_begin(r, 200, "application/x-ndjson");
+	}
 	a->scan_rows += s->chunk_rows;
 	if (s->chunk.len > 0 && http_stream_write(r, s->chunk.data, s->chunk.len) != 0) {
 		http_stream_abort(r);
@@ -935,7 +1087,7 @@ scan_done(void *arg)
 		return;
 	}
 	if (s->eof) {
-		api_record(a, r);
+		api_duration(a, r);
 		http_stream_end(r);
 		scan_free(s);
 		return;
@@ -960,7 +1112,7 @@ scan_submit(struct api_scan *s)
 		diag_log(LOG_LVL_WARN, "scan of shard %u stopped: %s", s->shard, diag_last());
 		http_stream_abort(s->r);
 	} else {
-		api_error(s->a, s->r, api_status_of(rc), "busy", diag_last());
+		api_error(s->a, s->r, rc == STRATA_EBUSY ? 503 : api_status_of(rc), "node busy", diag_last());
 	}
 	scan_free(s);
 }
@@ -1157,6 +1309,8 @@ struct api_rtcall {
 	uint64_t reclaimed;
 	/** (runtime) Generations still waiting afterwards. */
 	uint64_t pending;
+	/** Seals counted on the shard when the seal request was made (server's loop). */
+	uint64_t seals_before;
 	/** (runtime) Error text. */
 	char err[2048];
 	/** (runtime) The runtime's counters, settings and (GET /v1/policy) source. */
@@ -1164,6 +1318,41 @@ struct api_rtcall {
 };
 
 static void rtcall_answer(void *arg);
+
+/** What holds a busy shard, from the refusal's words. */
+static const char *
+busy_what(const char *err)
+{
+	if (strstr(err, "merge or compaction") != NULL)
+		return "merge or compaction";
+	if (strstr(err, "compaction is already") != NULL)
+		return "compaction";
+	if (strstr(err, "merge is already") != NULL || strstr(err, "merge plan") != NULL)
+		return "merge";
+	if (strstr(err, "seal") != NULL)
+		return "seal";
+	return "merge or compaction";
+}
+
+/** Answer 429 for a shard that is busy with other work: the client retries after
+ *  Retry-After seconds; the node is fine. */
+static void
+api_busy(struct api *a, struct http_req *r, uint32_t shard, const char *request, const char *err)
+{
+	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:i}", "error", "shard busy", "detail", err, "shard",
+			      (json_int_t)shard, "busy", busy_what(err), "request", request, "retry_after_s",
+			      atoi(API_RETRY_AFTER_S));
+	char *body = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
+	json_decref(o);
+	if (body == NULL) {
+		api_error(a, r, 429, "shard busy", err);
+		return;
+	}
+	size_t n = strlen(body);
+	body[n] = '\n';
+	api_reply(a, r, 429, "application/json", "Retry-After: " API_RETRY_AFTER_S "\r\n", body, n + 1);
+	free(body);
+}
 
 /** Runtime's loop: hand c back to the server's loop. */
 static void
@@ -1269,7 +1458,9 @@ rtcall_answer(void *arg)
 	switch (c->kind) {
 	case API_RT_SEAL:
 	case API_RT_MERGE:
-		if (c->rc != 0) {
+		if (c->rc == STRATA_EBUSY) {
+			api_busy(a, r, c->shard, c->kind == API_RT_MERGE ? "merge-wal" : "seal", err);
+		} else if (c->rc != 0) {
 			api_error(a, r, api_status_of(c->rc), c->kind == API_RT_MERGE ? "merge failed" : "seal failed",
 				  err);
 		} else if (c->kind == API_RT_MERGE) {
@@ -1279,8 +1470,13 @@ rtcall_answer(void *arg)
 			strata_stats st;
 			memset(&st, 0, sizeof(st));
 			strata_shard_stats(a->db, c->shard, &st);
-			api_json(a, r, 200, json_pack("{s:b, s:I, s:I}", "sealed", 1, "shard", (json_int_t)c->shard,
-						      "generations", (json_int_t)st.generations));
+			json_t *o = json_pack("{s:b, s:I, s:I}", "sealed", st.seals != c->seals_before, "shard",
+					      (json_int_t)c->shard, "generations", (json_int_t)st.generations);
+			if (o != NULL && st.seals == c->seals_before)
+				json_object_set_new(o, "reason",
+						    json_string("the memtable was empty: nothing was appended since "
+								"the last seal, so no generation was written"));
+			api_json(a, r, 200, o);
 		}
 		break;
 	case API_RT_POLICY_PUT:
@@ -1319,6 +1515,12 @@ api_rtcall(struct api *a, struct http_req *r, int kind, uint32_t shard)
 	c->r = r;
 	c->kind = kind;
 	c->shard = shard;
+	if (kind == API_RT_SEAL) {
+		strata_stats st;
+		memset(&st, 0, sizeof(st));
+		strata_shard_stats(a->db, shard, &st);
+		c->seals_before = st.seals;
+	}
 	if (kind == API_RT_POLICY_PUT) {
 		c->body = env.malloc(r->body.len + 1);
 		if (c->body == NULL) {
@@ -1345,13 +1547,21 @@ shard_stats_json(struct api *a, uint32_t shard)
 	return o;
 }
 
+/** v rounded to a multiple of 10^-digits (JSON figures without binary noise). */
+static double
+api_round(double v, int digits)
+{
+	double m = pow(10, digits);
+	return round(v * m) / m;
+}
+
 static json_t *
 latency_json(const struct hist *h)
 {
 	return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "count", (json_int_t)hist_count(h), "mean_us",
-			 hist_mean(h) / 1e3, "p50_us", hist_percentile(h, 50) / 1e3, "p99_us",
-			 hist_percentile(h, 99) / 1e3, "p999_us", hist_percentile(h, 99.9) / 1e3, "max_us",
-			 hist_max(h) / 1e3);
+			 api_round(hist_mean(h) / 1e3, 3), "p50_us", api_round(hist_percentile(h, 50) / 1e3, 3),
+			 "p99_us", api_round(hist_percentile(h, 99) / 1e3, 3), "p999_us",
+			 api_round(hist_percentile(h, 99.9) / 1e3, 3), "max_us", api_round(hist_max(h) / 1e3, 3));
 }
 
 /** GET /v1/stats, with snap the runtime's side of it. */
@@ -1369,7 +1579,7 @@ api_stats_reply(struct api *a, struct http_req *r, const struct views_policy_sna
 	struct pool *p = host_exec(a->host, HOST_FG);
 	json_t *o = json_pack(
 		"{s:s, s:f, s:I, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}}",
-		"version", STRATA_VERSION, "uptime_s", (double)(env.mono_ns() - a->start_ns) / 1e9, "shard_count",
+		"version", STRATA_VERSION, "uptime_s", api_round((double)(env.mono_ns() - a->start_ns) / 1e9, 3), "shard_count",
 		(json_int_t)n, "shards", shards, "policy", views_policy(snap), "http", "connections_open",
 		(json_int_t)hs.open, "connections_accepted", (json_int_t)hs.accepted, "connections_refused",
 		(json_int_t)hs.refused, "requests", (json_int_t)hs.requests, "timeouts", (json_int_t)hs.timeouts,
@@ -1482,6 +1692,13 @@ api_new(const struct api_options *o, struct api **out)
 		rc = hist_new_latency(&a->get_ns);
 	if (rc == 0)
 		rc = hist_new_latency(&a->request_ns);
+	for (int i = 0; rc == 0 && i < API_R_COUNT; i++)
+		rc = hist_new(1000, HIST_LATENCY_HIGHEST, 2, &a->handler_ns[i]);
+	if (rc == 0) {
+		a->req_counts = env.calloc((size_t)API_R_COUNT * API_METHODS * HTTP_MAX_STATUS, sizeof(uint64_t));
+		if (a->req_counts == NULL)
+			rc = diag_set(STRATA_ENOMEM, "api: out of memory");
+	}
 	if (rc != 0) {
 		api_delete(a);
 		return rc;
@@ -1502,5 +1719,8 @@ api_delete(struct api *a)
 	hist_delete(a->append_ns);
 	hist_delete(a->get_ns);
 	hist_delete(a->request_ns);
+	for (int i = 0; i < API_R_COUNT; i++)
+		hist_delete(a->handler_ns[i]);
+	env.free(a->req_counts);
 	env.free(a);
 }

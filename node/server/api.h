@@ -25,6 +25,17 @@ struct runtime;
 
 /** Content-Type of the binary batch format. */
 #define API_BATCH_CONTENT_TYPE "application/x-strata-batch"
+/** Content-Type of NDJSON rows (the default when a POST names none). */
+#define API_NDJSON_CONTENT_TYPE "application/x-ndjson"
+/** Retry-After of a 429 (busy shard) or 503 (node at capacity), seconds. */
+#define API_RETRY_AFTER_S "1"
+/** json_dumps flags of every JSON body: compact, doubles to 15 significant digits (no
+ *  binary noise such as 0.1 printed as 0.10000000000000001). */
+#define API_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+/** Routes counted by handler in strata_http_requests_total (api_handler_name). */
+#define API_HANDLERS 10
+/** Methods counted there: GET, HEAD, POST, PUT and any other (api_method_name). */
+#define API_METHODS 5
 /** Most rows accepted in one POST. */
 #define API_MAX_BATCH_ROWS (1u << 20)
 /** A scan job stops after this many rows and hands them to the loop. */
@@ -70,12 +81,17 @@ struct api {
 	struct hist *get_ns;
 	/** Time from a request's first byte to its response (API requests), ns. */
 	struct hist *request_ns;
+	/** The same by handler (index as api_handler_name; 2 significant digits, from 1 µs), ns. */
+	struct hist *handler_ns[API_HANDLERS];
 	/** Rows streamed by scans. */
 	uint64_t scan_rows;
 	/** Scan chunks that waited for a slow client to drain its queue. */
 	uint64_t scan_waits;
 	/** Requests refused for a missing or wrong token. */
 	uint64_t auth_failures;
+	/** Responses by handler, method and status: API_HANDLERS x API_METHODS x
+	 *  HTTP_MAX_STATUS counters (api_requests). */
+	uint64_t *req_counts;
 	/** Jobs of this API on the executor or the runtime's loop, not yet completed. */
 	uint64_t jobs;
 	/** Monotonic start time, ns. */
@@ -92,5 +108,11 @@ void api_on_headers(void *ctx, struct http_req *r);
 void api_on_request(void *ctx, struct http_req *r);
 /** HTTP status for a STRATA_E* code. */
 int api_status_of(int rc);
+/** Handler label of route index h (0..API_HANDLERS-1): "rows", "seal", "not_found", ... */
+const char *api_handler_name(int h);
+/** Method label of method index m (0..API_METHODS-1): "GET", ..., "other". */
+const char *api_method_name(int m);
+/** Responses given by handler h to method m with status code. */
+uint64_t api_requests(const struct api *a, int h, int m, int code);
 
 #endif

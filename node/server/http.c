@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/diag.h"
@@ -139,6 +140,10 @@ struct http_server {
 	void *drain_arg;
 	/** Parser callbacks. */
 	http_parser_settings settings;
+	/** Second of the wall clock date_line was formatted for. */
+	int64_t date_sec;
+	/** "Date: <IMF-fixdate>\r\n" of date_sec. */
+	char date_line[48];
 };
 
 static void conn_process(struct http_conn *c);
@@ -305,6 +310,35 @@ http_count_status(struct http_server *s, int status)
 		s->st.by_status[status]++;
 }
 
+/** A response of this layer itself (no handler saw the request), by status. */
+static void
+http_count_own(struct http_server *s, int status)
+{
+	http_count_status(s, status);
+	if (status >= 0 && status < HTTP_MAX_STATUS)
+		s->st.own_by_status[status]++;
+}
+
+/** "Date: ...\r\n" for a response sent now (RFC 7231 IMF-fixdate), formatted once a second. */
+static const char *
+http_date(struct http_server *s)
+{
+	int64_t sec = (int64_t)(env.wall_ns() / 1000000000ull);
+	if (sec != s->date_sec || s->date_line[0] == '\0') {
+		static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+		static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+						   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+		time_t t = (time_t)sec;
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		snprintf(s->date_line, sizeof(s->date_line), "Date: %s, %02d %s %04d %02d:%02d:%02d GMT\r\n",
+			 days[tm.tm_wday % 7], tm.tm_mday, months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour,
+			 tm.tm_min, tm.tm_sec);
+		s->date_sec = sec;
+	}
+	return s->date_line;
+}
+
 /** Queue a response of the HTTP layer itself (malformed request, limit, timeout) and
  *  stop reading requests on this connection. */
 static void
@@ -318,13 +352,13 @@ conn_fail(struct http_conn *c, int status, const char *error, const char *detail
 	char *body = http_error_json(error, detail);
 	size_t len = body ? strlen(body) : 0;
 	conn_queuef(c,
-		    "HTTP/1.1 %d %s\r\nServer: strata/" STRATA_VERSION "\r\nContent-Type: application/json\r\n"
+		    "HTTP/1.1 %d %s\r\nServer: strata/" STRATA_VERSION "\r\n%sContent-Type: application/json\r\n"
 		    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-		    status, http_status_text(status), len);
+		    status, http_status_text(status), http_date(c->srv), len);
 	if (body)
 		conn_queue(c, body, len);
 	free(body);
-	http_count_status(c->srv, status);
+	http_count_own(c->srv, status);
 	c->req.responded = c->req.finished = 1;
 	c->req.status = status;
 }
@@ -504,6 +538,10 @@ on_headers_complete(http_parser *p)
 	}
 	c->phase = HTTP_PH_BODY;
 	c->body_deadline_ns = http_now() + ms_ns(s->o.body_timeout_ms);
+	/* The client's Connection: close (or an HTTP/1.0 request without keep-alive) holds
+	 * for an answer given from the headers too. */
+	if (!http_should_keep_alive(p))
+		c->close_after = 1;
 	int was_close = c->close_after;
 	if (r->expect_continue)
 		c->close_after = 1;
@@ -899,14 +937,14 @@ server_refuse(struct http_server *s, int fd)
 	char resp[512];
 	int n = snprintf(resp, sizeof(resp),
 			 "HTTP/1.1 503 Service Unavailable\r\nServer: strata/" STRATA_VERSION
-			 "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nRetry-After: 1\r\n"
+			 "\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\nRetry-After: 1\r\n"
 			 "Connection: close\r\n\r\n%s",
-			 sizeof(body) - 1, body);
+			 http_date(s), sizeof(body) - 1, body);
 	ssize_t w = send(fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	(void)w;
 	close(fd);
 	s->st.refused++;
-	http_count_status(s, 503);
+	http_count_own(s, 503);
 }
 
 static void
@@ -1177,8 +1215,8 @@ http_respond(struct http_req *r, int status, const char *content_type, const cha
 	r->status = status;
 	http_count_status(c->srv, status);
 	if (!c->dead) {
-		int rc = conn_queuef(c, "HTTP/1.1 %d %s\r\nServer: strata/" STRATA_VERSION "\r\n%s%s%sContent-Length: %zu\r\n%s%s\r\n",
-				     status, http_status_text(status), content_type ? "Content-Type: " : "",
+		int rc = conn_queuef(c, "HTTP/1.1 %d %s\r\nServer: strata/" STRATA_VERSION "\r\n%s%s%s%sContent-Length: %zu\r\n%s%s\r\n",
+				     status, http_status_text(status), http_date(c->srv), content_type ? "Content-Type: " : "",
 				     content_type ? content_type : "", content_type ? "\r\n" : "", len,
 				     extra_headers ? extra_headers : "", conn_header(c));
 		if (rc == 0 && len > 0 && r->method != HTTP_HEAD)
@@ -1219,8 +1257,8 @@ http_stream_begin(struct http_req *r, int status, const char *content_type)
 		c->close_after = 1;
 	}
 	const char *conn = conn_header(c);
-	if (conn_queuef(c, "HTTP/1.1 %d %s\r\nServer: strata/" STRATA_VERSION "\r\nContent-Type: %s\r\n%s%s\r\n",
-			status, http_status_text(status), content_type,
+	if (conn_queuef(c, "HTTP/1.1 %d %s\r\nServer: strata/" STRATA_VERSION "\r\n%sContent-Type: %s\r\n%s%s\r\n",
+			status, http_status_text(status), http_date(c->srv), content_type,
 			r->close_delimited ? "" : "Transfer-Encoding: chunked\r\n", conn) != 0)
 		c->abort_close = 1;
 	conn_kick(c);

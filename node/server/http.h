@@ -138,6 +138,9 @@ struct http_stats {
 	uint64_t bad_requests;
 	/** Responses started, by status code. */
 	uint64_t by_status[HTTP_MAX_STATUS];
+	/** Of those, the responses of this layer itself (malformed request, limit, timeout,
+	 *  connection refused), which no handler saw, by status code. */
+	uint64_t own_by_status[HTTP_MAX_STATUS];
 };
 
 /** Bind, listen and start accepting. The error (with the address) is in diag. */

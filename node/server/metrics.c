@@ -2,21 +2,37 @@
 
 #include "../host/host.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/pool.h"
+#include "../core/store.h"
 #include "../policy/runtime.h"
+#include "../strata_host.h"
 #include "http.h"
 
 /** Upper bounds (seconds) of the latency histogram buckets. */
 static const double metrics_bounds[] = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
 					0.0025,  0.005,    0.01,    0.025,  0.05,    0.1,    0.25,
 					0.5,     1,        2.5,     5,      10,      30,     60};
+/** Upper bounds (seconds) of the exclusive-lock hold and wait buckets: a commit's swap is
+ *  O(1), so microseconds, and anything from a millisecond up is a stall. */
+static const double metrics_lock_bounds[] = {0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005,
+					     0.0001,   0.00025,   0.0005,   0.001,   0.0025,   0.005,
+					     0.01,     0.025,     0.1,      1};
+/** Number of elements of a static array. */
+#define METRICS_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/** Most buckets of any histogram above. */
+#define METRICS_MAX_BOUNDS 32
 
 /** Output under construction; the first failure sticks. */
 struct metrics_out {
@@ -52,14 +68,17 @@ mo_head(struct metrics_out *m, const char *name, const char *type, const char *h
 	mo_printf(m, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/** A histogram in seconds from a nanosecond hist: cumulative buckets, +Inf, sum, count. */
+/** The series of one histogram in seconds from a nanosecond hist, with bucket bounds
+ *  (seconds) and labels ("a=\"b\"", or "" for none): cumulative buckets, +Inf, sum, count. */
 static void
-mo_hist(struct metrics_out *m, const char *name, const char *help, const struct hist *h)
+mo_hist_series(struct metrics_out *m, const char *name, const char *labels, const struct hist *h,
+	       const double *bounds, size_t nb)
 {
-	mo_head(m, name, "histogram", help);
-	size_t nb = sizeof(metrics_bounds) / sizeof(metrics_bounds[0]);
-	uint64_t cum[sizeof(metrics_bounds) / sizeof(metrics_bounds[0])];
+	const char *sep = labels[0] ? "," : "";
+	uint64_t cum[METRICS_MAX_BOUNDS];
 	memset(cum, 0, sizeof(cum));
+	if (nb > METRICS_MAX_BOUNDS)
+		nb = METRICS_MAX_BOUNDS;
 	struct hist_iter it;
 	struct hist_bucket b;
 	uint64_t total = 0;
@@ -67,24 +86,103 @@ mo_hist(struct metrics_out *m, const char *name, const char *help, const struct 
 	while (hist_iter_next(&it, &b)) {
 		total += b.count;
 		for (size_t i = 0; i < nb; i++)
-			if ((double)b.hi <= metrics_bounds[i] * 1e9)
+			if ((double)b.hi <= bounds[i] * 1e9)
 				cum[i] += b.count;
 	}
 	for (size_t i = 0; i < nb; i++)
-		mo_printf(m, "%s_bucket{le=\"%g\"} %llu\n", name, metrics_bounds[i], (unsigned long long)cum[i]);
-	mo_printf(m, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)total);
-	mo_printf(m, "%s_sum %.9f\n", name, (double)hist_sum(h) / 1e9);
-	mo_printf(m, "%s_count %llu\n", name, (unsigned long long)total);
+		mo_printf(m, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, bounds[i],
+			  (unsigned long long)cum[i]);
+	mo_printf(m, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)total);
+	if (labels[0]) {
+		mo_printf(m, "%s_sum{%s} %.9f\n", name, labels, (double)hist_sum(h) / 1e9);
+		mo_printf(m, "%s_count{%s} %llu\n", name, labels, (unsigned long long)total);
+	} else {
+		mo_printf(m, "%s_sum %.9f\n", name, (double)hist_sum(h) / 1e9);
+		mo_printf(m, "%s_count %llu\n", name, (unsigned long long)total);
+	}
 }
 
-/** Percentile gauges of a nanosecond hist, in seconds (label percentile="99"). */
+/** A histogram family of one unlabelled series (mo_hist_series). */
 static void
-mo_quantiles(struct metrics_out *m, const char *name, const char *help, const struct hist *h)
+mo_hist_in(struct metrics_out *m, const char *name, const char *help, const struct hist *h,
+	   const double *bounds, size_t nb)
 {
-	static const double ps[] = {50, 90, 99, 99.9, 100};
-	mo_head(m, name, "gauge", help);
-	for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
-		mo_printf(m, "%s{percentile=\"%g\"} %.9f\n", name, ps[i], (double)hist_percentile(h, ps[i]) / 1e9);
+	mo_head(m, name, "histogram", help);
+	mo_hist_series(m, name, "", h, bounds, nb);
+}
+
+/** mo_hist_in with the latency buckets. */
+static void
+mo_hist(struct metrics_out *m, const char *name, const char *help, const struct hist *h)
+{
+	mo_hist_in(m, name, help, h, metrics_bounds, METRICS_LEN(metrics_bounds));
+}
+
+/** Read a small /proc file into buf (NUL-terminated). Its length, or -1. */
+static ssize_t
+metrics_read_proc(const char *path, char *buf, size_t cap)
+{
+	int fd = env.open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	ssize_t n = env.pread(fd, buf, cap - 1, 0);
+	env.close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/** The standard process_* series (Prometheus client conventions), read from /proc.
+ *  A file that cannot be read leaves its series out. */
+static void
+mo_process(struct metrics_out *m)
+{
+	char buf[4096];
+	long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	const char *rp = metrics_read_proc("/proc/self/stat", buf, sizeof(buf)) > 0 ? strrchr(buf, ')') : NULL;
+	unsigned long long utime = 0, stime = 0, start = 0, vsize = 0;
+	long long rss = 0;
+	/* After "pid (comm)": state is field 3, utime 14, stime 15, starttime 22, vsize 23, rss 24. */
+	int got = rp ? sscanf(rp + 1,
+			      " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+			      "%llu %llu %lld",
+			      &utime, &stime, &start, &vsize, &rss)
+		     : 0;
+	if (got == 5 && tick > 0) {
+		mo_head(m, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+		mo_printf(m, "process_cpu_seconds_total %.2f\n", (double)(utime + stime) / (double)tick);
+		mo_head(m, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+		mo_printf(m, "process_virtual_memory_bytes %llu\n", vsize);
+		mo_head(m, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+		mo_printf(m, "process_resident_memory_bytes %lld\n", rss * (long long)page);
+		char st[8192];
+		const char *bt = metrics_read_proc("/proc/stat", st, sizeof(st)) > 0 ? strstr(st, "\nbtime ") : NULL;
+		if (bt != NULL) {
+			unsigned long long boot = strtoull(bt + 7, NULL, 10);
+			mo_head(m, "process_start_time_seconds", "gauge",
+				"Start time of the process since unix epoch in seconds.");
+			mo_printf(m, "process_start_time_seconds %.2f\n", (double)boot + (double)start / (double)tick);
+		}
+	}
+	DIR *d = opendir("/proc/self/fd");
+	if (d != NULL) {
+		uint64_t n = 0;
+		for (struct dirent *e; (e = readdir(d)) != NULL;)
+			if (e->d_name[0] != '.')
+				n++;
+		closedir(d);
+		mo_head(m, "process_open_fds", "gauge", "Number of open file descriptors.");
+		mo_printf(m, "process_open_fds %llu\n", (unsigned long long)(n ? n - 1 : 0)); /* less opendir's */
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		mo_head(m, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+		if (rl.rlim_cur == RLIM_INFINITY)
+			mo_printf(m, "process_max_fds +Inf\n");
+		else
+			mo_printf(m, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+	}
 }
 
 /** One per-shard series family. */
@@ -132,6 +230,9 @@ static const size_t metrics_unexported[] = {
 	offsetof(strata_stats, manifest_version),
 	offsetof(strata_stats, replay_after),
 	offsetof(strata_stats, next_generation),
+	/* Maxima since the open: strata_exclusive_lock_{hold,wait}_seconds are the histograms. */
+	offsetof(strata_stats, max_exclusive_ns),
+	offsetof(strata_stats, max_exclusive_wait_ns),
 };
 
 /** Whether the strata_stats member at offset off is exported. */
@@ -153,15 +254,26 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 	mo_head(&m, "strata_uptime_seconds", "gauge", "Seconds since the node started serving.");
 	mo_printf(&m, "strata_uptime_seconds %.3f\n", (double)(env.mono_ns() - a->start_ns) / 1e9);
 
+	mo_process(&m);
 	mo_hist(&m, "strata_append_latency_seconds", "Latency of appends (WAL write and group-commit sync).",
 		a->append_ns);
-	mo_quantiles(&m, "strata_append_latency_percentile_seconds", "Append latency percentiles since start.",
-		     a->append_ns);
 	mo_hist(&m, "strata_get_latency_seconds", "Latency of point reads.", a->get_ns);
-	mo_quantiles(&m, "strata_get_latency_percentile_seconds", "Point read latency percentiles since start.",
-		     a->get_ns);
-	mo_hist(&m, "strata_http_request_duration_seconds",
-		"Time from a request's first byte to its complete response.", a->request_ns);
+	mo_head(&m, "strata_http_request_duration_seconds", "histogram",
+		"Time from a request's first byte to its complete response, by handler (route name).");
+	for (int h = 0; h < API_HANDLERS; h++) {
+		char lab[64];
+		snprintf(lab, sizeof(lab), "handler=\"%s\"", api_handler_name(h));
+		mo_hist_series(&m, "strata_http_request_duration_seconds", lab, a->handler_ns[h], metrics_bounds,
+			       METRICS_LEN(metrics_bounds));
+	}
+	const struct hist *hold = NULL, *wait = NULL;
+	store_lock_hists(strata_store(a->db), &hold, &wait);
+	mo_hist_in(&m, "strata_exclusive_lock_hold_seconds",
+		   "Holds of a shard's exclusive lock (view swaps: seal, merge commit), every shard.", hold,
+		   metrics_lock_bounds, METRICS_LEN(metrics_lock_bounds));
+	mo_hist_in(&m, "strata_exclusive_lock_wait_seconds",
+		   "Waits to take a shard's exclusive lock (behind appends and readers), every shard.", wait,
+		   metrics_lock_bounds, METRICS_LEN(metrics_lock_bounds));
 
 	uint32_t n = strata_shards(a->db);
 	strata_stats *st = env.calloc(n ? n : 1, sizeof(*st));
@@ -214,11 +326,25 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 	memset(&hs, 0, sizeof(hs));
 	if (a->http)
 		http_server_stats(a->http, &hs);
-	mo_head(&m, "strata_http_requests_total", "counter", "HTTP responses by status code.");
+	mo_head(&m, "strata_http_requests_total", "counter",
+		"HTTP responses by handler (route name; \"protocol\": refused before any route, a malformed "
+		"request or a limit), method and status code.");
+	for (int h = 0; h < API_HANDLERS; h++)
+		for (int meth = 0; meth < API_METHODS; meth++)
+			for (int c = 0; c < HTTP_MAX_STATUS; c++) {
+				uint64_t v = api_requests(a, h, meth, c);
+				if (v)
+					mo_printf(&m,
+						  "strata_http_requests_total{handler=\"%s\",method=\"%s\",code=\"%d\"} "
+						  "%llu\n",
+						  api_handler_name(h), api_method_name(meth), c, (unsigned long long)v);
+			}
 	for (int c = 0; c < HTTP_MAX_STATUS; c++)
-		if (hs.by_status[c])
-			mo_printf(&m, "strata_http_requests_total{code=\"%d\"} %llu\n", c,
-				  (unsigned long long)hs.by_status[c]);
+		if (hs.own_by_status[c])
+			mo_printf(&m,
+				  "strata_http_requests_total{handler=\"protocol\",method=\"unknown\",code=\"%d\"} "
+				  "%llu\n",
+				  c, (unsigned long long)hs.own_by_status[c]);
 	const struct metrics_scalar ht[] = {
 		{"strata_http_open_connections", "gauge", "HTTP connections open.", hs.open},
 		{"strata_http_connections_total", "counter", "HTTP connections accepted.", hs.accepted},

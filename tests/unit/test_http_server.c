@@ -691,8 +691,9 @@ TEST(slow_reader_gets_the_whole_scan)
 	}
 	close(fd);
 	CHECK(total > rows * vlen);
-	/* Four header lines and the blank line, then one NDJSON line per row. */
-	CHECK_EQ(lines, rows + 5);
+	/* Five header lines (status, Server, Date, Content-Type, Connection) and the blank
+	 * line, then one NDJSON line per row. */
+	CHECK_EQ(lines, rows + 6);
 	char *m = NULL;
 	REQUIRE_EQ(http_get(&n, "/metrics", &m, NULL), 200);
 	const char *w = strstr(m, "\nstrata_scan_waits_total ");
@@ -870,7 +871,7 @@ TEST(bad_inputs_never_break_the_node)
 	CHECK_EQ(http_post(&n, "/v1/shards/7/rows", base, strlen(base), &r), 404);
 	CHECK(r != NULL && strstr(r, "unknown shard") != NULL);
 	free(r);
-	CHECK_EQ(http_get(&n, "/v1/shards/x1/stats", NULL, NULL), 404);
+	CHECK_EQ(http_get(&n, "/v1/shards/x1/stats", NULL, NULL), 400);
 	CHECK_EQ(http_get(&n, "/v1/nothing", NULL, NULL), 404);
 	CHECK_EQ(http_status(&n, "DELETE", "/v1/shards/0/rows/baseline", NULL, 0, NULL, NULL, NULL), 405);
 	CHECK_EQ(http_get(&n, "/v1/shards/0/seal", NULL, NULL), 405);
@@ -1075,7 +1076,10 @@ TEST(metrics_parse_as_prometheus_text)
 	const char *want[] = {"strata_append_latency_seconds_bucket{le=\"+Inf\"} 1\n",
 			      "strata_append_latency_seconds_count 1\n",
 			      "strata_get_latency_seconds_count 2\n",
-			      "strata_exclusive_lock_max_seconds{shard=\"0\"}",
+			      "strata_exclusive_lock_hold_seconds_bucket{le=\"1e-06\"}",
+			      "strata_exclusive_lock_wait_seconds_count",
+			      "process_resident_memory_bytes ",
+			      "process_open_fds ",
 			      "strata_pending_generations{shard=\"1\"} 0\n",
 			      "strata_merge_passes_total{shard=\"0\"} 1\n",
 			      "strata_merge_read_bytes_total{shard=\"0\"}",
@@ -1083,8 +1087,8 @@ TEST(metrics_parse_as_prometheus_text)
 			      "strata_wal_bytes{shard=\"0\"}",
 			      "strata_policy_reloads_total 0\n",
 			      "strata_policy_hook_errors_total",
-			      "strata_http_requests_total{code=\"200\"}",
-			      "strata_http_requests_total{code=\"404\"} 1\n",
+			      "strata_http_requests_total{handler=\"rows\",method=\"POST\",code=\"200\"} 1\n",
+			      "strata_http_requests_total{handler=\"row\",method=\"GET\",code=\"404\"} 1\n",
 			      "strata_http_open_connections 1\n",
 			      NULL};
 	for (int i = 0; want[i] != NULL; i++)
