@@ -167,11 +167,13 @@ fi
 stop_node
 
 # ---- a busy shard is a 429 with Retry-After, not a failure ----
-# A background write budget of 10 KiB/s keeps the first merge in flight for seconds.
+# A background write budget of 10 KiB/s keeps the first merge in flight for seconds: the
+# budget's burst (256 KiB) lets the seal of ~200 KB through at once, and the merge that
+# writes them again waits its debt off block by block.
 printf 'return { flush_interval_s = 0, sweep_interval_s = 0, merge_after_generations = 1000,\n  background_io_mib_per_s = 0.01 }\n' >"$tmp/slow.lua"
 start_node "$tmp/busy" "$tmp/slow.lua"
-head -c 100000 /dev/urandom | base64 -w 3000 | awk '{ printf "{\"key\":\"b%04d\",\"value\":\"%s\"}\n", NR, $0 }' >"$tmp/rows.ndjson"
-check "$(code -X POST "$base/v1/shards/0/rows" --data-binary @"$tmp/rows.ndjson")" 200 "100 KB of rows appended"
+head -c 200000 /dev/urandom | base64 -w 3000 | awk '{ printf "{\"key\":\"b%04d\",\"value\":\"%s\"}\n", NR, $0 }' >"$tmp/rows.ndjson"
+check "$(code -X POST "$base/v1/shards/0/rows" --data-binary @"$tmp/rows.ndjson")" 200 "200 KB of rows appended"
 check "$(code -X POST "$base/v1/shards/0/seal")" 200 "and sealed into a generation"
 # Two merge-wal requests at once: whichever comes second finds the first in flight.
 curl -s -D "$tmp/m1.h" -o "$tmp/m1.body" -X POST "$base/v1/shards/0/merge-wal" >/dev/null 2>&1 &
