@@ -10,6 +10,11 @@
  *   u32 count, then count times { u32 key_len, u32 value_len, key bytes, value bytes }
  * all integers little-endian, nothing after the last row. A batch is all or
  * nothing; the reply {"appended": n, "last_seq": s} comes once it is durable.
+ * Any other Content-Type than api.c's api_rows_types is a 415 before the body is read.
+ *
+ * A malformed shard id is a 400, a well-formed one the store lacks a 404; a shard
+ * busy with a merge or compaction a 429 with Retry-After (the node is fine), a full
+ * worker queue a 503.
  */
 #ifndef STRATA_API_H
 #define STRATA_API_H
