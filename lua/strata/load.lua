@@ -163,10 +163,10 @@ function Keys:key(i)
 	return fmt(self.pattern, i)
 end
 
---- The next key and its index.
+--- The next key, alone (so that `ctx:get(shard, keys:next())` passes one argument).
+-- For the key and its index: `local i = keys:next_index(); local key = keys:key(i)`.
 function Keys:next()
-	local i = self:next_index()
-	return fmt(self.pattern, i), i
+	return fmt(self.pattern, self:next_index())
 end
 
 local KEY_OPTS = {
