@@ -469,6 +469,28 @@ function M.batch(keys, values, n)
 	return rows
 end
 
+--- Tries of load.retry before it hands back a busy answer.
+M.RETRY_TRIES = 10
+--- Seconds load.retry waits when a busy answer has no Retry-After.
+M.RETRY_PAUSE_S = 0.1
+
+--- verb(ctx, ...) again while the node answers busy (`nil, msg, "busy", retry_after`), after
+-- ctx:sleep(retry_after or RETRY_PAUSE_S), at most RETRY_TRIES times; the verb's last results.
+--   local merged = assert(load.retry(ctx, ctx.merge_wal, shard))
+function M.retry(ctx, verb, ...)
+	if type(verb) ~= "function" then
+		argerr("load.retry", "verb must be a ctx verb (ctx.merge_wal, ...)", type(verb), 2)
+	end
+	for _ = 1, M.RETRY_TRIES - 1 do
+		local r = { verb(ctx, ...) }
+		if r[3] ~= "busy" then
+			return unpack(r, 1, table.maxn(r))
+		end
+		ctx:sleep(r[4] or M.RETRY_PAUSE_S)
+	end
+	return verb(ctx, ...)
+end
+
 --- Script options from its arguments (`strata load s.lua -- rate=500 gens=8`, seen by the
 -- script as `...`) over defaults: each argument is name=value, the name must be one
 -- of the defaults, and the value takes the default's type (number, boolean or string).
