@@ -472,6 +472,31 @@ return {
 			assert.is_truthy(out:find("busy: 3", 1, true), out)
 			assert.is_truthy(read("busy.html"):find("Busy: 3", 1, true))
 		end)
+
+		it("is asked again by load.retry, with the verb's results once it is not busy", function()
+			local s = write("retry.lua", [[
+local load = require "strata.load"
+load.RETRY_TRIES, load.RETRY_PAUSE_S = 3, 0.01
+return {
+	duration = "2s",
+	scenarios = { m = { vus = 1, iterations = 1, exec = function(ctx)
+		for shard = 0, 3, 3 do
+			local calls = 0
+			local a, _, kind = load.retry(ctx, function(c, sh) calls = calls + 1; return c:merge_wal(sh) end, shard)
+			ctx:metric("calls_" .. shard, calls)
+			ctx:metric("ok_" .. shard, a and 1 or 0)
+			ctx:metric("busy_" .. shard, kind == "busy" and 1 or 0)
+		end
+	end } },
+}
+]])
+			local code, out = run_load(s, "--target http://" .. fast .. " --json " .. q(path("retry.json")))
+			assert.equal(0, code, out)
+			local m = read_json("retry.json").metrics
+			assert.same({ 1, 1, 0 }, { m.calls_0, m.ok_0, m.busy_0 })
+			assert.same({ 3, 0, 1 }, { m.calls_3, m.ok_3, m.busy_3 })
+			assert.equal(3, m.busy)
+		end)
 	end)
 
 	describe("ctx verbs and the db methods of the same name", function()
