@@ -1,9 +1,10 @@
 /*
  * load_verb.c — the ctx object of `strata load` scripts: the verbs (append, get,
- * scan, seal, merge_wal, put_policy, get_policy, stats, http, http_raw), sleep,
- * custom metrics and histogram objects; how a request's outcome is judged and
- * handed back to Lua; and the encodings the HTTP target needs (NDJSON rows,
- * base64, JSON into Lua tables). Loop thread only.
+ * scan, scan_rows, seal, merge_wal, put_policy, get_policy, stats, http,
+ * http_raw), sleep, custom metrics and histogram objects; how a request's outcome
+ * is judged (a success, a busy shard, a failure) and handed back to Lua; and the
+ * encodings the HTTP target needs (NDJSON rows, base64, JSON into Lua tables).
+ * Loop thread only.
  */
 #include <lauxlib.h>
 #include <lua.h>
