@@ -390,18 +390,22 @@ load_classify(struct load_req *r)
 			r->fail = LOAD_FAIL_NONE;
 			return 1;
 		}
-		if (r->fail == LOAD_FAIL_NONE || r->fail == LOAD_FAIL_ENGINE)
-			load_req_fail(r, LOAD_FAIL_UNEXPECTED, "%s: expected status %d, got %d: %.*s",
-				      load_verb_name(r->verb), r->expect, r->status,
-				      r->errmsg[0] ? (int)strlen(r->errmsg) : body_n,
-				      r->errmsg[0] ? r->errmsg : body_n ? (const char *)r->resp.data : "");
+		if (r->fail == LOAD_FAIL_NONE || r->fail == LOAD_FAIL_ENGINE) {
+			char why[sizeof(r->errmsg)];
+			snprintf(why, sizeof(why), "%.*s", r->errmsg[0] ? (int)strlen(r->errmsg) : body_n,
+				 r->errmsg[0] ? r->errmsg : body_n ? (const char *)r->resp.data : "");
+			load_req_fail(r, LOAD_FAIL_UNEXPECTED, "%s: expected status %d, got %d: %s",
+				      load_verb_name(r->verb), r->expect, r->status, why);
+		}
 		return 0;
 	}
 	if (load_busy(r)) {
-		load_req_fail(r, LOAD_FAIL_BUSY, "%s shard %u: busy (status %d%s): %.*s", load_verb_name(r->verb),
-			      r->shard, r->status, r->has_retry_after ? ", Retry-After given" : "",
-			      r->errmsg[0] ? (int)strlen(r->errmsg) : body_n,
-			      r->errmsg[0] ? r->errmsg : body_n ? (const char *)r->resp.data : "");
+		/* The target's words (an embedded failure's message), else the node's reply. */
+		char why[sizeof(r->errmsg)];
+		snprintf(why, sizeof(why), "%.*s", r->errmsg[0] ? (int)strlen(r->errmsg) : body_n,
+			 r->errmsg[0] ? r->errmsg : body_n ? (const char *)r->resp.data : "");
+		load_req_fail(r, LOAD_FAIL_BUSY, "%s shard %u: busy (status %d%s): %s", load_verb_name(r->verb),
+			      r->shard, r->status, r->has_retry_after ? ", Retry-After given" : "", why);
 		return 0;
 	}
 	if (r->fail != LOAD_FAIL_NONE)

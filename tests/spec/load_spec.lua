@@ -473,6 +473,38 @@ return {
 			assert.is_truthy(read("busy.html"):find("Busy: 3", 1, true))
 		end)
 
+		it("is counted as busy on an embedded store too (STRATA_EBUSY)", function()
+			-- A merge request whose hook prepares twice: the second prepare of the shard is busy.
+			local pol = write("busy_policy.lua", [[
+return {
+	flush_interval_s = 0,
+	sweep_interval_s = 0,
+	on_merge_request = function(shard)
+		local _ = shard:prepare{}
+		return shard:prepare{}
+	end,
+}
+]])
+			local s = write("busy_embedded.lua", [[
+return {
+	duration = "2s",
+	scenarios = { m = { vus = 1, iterations = 1, exec = function(ctx)
+		assert(ctx:append(0, "k", "v"))
+		local a, _, kind = ctx:merge_wal(0)
+		ctx:metric("ok", a and 1 or 0)
+		ctx:metric("busy_kind", kind == "busy" and 1 or 0)
+	end } },
+}
+]])
+			local code, out = run_load(s, "--embedded " .. q(path("busydb")) .. " --policy " .. q(pol) ..
+				" --sync none --json " .. q(path("busy_embedded.json")))
+			assert.equal(0, code, out)
+			local r = read_json("busy_embedded.json")
+			assert.equal(1, r.busy, out)
+			assert.equal(0, r.errors, out)
+			assert.same({ 0, 1 }, { r.metrics.ok, r.metrics.busy_kind })
+		end)
+
 		it("is asked again by load.retry, with the verb's results once it is not busy", function()
 			local s = write("retry.lua", [[
 local load = require "strata.load"
