@@ -13,7 +13,7 @@ DESTDIR  ?=
 PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl
 DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
             luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
-            libjansson-dev clang libclang-rt-14-dev curl prometheus
+            libjansson-dev clang libclang-rt-14-dev curl prometheus luarocks
 BENCH_PKGS := librocksdb-dev wrk
 
 comma := ,
@@ -23,10 +23,14 @@ ifneq ($(SAN),)
   SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
+# One pkg-config call per package: a package that is missing (libcurl, jansson: only the
+# CLI needs them) must not take the flags of the others (luajit.h for `luarocks make`) along.
+PKG_CFLAGS := $(foreach p,$(PKGS_PC),$(shell pkg-config --cflags $(p) 2>/dev/null))
+PKG_LIBS   := $(foreach p,$(PKGS_PC),$(shell pkg-config --libs $(p) 2>/dev/null))
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -fPIC -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-            $(SANFLAGS) $(shell pkg-config --cflags $(PKGS_PC) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(PKGS_PC) 2>/dev/null) -lev -lhttp_parser -lpthread -lm
+            $(SANFLAGS) $(PKG_CFLAGS)
+LDLIBS   += $(PKG_LIBS) -lev -lhttp_parser -lpthread -lm
 LDFLAGS  += $(SANFLAGS)
 
 # -MMD -MP: each object gets a .d file next to it naming the headers it includes.
@@ -148,7 +152,7 @@ $(BUILD)/strata: $(CLI_OBJ) $(BUILD)/libstrata.a
 # The LuaJIT module: `require "strata.core"` finds it through the all-in-one loader.
 $(BUILD)/strata.so: $(LUA_OBJ) $(BUILD)/libstrata.a
 	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(BUILD)/libstrata.a -Wl,--exclude-libs,ALL \
-	  $(shell pkg-config --libs libzstd libisal libxxhash jansson) -lev -lpthread -lm
+	  $(foreach p,libzstd libisal libxxhash,$(shell pkg-config --libs $(p) 2>/dev/null)) -lev -lpthread -lm
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
@@ -167,7 +171,8 @@ unit: deps all $(UNIT_BIN)
 # through their own ASan+UBSan libFuzzer builds, so both run in plain builds only.
 ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
-              "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh"
+              "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh" \
+              "sh tests/readme/run.sh"
 BUILD_CHECK := "sh tests/build/check_build.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif

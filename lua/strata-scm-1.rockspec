@@ -1,10 +1,13 @@
 -- LuaRocks build of the `strata` module for LuaJIT: the engine and its Lua binding
 -- compiled into strata/core.so, and the pure-Lua half.
---   luarocks make lua/strata-scm-1.rockspec LUA_INCDIR=/usr/include/luajit-2.1 --local
--- Needs the Debian packages libzstd-dev libisal-dev libxxhash-dev libev-dev
--- (and luajit2 / libluajit2-5.1-dev). The install list below must name every Lua module
--- of lua/; tests/spec/module_spec.lua checks that it does, and that the C module is the
--- Makefile's build/strata.so.
+--   luarocks make lua/strata-scm-1.rockspec            (as root: into /usr/local)
+--   luarocks make lua/strata-scm-1.rockspec --local    (or --tree DIR)
+-- Needs the Debian packages build-essential pkg-config libzstd-dev libisal-dev
+-- libxxhash-dev libev-dev libluajit2-5.1-dev luajit2: the Makefile finds LuaJIT's headers
+-- and the libraries with pkg-config (no LUA_INCDIR needed). The install list below must name
+-- every Lua module of lua/; tests/spec/module_spec.lua checks that it does, and that the C
+-- module is the Makefile's build/strata.so; tests/readme/run.sh installs it with --tree and
+-- requires it.
 rockspec_format = "3.0"
 package = "strata"
 version = "scm-1"
@@ -25,9 +28,16 @@ dependencies = {
 }
 build = {
 	-- The Makefile is the one list of the engine's sources (and it generates the C of the
-	-- built-in policy); luarocks runs it, then installs what it built.
+	-- built-in policy); luarocks runs it, then installs what it built. luarocks keeps a C
+	-- module's file name, so the library is copied to core.so to land as strata/core.so.
 	type = "command",
-	build_command = "make BUILD=build build/strata.so",
+	build_command = [[
+pkg-config --print-errors --exists luajit libzstd libisal libxxhash || {
+	echo "strata: pkg-config cannot find the packages above; on Debian: apt-get install pkg-config libluajit2-5.1-dev libzstd-dev libisal-dev libxxhash-dev libev-dev" >&2
+	exit 1
+}
+make BUILD=build build/strata.so && mkdir -p build/rock && cp build/strata.so build/rock/core.so
+]],
 	install = {
 		lua = {
 			strata = "lua/strata.lua",
@@ -36,7 +46,7 @@ build = {
 			["strata.load"] = "lua/strata/load.lua",
 		},
 		lib = {
-			["strata.core"] = "build/strata.so",
+			["strata.core"] = "build/rock/core.so",
 		},
 	},
 }

@@ -53,7 +53,9 @@ M.plan_methods = core.plan_methods
 --- Rows fetched per scan batch unless scan{batch=} says otherwise.
 M.SCAN_BATCH = 1024
 
-local SCAN_OPTIONS = { start = "string", stop = "string", prefix = "string", limit = "number", batch = "number" }
+local SCAN_OPTIONS = {
+	start = "string", stop = "string", ["end"] = "string", prefix = "string", limit = "number", batch = "number",
+}
 local SCAN_OPTION_NAMES = { "start", "stop", "prefix", "limit", "batch" }
 
 --- Edit distance of two short strings.
@@ -130,7 +132,10 @@ local function scan_range(opts, level)
 	if batch ~= floor(batch) or batch < 1 or batch > core.SCAN_MAX_ROWS then
 		argerror(2, "scan", fmt("batch must be an integer in [1, %d]", core.SCAN_MAX_ROWS), level + 1)
 	end
-	local lo, hi = opts.start, opts.stop
+	if opts.stop ~= nil and opts["end"] ~= nil then
+		argerror(2, "scan", "give stop or its alias end, not both", level + 1)
+	end
+	local lo, hi = opts.start, opts.stop or opts["end"]
 	if opts.prefix ~= nil and opts.prefix ~= "" then
 		if lo == nil or lo < opts.prefix then
 			lo = opts.prefix
@@ -188,6 +193,21 @@ function core.db_methods.scan(db, shard, opts)
 		seen = seen + 1
 		return rows[i - 1], rows[i]
 	end
+end
+
+--- db:scan_rows(shard, {start=, stop=, prefix=, limit=, batch=}) -> an array of {key=, value=}
+-- rows | nil, message, code: db:scan collected, the shape ctx:scan_rows of `strata load`
+-- returns (ctx:scan and db:scan both return the iterator).
+function core.db_methods.scan_rows(db, shard, opts)
+	local it, err, code = core.db_methods.scan(db, shard, opts)
+	if it == nil then
+		return nil, err, code
+	end
+	local rows = {}
+	for key, value in it do
+		rows[#rows + 1] = { key = key, value = value }
+	end
+	return rows
 end
 
 --- Names of the db:policy_info() fields, in the order of strata_policy_info.

@@ -163,10 +163,10 @@ function Keys:key(i)
 	return fmt(self.pattern, i)
 end
 
---- The next key and its index.
+--- The next key, alone (so that `ctx:get(shard, keys:next())` passes one argument).
+-- For the key and its index: `local i = keys:next_index(); local key = keys:key(i)`.
 function Keys:next()
-	local i = self:next_index()
-	return fmt(self.pattern, i), i
+	return fmt(self.pattern, self:next_index())
 end
 
 local KEY_OPTS = {
@@ -467,6 +467,28 @@ function M.batch(keys, values, n)
 		rows[i] = { keys:next(), values:next() }
 	end
 	return rows
+end
+
+--- Tries of load.retry before it hands back a busy answer.
+M.RETRY_TRIES = 10
+--- Seconds load.retry waits when a busy answer has no Retry-After.
+M.RETRY_PAUSE_S = 0.1
+
+--- verb(ctx, ...) again while the node answers busy (`nil, msg, "busy", retry_after`), after
+-- ctx:sleep(retry_after or RETRY_PAUSE_S), at most RETRY_TRIES times; the verb's last results.
+--   local merged = assert(load.retry(ctx, ctx.merge_wal, shard))
+function M.retry(ctx, verb, ...)
+	if type(verb) ~= "function" then
+		argerr("load.retry", "verb must be a ctx verb (ctx.merge_wal, ...)", type(verb), 2)
+	end
+	for _ = 1, M.RETRY_TRIES - 1 do
+		local r = { verb(ctx, ...) }
+		if r[3] ~= "busy" then
+			return unpack(r, 1, table.maxn(r))
+		end
+		ctx:sleep(r[4] or M.RETRY_PAUSE_S)
+	end
+	return verb(ctx, ...)
 end
 
 --- Script options from its arguments (`strata load s.lua -- rate=500 gens=8`, seen by the

@@ -154,6 +154,9 @@ enum load_fail {
 	LOAD_FAIL_INTERRUPTED,
 	/** The status differs from the one the script expected. */
 	LOAD_FAIL_UNEXPECTED,
+	/** The node is busy with the shard (429, 409, 503 "busy"; EBUSY/ECONFLICT embedded): counted
+	 *  apart from the errors, and handed to the script as nil, msg, "busy", retry_after. */
+	LOAD_FAIL_BUSY,
 };
 
 struct load_run;
@@ -196,6 +199,10 @@ struct load_req {
 	uint32_t scan_limit;
 	/** Scan: which bounds were given (bit 0 prefix, 1 start, 2 end). */
 	unsigned scan_bounds;
+	/** Scan: hand the rows back as an array of {key=, value=} (ctx:scan_rows), not an iterator. */
+	int scan_rows;
+	/** Stats: of the shard r->shard (ctx:stats(shard)), not the whole node. */
+	int stats_shard;
 	/** Raw HTTP: method, NUL-terminated. */
 	char method[16];
 	/** Raw HTTP: path and query, owned, NUL-terminated. */
@@ -219,6 +226,10 @@ struct load_req {
 	struct buf resp;
 	/** Response header lines "Name: value\r\n" when want_headers. */
 	struct buf resp_headers;
+	/** The response had a Retry-After header of retry_after_s seconds. */
+	int has_retry_after;
+	/** Seconds of that header. */
+	double retry_after_s;
 	/** Append: last sequence number acknowledged. */
 	uint64_t last_seq;
 	/** Append: rows the target acknowledged. */
@@ -363,6 +374,8 @@ struct load_stat {
 	uint64_t rows;
 	/** Failures. */
 	uint64_t errors;
+	/** Requests the node answered busy (not failures). */
+	uint64_t busy;
 	/** Counters at the previous progress tick. */
 	uint64_t ival_count, ival_rows, ival_errors;
 	/** Time series (one point per progress interval), or NULL. */

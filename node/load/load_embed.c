@@ -79,6 +79,7 @@ lembed_status(int rc)
 	case STRATA_ERANGE:
 		return 400;
 	case STRATA_EBUSY:
+		return 429;
 	case STRATA_ECONFLICT:
 	case STRATA_EFENCED:
 		return 409;
@@ -201,6 +202,22 @@ lembed_scan(struct lembed *e, struct load_req *r)
 static void
 lembed_stats(struct lembed *e, struct load_req *r)
 {
+	if (r->stats_shard) {
+		json_t *one = NULL;
+		int src = views_shard_stats(e->db, r->shard, &one);
+		char *txt = src == 0 && one != NULL ? json_dumps(one, JSON_COMPACT) : NULL;
+		json_decref(one);
+		if (src != 0) {
+			lembed_engine_fail(r, src);
+		} else if (txt == NULL || buf_append(&r->resp, txt, strlen(txt)) != 0) {
+			r->status = 500;
+			load_req_fail(r, LOAD_FAIL_ENGINE, "stats: out of memory");
+		} else {
+			r->status = 200;
+		}
+		free(txt);
+		return;
+	}
 	json_t *arr = json_array();
 	json_t *root = json_pack("{s:I, s:o}", "shard_count", (json_int_t)strata_shards(e->db), "shards", arr);
 	if (root == NULL) {

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../lib/diag.h"
@@ -158,8 +159,24 @@ lhttp_header_cb(char *p, size_t size, size_t n, void *ud)
 	struct lhttp_xfer *x = ud;
 	size_t len = size * n;
 	/* A new status line (after 100 Continue or a redirect) restarts the header block. */
-	if (len >= 5 && memcmp(p, "HTTP/", 5) == 0)
+	if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
 		buf_reset(&x->r->resp_headers);
+		x->r->has_retry_after = 0;
+	}
+	if (len > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
+		char num[32];
+		size_t nl = len - 12 < sizeof(num) - 1 ? len - 12 : sizeof(num) - 1;
+		memcpy(num, p + 12, nl);
+		num[nl] = '\0';
+		char *end;
+		double secs = strtod(num, &end);
+		if (end != num && secs >= 0 && secs <= 86400) {
+			x->r->has_retry_after = 1;
+			x->r->retry_after_s = secs;
+		}
+	}
+	if (!x->r->want_headers)
+		return len;
 	if (x->r->resp_headers.len + len > (1u << 20))
 		return len;
 	if (buf_append(&x->r->resp_headers, p, len) != 0)
@@ -362,7 +379,10 @@ lhttp_build_url(struct lhttp *h, CURL *easy, struct load_req *r, struct buf *u)
 		snprintf(tmp, sizeof(tmp), "/v1/policy");
 		break;
 	case LOAD_VERB_STATS:
-		snprintf(tmp, sizeof(tmp), "/v1/stats");
+		if (r->stats_shard)
+			snprintf(tmp, sizeof(tmp), "/v1/shards/%u/stats", r->shard);
+		else
+			snprintf(tmp, sizeof(tmp), "/v1/stats");
 		break;
 	default:
 		tmp[0] = '\0';
@@ -431,10 +451,8 @@ lhttp_submit(struct load_target *t, struct load_req *r)
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, h->timeout_ms);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-	if (r->want_headers) {
-		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, lhttp_header_cb);
-		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-	}
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, lhttp_header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
 	struct curl_slist *hdrs = h->hdr_plain;
 	switch (r->verb) {
 	case LOAD_VERB_APPEND:

@@ -56,9 +56,10 @@ load_report_summary(struct load_run *run, void *fp)
 	fprintf(f, "\nstrata load: %s -> %s: %.2fs, %u %s%s\n", run->script, run->target->desc, dur,
 		run->target->slots, strcmp(run->target->kind, "http") == 0 ? "connections" : "workers",
 		run->stopped ? " (stopped early)" : "");
-	fprintf(f, "requests %llu (%.1f/s), rows %llu (%.1f/s), errors %llu\n", (unsigned long long)run->requests,
-		dur > 0 ? (double)run->requests / dur : 0, (unsigned long long)run->rows,
-		dur > 0 ? (double)run->rows / dur : 0, (unsigned long long)run->errors.total);
+	fprintf(f, "requests %llu (%.1f/s), rows %llu (%.1f/s), errors %llu, busy %llu\n",
+		(unsigned long long)run->requests, dur > 0 ? (double)run->requests / dur : 0,
+		(unsigned long long)run->rows, dur > 0 ? (double)run->rows / dur : 0,
+		(unsigned long long)run->errors.total, (unsigned long long)run->busy.total);
 
 	fprintf(f, "\n%-20s %-18s %9s %9s %10s %6s %7s |", "scenario", "model", "iters", "iters/s", "rows/s",
 		"errors", "dropped");
@@ -116,6 +117,13 @@ load_report_summary(struct load_run *run, void *fp)
 		fprintf(f, "  %-18s %llu\n", run->errors.kind[i], (unsigned long long)run->errors.count[i]);
 		for (int j = 0; j < LOAD_ERROR_SAMPLES && run->errors.sample[i][j][0]; j++)
 			fprintf(f, "      e.g. %s\n", run->errors.sample[i][j]);
+	}
+	fprintf(f, "busy: %llu (the node was busy with the shard: not errors)\n",
+		(unsigned long long)run->busy.total);
+	for (unsigned i = 0; i < run->busy.n; i++) {
+		fprintf(f, "  %-18s %llu\n", run->busy.kind[i], (unsigned long long)run->busy.count[i]);
+		for (int j = 0; j < LOAD_ERROR_SAMPLES && run->busy.sample[i][j][0]; j++)
+			fprintf(f, "      e.g. %s\n", run->busy.sample[i][j]);
 	}
 	if (run->track != NULL) {
 		fprintf(f,
@@ -186,6 +194,8 @@ rep_json_stat(const struct load_stat *s, double dur, int is_scn)
 	json_object_set_new(o, is_scn ? "iterations" : "requests", json_integer((json_int_t)s->count));
 	json_object_set_new(o, "rows", json_integer((json_int_t)s->rows));
 	json_object_set_new(o, "errors", json_integer((json_int_t)s->errors));
+	if (!is_scn)
+		json_object_set_new(o, "busy", json_integer((json_int_t)s->busy));
 	json_object_set_new(o, is_scn ? "iterations_per_s" : "rps", json_real(dur > 0 ? (double)s->count / dur : 0));
 	json_object_set_new(o, "rows_per_s", json_real(dur > 0 ? (double)s->rows / dur : 0));
 	json_object_set_new(o, "latency_us", rep_json_lat(s->lat));
@@ -216,6 +226,23 @@ rep_json_stat(const struct load_stat *s, double dur, int is_scn)
 	return o;
 }
 
+/** {kind: {count, samples}} of e. */
+static json_t *
+rep_json_kinds(const struct load_errors *e)
+{
+	json_t *ek = json_object();
+	for (unsigned i = 0; i < e->n; i++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "count", json_integer((json_int_t)e->count[i]));
+		json_t *samples = json_array();
+		for (int j = 0; j < LOAD_ERROR_SAMPLES && e->sample[i][j][0]; j++)
+			json_array_append_new(samples, json_string(e->sample[i][j]));
+		json_object_set_new(o, "samples", samples);
+		json_object_set_new(ek, e->kind[i], o);
+	}
+	return ek;
+}
+
 static json_t *
 rep_json(struct load_run *run)
 {
@@ -233,17 +260,9 @@ rep_json(struct load_run *run)
 	json_object_set_new(root, "rps", json_real(dur > 0 ? (double)run->requests / dur : 0));
 	json_object_set_new(root, "rows_per_s", json_real(dur > 0 ? (double)run->rows / dur : 0));
 	json_object_set_new(root, "errors", json_integer((json_int_t)run->errors.total));
-	json_t *ek = json_object();
-	for (unsigned i = 0; i < run->errors.n; i++) {
-		json_t *e = json_object();
-		json_object_set_new(e, "count", json_integer((json_int_t)run->errors.count[i]));
-		json_t *samples = json_array();
-		for (int j = 0; j < LOAD_ERROR_SAMPLES && run->errors.sample[i][j][0]; j++)
-			json_array_append_new(samples, json_string(run->errors.sample[i][j]));
-		json_object_set_new(e, "samples", samples);
-		json_object_set_new(ek, run->errors.kind[i], e);
-	}
-	json_object_set_new(root, "errors_by_kind", ek);
+	json_object_set_new(root, "errors_by_kind", rep_json_kinds(&run->errors));
+	json_object_set_new(root, "busy", json_integer((json_int_t)run->busy.total));
+	json_object_set_new(root, "busy_by_verb", rep_json_kinds(&run->busy));
 	json_object_set_new(root, "interrupted", json_integer((json_int_t)run->interrupted));
 	if (run->track != NULL) {
 		json_object_set_new(root, "lost_rows", json_integer((json_int_t)(run->lost + run->mismatched)));
@@ -669,7 +688,7 @@ rep_html_tables(struct buf *b, struct load_run *run, double dur)
 		hp(b, "</tr>\n");
 	}
 	hp(b, "</table>\n<h2>Verbs</h2><table><tr><th>verb</th><th>requests</th><th>req/s</th><th>rows/s</th>"
-	      "<th>errors</th><th></th>");
+	      "<th>errors</th><th>busy</th><th></th>");
 	for (size_t i = 0; i < REP_NPCTS; i++)
 		hp(b, "<th>%s ms</th>", rep_pcts[i].label);
 	hp(b, "<th>max ms</th></tr>\n");
@@ -678,9 +697,11 @@ rep_html_tables(struct buf *b, struct load_run *run, double dur)
 		if (s == NULL)
 			continue;
 		hp(b, "<tr><td rowspan=\"2\">%s</td><td rowspan=\"2\">%llu</td><td rowspan=\"2\">%.1f</td>"
-		      "<td rowspan=\"2\">%.1f</td><td rowspan=\"2\">%llu</td><td>corrected</td>",
+		      "<td rowspan=\"2\">%.1f</td><td rowspan=\"2\">%llu</td><td rowspan=\"2\">%llu</td>"
+		      "<td>corrected</td>",
 		   s->name, (unsigned long long)s->count, dur > 0 ? (double)s->count / dur : 0,
-		   dur > 0 ? (double)s->rows / dur : 0, (unsigned long long)s->errors);
+		   dur > 0 ? (double)s->rows / dur : 0, (unsigned long long)s->errors,
+		   (unsigned long long)s->busy);
 		rep_table_lat(b, s->lat);
 		hp(b, "</tr><tr class=\"u\"><td>uncorrected</td>");
 		rep_table_lat(b, s->raw);
@@ -696,6 +717,23 @@ rep_html_tables(struct buf *b, struct load_run *run, double dur)
 			for (int j = 0; j < LOAD_ERROR_SAMPLES && run->errors.sample[i][j][0]; j++) {
 				hp(b, "<code>");
 				hesc(b, run->errors.sample[i][j]);
+				hp(b, "</code><br>");
+			}
+			hp(b, "</td></tr>");
+		}
+		hp(b, "</table>\n");
+	}
+	hp(b, "<h2>Busy: %llu</h2><p>Requests the node answered busy with the shard (429, 409, 503 "
+	      "&ldquo;busy&rdquo;): not errors.</p>\n", (unsigned long long)run->busy.total);
+	if (run->busy.n > 0) {
+		hp(b, "<table><tr><th>verb</th><th>count</th><th>examples</th></tr>");
+		for (unsigned i = 0; i < run->busy.n; i++) {
+			hp(b, "<tr><td>");
+			hesc(b, run->busy.kind[i]);
+			hp(b, "</td><td>%llu</td><td>", (unsigned long long)run->busy.count[i]);
+			for (int j = 0; j < LOAD_ERROR_SAMPLES && run->busy.sample[i][j][0]; j++) {
+				hp(b, "<code>");
+				hesc(b, run->busy.sample[i][j]);
 				hp(b, "</code><br>");
 			}
 			hp(b, "</td></tr>");

@@ -435,6 +435,8 @@ load_iter_req_done(struct load_req *r)
 	}
 	if (r->verb == LOAD_VERB_APPEND)
 		load_track_append(run, r, ok);
+	/* A busy shard is the node asking to be asked again: counted apart, not an error. */
+	int busy = !ok && r->fail == LOAD_FAIL_BUSY;
 	uint64_t rows = ok && r->verb == LOAD_VERB_APPEND ? r->nrows : 0;
 	/* Raw HTTP hands every response to the script, and counts 4xx/5xx as wrk does. */
 	int status_error = ok && r->verb == LOAD_VERB_HTTP && r->status >= 400;
@@ -450,17 +452,31 @@ load_iter_req_done(struct load_req *r)
 		uint64_t corrected = r->t_done > from ? r->t_done - from : 0;
 		uint64_t raw = r->t_done > r->t_send ? r->t_done - r->t_send : 0;
 		struct load_stat *vs = lr_verb_stat(run, r->verb);
-		if (vs != NULL)
-			load_stat_record(vs, corrected, raw, rows, !ok || status_error);
+		if (vs != NULL) {
+			load_stat_record(vs, corrected, raw, rows, (!ok && !busy) || status_error);
+			vs->busy += (uint64_t)busy;
+		}
 		struct load_stat *ss = scn_verb_stat(it->scn, r->verb);
-		if (ss != NULL)
-			load_stat_record(ss, corrected, raw, rows, !ok || status_error);
+		if (ss != NULL) {
+			load_stat_record(ss, corrected, raw, rows, (!ok && !busy) || status_error);
+			ss->busy += (uint64_t)busy;
+		}
 		it->scn->requests++;
 		run->requests++;
 		run->rows += rows;
 		it->rows += rows;
 	}
-	if (!ok) {
+	if (busy) {
+		load_errors_add(&run->busy, load_verb_name(r->verb), r->errmsg);
+		lua_pushnil(co);
+		lua_pushstring(co, r->errmsg);
+		lua_pushstring(co, "busy");
+		if (r->has_retry_after)
+			lua_pushnumber(co, r->retry_after_s);
+		else
+			lua_pushnil(co);
+		nres = 4;
+	} else if (!ok) {
 		it->verb_errors++;
 		load_errors_add(&run->errors, load_fail_kind(r), r->errmsg);
 		lua_pushnil(co);
@@ -1194,6 +1210,8 @@ lr_metrics_stat(struct load_metrics *m, const struct load_stat *s, double dur, i
 {
 	lr_metric_setf(m, (double)s->count, "%s.%s", s->name, is_scn ? "iterations" : "requests");
 	lr_metric_setf(m, (double)s->errors, "%s.errors", s->name);
+	if (!is_scn)
+		lr_metric_setf(m, (double)s->busy, "%s.busy", s->name);
 	lr_metric_setf(m, (double)s->rows, "%s.rows", s->name);
 	if (dur > 0) {
 		lr_metric_setf(m, (double)s->count / dur, "%s.%s", s->name, is_scn ? "iterations_per_s" : "rps");
@@ -1229,6 +1247,7 @@ lr_build_metrics(struct load_run *run)
 	load_metrics_set(m, "script_errors", (double)run->script_errors);
 	for (unsigned i = 0; i < run->errors.n; i++)
 		lr_metric_setf(m, (double)run->errors.count[i], "errors.%s", run->errors.kind[i]);
+	load_metrics_set(m, "busy", (double)run->busy.total);
 	uint64_t iters = 0, dropped = 0;
 	for (unsigned i = 0; i < run->nscn; i++) {
 		const struct load_scn *s = run->scn[i];

@@ -211,6 +211,8 @@ struct load_run {
 	struct load_stat *verify_stat;
 	/** Errors by kind. */
 	struct load_errors errors;
+	/** Busy answers by verb (not errors: the node was busy with the shard). */
+	struct load_errors busy;
 	/** Lua errors in iterations that had no failed verb. */
 	uint64_t script_errors;
 	/** Thresholds. */

@@ -1,9 +1,10 @@
 /*
  * load_verb.c — the ctx object of `strata load` scripts: the verbs (append, get,
- * scan, seal, merge_wal, put_policy, get_policy, stats, http, http_raw), sleep,
- * custom metrics and histogram objects; how a request's outcome is judged and
- * handed back to Lua; and the encodings the HTTP target needs (NDJSON rows,
- * base64, JSON into Lua tables). Loop thread only.
+ * scan, scan_rows, seal, merge_wal, put_policy, get_policy, stats, http,
+ * http_raw), sleep, custom metrics and histogram objects; how a request's outcome
+ * is judged (a success, a busy shard, a failure) and handed back to Lua; and the
+ * encodings the HTTP target needs (NDJSON rows, base64, JSON into Lua tables).
+ * Loop thread only.
  */
 #include <lauxlib.h>
 #include <lua.h>
@@ -197,10 +198,29 @@ load_push_json_bytes(lua_State *L, json_t *o, const char *name, struct buf *tmp)
 	return 0;
 }
 
-/** Push the rows of a scan reply as an array of {key=, value=}; -1 (with r->errmsg) when malformed. */
+/** Set the row n (from 1) of a scan result: rows[n] = {key=, value=} or, flat, [2n-1] = key,
+ *  [2n] = value. The key and the value are on top of the stack (popped); the result below. */
+static void
+load_scan_set(lua_State *L, int flat, int n)
+{
+	if (flat) {
+		lua_rawseti(L, -3, 2 * n);
+		lua_rawseti(L, -2, 2 * n - 1);
+		return;
+	}
+	lua_createtable(L, 0, 2);
+	lua_insert(L, -3);
+	lua_setfield(L, -3, "value");
+	lua_setfield(L, -2, "key");
+	lua_rawseti(L, -2, n);
+}
+
+/** Push the rows of a scan reply: an array of {key=, value=} (r->scan_rows), else the flat
+ *  array {k1, v1, k2, v2, ...}; -1 (with r->errmsg) when malformed. */
 static int
 load_push_scan(lua_State *L, struct load_req *r)
 {
+	int flat = !r->scan_rows;
 	lua_newtable(L);
 	int n = 0;
 	if (r->resp.len == 0)
@@ -215,12 +235,9 @@ load_push_scan(lua_State *L, struct load_req *r)
 			const uint8_t *v = rd_bytes(&rd, vl);
 			if (rd.err)
 				break;
-			lua_createtable(L, 0, 2);
 			lua_pushlstring(L, (const char *)k, kl);
-			lua_setfield(L, -2, "key");
 			lua_pushlstring(L, (const char *)v, vl);
-			lua_setfield(L, -2, "value");
-			lua_rawseti(L, -2, ++n);
+			load_scan_set(L, flat, ++n);
 		}
 		return 0;
 	}
@@ -239,23 +256,39 @@ load_push_scan(lua_State *L, struct load_req *r)
 					 n + 1, (int)(le - p > 120 ? 120 : le - p), p);
 				return -1;
 			}
-			lua_createtable(L, 0, 2);
 			if (load_push_json_bytes(L, o, "key", &tmp) != 0) {
 				json_decref(o);
 				buf_destroy(&tmp);
 				snprintf(r->errmsg, sizeof(r->errmsg), "scan reply line %d has no key", n + 1);
 				return -1;
 			}
-			lua_setfield(L, -2, "key");
-			if (load_push_json_bytes(L, o, "value", &tmp) == 0)
-				lua_setfield(L, -2, "value");
-			lua_rawseti(L, -2, ++n);
+			if (load_push_json_bytes(L, o, "value", &tmp) != 0) {
+				json_decref(o);
+				buf_destroy(&tmp);
+				snprintf(r->errmsg, sizeof(r->errmsg), "scan reply line %d has no value", n + 1);
+				return -1;
+			}
+			load_scan_set(L, flat, ++n);
 			json_decref(o);
 		}
 		p = le + 1;
 	}
 	buf_destroy(&tmp);
 	return 0;
+}
+
+/** The iterator ctx:scan returns: upvalues the flat rows and the index of the last key. */
+static int
+load_scan_next(lua_State *L)
+{
+	lua_Integer i = lua_tointeger(L, lua_upvalueindex(2)) + 2;
+	lua_rawgeti(L, lua_upvalueindex(1), (int)i - 1);
+	if (lua_isnil(L, -1))
+		return 1;
+	lua_rawgeti(L, lua_upvalueindex(1), (int)i);
+	lua_pushinteger(L, i);
+	lua_replace(L, lua_upvalueindex(2));
+	return 2;
 }
 
 /** Push response headers "Name: value" lines as a table name -> value. */
@@ -314,6 +347,8 @@ load_fail_kind(const struct load_req *r)
 		return "unsupported";
 	case LOAD_FAIL_UNEXPECTED:
 		return "unexpected_status";
+	case LOAD_FAIL_BUSY:
+		return "busy";
 	case LOAD_FAIL_INTERRUPTED:
 		return "interrupted";
 	default:
@@ -328,6 +363,22 @@ load_mem_has(const struct buf *b, const char *s)
 	return b->len > 0 && memmem(b->data, b->len, s, strlen(s)) != NULL;
 }
 
+/** Whether the node answered r "busy with the shard, try again": 429; 409 (a merge conflict: not
+ *  for an append, where it means fenced); 503 whose body says busy. Raw HTTP is the script's. */
+static int
+load_busy(const struct load_req *r)
+{
+	if (r->verb == LOAD_VERB_HTTP || (r->fail != LOAD_FAIL_NONE && r->fail != LOAD_FAIL_ENGINE))
+		return 0;
+	if (r->status == 429)
+		return 1;
+	if (r->status == 409)
+		return r->verb != LOAD_VERB_APPEND;
+	if (r->status == 503)
+		return load_mem_has(&r->resp, "busy") || strstr(r->errmsg, "busy") != NULL;
+	return 0;
+}
+
 /** Decide whether r succeeded (1) under its verb's rules and expect; else set fail and errmsg. */
 int
 load_classify(struct load_req *r)
@@ -339,11 +390,22 @@ load_classify(struct load_req *r)
 			r->fail = LOAD_FAIL_NONE;
 			return 1;
 		}
-		if (r->fail == LOAD_FAIL_NONE || r->fail == LOAD_FAIL_ENGINE)
-			load_req_fail(r, LOAD_FAIL_UNEXPECTED, "%s: expected status %d, got %d: %.*s",
-				      load_verb_name(r->verb), r->expect, r->status,
-				      r->errmsg[0] ? (int)strlen(r->errmsg) : body_n,
-				      r->errmsg[0] ? r->errmsg : body_n ? (const char *)r->resp.data : "");
+		if (r->fail == LOAD_FAIL_NONE || r->fail == LOAD_FAIL_ENGINE) {
+			char why[sizeof(r->errmsg)];
+			snprintf(why, sizeof(why), "%.*s", r->errmsg[0] ? (int)strlen(r->errmsg) : body_n,
+				 r->errmsg[0] ? r->errmsg : body_n ? (const char *)r->resp.data : "");
+			load_req_fail(r, LOAD_FAIL_UNEXPECTED, "%s: expected status %d, got %d: %s",
+				      load_verb_name(r->verb), r->expect, r->status, why);
+		}
+		return 0;
+	}
+	if (load_busy(r)) {
+		/* The target's words (an embedded failure's message), else the node's reply. */
+		char why[sizeof(r->errmsg)];
+		snprintf(why, sizeof(why), "%.*s", r->errmsg[0] ? (int)strlen(r->errmsg) : body_n,
+			 r->errmsg[0] ? r->errmsg : body_n ? (const char *)r->resp.data : "");
+		load_req_fail(r, LOAD_FAIL_BUSY, "%s shard %u: busy (status %d%s): %s", load_verb_name(r->verb),
+			      r->shard, r->status, r->has_retry_after ? ", Retry-After given" : "", why);
 		return 0;
 	}
 	if (r->fail != LOAD_FAIL_NONE)
@@ -420,6 +482,10 @@ load_push_ok(lua_State *L, struct load_req *r)
 		if (load_push_scan(L, r) != 0) {
 			lua_settop(L, top);
 			return -1;
+		}
+		if (!r->scan_rows) {
+			lua_pushinteger(L, 0);
+			lua_pushcclosure(L, load_scan_next, 2);
 		}
 		return 1;
 	case LOAD_VERB_MERGE:
@@ -565,14 +631,55 @@ verb_row(lua_State *L, int idx, const char **k, size_t *kl, const char **v, size
 	return 0;
 }
 
-/* ctx:append(shard, rows [, {expect=, track=}]) -> last_seq | nil, msg, kind */
+/** Make the rows argument at 3 a list of rows: (key, value) at 3 and 4 becomes {{key, value}}
+ *  (the options move from 5 to 4), and one row {key, value} or {key=, value=} becomes {row}. */
+static void
+verb_rows_arg(lua_State *L)
+{
+	int t = lua_type(L, 3);
+	if (t == LUA_TSTRING || t == LUA_TNUMBER) {
+		if (lua_type(L, 4) != LUA_TSTRING && lua_type(L, 4) != LUA_TNUMBER)
+			luaL_error(L, "ctx:append(shard, key, value): value must be a string, got %s",
+				   luaL_typename(L, 4));
+		lua_settop(L, 5);
+		lua_createtable(L, 1, 0);
+		lua_createtable(L, 2, 0);
+		lua_pushvalue(L, 3);
+		lua_rawseti(L, -2, 1);
+		lua_pushvalue(L, 4);
+		lua_rawseti(L, -2, 2);
+		lua_rawseti(L, -2, 1);
+		lua_replace(L, 3);
+		lua_remove(L, 4);
+		return;
+	}
+	if (t != LUA_TTABLE)
+		luaL_error(L, "ctx:append: rows must be a list of {key, value} rows, one row, or a key and a "
+			      "value, got %s", luaL_typename(L, 3));
+	lua_rawgeti(L, 3, 1);
+	int one = lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER;
+	lua_pop(L, 1);
+	if (!one) {
+		lua_getfield(L, 3, "key");
+		one = !lua_isnil(L, -1);
+		lua_pop(L, 1);
+	}
+	if (one) {
+		lua_createtable(L, 1, 0);
+		lua_pushvalue(L, 3);
+		lua_rawseti(L, -2, 1);
+		lua_replace(L, 3);
+	}
+}
+
+/* ctx:append(shard, rows | row | key, value [, {expect=, track=}]) -> last_seq | nil, msg, kind */
 static int
 l_append(lua_State *L)
 {
 	struct load_run *run = ctx_run(L);
 	struct load_iter *it = verb_iter(L, run, "append");
 	uint32_t shard = verb_shard(L, 2, "append");
-	luaL_checktype(L, 3, LUA_TTABLE);
+	verb_rows_arg(L);
 	int expect = verb_expect(L, 4, "append");
 	int track = run->track != NULL;
 	if (lua_istable(L, 4)) {
@@ -691,34 +798,83 @@ scan_bound(lua_State *L, int idx, const char *name, struct buf *b, unsigned bit,
 	return rc;
 }
 
-/* ctx:scan(shard [, {prefix=, start=, ["end"]=, limit=, expect=}]) -> rows | nil, msg, kind */
-static int
-l_scan(lua_State *L)
+/** Raise for a key of the options table at idx that is not one of known (NULL-terminated). */
+static void
+verb_check_opts(lua_State *L, int idx, const char *verb, const char *const *known)
 {
+	if (!lua_istable(L, idx))
+		return;
+	lua_pushnil(L);
+	while (lua_next(L, idx) != 0) {
+		lua_pop(L, 1);
+		const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+		int ok = 0;
+		for (const char *const *n = known; k != NULL && *n != NULL && !ok; n++)
+			ok = strcmp(k, *n) == 0;
+		if (!ok) {
+			char names[256];
+			size_t off = 0;
+			names[0] = '\0';
+			for (const char *const *n = known; *n != NULL; n++)
+				off += (size_t)snprintf(names + off, off < sizeof(names) ? sizeof(names) - off : 0,
+							"%s%s", n == known ? "" : ", ", *n);
+			luaL_error(L, "ctx:%s: unknown option \"%s\" (known: %s)", verb,
+				   k != NULL ? k : luaL_typename(L, -1), names);
+		}
+	}
+}
+
+/* ctx:scan(shard [, {prefix=, start=, stop=, limit=, expect=}]) -> iterator of key, value | nil, msg, kind
+ * ctx:scan_rows(shard [, same]) -> array of {key=, value=} | nil, msg, kind */
+static int
+l_scan_kind(lua_State *L, int rows)
+{
+	static const char *const known[] = { "prefix", "start", "stop", "end", "limit", "expect", NULL };
+	const char *verb = rows ? "scan_rows" : "scan";
 	struct load_run *run = ctx_run(L);
-	struct load_iter *it = verb_iter(L, run, "scan");
-	uint32_t shard = verb_shard(L, 2, "scan");
-	int expect = verb_expect(L, 3, "scan");
+	struct load_iter *it = verb_iter(L, run, verb);
+	uint32_t shard = verb_shard(L, 2, verb);
+	int expect = verb_expect(L, 3, verb);
+	verb_check_opts(L, 3, verb, known);
 	struct load_req *r = verb_req(L, run, LOAD_VERB_SCAN);
 	r->shard = shard;
 	r->expect = expect;
+	r->scan_rows = rows;
 	r->scan_limit = 1000;
 	if (lua_istable(L, 3)) {
+		lua_getfield(L, 3, "stop");
+		lua_getfield(L, 3, "end");
+		int has_stop = !lua_isnil(L, -2), has_end = !lua_isnil(L, -1);
+		lua_pop(L, 2);
+		if (has_stop && has_end)
+			return verb_abort(L, run, r, "ctx:%s: give stop or its alias end, not both", verb);
 		if (scan_bound(L, 3, "prefix", &r->scan_prefix, 1, &r->scan_bounds) != 0 ||
 		    scan_bound(L, 3, "start", &r->scan_start, 2, &r->scan_bounds) != 0 ||
-		    scan_bound(L, 3, "end", &r->scan_end, 4, &r->scan_bounds) != 0)
-			return verb_abort(L, run, r, "ctx:scan: prefix, start and end must be strings of at most "
-						     "%u bytes", STRATA_MAX_KEY);
+		    scan_bound(L, 3, has_stop ? "stop" : "end", &r->scan_end, 4, &r->scan_bounds) != 0)
+			return verb_abort(L, run, r, "ctx:%s: prefix, start and stop must be strings of at most "
+						     "%u bytes", verb, STRATA_MAX_KEY);
 		lua_getfield(L, 3, "limit");
 		if (!lua_isnil(L, -1)) {
 			lua_Number lim = lua_tonumber(L, -1);
 			if (!lua_isnumber(L, -1) || lim < 1 || lim != floor(lim))
-				return verb_abort(L, run, r, "ctx:scan: limit must be a positive integer");
+				return verb_abort(L, run, r, "ctx:%s: limit must be a positive integer", verb);
 			r->scan_limit = lim > LOAD_MAX_SCAN_ROWS ? LOAD_MAX_SCAN_ROWS : (uint32_t)lim;
 		}
 		lua_pop(L, 1);
 	}
 	return verb_go(L, it, r);
+}
+
+static int
+l_scan(lua_State *L)
+{
+	return l_scan_kind(L, 0);
+}
+
+static int
+l_scan_rows(lua_State *L)
+{
+	return l_scan_kind(L, 1);
 }
 
 static int
@@ -775,11 +931,22 @@ l_node_verb(lua_State *L, int verb)
 	return verb_go(L, it, r);
 }
 
-/* ctx:stats([opts]) -> table (GET /v1/stats) | nil, msg, kind */
+/* ctx:stats(shard [, opts]) -> the shard's counters, as db:stats(shard) | nil, msg, kind
+ * ctx:stats([opts]) -> the node's (GET /v1/stats) | nil, msg, kind */
 static int
 l_stats(lua_State *L)
 {
-	return l_node_verb(L, LOAD_VERB_STATS);
+	if (lua_type(L, 2) != LUA_TNUMBER)
+		return l_node_verb(L, LOAD_VERB_STATS);
+	struct load_run *run = ctx_run(L);
+	struct load_iter *it = verb_iter(L, run, "stats");
+	uint32_t shard = verb_shard(L, 2, "stats");
+	int expect = verb_expect(L, 3, "stats");
+	struct load_req *r = verb_req(L, run, LOAD_VERB_STATS);
+	r->shard = shard;
+	r->stats_shard = 1;
+	r->expect = expect;
+	return verb_go(L, it, r);
 }
 
 /* ctx:get_policy([opts]) -> table with name, version, source, settings | nil, msg, kind */
@@ -1231,7 +1398,8 @@ load_ctx_create(struct load_run *run)
 	lua_pop(L, 1);
 	static const luaL_Reg fns[] = {
 		{ "append", l_append },	 { "get", l_get },
-		{ "scan", l_scan },	 { "seal", l_seal },
+		{ "scan", l_scan },	 { "scan_rows", l_scan_rows },
+		{ "seal", l_seal },
 		{ "merge_wal", l_merge },   { "put_policy", l_policy },
 		{ "get_policy", l_get_policy },
 		{ "stats", l_stats },	 { "http", l_http },

@@ -604,14 +604,19 @@ lstrata_policy_info(lua_State *L)
 
 /* ---------- rows ---------- */
 
-/** The string field name of the row table at row; anchors a value produced by an
- *  __index metamethod in the table at anchor (created lazily at that slot). */
+/** The string field name of the row table at row, or its element pos ({key, value} rows, as
+ *  ctx:append and strata.load's batches take them); anchors a value produced by an __index
+ *  metamethod in the table at anchor (created lazily at that slot). */
 static const char *
-lstrata_row_field(lua_State *L, int row, size_t i, const char *name, size_t *len, int anchor,
+lstrata_row_field(lua_State *L, int row, size_t i, const char *name, int pos, size_t *len, int anchor,
 		  size_t *nanchored)
 {
 	lua_pushstring(L, name);
 	lua_rawget(L, row);
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		lua_rawgeti(L, row, pos);
+	}
 	int raw = !lua_isnil(L, -1);
 	if (!raw) {
 		lua_pop(L, 1);
@@ -634,8 +639,8 @@ lstrata_row_field(lua_State *L, int row, size_t i, const char *name, size_t *len
 }
 
 /** db:append(shard, rows | row | key, value) -> last_seq | nil, message, code
- *  rows is a list of {key=, value=} tables; a single row table or a key and a
- *  value are accepted as a batch of one. */
+ *  rows is a list of {key=, value=} or {key, value} tables; a single row table or a
+ *  key and a value are accepted as a batch of one. */
 static int
 lstrata_append(lua_State *L)
 {
@@ -656,8 +661,9 @@ lstrata_append(lua_State *L)
 	lua_settop(L, 3);
 	lua_pushnil(L); /* 4: anchor for strings produced by metamethods */
 	lua_getfield(L, 3, "key");
-	int single = !lua_isnil(L, -1);
-	lua_pop(L, 1);
+	lua_rawgeti(L, 3, 1);
+	int single = !lua_isnil(L, -2) || lua_type(L, -1) == LUA_TSTRING;
+	lua_pop(L, 2);
 	size_t n = single ? 1 : lua_objlen(L, 3);
 	if (n > UINT32_MAX)
 		luaL_argerror(L, 3, "too many rows in one batch");
@@ -674,12 +680,12 @@ lstrata_append(lua_State *L)
 			lua_rawgeti(L, 3, (int)(i + 1));
 			if (lua_type(L, -1) != LUA_TTABLE)
 				luaL_argerror(L, 3, lua_pushfstring(L, "row %d must be a {key=, value=} "
-								    "table, not %s", (int)i + 1,
+								    "or {key, value} table, not %s", (int)i + 1,
 								    luaL_typename(L, -1)));
 		}
 		int row = lua_gettop(L);
-		rows[i].key = lstrata_row_field(L, row, i, "key", &rows[i].key_len, 4, &nanchored);
-		rows[i].value = lstrata_row_field(L, row, i, "value", &rows[i].value_len, 4, &nanchored);
+		rows[i].key = lstrata_row_field(L, row, i, "key", 1, &rows[i].key_len, 4, &nanchored);
+		rows[i].value = lstrata_row_field(L, row, i, "value", 2, &rows[i].value_len, 4, &nanchored);
 		lua_settop(L, rows_top);
 	}
 	uint64_t seq = UINT64_MAX;

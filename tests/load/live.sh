@@ -2,7 +2,9 @@
 # live.sh — run load scripts against a live node: start `strata serve` on an
 # ephemeral port in a temporary directory, run `strata load`, stop the node by PID.
 #
-#   tests/load/live.sh smoke   smoke.lua (correctness only); prints "# load-smoke: N passed, N failed"
+#   tests/load/live.sh smoke   smoke.lua (correctness only), on a node with the default policy and on
+#                              one that keeps merging (merging_policy.lua: merge_wal finds shards
+#                              busy); prints "# load-smoke: N passed, N failed"
 #   tests/load/live.sh bench   append_during_merge.lua and mixed.lua, each on a fresh node; prints
 #                              their summaries and the ratio of append p99.9 during merges to idle
 #
@@ -40,11 +42,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_node NAME: a fresh node with data in $tmp/NAME; sets $pid and $addr.
+# start_node NAME [POLICY]: a fresh node with data in $tmp/NAME; sets $pid and $addr.
 start_node() {
 	rm -f "$tmp/$1.ready"
 	"$bin" serve --listen 127.0.0.1:0 --data "$tmp/$1" --shards "$shards" --sync "$sync" \
-		--ready-file "$tmp/$1.ready" --log-level warn >"$tmp/$1.log" 2>&1 &
+		${2:+--policy "$2"} --ready-file "$tmp/$1.ready" --log-level warn >"$tmp/$1.log" 2>&1 &
 	pid=$!
 	i=0
 	while [ ! -s "$tmp/$1.ready" ]; do
@@ -70,20 +72,23 @@ case "$mode" in
 smoke)
 	passed=0
 	failed=0
-	if start_node smoke; then
-		"$bin" load "$root/tests/load/smoke.lua" --target "http://$addr" --quiet
-		rc=$?
-		stop_node
-		if [ $rc -eq 0 ]; then
-			passed=1
-		else
-			echo "live.sh: smoke.lua exited $rc; node log:" >&2
-			tail -20 "$tmp/smoke.log" >&2
-			failed=1
+	# smoke_on NAME [POLICY]: smoke.lua against a fresh node; counts a pass or a failure.
+	smoke_on() {
+		if start_node "$1" "$2"; then
+			"$bin" load "$root/tests/load/smoke.lua" --target "http://$addr" --quiet
+			rc=$?
+			stop_node
+			if [ $rc -eq 0 ]; then
+				passed=$((passed + 1))
+				return
+			fi
+			echo "live.sh: smoke.lua on node $1 exited $rc; node log:" >&2
+			tail -20 "$tmp/$1.log" >&2
 		fi
-	else
-		failed=1
-	fi
+		failed=$((failed + 1))
+	}
+	smoke_on smoke
+	smoke_on smoke-merging "$root/tests/load/merging_policy.lua"
 	echo "# load-smoke: $passed passed, $failed failed"
 	[ $failed -eq 0 ]
 	;;

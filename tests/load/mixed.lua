@@ -67,9 +67,9 @@ return {
 				local shard = n % ctx.shards
 				local rows = {}
 				while #rows < opt.batch do
-					local key, i = writes:next()
+					local i = writes:next_index()
 					if i % ctx.shards == shard then
-						rows[#rows + 1] = { key, values:next() }
+						rows[#rows + 1] = { writes:key(i), values:next() }
 					end
 				end
 				assert(ctx:append(shard, rows))
@@ -78,7 +78,8 @@ return {
 		readers = {
 			rate = opt.read_rate,
 			exec = function(ctx)
-				local key, i = reads:next()
+				local i = reads:next_index()
+				local key = reads:key(i)
 				local v, err = ctx:get(i % ctx.shards, key)
 				if v == nil and err == nil then
 					error("preloaded key " .. key .. " is missing")
@@ -88,12 +89,16 @@ return {
 		scanners = {
 			rate = opt.scan_rate,
 			exec = function(ctx)
-				local key, i = scans:next()
-				local rows = assert(ctx:scan(i % ctx.shards, { start = key, limit = opt.scan_rows }))
-				if #rows == 0 then
+				local i = scans:next_index()
+				local key = scans:key(i)
+				local n = 0
+				for _ in assert(ctx:scan(i % ctx.shards, { start = key, limit = opt.scan_rows })) do
+					n = n + 1
+				end
+				if n == 0 then
 					error("scan from preloaded key " .. key .. " returned nothing")
 				end
-				ctx:add("scanned_rows", #rows)
+				ctx:add("scanned_rows", n)
 			end,
 		},
 		sealer = {

@@ -12,6 +12,11 @@
  * It imitates just enough of a strata node to be driven by load scripts:
  *   POST /v1/shards/N/rows  -> 200 {"appended": rows, "last_seq": s} (rows = NDJSON lines)
  *   GET  /v1/shards/N/rows/K -> 404 {"error": "not found"}   (it keeps nothing: every row is lost)
+ *   POST /v1/shards/N/merge-wal -> by N, the answers a node gives a busy shard and others:
+ *        0: 200 {"reclaimed": 1, "pending": 0}   1: 429 busy, Retry-After: 2
+ *        2: 503 busy, Retry-After: 1             3: 409 conflict
+ *        4: 503 out of memory (an error, not busy)
+ *   POST /v1/shards/9/rows  -> 409 fenced (an append's 409 is an error, not busy)
  *   anything else           -> 200 "ok"
  * Runs until killed.
  */
@@ -61,17 +66,50 @@ slow_sleep_ms(long ms)
 		;
 }
 
+/** Reply; extra is more header lines ("Name: value\r\n"), or "". */
 static void
-slow_reply(int fd, int status, const char *ctype, const char *body, int keep)
+slow_reply_with(int fd, int status, const char *extra, const char *ctype, const char *body, int keep)
 {
-	char head[256];
+	char head[512];
 	size_t bl = strlen(body);
 	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: %s\r\n\r\n",
-			 status, status == 200 ? "OK" : status == 404 ? "Not Found" : "Bad Request", ctype, bl,
+			 "HTTP/1.1 %d %s\r\n%sContent-Type: %s\r\nContent-Length: %zu\r\nConnection: %s\r\n\r\n",
+			 status, status == 200 ? "OK" : status == 404 ? "Not Found" : "Other", extra, ctype, bl,
 			 keep ? "keep-alive" : "close");
 	if (slow_write_all(fd, head, (size_t)n) == 0)
 		slow_write_all(fd, body, bl);
+}
+
+static void
+slow_reply(int fd, int status, const char *ctype, const char *body, int keep)
+{
+	slow_reply_with(fd, status, "", ctype, body, keep);
+}
+
+/** The merge-wal answer of shard N (see the header). */
+static void
+slow_merge(int fd, long shard, int keep)
+{
+	const char *j = "application/json";
+	switch (shard) {
+	case 0:
+		slow_reply(fd, 200, j, "{\"reclaimed\":1,\"pending\":0}\n", keep);
+		break;
+	case 1:
+		slow_reply_with(fd, 429, "Retry-After: 2\r\n", j,
+				"{\"error\":\"busy\",\"detail\":\"a merge of shard 1 is in progress\"}\n", keep);
+		break;
+	case 2:
+		slow_reply_with(fd, 503, "Retry-After: 1\r\n", j,
+				"{\"error\":\"busy\",\"detail\":\"shard 2: busy: a merge is in progress\"}\n", keep);
+		break;
+	case 3:
+		slow_reply(fd, 409, j, "{\"error\":\"conflict\",\"detail\":\"another merge took them\"}\n", keep);
+		break;
+	default:
+		slow_reply(fd, 503, j, "{\"error\":\"out of memory\",\"detail\":\"no memory\"}\n", keep);
+		break;
+	}
 }
 
 /** Serve one connection until it closes. */
@@ -121,7 +159,13 @@ slow_conn(void *arg)
 			slow_sleep_ms(slow_delay_ms);
 		char method[16] = "", path[1024] = "";
 		sscanf(buf, "%15s %1023s", method, path);
-		if (strcmp(method, "POST") == 0 && strncmp(path, "/v1/shards/", 11) == 0 &&
+		size_t pl = strlen(path);
+		if (strcmp(method, "POST") == 0 && strncmp(path, "/v1/shards/", 11) == 0 && pl > 10 &&
+		    strcmp(path + pl - 10, "/merge-wal") == 0) {
+			slow_merge(fd, strtol(path + 11, NULL, 10), keep);
+		} else if (strcmp(method, "POST") == 0 && strcmp(path, "/v1/shards/9/rows") == 0) {
+			slow_reply(fd, 409, "application/json", "{\"error\":\"fenced\",\"detail\":\"shard 9\"}\n", keep);
+		} else if (strcmp(method, "POST") == 0 && strncmp(path, "/v1/shards/", 11) == 0 &&
 		    strlen(path) > 5 && strcmp(path + strlen(path) - 5, "/rows") == 0) {
 			uint64_t rows = 0;
 			for (size_t i = head; i < head + clen; i++)

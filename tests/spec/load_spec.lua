@@ -119,19 +119,27 @@ describe("strata load", function()
 
 		it("make sequential keys that count up and sort by index", function()
 			local k = load.keys.sequential{ prefix = "user:", width = 6, start = 98 }
-			assert.equal("user:000098", (k:next()))
-			assert.equal("user:000099", (k:next()))
-			local key, i = k:next()
-			assert.equal("user:000100", key)
+			assert.equal("user:000098", k:next())
+			assert.equal("user:000099", k:next())
+			local i = k:next_index()
 			assert.equal(100, i)
+			assert.equal("user:000101", k:next())
+			assert.equal("user:000100", k:key(i))
 			assert.is_true(k:key(9) < k:key(10))
+		end)
+
+		it("return the key alone from next, so that it can be the last argument of a verb", function()
+			for _, k in ipairs({ load.keys.sequential{}, load.keys.uniform{ n = 10 }, load.keys.zipfian{ n = 10 } }) do
+				assert.equal(1, select("#", k:next()))
+				assert.equal(1, select("#", k:next_index()))
+			end
 		end)
 
 		it("make uniform keys that stay in the key space and cover it", function()
 			local k = load.keys.uniform{ n = 50, seed = 1, start = 10 }
 			local seen, count = {}, 0
 			for _ = 1, 20000 do
-				local _, i = k:next()
+				local i = k:next_index()
 				assert.is_true(i >= 10 and i < 60)
 				if not seen[i] then
 					seen[i] = true
@@ -146,7 +154,7 @@ describe("strata load", function()
 			local k = load.keys.zipfian{ n = n, theta = theta, seed = 5, scramble = false }
 			local freq = {}
 			for _ = 1, draws do
-				local _, i = k:next()
+				local i = k:next_index()
 				assert.is_true(i >= 0 and i < n)
 				freq[i] = (freq[i] or 0) + 1
 			end
@@ -421,6 +429,173 @@ return {
 			assert.is_true(r.verify.tracked <= 600 and r.verify.tracked > 200, "tracked " .. r.verify.tracked)
 			assert.equal(r.verify.tracked, r.verify.verified)
 			assert.equal(1000, r.rows)
+		end)
+	end)
+
+	describe("a busy shard", function()
+		it("is counted as busy, apart from the errors, and handed to the script with Retry-After", function()
+			-- slow_server answers merge-wal of shard 0 with 200, 1 with 429, 2 with 503 "busy",
+			-- 3 with 409, 4 with 503 "out of memory"; an append to shard 9 with 409 (fenced).
+			local s = write("busy.lua", [[
+return {
+	duration = "2s",
+	scenarios = { m = { vus = 1, iterations = 1, exec = function(ctx)
+		for shard = 0, 4 do
+			local a, _, kind, retry = ctx:merge_wal(shard)
+			ctx:metric("ok_" .. shard, a and 1 or 0)
+			ctx:metric("busy_" .. shard, kind == "busy" and 1 or 0)
+			ctx:metric("retry_" .. shard, retry or -1)
+		end
+		local _, _, kind = ctx:append(9, "k", "v")
+		ctx:metric("append_busy", kind == "busy" and 1 or 0)
+	end } },
+	thresholds = { busy = "== 3", errors = "== 2" },
+}
+]])
+			local code, out = run_load(s, "--target http://" .. fast .. " --json " .. q(path("busy.json")) ..
+				" --report " .. q(path("busy.html")))
+			assert.equal(0, code, out)
+			local r = read_json("busy.json")
+			assert.equal(3, r.busy)
+			assert.equal(3, r.busy_by_verb.merge_wal.count)
+			assert.equal(2, r.errors)
+			assert.equal(1, r.errors_by_kind.http_5xx.count)
+			assert.equal(1, r.errors_by_kind.http_4xx.count)
+			assert.equal(3, r.verbs.merge_wal.busy)
+			assert.equal(1, r.verbs.merge_wal.errors)
+			assert.equal(3, r.metrics["merge_wal.busy"])
+			local m = r.metrics
+			assert.same({ 1, 0, 0, 0, 0 }, { m.ok_0, m.ok_1, m.ok_2, m.ok_3, m.ok_4 })
+			assert.same({ 0, 1, 1, 1, 0 }, { m.busy_0, m.busy_1, m.busy_2, m.busy_3, m.busy_4 })
+			assert.same({ -1, 2, 1, -1, -1 }, { m.retry_0, m.retry_1, m.retry_2, m.retry_3, m.retry_4 })
+			assert.equal(0, m.append_busy)
+			assert.is_truthy(out:find("busy: 3", 1, true), out)
+			assert.is_truthy(read("busy.html"):find("Busy: 3", 1, true))
+		end)
+
+		it("is counted as busy on an embedded store too (STRATA_EBUSY)", function()
+			-- A merge request whose hook prepares twice: the second prepare of the shard is busy.
+			local pol = write("busy_policy.lua", [[
+return {
+	flush_interval_s = 0,
+	sweep_interval_s = 0,
+	on_merge_request = function(shard)
+		local _ = shard:prepare{}
+		return shard:prepare{}
+	end,
+}
+]])
+			local s = write("busy_embedded.lua", [[
+return {
+	duration = "2s",
+	scenarios = { m = { vus = 1, iterations = 1, exec = function(ctx)
+		assert(ctx:append(0, "k", "v"))
+		local a, _, kind = ctx:merge_wal(0)
+		ctx:metric("ok", a and 1 or 0)
+		ctx:metric("busy_kind", kind == "busy" and 1 or 0)
+	end } },
+}
+]])
+			local code, out = run_load(s, "--embedded " .. q(path("busydb")) .. " --policy " .. q(pol) ..
+				" --sync none --json " .. q(path("busy_embedded.json")))
+			assert.equal(0, code, out)
+			local r = read_json("busy_embedded.json")
+			assert.equal(1, r.busy, out)
+			assert.equal(0, r.errors, out)
+			assert.same({ 0, 1 }, { r.metrics.ok, r.metrics.busy_kind })
+		end)
+
+		it("is asked again by load.retry, with the verb's results once it is not busy", function()
+			local s = write("retry.lua", [[
+local load = require "strata.load"
+load.RETRY_TRIES, load.RETRY_PAUSE_S = 3, 0.01
+return {
+	duration = "2s",
+	scenarios = { m = { vus = 1, iterations = 1, exec = function(ctx)
+		for shard = 0, 3, 3 do
+			local calls = 0
+			local a, _, kind = load.retry(ctx, function(c, sh) calls = calls + 1; return c:merge_wal(sh) end, shard)
+			ctx:metric("calls_" .. shard, calls)
+			ctx:metric("ok_" .. shard, a and 1 or 0)
+			ctx:metric("busy_" .. shard, kind == "busy" and 1 or 0)
+		end
+	end } },
+}
+]])
+			local code, out = run_load(s, "--target http://" .. fast .. " --json " .. q(path("retry.json")))
+			assert.equal(0, code, out)
+			local m = read_json("retry.json").metrics
+			assert.same({ 1, 1, 0 }, { m.calls_0, m.ok_0, m.busy_0 })
+			assert.same({ 3, 0, 1 }, { m.calls_3, m.ok_3, m.busy_3 })
+			assert.equal(3, m.busy)
+		end)
+	end)
+
+	describe("ctx verbs and the db methods of the same name", function()
+		it("take the same arguments and give the same results", function()
+			local s = write("agree.lua", [[
+local load = require "strata.load"
+local out = assert(io.open(]] .. string.format("%q", path("agree.out")) .. [[, "w"))
+local function put(...) out:write(table.concat({ ... }, "\t"), "\n") end
+return {
+	duration = "2s",
+	shards = 1,
+	scenarios = { a = { vus = 1, iterations = 1, exec = function(ctx)
+		put("seq", assert(ctx:append(0, { { "a", "1" }, { key = "b", value = "2" } })))
+		put("seq", assert(ctx:append(0, "c", "3")))
+		put("seq", assert(ctx:append(0, { key = "d", value = "4" })))
+		put("seq", assert(ctx:append(0, { "e", "5" })))
+		local keys = load.keys.sequential{ prefix = "", width = 1 }
+		put("get", tostring(ctx:get(0, keys:next())), tostring(ctx:get(0, "a")), tostring(ctx:get(0, "zz")))
+		for k, v in assert(ctx:scan(0, { prefix = "" })) do put("scan", k, v) end
+		for _, row in ipairs(assert(ctx:scan_rows(0, { start = "b", stop = "d" }))) do
+			put("rows", row.key, row.value)
+		end
+		for k in assert(ctx:scan(0, { start = "b", ["end"] = "c" })) do put("end", k) end
+		put("sealed", tostring(assert(ctx:seal(0))))
+		local st = assert(ctx:stats(0))
+		local names = {}
+		for k in pairs(st) do names[#names + 1] = k end
+		table.sort(names)
+		put("stats", table.concat(names, ","))
+		out:close()
+	end } },
+	thresholds = { errors = "== 0" },
+}
+]])
+			local dir = path("agreedb")
+			local code, out = run_load(s, "--embedded " .. q(dir) .. " --sync none")
+			assert.equal(0, code, out)
+			local strata = require "strata"
+			local db = assert(strata.open{ dir = dir })
+			local want = {}
+			local function put(...) want[#want + 1] = table.concat({ ... }, "\t") end
+			put("seq", "2")
+			put("seq", "3")
+			put("seq", "4")
+			put("seq", "5")
+			-- The same calls through db give what ctx gave (the rows are there from the run).
+			local keys = load.keys.sequential{ prefix = "", width = 1 }
+			assert.equal(nil, db:get(0, keys:next()))
+			put("get", tostring(db:get(0, "0")), tostring(db:get(0, "a")), tostring(db:get(0, "zz")))
+			for k, v in assert(db:scan(0, { prefix = "" })) do put("scan", k, v) end
+			for _, row in ipairs(assert(db:scan_rows(0, { start = "b", stop = "d" }))) do
+				put("rows", row.key, row.value)
+			end
+			for k in assert(db:scan(0, { start = "b", ["end"] = "c" })) do put("end", k) end
+			put("sealed", tostring(assert(db:seal(0))))
+			local names = { "shard" }
+			for k in pairs(assert(db:stats(0))) do names[#names + 1] = k end
+			table.sort(names)
+			put("stats", table.concat(names, ","))
+			-- db:append takes the row shapes ctx:append takes.
+			assert(db:append(0, { { "f", "6" }, { key = "g", value = "7" } }))
+			assert(db:append(0, { "h", "8" }))
+			assert.same({ "6", "7", "8" }, { db:get(0, "f"), db:get(0, "g"), db:get(0, "h") })
+			db:close()
+			local got = {}
+			for line in (read("agree.out") or ""):gmatch("[^\n]+") do got[#got + 1] = line end
+			assert.same(want, got)
 		end)
 	end)
 

@@ -170,6 +170,15 @@ describe("strata module", function()
 			db:close()
 		end)
 
+		it("takes {key, value} rows as ctx:append and strata.load's batches make them", function()
+			local db = open()
+			assert.equals(2, db:append(0, { { "a", "1" }, { key = "b", value = "2" } }))
+			assert.equals(3, db:append(0, { "c", "3" }))
+			assert.same({ "1", "2", "3" }, { db:get(0, "a"), db:get(0, "b"), db:get(0, "c") })
+			assert.error_matches(function() db:append(0, { { "d" } }) end, "row 1: value must be a string")
+			db:close()
+		end)
+
 		it("returns a single nil for an absent key", function()
 			local db = open()
 			assert.equals(1, select("#", db:get(0, "nope")))
@@ -306,7 +315,7 @@ describe("strata module", function()
 			assert.error_matches(function() db:append(0, { { key = 1, value = "v" } }) end,
 				"row 1: key must be a string")
 			assert.error_matches(function() db:append(0, { { key = "a", value = "b" }, "x" }) end,
-				"row 2 must be a {key=, value=} table")
+				"row 2 must be a {key=, value=} or {key, value} table")
 			assert.has_error(function() db:append(0, 42) end)
 			assert.has_error(function() db:append(0, "k") end)
 			assert.error_matches(function() db:scan(0, "a") end, "table or nil expected")
@@ -403,6 +412,22 @@ describe("strata module", function()
 			assert.same({}, collect(db:scan(0, { prefix = "b", stop = "ab" })))
 			assert.same({ "b", "ba" }, collect(db:scan(0, { prefix = "b", start = "a" })))
 			assert.same({ "ab", "abc" }, collect(db:scan(0, { prefix = "ab", start = "a", stop = "c" })))
+		end)
+
+		it("takes end as an alias of stop, as ctx:scan does, but not both", function()
+			assert.same({ "ab", "abc", "a\255", "a\255\255" }, collect(db:scan(0, { start = "ab", ["end"] = "b" })))
+			assert.error_matches(function() db:scan(0, { stop = "b", ["end"] = "b" }) end, "not both")
+		end)
+
+		it("collects the same rows as {key=, value=} with scan_rows", function()
+			local rows = assert(db:scan_rows(0, { prefix = "a", limit = 3 }))
+			assert.same({ { key = "a", value = "v:a" }, { key = "ab", value = "v:ab" },
+				{ key = "abc", value = "v:abc" } }, rows)
+			assert.same({}, db:scan_rows(0, { prefix = "zz" }))
+			local none, err, code = db:scan_rows(7)
+			assert.is_nil(none)
+			assert.is_string(err)
+			assert.is_number(code)
 		end)
 
 		it("stops after limit rows", function()
@@ -771,9 +796,10 @@ describe("strata module", function()
 					want("lua/strata/" .. name)
 				end
 			end
-			want("build/strata.so")
+			want("build/rock/core.so")
 			assert.same({}, missing)
-			assert.truthy(spec:find('build_command = "make BUILD=build build/strata.so"', 1, true))
+			assert.truthy(spec:find("make BUILD=build build/strata.so && mkdir -p build/rock && " ..
+				"cp build/strata.so build/rock/core.so", 1, true))
 			-- The Makefile builds the C module from every C file of the engine library.
 			local mk = assert(io.open(root .. "/Makefile")):read("*a")
 			for _, sub in ipairs({ "lib", "objstore", "core", "policy", "host" }) do
