@@ -134,6 +134,10 @@ typedef struct strata_options {
 	uint64_t seed;
 	/** How strata_step measures its budget: STRATA_STEP_AUTO, _TIME or _WORK. */
 	int step_meter;
+	/** STRATA_SYNC_FSYNC group commit: the longest the writer that leads a group waits for
+	 *  the writers the previous group carried, so that one fdatasync acknowledges them
+	 *  all (at most half the last fdatasync's time; default 200 us; 0 = never waits). */
+	uint32_t group_commit_wait_us;
 } strata_options;
 
 /** One row as passed to append and returned by scan. */

@@ -332,6 +332,7 @@ store_open_in(const strata_options *o, struct store **out)
 		cfg.reaper = db->reaper;
 		cfg.run.limiter = db->io_limit;
 		cfg.external_sync = o->threads == 0; /* no threads at all: the step syncs */
+		cfg.group_commit_wait_us = o->group_commit_wait_us;
 		cfg.trace = &db->trace;
 		rc = shard_load(&cfg, &db->shards[i]);
 		if (rc == 0)

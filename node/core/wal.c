@@ -117,8 +117,24 @@ struct wal {
 	uint64_t durable_off;
 	/** Logical stream offset covered by a successful fdatasync. */
 	uint64_t synced_off;
-	/** Set while a leader writes a batch outside the mutex. */
+	/** Set while a leader writes a batch outside the mutex (or gathers one). */
 	int leader;
+	/** Entries queued (q_head..q_tail). */
+	unsigned q_count;
+	/** The largest recent group commit, in 16ths: it decays by 1/16 of an entry per
+	 *  group, so how many writers the next leader waits for follows the writers that
+	 *  come back together, up and down. */
+	unsigned peak_group16;
+	/** How long the last fdatasync took, ns (env.mono_ns). */
+	uint64_t last_sync_ns;
+	/** Longest a leader waits for the writers of the last group, ns (0: never waits). */
+	uint64_t group_wait_ns;
+	/** A leader waits in wal_gather: submits signal submit_cv. */
+	int gathering;
+	/** Signalled by a submit while a leader gathers (CLOCK_MONOTONIC). */
+	pthread_cond_t submit_cv;
+	/** Group commits where the leader waited for more writers, and entries it gained. */
+	uint64_t gathers, gathered;
 	/** 0, STRATA_EREADONLY once a write or sync failed, STRATA_EFENCED once fenced. */
 	int failed;
 	/** What failed, repeated to every later caller. */
@@ -820,6 +836,41 @@ wal_datasync(int fd, const char *path, uint64_t *nsyncs)
 	return 0;
 }
 
+/**
+ * Mutex held, leader set: before taking the queue, wait for the writers the last
+ * group carried. Writers that were acknowledged together come back together, but
+ * the first of them would otherwise start the next sync alone and the rest would wait
+ * a whole sync for the one after: with 4 writers at one row each, groups averaged 2.4.
+ * The wait ends when as many entries are queued as the recent peak group had, or after
+ * half the last sync's duration (at most group_wait_ns), whichever comes first; groups
+ * that come up short lower the peak by 1/16 of an entry each.
+ */
+static void
+wal_gather(struct wal *w)
+{
+	unsigned want = (w->peak_group16 + 15) / 16;
+	if (w->sync != STRATA_SYNC_FSYNC || w->group_wait_ns == 0 || want < 2 || w->q_count >= want)
+		return;
+	uint64_t wait = w->last_sync_ns / 2;
+	if (wait > w->group_wait_ns)
+		wait = w->group_wait_ns;
+	if (wait < 1000)
+		return;
+	unsigned before = w->q_count;
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	uint64_t ns = (uint64_t)dl.tv_nsec + wait;
+	dl.tv_sec += (time_t)(ns / 1000000000ull);
+	dl.tv_nsec = (long)(ns % 1000000000ull);
+	w->gathering = 1;
+	while (w->q_count < want && !w->failed && !w->closing &&
+	       pthread_cond_timedwait(&w->submit_cv, &w->mu, &dl) != ETIMEDOUT)
+		;
+	w->gathering = 0;
+	w->gathers++;
+	w->gathered += w->q_count - before;
+}
+
 /** Leader: write the staged bytes, which end at cur_off. */
 static int
 wal_stg_write(struct wal *w)
@@ -907,8 +958,12 @@ wal_flush(struct wal *w, struct wal_entry *head, uint64_t *nsyncs)
 	if (env_point(ENV_POINT_WAL_BEFORE_SYNC, w) != 0)
 		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_sync in %s",
 				w->cur_path);
-	if (w->sync == STRATA_SYNC_FSYNC && (rc = wal_datasync(w->cur_fd, w->cur_path, nsyncs)) != 0)
-		return rc;
+	if (w->sync == STRATA_SYNC_FSYNC) {
+		uint64_t t0 = env.mono_ns();
+		if ((rc = wal_datasync(w->cur_fd, w->cur_path, nsyncs)) != 0)
+			return rc;
+		w->last_sync_ns = env.mono_ns() - t0; /* read by the next leader, under mu */
+	}
 	/* Written (and synced): acknowledge only while no newer owner has fenced us. */
 	if (env_point(ENV_POINT_WAL_BEFORE_ACK, w) != 0)
 		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_ack in %s",
@@ -951,10 +1006,16 @@ static int
 wal_lead(struct wal *w)
 {
 	assert(!w->leader && !w->failed && w->q_head != NULL);
+	w->leader = 1;
+	wal_gather(w);
 	struct wal_entry *head = w->q_head;
 	uint64_t end = w->submitted_off;
+	if (w->q_count * 16 >= w->peak_group16)
+		w->peak_group16 = w->q_count * 16;
+	else
+		w->peak_group16--;
 	w->q_head = w->q_tail = NULL;
-	w->leader = 1;
+	w->q_count = 0;
 	pthread_mutex_unlock(&w->mu);
 
 	uint64_t nsyncs = 0;
@@ -1123,6 +1184,9 @@ wal_submit_encoded(struct wal *w, struct wal_entry *e, struct wal_ticket *t)
 	else
 		w->q_head = e;
 	w->q_tail = e;
+	w->q_count++;
+	if (w->gathering)
+		pthread_cond_signal(&w->submit_cv);
 	w->submitted_off += len;
 	t->first_seq = e->first_seq;
 	t->last_seq = e->last_seq;
@@ -1259,6 +1323,7 @@ wal_free(struct wal *w)
 	env.free(w->segs);
 	env.free(w->dir);
 	pthread_cond_destroy(&w->bg_cond);
+	pthread_cond_destroy(&w->submit_cv);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->mu);
 	env.free(w);
@@ -1486,6 +1551,7 @@ wal_new(const struct wal_options *o, struct wal **out)
 		w->dir[--dlen] = '\0';
 	w->sync = o->sync;
 	w->interval_ms = o->sync_interval_ms ? o->sync_interval_ms : WAL_DEFAULT_INTERVAL_MS;
+	w->group_wait_ns = (uint64_t)o->group_wait_us * 1000u;
 	w->external_sync = o->external_sync;
 	w->segment_bytes = o->segment_bytes ? o->segment_bytes : WAL_DEFAULT_SEGMENT_BYTES;
 	w->max_entry = o->max_entry_bytes ? o->max_entry_bytes : WAL_DEFAULT_MAX_ENTRY;
@@ -1501,6 +1567,7 @@ wal_new(const struct wal_options *o, struct wal **out)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->bg_cond, &ca);
+	pthread_cond_init(&w->submit_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	*out = w;
 	return 0;

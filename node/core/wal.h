@@ -81,6 +81,9 @@ struct wal_options {
 	uint64_t max_entry_bytes;
 	/** Owner epoch for wal_open (wal_scan_open + wal_start); 0 = a WAL without an owner. */
 	uint64_t epoch;
+	/** STRATA_SYNC_FSYNC: longest a group commit's leader waits for the writers of the
+	 *  previous group (at most half the last fdatasync), microseconds; 0 = never. */
+	uint32_t group_wait_us;
 	/** STRATA_SYNC_INTERVAL: start no sync thread; the owner calls wal_sync_written every
 	 *  interval (inline mode). */
 	int external_sync;
