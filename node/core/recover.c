@@ -145,6 +145,7 @@ shard_load_state(struct shard *s)
 		.max_entry_bytes = 0,
 		.external_sync = cfg->external_sync,
 		.group_wait_us = cfg->group_commit_wait_us,
+		.observe = cfg->run.limiter,
 	};
 	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
 }

@@ -311,6 +311,8 @@ store_open_in(const strata_options *o, struct store **out)
 		reaper_set_trace(db->reaper, &db->trace);
 	if (rc == 0)
 		rc = ratelimit_new(o->background_io_bytes_per_s, &db->io_limit);
+	if (rc == 0 && o->background_io_auto)
+		ratelimit_set_auto(db->io_limit, 1, o->background_io_bytes_per_s);
 	/* 3. Read and check every shard before writing anything. */
 	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
 		struct shard_config cfg;
@@ -795,6 +797,12 @@ void
 store_set_io_rate(struct store *db, uint64_t bytes_per_s)
 {
 	ratelimit_set(db->io_limit, bytes_per_s);
+}
+
+void
+store_set_io_auto(struct store *db, uint64_t ceiling)
+{
+	ratelimit_set_auto(db->io_limit, 1, ceiling);
 }
 
 void

@@ -68,6 +68,9 @@ int store_shard_stats(struct store *db, uint32_t shard, strata_stats *out);
 int store_check(struct store *db, uint32_t shard);
 /** Change the budget of background writes, bytes per second (0 = unlimited). */
 void store_set_io_rate(struct store *db, uint64_t bytes_per_s);
+/** Put the budget of background writes in its automatic mode under ceiling (bytes per
+ *  second, 0: 1 GiB/s): it backs off while the WAL's syncs slow down (ratelimit.h). */
+void store_set_io_auto(struct store *db, uint64_t ceiling);
 /** Hand the deletes of merged objects to someone above (the host's background
  *  executor): kick is called, from any thread, when deletes are queued, and that
  *  someone calls store_reap. NULL: the store's own seals and merges run them. */

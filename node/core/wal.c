@@ -25,6 +25,7 @@
 #include "../lib/crc.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/ratelimit.h"
 
 /** Bytes of a segment header. */
 #define WAL_SEG_HDR 24u
@@ -133,6 +134,8 @@ struct wal {
 	int gathering;
 	/** Signalled by a submit while a leader gathers (CLOCK_MONOTONIC). */
 	pthread_cond_t submit_cv;
+	/** Where each fdatasync's time is reported (wal_options.observe). */
+	struct ratelimit *observe;
 	/** Group commits where the leader waited for more writers, and entries it gained. */
 	uint64_t gathers, gathered;
 	/** 0, STRATA_EREADONLY once a write or sync failed, STRATA_EFENCED once fenced. */
@@ -963,6 +966,7 @@ wal_flush(struct wal *w, struct wal_entry *head, uint64_t *nsyncs)
 		if ((rc = wal_datasync(w->cur_fd, w->cur_path, nsyncs)) != 0)
 			return rc;
 		w->last_sync_ns = env.mono_ns() - t0; /* read by the next leader, under mu */
+		ratelimit_observe(w->observe, w->last_sync_ns);
 	}
 	/* Written (and synced): acknowledge only while no newer owner has fenced us. */
 	if (env_point(ENV_POINT_WAL_BEFORE_ACK, w) != 0)
@@ -1552,6 +1556,7 @@ wal_new(const struct wal_options *o, struct wal **out)
 	w->sync = o->sync;
 	w->interval_ms = o->sync_interval_ms ? o->sync_interval_ms : WAL_DEFAULT_INTERVAL_MS;
 	w->group_wait_ns = (uint64_t)o->group_wait_us * 1000u;
+	w->observe = o->observe;
 	w->external_sync = o->external_sync;
 	w->segment_bytes = o->segment_bytes ? o->segment_bytes : WAL_DEFAULT_SEGMENT_BYTES;
 	w->max_entry = o->max_entry_bytes ? o->max_entry_bytes : WAL_DEFAULT_MAX_ENTRY;

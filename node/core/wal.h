@@ -66,6 +66,7 @@
 #include "../strata_types.h"
 
 struct wal;
+struct ratelimit;
 
 /** How to open a WAL. */
 struct wal_options {
@@ -81,6 +82,9 @@ struct wal_options {
 	uint64_t max_entry_bytes;
 	/** Owner epoch for wal_open (wal_scan_open + wal_start); 0 = a WAL without an owner. */
 	uint64_t epoch;
+	/** The background IO budget told how long each fdatasync took (its automatic mode
+	 *  backs off when they slow down; NULL: nobody). */
+	struct ratelimit *observe;
 	/** STRATA_SYNC_FSYNC: longest a group commit's leader waits for the writers of the
 	 *  previous group (at most half the last fdatasync), microseconds; 0 = never. */
 	uint32_t group_wait_us;

@@ -93,6 +93,84 @@ TEST(one_sync_carries_the_writers_that_come_back_together)
 	CHECK(gathered > plain);
 }
 
+/** A slower disk for the IO budget's test: 5 ms per fdatasync. */
+static int
+slower_fdatasync(int fd)
+{
+	atomic_fetch_add(&syncs, 1);
+	struct timespec ts = {0, 5000000};
+	nanosleep(&ts, NULL);
+	return real_fdatasync(fd);
+}
+
+/** Append n single rows to shard 0 of db from this thread. */
+static void
+append_n(strata *db, int n, const char *tag)
+{
+	char key[32];
+	for (int i = 0; i < n; i++) {
+		int kl = snprintf(key, sizeof(key), "%s-%05d", tag, i);
+		strata_row row = {key, (size_t)kl, "v", 1};
+		REQUIRE_EQ(strata_append(db, 0, &row, 1), 0);
+	}
+}
+
+TEST(the_automatic_io_budget_follows_the_wals_syncs)
+{
+	strata_options o = opts_for(tdir());
+	o.sync = STRATA_SYNC_FSYNC;
+	o.background_io_auto = 1;
+	o.background_io_bytes_per_s = 256ull << 20; /* the ceiling */
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	strata_stats st;
+	strata_shard_stats(db, 0, &st);
+	CHECK_EQ(st.background_io_bytes_per_s, 256ull << 20);
+	append_n(db, 40, "fast"); /* the baseline: this disk's own syncs */
+	real_fdatasync = env_default.fdatasync;
+	env_default.fdatasync = slower_fdatasync;
+	append_n(db, 40, "slow"); /* 5 ms syncs: the budget halves per window of 8 */
+	env_default.fdatasync = real_fdatasync;
+	strata_shard_stats(db, 0, &st);
+	uint64_t low = st.background_io_bytes_per_s;
+	CHECK(low <= (256ull << 20) / 8);
+	CHECK(low >= 4ull << 20); /* the floor */
+	append_n(db, 200, "again"); /* fast again: it climbs back */
+	strata_shard_stats(db, 0, &st);
+	CHECK(st.background_io_bytes_per_s > low);
+	fprintf(stderr, "  # budget: 256 MiB/s, %.1f MiB/s after slow syncs, %.1f MiB/s after fast ones\n",
+		(double)low / 1048576.0, (double)st.background_io_bytes_per_s / 1048576.0);
+	db_close(db);
+}
+
+TEST(a_policy_turns_the_automatic_budget_on_with_auto)
+{
+	char *dir = tdir();
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/p.lua", dir);
+	FILE *f = fopen(path, "w");
+	REQUIRE(f != NULL);
+	fputs("return { background_io_mib_per_s = \"auto\" }\n", f);
+	fclose(f);
+	strata_options o = opts_for(dir);
+	o.policy = path;
+	o.background_io_bytes_per_s = 64ull << 20;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	strata_stats st;
+	strata_shard_stats(db, 0, &st);
+	CHECK_EQ(st.background_io_bytes_per_s, 64ull << 20); /* auto, at its ceiling */
+	char err[512] = "";
+	const char *bad = "return { background_io_mib_per_s = \"fast\" }";
+	CHECK(strata_set_policy(db, bad, strlen(bad), err, sizeof(err)) != 0);
+	CHECK(strstr(err, "background_io_mib_per_s must be a number or \"auto\"") != NULL);
+	const char *eight = "return { background_io_mib_per_s = 8 }";
+	CHECK_EQ(strata_set_policy(db, eight, strlen(eight), err, sizeof(err)), 0);
+	strata_shard_stats(db, 0, &st);
+	CHECK_EQ(st.background_io_bytes_per_s, 8ull << 20);
+	db_close(db);
+}
+
 /** End a test: stop the watchdog, clean up. */
 static void
 t_end(void)
@@ -107,5 +185,7 @@ main(int argc, char **argv)
 	HARNESS_BEGIN(argc, argv);
 	signal(SIGALRM, watchdog_fire);
 	T(one_sync_carries_the_writers_that_come_back_together);
+	T(the_automatic_io_budget_follows_the_wals_syncs);
+	T(a_policy_turns_the_automatic_budget_on_with_auto);
 	return HARNESS_END("test_group_commit");
 }
