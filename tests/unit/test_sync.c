@@ -1,8 +1,10 @@
 /*
- * test_group_commit.c — one fdatasync acknowledges the writers that come back together:
- * a group commit's leader waits (briefly) for the writers of the previous group.
+ * test_sync.c — the WAL's syncs: one fdatasync acknowledges the writers that come back
+ * together (a group commit's leader waits briefly for the writers of the previous
+ * group); the background IO budget's automatic mode follows the syncs' times; and one
+ * thread syncs every shard in STRATA_SYNC_INTERVAL.
  */
-#define ENGINE_UTIL_TAG "group"
+#define ENGINE_UTIL_TAG "sync"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -115,8 +117,20 @@ append_n(strata *db, int n, const char *tag)
 	}
 }
 
+/** A fast disk for the IO budget's test: fdatasync returns at once (this test checks the
+ *  budget's reaction, not durability; the machine's own syncs vary too much under load). */
+static int
+instant_fdatasync(int fd)
+{
+	(void)fd;
+	atomic_fetch_add(&syncs, 1);
+	return 0;
+}
+
 TEST(the_automatic_io_budget_follows_the_wals_syncs)
 {
+	real_fdatasync = env_default.fdatasync;
+	env_default.fdatasync = instant_fdatasync;
 	strata_options o = opts_for(tdir());
 	o.sync = STRATA_SYNC_FSYNC;
 	o.background_io_auto = 1;
@@ -126,11 +140,10 @@ TEST(the_automatic_io_budget_follows_the_wals_syncs)
 	strata_stats st;
 	strata_shard_stats(db, 0, &st);
 	CHECK_EQ(st.background_io_bytes_per_s, 256ull << 20);
-	append_n(db, 40, "fast"); /* the baseline: this disk's own syncs */
-	real_fdatasync = env_default.fdatasync;
+	append_n(db, 40, "fast"); /* the baseline */
 	env_default.fdatasync = slower_fdatasync;
 	append_n(db, 40, "slow"); /* 5 ms syncs: the budget halves per window of 8 */
-	env_default.fdatasync = real_fdatasync;
+	env_default.fdatasync = instant_fdatasync;
 	strata_shard_stats(db, 0, &st);
 	uint64_t low = st.background_io_bytes_per_s;
 	CHECK(low <= (256ull << 20) / 8);
@@ -141,6 +154,7 @@ TEST(the_automatic_io_budget_follows_the_wals_syncs)
 	fprintf(stderr, "  # budget: 256 MiB/s, %.1f MiB/s after slow syncs, %.1f MiB/s after fast ones\n",
 		(double)low / 1048576.0, (double)st.background_io_bytes_per_s / 1048576.0);
 	db_close(db);
+	env_default.fdatasync = real_fdatasync;
 }
 
 TEST(a_policy_turns_the_automatic_budget_on_with_auto)
@@ -171,6 +185,49 @@ TEST(a_policy_turns_the_automatic_budget_on_with_auto)
 	db_close(db);
 }
 
+/** Threads of this process (/proc/self/status). */
+static long
+thread_count(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long n = -1;
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, "Threads:", 8) == 0)
+			n = atol(line + 8);
+	if (f != NULL)
+		fclose(f);
+	return n;
+}
+
+TEST(one_thread_syncs_every_shard_in_interval_mode)
+{
+	strata_options o = opts_for(tdir());
+	o.shards = 64;
+	o.sync = STRATA_SYNC_INTERVAL;
+	o.sync_interval_ms = 5;
+	long before = thread_count();
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(thread_count() - before, 1); /* one syncer, not one per shard */
+	strata_row row = {"k", 1, "v", 1};
+	for (uint32_t sh = 0; sh < 64; sh++)
+		REQUIRE_EQ(strata_append(db, sh, &row, 1), 0);
+	int synced = 0;
+	for (int tries = 0; tries < 400 && synced < 64; tries++) {
+		usleep(5000);
+		synced = 0;
+		for (uint32_t sh = 0; sh < 64; sh++) {
+			strata_stats st;
+			strata_shard_stats(db, sh, &st);
+			synced += st.wal_syncs > 0;
+		}
+	}
+	CHECK_EQ(synced, 64); /* every shard's written WAL got its background sync */
+	db_close(db);
+	CHECK_EQ(thread_count(), before);
+}
+
 /** End a test: stop the watchdog, clean up. */
 static void
 t_end(void)
@@ -187,5 +244,6 @@ main(int argc, char **argv)
 	T(one_sync_carries_the_writers_that_come_back_together);
 	T(the_automatic_io_budget_follows_the_wals_syncs);
 	T(a_policy_turns_the_automatic_budget_on_with_auto);
-	return HARNESS_END("test_group_commit");
+	T(one_thread_syncs_every_shard_in_interval_mode);
+	return HARNESS_END("test_sync");
 }
