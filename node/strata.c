@@ -176,6 +176,7 @@ strata_options_init(strata_options *o)
 	o->delete_bytes_per_s = 256ull << 20;
 	o->threads = STRATA_THREADS_DEFAULT;
 	o->group_commit_wait_us = 200;
+	o->max_open_wal_files = 512;
 }
 
 #ifndef STRATA_CORE_ONLY

@@ -144,6 +144,11 @@ typedef struct strata_options {
 	 *  the writers the previous group carried, so that one fdatasync acknowledges them
 	 *  all (at most half the last fdatasync's time; default 200 us; 0 = never waits). */
 	uint32_t group_commit_wait_us;
+	/** Most WAL segment files held open at once over all shards (default 512; 0 = one
+	 *  per shard, unbounded): the least recently appended idle shard's is closed to make
+	 *  room and reopened by its next append, so 10 000 shards fit the default limit of
+	 *  1024 descriptors. */
+	uint32_t max_open_wal_files;
 } strata_options;
 
 /** One row as passed to append and returned by scan. */

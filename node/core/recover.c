@@ -146,6 +146,7 @@ shard_load_state(struct shard *s)
 		.external_sync = cfg->external_sync,
 		.group_wait_us = cfg->group_commit_wait_us,
 		.observe = cfg->run.limiter,
+		.fdcache = cfg->wal_fds,
 	};
 	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
 }

@@ -21,6 +21,7 @@
 #include "reaper.h"
 #include "../lib/trace.h"
 #include "shard.h"
+#include "wal.h"
 #include "store.h"
 
 struct store {
@@ -51,6 +52,8 @@ struct store {
 	atomic_int reaper_driven;
 	/** Every engine event, hashed (strata_trace_hash). */
 	struct trace trace;
+	/** The budget of open WAL segment descriptors (options.max_open_wal_files). */
+	struct wal_fdcache *wal_fds;
 	/** STRATA_SYNC_INTERVAL with threads: the one thread that syncs every shard's WAL
 	 *  (not one per shard), its stop flag and wakeup (CLOCK_MONOTONIC). */
 	pthread_t syncer;
@@ -321,6 +324,8 @@ store_open_in(const strata_options *o, struct store **out)
 		reaper_set_trace(db->reaper, &db->trace);
 	if (rc == 0)
 		rc = ratelimit_new(o->background_io_bytes_per_s, &db->io_limit);
+	if (rc == 0 && o->max_open_wal_files != 0)
+		rc = wal_fdcache_new(o->max_open_wal_files, &db->wal_fds);
 	if (rc == 0 && o->background_io_auto)
 		ratelimit_set_auto(db->io_limit, 1, o->background_io_bytes_per_s);
 	/* 3. Read and check every shard before writing anything. */
@@ -347,6 +352,7 @@ store_open_in(const strata_options *o, struct store **out)
 		 * at all, strata_step) syncs them every interval. */
 		cfg.external_sync = 1;
 		cfg.group_commit_wait_us = o->group_commit_wait_us;
+		cfg.wal_fds = db->wal_fds;
 		cfg.trace = &db->trace;
 		rc = shard_load(&cfg, &db->shards[i]);
 		if (rc == 0)
@@ -455,6 +461,7 @@ store_close_in(struct store *db)
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_close(db->shards[i]);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
+	wal_fdcache_delete(db->wal_fds);
 	ratelimit_delete(db->io_limit);
 	env.free(db->listener);
 	for (uint32_t i = 0; i < db->nold; i++)

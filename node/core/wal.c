@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,6 +137,12 @@ struct wal {
 	pthread_cond_t submit_cv;
 	/** Where each fdatasync's time is reported (wal_options.observe). */
 	struct ratelimit *observe;
+	/** The descriptor budget this WAL's segment descriptor counts against (NULL:
+	 *  none), and its place in that budget's LRU list (under the cache's mu). */
+	struct wal_fdcache *fdc;
+	struct wal *fdc_prev, *fdc_next;
+	/** cur_fd counts against fdc (listed). */
+	int fdc_listed;
 	/** Group commits where the leader waited for more writers, and entries it gained. */
 	uint64_t gathers, gathered;
 	/** 0, STRATA_EREADONLY once a write or sync failed, STRATA_EFENCED once fenced. */
@@ -178,8 +185,6 @@ struct wal {
 	char cur_path[PATH_MAX];
 	/** Owner epoch (set by wal_start): names new segments, compared with the fence. */
 	uint64_t epoch;
-	/** Descriptor of the fence file, re-read before every acknowledgement (-1 until started). */
-	int fence_fd;
 	/** Set once wal_start succeeded: submits are accepted. */
 	int started;
 	/** Replay cursor given to wal_scan_open. */
@@ -276,6 +281,12 @@ static int
 wal_sys(int err, const char *what, const char *path, uint64_t off)
 {
 	int code = diag_errno(err);
+	struct rlimit rl;
+	if ((err == EMFILE || err == ENFILE) && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		return diag_set(code, "wal: %s %s failed: %s: the process may hold %llu descriptors "
+				"(ulimit -n); lower max_open_wal_files (WAL files held open over all "
+				"shards) or raise the limit", what, path, strerror(err),
+				(unsigned long long)rl.rlim_cur);
 	return diag_set(code, "wal: %s %s at offset %" PRIu64 " failed: %s (errno %d, %s)", what,
 			path, off, strerror(err), err, wal_code_name(code));
 }
@@ -719,8 +730,13 @@ wal_fence_check(struct wal *w)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/" WAL_FENCE_NAME, w->dir);
-	uint64_t owner;
-	int rc = wal_fence_get(w->fence_fd, path, &owner);
+	uint64_t owner = 0;
+	/* Opened per check, not held: a shard costs one descriptor (its segment), so a
+	 * store of 1000 shards fits the default limit of 1024. */
+	int fd = env.open(path, O_RDONLY, 0);
+	int rc = fd >= 0 ? wal_fence_get(fd, path, &owner) : wal_sys(errno, "open of", path, 0);
+	if (fd >= 0)
+		env.close(fd);
 	if (rc == 0 && owner <= w->epoch)
 		return 0;
 	if (rc == 0)
@@ -750,7 +766,7 @@ wal_fence_read(const char *dir, uint64_t *epoch)
 }
 
 /** Become the owner of epoch: write it into the fence (creating it) unless a newer
- *  owner is there already. Keeps the descriptor for wal_fence_check. */
+ *  owner is there already. */
 static int
 wal_fence_take(struct wal *w, uint64_t epoch)
 {
@@ -782,11 +798,9 @@ wal_fence_take(struct wal *w, uint64_t epoch)
 		rc = wal_sys(errno, "fdatasync of", path, 0);
 	if (rc == 0 && created && w->sync != STRATA_SYNC_NONE)
 		rc = wal_dir_sync(w->dir);
-	if (rc) {
-		env.close(fd);
+	env.close(fd);
+	if (rc)
 		return rc;
-	}
-	w->fence_fd = fd;
 	w->epoch = epoch;
 	return 0;
 }
@@ -924,12 +938,166 @@ wal_roll(struct wal *w, uint64_t first_seq, uint64_t *nsyncs)
 	return 0;
 }
 
+/* ---- the descriptor budget ---- */
+
+struct wal_fdcache {
+	/** Guards the list and the count; taken before any WAL's mu, never after. */
+	pthread_mutex_t mu;
+	/** Most segment descriptors open at once, and how many are. */
+	unsigned max, open;
+	/** Listed WALs, most recently used first. */
+	struct wal *head, *tail;
+	/** Descriptors closed to make room, and reopened on a later append. */
+	uint64_t evictions, reopens;
+};
+
+int
+wal_fdcache_new(unsigned max, struct wal_fdcache **out)
+{
+	*out = NULL;
+	struct wal_fdcache *c = env.calloc(1, sizeof(*c));
+	if (c == NULL)
+		return diag_set(STRATA_ENOMEM, "wal: out of memory");
+	pthread_mutex_init(&c->mu, NULL);
+	c->max = max ? max : 1;
+	*out = c;
+	return 0;
+}
+
+void
+wal_fdcache_delete(struct wal_fdcache *c)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_destroy(&c->mu);
+	env.free(c);
+}
+
+void
+wal_fdcache_stats(struct wal_fdcache *c, unsigned *open, uint64_t *evictions, uint64_t *reopens)
+{
+	pthread_mutex_lock(&c->mu);
+	if (open)
+		*open = c->open;
+	if (evictions)
+		*evictions = c->evictions;
+	if (reopens)
+		*reopens = c->reopens;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/** c->mu held: take w out of the list. */
+static void
+wal_fdc_unlink(struct wal_fdcache *c, struct wal *w)
+{
+	if (w->fdc_prev != NULL)
+		w->fdc_prev->fdc_next = w->fdc_next;
+	else
+		c->head = w->fdc_next;
+	if (w->fdc_next != NULL)
+		w->fdc_next->fdc_prev = w->fdc_prev;
+	else
+		c->tail = w->fdc_prev;
+	w->fdc_prev = w->fdc_next = NULL;
+}
+
+/** c->mu held: put w first. */
+static void
+wal_fdc_push(struct wal_fdcache *c, struct wal *w)
+{
+	w->fdc_prev = NULL;
+	w->fdc_next = c->head;
+	if (c->head != NULL)
+		c->head->fdc_prev = w;
+	c->head = w;
+	if (c->tail == NULL)
+		c->tail = w;
+}
+
+/**
+ * Leader (or wal_start), no WAL mutex held: w's segment descriptor is (re)opened or
+ * used. Mark it most recently used; while the budget is exceeded, close the least
+ * recently used idle WAL's descriptor: one with no leader, no background sync and
+ * nothing written but unsynced (sync = interval) — its next append reopens it.
+ */
+static void
+wal_fdc_use(struct wal *w, int opened)
+{
+	struct wal_fdcache *c = w->fdc;
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (w->fdc_listed)
+		wal_fdc_unlink(c, w);
+	else if (opened)
+		c->open++;
+	w->fdc_listed = 1;
+	wal_fdc_push(c, w);
+	for (struct wal *v = c->tail; v != NULL && c->open > c->max;) {
+		struct wal *prev = v->fdc_prev;
+		if (v != w && pthread_mutex_trylock(&v->mu) == 0) {
+			int idle = !v->leader && !v->bg_syncing && !v->closing && v->cur_fd >= 0 &&
+				   (v->sync != STRATA_SYNC_INTERVAL || v->written_off <= v->synced_off);
+			if (idle) {
+				env.close(v->cur_fd);
+				v->cur_fd = v->sync_fd = -1;
+				wal_fdc_unlink(c, v);
+				v->fdc_listed = 0;
+				c->open--;
+				c->evictions++;
+			}
+			pthread_mutex_unlock(&v->mu);
+		}
+		v = prev;
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+/** w's descriptor is closed for good (wal_free): leave the budget. */
+static void
+wal_fdc_drop(struct wal *w)
+{
+	struct wal_fdcache *c = w->fdc;
+	if (c == NULL || !w->fdc_listed)
+		return;
+	pthread_mutex_lock(&c->mu);
+	wal_fdc_unlink(c, w);
+	w->fdc_listed = 0;
+	c->open--;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/** Leader: reopen the current segment if the budget closed its descriptor. */
+static int
+wal_fdc_reopen(struct wal *w)
+{
+	if (w->cur_fd >= 0) {
+		wal_fdc_use(w, 0);
+		return 0;
+	}
+	int fd = env.open(w->cur_path, O_WRONLY, 0);
+	if (fd < 0)
+		return wal_sys(errno, "reopen of", w->cur_path, 0);
+	pthread_mutex_lock(&w->mu);
+	w->cur_fd = w->sync_fd = fd;
+	pthread_mutex_unlock(&w->mu);
+	if (w->fdc != NULL) {
+		pthread_mutex_lock(&w->fdc->mu);
+		w->fdc->reopens++;
+		pthread_mutex_unlock(&w->fdc->mu);
+	}
+	wal_fdc_use(w, 1);
+	return 0;
+}
+
 /** Leader, outside the mutex: write a batch at the segment tail and sync it. */
 static int
 wal_flush(struct wal *w, struct wal_entry *head, uint64_t *nsyncs)
 {
 	int rc;
 	assert(w->stg.len == 0);
+	if ((rc = wal_fdc_reopen(w)) != 0)
+		return rc;
 	for (struct wal_entry *e = head; e != NULL; e = e->next) {
 		if (w->cur_last >= w->cur_first && w->cur_off + e->len > w->segment_bytes) {
 			rc = wal_stg_write(w);
@@ -1317,10 +1485,9 @@ wal_fence(struct wal *w, const char *why)
 static void
 wal_free(struct wal *w)
 {
+	wal_fdc_drop(w);
 	if (w->cur_fd >= 0)
 		env.close(w->cur_fd);
-	if (w->fence_fd >= 0)
-		env.close(w->fence_fd);
 	env.free(w->found);
 	wal_entries_free(w->q_head);
 	buf_destroy(&w->stg);
@@ -1353,7 +1520,8 @@ wal_close(struct wal *w)
 		pthread_mutex_lock(&w->mu);
 		w->bg_started = 0;
 	}
-	if (!w->failed && w->sync == STRATA_SYNC_INTERVAL && w->written_off > w->synced_off) {
+	if (!w->failed && w->sync == STRATA_SYNC_INTERVAL && w->written_off > w->synced_off &&
+	    w->cur_fd >= 0) {
 		w->syncs++;
 		if (env.fdatasync(w->cur_fd) != 0) {
 			wal_sys(errno, "final fdatasync of", w->cur_path, 0);
@@ -1556,6 +1724,7 @@ wal_new(const struct wal_options *o, struct wal **out)
 	w->sync = o->sync;
 	w->interval_ms = o->sync_interval_ms ? o->sync_interval_ms : WAL_DEFAULT_INTERVAL_MS;
 	w->group_wait_ns = (uint64_t)o->group_wait_us * 1000u;
+	w->fdc = o->fdcache;
 	w->observe = o->observe;
 	w->external_sync = o->external_sync;
 	w->segment_bytes = o->segment_bytes ? o->segment_bytes : WAL_DEFAULT_SEGMENT_BYTES;
@@ -1564,7 +1733,6 @@ wal_new(const struct wal_options *o, struct wal **out)
 		w->max_entry = UINT32_MAX;
 	w->cur_fd = -1;
 	w->sync_fd = -1;
-	w->fence_fd = -1;
 	w->env_ops = env_tls;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cond, NULL);
@@ -1685,6 +1853,7 @@ wal_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor)
 	w->cur_last = next - 1;
 	w->cur_off = WAL_SEG_HDR;
 	w->next_seq = next;
+	wal_fdc_use(w, 1);
 
 	/* 4. Drop what is all in generations, empty, or void (a fenced writer's). */
 	char path[PATH_MAX];
