@@ -744,9 +744,12 @@ wal_fence_check(struct wal *w)
 				") took it over from this writer (epoch %" PRIu64 "); appends in flight "
 				"have an unknown outcome and no later append is accepted",
 				w->dir, owner, w->epoch);
-	/* An unreadable fence cannot prove ownership: do not acknowledge. */
-	return diag_set(STRATA_EFENCED, "wal: %s: cannot confirm ownership (%s); appends in flight "
-			"have an unknown outcome", w->dir, diag_last());
+	/* An unreadable fence cannot prove ownership: do not acknowledge. That is an IO
+	 * failure (the WAL turns read-only until reopened), not proof of a newer owner. */
+	char why[WAL_MSG_MAX];
+	snprintf(why, sizeof(why), "%s", diag_last());
+	return diag_set(rc == STRATA_ECORRUPT ? STRATA_ECORRUPT : STRATA_EIO, "wal: %s: cannot confirm "
+			"ownership (%s); appends in flight have an unknown outcome", w->dir, why);
 }
 
 int
