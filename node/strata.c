@@ -175,6 +175,8 @@ strata_options_init(strata_options *o)
 	o->merge_max_inputs = 8;
 	o->delete_bytes_per_s = 256ull << 20;
 	o->threads = STRATA_THREADS_DEFAULT;
+	o->group_commit_wait_us = 200;
+	o->max_open_wal_files = 512;
 }
 
 #ifndef STRATA_CORE_ONLY

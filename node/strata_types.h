@@ -109,6 +109,12 @@ typedef struct strata_options {
 	 *  by every shard (default 0 = unlimited); a policy's background_io_mib_per_s
 	 *  replaces it while that policy runs. */
 	uint64_t background_io_bytes_per_s;
+	/** The background IO budget's automatic mode: the rate starts at
+	 *  background_io_bytes_per_s (0: 1 GiB/s), halves while the WAL's fdatasyncs (a window's median) take
+	 *  over 4x their baseline and over 1 ms, and climbs back a sixteenth per 8 syncs
+	 *  otherwise (floor: 1/64 of that, at least 4 MiB/s). A policy's background_io_mib_per_s =
+	 *  "auto" turns it on, a number fixes the rate. */
+	int background_io_auto;
 	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in
 	 *  default policy; otherwise a policy file's path. With a policy, strata_open runs
 	 *  the policy runtime on a libev loop on a thread of its own. */
@@ -134,6 +140,15 @@ typedef struct strata_options {
 	uint64_t seed;
 	/** How strata_step measures its budget: STRATA_STEP_AUTO, _TIME or _WORK. */
 	int step_meter;
+	/** STRATA_SYNC_FSYNC group commit: the longest the writer that leads a group waits for
+	 *  the writers the previous group carried, so that one fdatasync acknowledges them
+	 *  all (at most half the last fdatasync's time; default 200 us; 0 = never waits). */
+	uint32_t group_commit_wait_us;
+	/** Most WAL segment files held open at once over all shards (default 512; 0 = one
+	 *  per shard, unbounded): the least recently appended idle shard's is closed to make
+	 *  room and reopened by its next append, so 10 000 shards fit the default limit of
+	 *  1024 descriptors. */
+	uint32_t max_open_wal_files;
 } strata_options;
 
 /** One row as passed to append and returned by scan. */

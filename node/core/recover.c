@@ -144,6 +144,9 @@ shard_load_state(struct shard *s)
 		.segment_bytes = cfg->wal_segment_bytes,
 		.max_entry_bytes = 0,
 		.external_sync = cfg->external_sync,
+		.group_wait_us = cfg->group_commit_wait_us,
+		.observe = cfg->run.limiter,
+		.fdcache = cfg->wal_fds,
 	};
 	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
 }

@@ -26,6 +26,7 @@ struct shard;
 struct shard_plan;
 struct reaper;
 struct trace;
+struct wal_fdcache;
 
 /** What a shard needs from its store. */
 struct shard_config {
@@ -52,6 +53,10 @@ struct shard_config {
 	uint32_t merge_max_inputs;
 	/** Where objects the manifest no longer names go to be deleted (the store's). */
 	struct reaper *reaper;
+	/** The store's budget of open WAL descriptors (NULL: none). */
+	struct wal_fdcache *wal_fds;
+	/** Longest a group commit waits for the previous group's writers, us (0: never). */
+	uint32_t group_commit_wait_us;
 	/** STRATA_SYNC_INTERVAL without a WAL thread: the store calls shard_sync_written. */
 	int external_sync;
 	/** The store's event trace. */

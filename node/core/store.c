@@ -4,10 +4,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include "reaper.h"
 #include "../lib/trace.h"
 #include "shard.h"
+#include "wal.h"
 #include "store.h"
 
 struct store {
@@ -54,6 +57,14 @@ struct store {
 	atomic_int reaper_driven;
 	/** Every engine event, hashed (strata_trace_hash). */
 	struct trace trace;
+	/** The budget of open WAL segment descriptors (options.max_open_wal_files). */
+	struct wal_fdcache *wal_fds;
+	/** STRATA_SYNC_INTERVAL with threads: the one thread that syncs every shard's WAL
+	 *  (not one per shard), its stop flag and wakeup (CLOCK_MONOTONIC). */
+	pthread_t syncer;
+	int syncer_started, syncer_stop;
+	pthread_mutex_t syncer_mu;
+	pthread_cond_t syncer_cv;
 };
 
 /** File in the data directory whose flock marks the directory's one owner. */
@@ -70,6 +81,8 @@ struct strata_plan {
 	uint32_t shard;
 };
 
+
+static int store_syncer_start(struct store *db);
 
 /* ---------- the directory lock ---------- */
 
@@ -320,6 +333,10 @@ store_open_in(const strata_options *o, struct store **out)
 		rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_hold_ns);
 	if (rc == 0)
 		rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_wait_ns);
+	if (rc == 0 && o->max_open_wal_files != 0)
+		rc = wal_fdcache_new(o->max_open_wal_files, &db->wal_fds);
+	if (rc == 0 && o->background_io_auto)
+		ratelimit_set_auto(db->io_limit, 1, o->background_io_bytes_per_s);
 	/* 3. Read and check every shard before writing anything. */
 	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
 		struct shard_config cfg;
@@ -340,7 +357,11 @@ store_open_in(const strata_options *o, struct store **out)
 		cfg.merge_max_inputs = o->merge_max_inputs;
 		cfg.reaper = db->reaper;
 		cfg.run.limiter = db->io_limit;
-		cfg.external_sync = o->threads == 0; /* no threads at all: the step syncs */
+		/* The WALs start no sync thread: the store's one syncer (or, with no threads
+		 * at all, strata_step) syncs them every interval. */
+		cfg.external_sync = 1;
+		cfg.group_commit_wait_us = o->group_commit_wait_us;
+		cfg.wal_fds = db->wal_fds;
 		cfg.trace = &db->trace;
 		cfg.excl_hold_ns = db->excl_hold_ns;
 		cfg.excl_wait_ns = db->excl_wait_ns;
@@ -374,8 +395,72 @@ store_open_in(const strata_options *o, struct store **out)
 	}
 	db->lock_fd = lk.fd;
 	db->opt.dir = db->dir;
+	if (o->sync == STRATA_SYNC_INTERVAL && o->threads != 0 && (rc = store_syncer_start(db)) != 0) {
+		store_close(db);
+		return rc;
+	}
 	*out = db;
 	return 0;
+}
+
+/** The interval sync of every shard's WAL, every sync_interval_ms. */
+static void *
+store_syncer_main(void *arg)
+{
+	struct store *db = arg;
+	env_enter(db->env_ops);
+	pthread_mutex_lock(&db->syncer_mu);
+	while (!db->syncer_stop) {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)db->opt.sync_interval_ms * 1000000ull;
+		dl.tv_sec += (time_t)(ns / 1000000000ull);
+		dl.tv_nsec = (long)(ns % 1000000000ull);
+		while (!db->syncer_stop &&
+		       pthread_cond_timedwait(&db->syncer_cv, &db->syncer_mu, &dl) != ETIMEDOUT)
+			;
+		if (db->syncer_stop)
+			break;
+		pthread_mutex_unlock(&db->syncer_mu);
+		for (uint32_t i = 0; i < db->nshards; i++)
+			shard_sync_written(db->shards[i]);
+		pthread_mutex_lock(&db->syncer_mu);
+	}
+	pthread_mutex_unlock(&db->syncer_mu);
+	return NULL;
+}
+
+/** Start the interval syncer (STRATA_SYNC_INTERVAL with threads). */
+static int
+store_syncer_start(struct store *db)
+{
+	pthread_mutex_init(&db->syncer_mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&db->syncer_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	int e = pthread_create(&db->syncer, NULL, store_syncer_main, db);
+	if (e != 0)
+		return diag_set(diag_errno(e), "strata_open: cannot start the WAL sync thread: %s",
+				strerror(e));
+	db->syncer_started = 1;
+	return 0;
+}
+
+static void
+store_syncer_stop(struct store *db)
+{
+	if (!db->syncer_started)
+		return;
+	pthread_mutex_lock(&db->syncer_mu);
+	db->syncer_stop = 1;
+	pthread_cond_broadcast(&db->syncer_cv);
+	pthread_mutex_unlock(&db->syncer_mu);
+	pthread_join(db->syncer, NULL);
+	db->syncer_started = 0;
+	pthread_cond_destroy(&db->syncer_cv);
+	pthread_mutex_destroy(&db->syncer_mu);
 }
 
 static void
@@ -383,9 +468,11 @@ store_close_in(struct store *db)
 {
 	if (db == NULL)
 		return;
+	store_syncer_stop(db); /* before the shards: it syncs them */
 	for (uint32_t i = 0; i < db->nshards; i++)
 		shard_close(db->shards[i]);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
+	wal_fdcache_delete(db->wal_fds);
 	ratelimit_delete(db->io_limit);
 	hist_delete(db->excl_hold_ns);
 	hist_delete(db->excl_wait_ns);
@@ -814,6 +901,12 @@ void
 store_set_io_rate(struct store *db, uint64_t bytes_per_s)
 {
 	ratelimit_set(db->io_limit, bytes_per_s);
+}
+
+void
+store_set_io_auto(struct store *db, uint64_t ceiling)
+{
+	ratelimit_set_auto(db->io_limit, 1, ceiling);
 }
 
 void

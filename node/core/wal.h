@@ -66,6 +66,16 @@
 #include "../strata_types.h"
 
 struct wal;
+struct ratelimit;
+/** A budget of open segment descriptors shared by the WALs of a store. */
+struct wal_fdcache;
+
+/** A budget of max open segment descriptors (least recently used idle ones close). */
+int wal_fdcache_new(unsigned max, struct wal_fdcache **out);
+/** Free a budget no WAL uses any more. Safe on NULL. */
+void wal_fdcache_delete(struct wal_fdcache *c);
+/** Descriptors open now, closed to make room, and reopened since the start. */
+void wal_fdcache_stats(struct wal_fdcache *c, unsigned *open, uint64_t *evictions, uint64_t *reopens);
 
 /** How to open a WAL. */
 struct wal_options {
@@ -81,6 +91,16 @@ struct wal_options {
 	uint64_t max_entry_bytes;
 	/** Owner epoch for wal_open (wal_scan_open + wal_start); 0 = a WAL without an owner. */
 	uint64_t epoch;
+	/** The descriptor budget the segment descriptor counts against (wal_fdcache_new;
+	 *  NULL: none). An idle WAL's descriptor may be closed to make room for another's
+	 *  and is reopened by its next append. */
+	struct wal_fdcache *fdcache;
+	/** The background IO budget told how long each fdatasync took (its automatic mode
+	 *  backs off when they slow down; NULL: nobody). */
+	struct ratelimit *observe;
+	/** STRATA_SYNC_FSYNC: longest a group commit's leader waits for the writers of the
+	 *  previous group (at most half the last fdatasync), microseconds; 0 = never. */
+	uint32_t group_wait_us;
 	/** STRATA_SYNC_INTERVAL: start no sync thread; the owner calls wal_sync_written every
 	 *  interval (inline mode). */
 	int external_sync;

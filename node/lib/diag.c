@@ -1,5 +1,8 @@
 #include "diag.h"
 
+#include <errno.h>
+#include <sys/resource.h>
+
 #include "env.h"
 
 #include <errno.h>
@@ -39,6 +42,11 @@ diag_errno(int err)
 int
 diag_sys(int err, const char *what, const char *path)
 {
+	struct rlimit rl;
+	if ((err == EMFILE || err == ENFILE) && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		return diag_set(diag_errno(err), "%s %s: %s: the process may hold %llu descriptors "
+				"(ulimit -n; fewer shards, a lower max_open_wal_files, or a higher limit)",
+				what, path, strerror(err), (unsigned long long)rl.rlim_cur);
 	return diag_set(diag_errno(err), "%s %s: %s", what, path, strerror(err));
 }
 

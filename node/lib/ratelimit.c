@@ -25,6 +25,16 @@ struct ratelimit {
 	uint64_t filled_ns;
 	/** Bytes taken and nanoseconds waited since the start. */
 	uint64_t bytes, waited_ns;
+	/** Automatic mode (ratelimit_set_auto), its ceiling and floor, bytes/s. */
+	int automatic;
+	uint64_t ceiling, floor;
+	/** Automatic mode: the baseline sync time and env.mono_ns() of the last
+	 *  observation, ns; this window's syncs. */
+	uint64_t base_ns, last_obs_ns;
+	uint64_t win[RATELIMIT_AUTO_WINDOW];
+	unsigned win_n;
+	/** Automatic mode: halvings and raises so far. */
+	uint64_t downs, ups;
 };
 
 /** Burst allowed: 50 ms of the rate, at least 256 KiB. */
@@ -63,8 +73,83 @@ ratelimit_set(struct ratelimit *r, uint64_t bytes_per_s)
 {
 	pthread_mutex_lock(&r->mu);
 	r->rate = bytes_per_s;
+	r->automatic = 0; /* a fixed rate ends the automatic mode */
 	if (r->tokens > ratelimit_burst(bytes_per_s))
 		r->tokens = ratelimit_burst(bytes_per_s);
+	pthread_mutex_unlock(&r->mu);
+}
+
+void
+ratelimit_set_auto(struct ratelimit *r, int on, uint64_t ceiling)
+{
+	pthread_mutex_lock(&r->mu);
+	r->automatic = on;
+	if (on) {
+		r->ceiling = ceiling ? ceiling : RATELIMIT_AUTO_CEILING;
+		r->floor = r->ceiling / 64 > (4u << 20) ? r->ceiling / 64 : (4u << 20);
+		if (r->floor > r->ceiling)
+			r->floor = r->ceiling;
+		r->rate = r->ceiling;
+		r->base_ns = 0;
+		r->win_n = 0;
+		r->last_obs_ns = env.mono_ns();
+		if (r->tokens > ratelimit_burst(r->rate))
+			r->tokens = ratelimit_burst(r->rate);
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
+int
+ratelimit_is_auto(struct ratelimit *r)
+{
+	pthread_mutex_lock(&r->mu);
+	int on = r->automatic;
+	pthread_mutex_unlock(&r->mu);
+	return on;
+}
+
+void
+ratelimit_observe(struct ratelimit *r, uint64_t sync_ns)
+{
+	if (r == NULL)
+		return;
+	pthread_mutex_lock(&r->mu);
+	if (!r->automatic) {
+		pthread_mutex_unlock(&r->mu);
+		return;
+	}
+	r->last_obs_ns = env.mono_ns();
+	/* The baseline drops to a new low at once and creeps up 1/256 per sync, so it
+	 * follows a device that got slower without taking a burst for the norm. */
+	if (r->base_ns == 0 || sync_ns < r->base_ns)
+		r->base_ns = sync_ns ? sync_ns : 1;
+	else
+		r->base_ns += r->base_ns / 256 + 1;
+	r->win[r->win_n++] = sync_ns;
+	if (r->win_n >= RATELIMIT_AUTO_WINDOW) {
+		/* The window's median: one slow sync is the device's noise, most of them
+		 * slow is writeback in the way. */
+		uint64_t *w = r->win;
+		for (unsigned i = 1; i < RATELIMIT_AUTO_WINDOW; i++)
+			for (unsigned j = i; j > 0 && w[j - 1] > w[j]; j--) {
+				uint64_t t = w[j];
+				w[j] = w[j - 1];
+				w[j - 1] = t;
+			}
+		uint64_t median = w[RATELIMIT_AUTO_WINDOW / 2];
+		if (median > 4 * r->base_ns && median > 1000000u) {
+			uint64_t next = r->rate / 2;
+			r->rate = next > r->floor ? next : r->floor;
+			r->downs++;
+			if (r->tokens > ratelimit_burst(r->rate))
+				r->tokens = ratelimit_burst(r->rate);
+		} else if (r->rate < r->ceiling) {
+			uint64_t next = r->rate + r->ceiling / 16;
+			r->rate = next < r->ceiling ? next : r->ceiling;
+			r->ups++;
+		}
+		r->win_n = 0;
+	}
 	pthread_mutex_unlock(&r->mu);
 }
 
@@ -100,6 +185,8 @@ ratelimit_acquire(struct ratelimit *r, uint64_t bytes)
 	pthread_mutex_lock(&r->mu);
 	r->bytes += bytes;
 	ratelimit_fill(r);
+	if (r->automatic && r->rate < r->ceiling && r->filled_ns - r->last_obs_ns > 1000000000ull)
+		r->rate = r->ceiling; /* no sync for a second: no foreground to protect */
 	if (r->rate == 0) {
 		pthread_mutex_unlock(&r->mu);
 		return 0;

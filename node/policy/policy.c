@@ -441,8 +441,13 @@ policy_check_setting(struct policy *p, lua_State *L, int i, double *vals, struct
 	const struct policy_setting_spec *s = &policy_specs[i];
 	char where[600];
 	policy_where(p, s->name, where, sizeof(where));
+	if (i == SET_IO && lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "auto") == 0) {
+		vals[i] = POLICY_IO_AUTO;
+		return;
+	}
 	if (lua_type(L, -1) != LUA_TNUMBER) {
-		policy_err(e, "%s: %s must be a number, not %s", where, s->name, luaL_typename(L, -1));
+		policy_err(e, "%s: %s must be a number%s, not %s", where, s->name,
+			   i == SET_IO ? " or \"auto\"" : "", luaL_typename(L, -1));
 		return;
 	}
 	double v = lua_tonumber(L, -1);
@@ -984,7 +989,8 @@ policy_describe(const struct policy *p, char *buf, size_t len)
 			 s->flush_interval_s, s->sweep_interval_s, s->merge_after_generations,
 			 s->merge_max_generations, (unsigned long long)s->memtable_max_bytes, s->base_max_runs,
 			 s->background_io_mib_per_s < 0 ? 0 : s->background_io_mib_per_s,
-			 s->background_io_mib_per_s < 0 ? " (not set: the store's option)"
+			 s->background_io_mib_per_s == POLICY_IO_AUTO ? " (auto)"
+			 : s->background_io_mib_per_s < 0 ? " (not set: the store's option)"
 			 : s->background_io_mib_per_s == 0 ? " (unlimited)" : "");
 	for (int h = 0; h < POLICY_HOOK_COUNT && n >= 0 && (size_t)n < len; h++)
 		n += snprintf(buf + n, len - (size_t)n, "%s = %s\n", policy_hook_names[h],

@@ -17,6 +17,9 @@ struct policy;
 struct policy_run;
 
 /** The resolved settings of a policy (policy.c fills them from the script). */
+/** background_io_mib_per_s = "auto": the budget's automatic mode (lib/ratelimit.h). */
+#define POLICY_IO_AUTO (-2.0)
+
 struct runtime_settings {
 	/** Seconds between seals of a non-empty memtable (0 = never). */
 	double flush_interval_s;
@@ -31,7 +34,7 @@ struct runtime_settings {
 	/** Base runs that trigger a compaction (0 = off). */
 	uint32_t base_max_runs;
 	/** Budget of background writes, MiB/s (0 = unlimited; -1 = not set: the store's
-	 *  background_io_bytes_per_s option stays). */
+	 *  background_io_bytes_per_s option stays; POLICY_IO_AUTO = "auto"). */
 	double background_io_mib_per_s;
 };
 

@@ -525,9 +525,16 @@ rt_apply_settings(struct runtime *rt, int first)
 		store_set_merge_cap(rt->db, s->merge_max_generations);
 	/* The background IO budget follows the policy live; unset, the store's option. */
 	if (first || s->background_io_mib_per_s != rt->armed.background_io_mib_per_s)
-		store_set_io_rate(rt->db, s->background_io_mib_per_s < 0
-						  ? store_options(rt->db)->background_io_bytes_per_s
-						  : (uint64_t)(s->background_io_mib_per_s * 1048576.0));
+	{
+		const strata_options *so = store_options(rt->db);
+		if (s->background_io_mib_per_s == POLICY_IO_AUTO ||
+		    (s->background_io_mib_per_s < 0 && so->background_io_auto))
+			store_set_io_auto(rt->db, so->background_io_bytes_per_s);
+		else
+			store_set_io_rate(rt->db, s->background_io_mib_per_s < 0
+							  ? so->background_io_bytes_per_s
+							  : (uint64_t)(s->background_io_mib_per_s * 1048576.0));
+	}
 	rt->armed = *s;
 	rt_rearm(rt, now);
 }

@@ -23,7 +23,9 @@
  * runs on a machine whose capacity varies from run to run),
  * BENCH_STALL_SETTLE_S (3: seconds of quiet after the backlog is built and synced, and
  * after an engine's directory is removed),
- * BENCH_STALL_ENGINES ("strata,rocksdb"), BENCH_DIR (data directory);
+ * BENCH_STALL_ENGINES ("strata,rocksdb"), BENCH_DIR (data directory), BENCH_STALL_IO_AUTO
+ * (1: strata's background IO budget in its automatic mode, which backs off while the
+ * WAL's syncs slow down; unset: unlimited);
  * experiments on strata's writeback: BENCH_STALL_BYTES_PER_SYNC (bytes; unset = the fs
  * store's default, 0 = off: the whole run is written back by its final fsync, as
  * before incremental writeback), BENCH_STALL_SFR (how the bench's env seam passes the
@@ -86,6 +88,8 @@ struct workload {
 	enum sfr_mode sfr;
 	/** IO priority (ioprio_set value) of strata's merge thread; 0 = left as it is. */
 	int merge_ioprio;
+	/** strata's background IO budget in its automatic mode (BENCH_STALL_IO_AUTO=1). */
+	int io_auto;
 };
 
 /** One paced append: when it was meant to go and how long it took from then. */
@@ -644,6 +648,7 @@ run_engine(enum engine engine, struct result *res)
 		if (rc != 0)
 			goto fail;
 		o.sync = STRATA_SYNC_FSYNC;
+		o.background_io_auto = WL.io_auto;
 		o.merge_max_inputs = (uint32_t)(WL.gens < 2 ? 2 : WL.gens);
 		if ((rc = strata_open(&o, &t.db)) != 0) {
 			snprintf(err, sizeof(err), "strata_open %.300s: %s: %.150s", dir, strata_strerror(rc),
@@ -839,6 +844,7 @@ main(void)
 	WL.pct = bench_env_u64("BENCH_STALL_PCT", 40);
 	WL.settle_s = bench_env_u64("BENCH_STALL_SETTLE_S", 3);
 	WL.rate = bench_env_u64("BENCH_STALL_RATE", 0);
+	WL.io_auto = (int)bench_env_u64("BENCH_STALL_IO_AUTO", 0);
 	WL.bytes_per_sync = bps != NULL && *bps != '\0' ? bench_env_u64("BENCH_STALL_BYTES_PER_SYNC", 0)
 						    : UINT64_MAX;
 	WL.rocksdb_bytes_per_sync = bench_env_u64("BENCH_STALL_ROCKSDB_BYTES_PER_SYNC", 0);
@@ -905,11 +911,13 @@ main(void)
 	       W_VALUE_BYTES, WL.pct, WL.cap_s, WL.idle_s, WL.settle_s);
 	printf("strata : 1 shard, sync=STRATA_SYNC_FSYNC (ack after fdatasync), merge_max_inputs=%"
 	       PRIu64 ", one strata_prepare_merge + strata_commit_merge of everything; "
-	       "bytes_per_sync %s, sync_file_range flags %s, merge thread IO priority %s\n",
+	       "bytes_per_sync %s, sync_file_range flags %s, merge thread IO priority %s, "
+	       "background IO budget %s\n",
 	       WL.gens < 2 ? 2 : WL.gens, bps_s,
 	       WL.sfr == SFR_WRITE ? "WRITE" : WL.sfr == SFR_WAIT_ALL ? "WAIT_BEFORE|WRITE|WAIT_AFTER"
 								     : "WAIT_BEFORE|WRITE",
-	       prio != NULL && *prio != '\0' ? prio : "unchanged");
+	       prio != NULL && *prio != '\0' ? prio : "unchanged",
+	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : "unlimited");
 	printf("rocksdb: WriteOptions sync=1 (WAL fsync per put), auto compactions off, L0 "
 	       "slowdown/stop triggers 1000, zstd, 64 KiB blocks, bloom 10, bytes_per_sync %" PRIu64
 	       ", no rate limiter; one rocksdb_compact_range of everything\n",

@@ -46,7 +46,7 @@
 /** Keys of the workload. */
 #define NKEYS 24
 /** Values of the workload: the key, the op that wrote it, padding. */
-#define VAL_CAP 512
+#define VAL_CAP 2600
 /** Most failures printed per sweep. */
 #define MAX_REPORTS 8
 
@@ -54,10 +54,10 @@
 
 /** Kinds of call the layer counts and can fail. */
 enum { K_OPEN, K_PREAD, K_PWRITE, K_FSYNC, K_FDATASYNC, K_FTRUNCATE, K_RENAME, K_LINK,
-       K_UNLINK, K_MKDIR, K_OPENDIR, K_NKINDS };
+       K_UNLINK, K_MKDIR, K_OPENDIR, K_SFR, K_NKINDS };
 static const char *const kind_names[K_NKINDS] = {
 	"open", "pread", "pwrite", "fsync", "fdatasync", "ftruncate", "rename", "link",
-	"unlink", "mkdir", "opendir",
+	"unlink", "mkdir", "opendir", "sync_file_range",
 };
 /** Where a call goes: the WAL directory, the object store, elsewhere; D_ANY matches all. */
 enum { D_OTHER, D_WAL, D_OBJ, D_NDOMAINS, D_ANY = D_NDOMAINS };
@@ -309,6 +309,30 @@ w_fdatasync(int fd)
 	return w_sync(K_FDATASYNC, fd, real.fdatasync);
 }
 
+/** Incremental writeback: makes nothing durable (the power-loss model ignores it), but
+ *  a failure must fail the object's write. */
+static int
+w_sfr(int fd, off_t off, off_t n, unsigned int flags)
+{
+	int act = fault_check(K_SFR, fd_dom(fd));
+	if (act == ACT_DEAD || act == ACT_FAIL || act == ACT_EINTR) {
+		errno = fail_errno(act);
+		return -1;
+	}
+	return real.sync_file_range != NULL ? real.sync_file_range(fd, off, n, flags) : 0;
+}
+
+/** The local object store with writeback every 4 KiB, so the small runs of the workload
+ *  call sync_file_range too. */
+static int
+w_objstore_new(const char *dir, struct objstore **out)
+{
+	int rc = objstore_fs_new(dir, out);
+	if (rc == 0)
+		rc = objstore_fs_set_bytes_per_sync(*out, 4096);
+	return rc;
+}
+
 static int
 w_ftruncate(int fd, off_t len)
 {
@@ -407,6 +431,8 @@ fault_reset(void)
 	env.mkdir = w_mkdir;
 	env.opendir = w_opendir;
 	env.readdir = w_readdir;
+	env.sync_file_range = w_sfr;
+	env.objstore_new = w_objstore_new;
 }
 
 /** Arm: the nth call of kind in domain acts with mode (err for M_FAIL). Counts restart. */
@@ -547,14 +573,23 @@ key_name(char *dst, int k)
 	snprintf(dst, 16, "key%03d", k);
 }
 
+/** Sweeps of the incremental writeback write values of about 2 KiB that compress
+ *  badly, so that run files pass the 4 KiB writeback step. */
+static int big_values;
+
 /** Value written for key k by op: "<key>@<op>" padded; every 3rd op writes a long one. */
 static size_t
 value_of(char *dst, int k, int op)
 {
 	int n = snprintf(dst, VAL_CAP, "key%03d@%d:", k, op);
 	size_t len = (size_t)n, want = (op % 3 == 0) ? 300 + (size_t)(k * 7) % 100 : 20 + (size_t)k;
-	for (; len < want; len++)
-		dst[len] = (char)('a' + (len * 31 + (size_t)op) % 26);
+	if (big_values)
+		want = 2000 + (size_t)(k * 37) % 400;
+	for (uint64_t h = (uint64_t)k * 0x9e3779b97f4a7c15ull + (uint64_t)op; len < want; len++) {
+		h = h * 6364136223846793005ull + 1442695040888963407ull;
+		dst[len] = big_values ? (char)('!' + (h >> 33) % 90)
+				      : (char)('a' + (len * 31 + (size_t)op) % 26);
+	}
 	return len;
 }
 
@@ -960,6 +995,24 @@ TEST(clean_run_counts_calls)
 	CHECK(totals[K_PWRITE][D_OBJ] >= 3);
 }
 
+TEST(writeback_eio_fails_the_object_write_and_loses_nothing)
+{
+	/* Its own clean run, with values that make run files pass the writeback step. */
+	big_values = 1;
+	measured = 0;
+	REQUIRE_EQ(measure(), 0);
+	printf("#   clean run with 2 KiB values: sync_file_range %ld (objects %ld)\n",
+	       totals[K_SFR][D_ANY], totals[K_SFR][D_OBJ]);
+	CHECK(totals[K_SFR][D_OBJ] >= 3);
+	struct sweep s = sweep(K_SFR, D_ANY, M_FAIL, EIO, END_POWER_LOSS);
+	check_sweep(s, totals[K_SFR][D_ANY]);
+	/* The kernel reports a writeback error once: the write it hit must fail. */
+	CHECK_EQ(s.with_errors, s.fired);
+	big_values = 0;
+	measured = 0;
+	REQUIRE_EQ(measure(), 0);
+}
+
 TEST(wal_write_eio_turns_shard_readonly_and_loses_nothing)
 {
 	struct sweep s = sweep(K_PWRITE, D_WAL, M_FAIL, EIO, END_POWER_LOSS);
@@ -1188,6 +1241,7 @@ main(int argc, char **argv)
 	RUN(wal_fdatasync_eio_is_never_retried_as_safe);
 	RUN(enospc_on_any_write_fails_cleanly);
 	RUN(fsync_eio_fails_the_operation_and_loses_nothing);
+	RUN(writeback_eio_fails_the_object_write_and_loses_nothing);
 	RUN(torn_write_at_crash_keeps_acknowledged_rows);
 	RUN(crash_before_any_write_keeps_acknowledged_rows);
 	RUN(short_writes_and_reads_are_completed);

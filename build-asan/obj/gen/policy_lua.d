@@ -1,1 +1,0 @@
-build-asan/obj/gen/policy_lua.o: build-asan/gen/policy_lua.c

@@ -1,8 +1,0 @@
-build-asan/obj/node/lib/buf.o: node/lib/buf.c node/lib/buf.h \
-  node/lib/../strata_types.h node/lib/env.h
-
-node/lib/buf.h:
-
-node/lib/../strata_types.h:
-
-node/lib/env.h:

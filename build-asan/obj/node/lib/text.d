@@ -1,3 +1,0 @@
-build-asan/obj/node/lib/text.o: node/lib/text.c node/lib/text.h
-
-node/lib/text.h:

@@ -1,1 +1,0 @@
-build-tsan/obj/gen/policy_lua.o: build-tsan/gen/policy_lua.c
