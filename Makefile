@@ -167,7 +167,7 @@ unit: deps all $(UNIT_BIN)
 # through their own ASan+UBSan libFuzzer builds, so both run in plain builds only.
 ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
-              "sh tests/node/second_opener.sh"
+              "sh tests/node/second_opener.sh" "sh tests/node/checkpoint.sh"
 BUILD_CHECK := "sh tests/build/check_build.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif

@@ -45,6 +45,9 @@ struct api_options {
 	struct host *rt_host;
 	/** Bearer token required by mutating endpoints; NULL = no auth. */
 	const char *token;
+	/** The directory (a canonical absolute path) POST /v1/checkpoint writes under; NULL:
+	 *  checkpoints over HTTP are refused. */
+	const char *checkpoint_root;
 };
 
 /** The endpoints' state. The server's loop thread only, except the histograms (any
@@ -64,6 +67,8 @@ struct api {
 	char *token;
 	/** Length of token. */
 	size_t token_len;
+	/** Where POST /v1/checkpoint writes (strdup'ed), or NULL: refused. */
+	char *checkpoint_root;
 	/** Latency of strata_append_seq calls made for POST rows, ns. */
 	struct hist *append_ns;
 	/** Latency of strata_get calls made for GET rows/{key}, ns. */
