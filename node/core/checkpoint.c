@@ -435,8 +435,11 @@ ckpt_run(struct ckpt *ck, struct shard *const *shards, uint32_t n)
 		rc = ckpt_mkdir(ck, path);
 	for (uint32_t i = 0; rc == 0 && i < n; i++)
 		rc = ckpt_shard(ck, shards[i]);
-	if (rc == 0)
-		rc = store_meta_write(ck->tmp, n, 1);
+	if (rc == 0 && (rc = store_meta_write(ck->tmp, n, 1)) != 0) {
+		char why[1024];
+		snprintf(why, sizeof(why), "%s", diag_last());
+		diag_set(rc, "checkpoint: writing the store's shape: %s", why);
+	}
 	/* Deepest first: every name is durable in its directory before the rename. */
 	for (uint32_t i = ck->ndirs; rc == 0 && i > 0; i--)
 		rc = ckpt_sync_dir(ck->dirs[i - 1]);
