@@ -565,6 +565,35 @@ TEST(later_writes_and_merges_leave_the_checkpoint_unchanged)
 	db_close(ck);
 }
 
+TEST(merges_in_the_checkpoint_leave_the_original_unchanged)
+{
+	char *src = tdir(), *parent = tdir(), dst[4200], objs[4300];
+	snprintf(dst, sizeof(dst), "%s/ckpt", parent);
+	snprintf(objs, sizeof(objs), "%s/objects", src);
+	strata_options o = opts_for(src);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_shard(db, 0, "big", 0, 150, "v1", 65000), 0); /* over the reaper's 8 MiB step */
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	REQUIRE_EQ(put_shard(db, 0, "k", 0, 50, "v1", 40), 0);
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	REQUIRE_EQ(strata_checkpoint(db, dst), 0);
+	uint64_t h0 = tree_hash(objs, "", 0xcbf29ce484222325ull);
+	/* The checkpoint, opened, folds and deletes the generations it shares with the original. */
+	strata *ck = open_checkpoint(dst);
+	REQUIRE(ck != NULL);
+	REQUIRE_EQ(put_shard(ck, 0, "k", 0, 50, "v2", 40), 0);
+	REQUIRE_EQ(strata_merge(ck, 0, 0, NULL), 0);
+	CHECK_EQ(count_objects(dst, "gen/"), 0);
+	db_close(ck);
+	CHECK(tree_hash(objs, "", 0xcbf29ce484222325ull) == h0);
+	CHECK_EQ(strata_check(db, 0), 0);
+	CHECK_EQ(shard_wrong(db, 0, "big", 0, 150, 1), 0);
+	CHECK_EQ(strata_merge(db, 0, 0, NULL), 0); /* reads every block of both generations */
+	CHECK_EQ(shard_rows(db, 0), 200);
+	db_close(db);
+}
+
 /* ---------------------------------------------------------------- failures */
 
 TEST(failure_at_any_file_operation_leaves_no_directory)
@@ -701,6 +730,7 @@ main(int argc, char **argv)
 	T(checkpoint_holds_exactly_the_acknowledged_rows);
 	T(merge_committing_mid_checkpoint_deletes_nothing_linked);
 	T(later_writes_and_merges_leave_the_checkpoint_unchanged);
+	T(merges_in_the_checkpoint_leave_the_original_unchanged);
 	T(failure_at_any_file_operation_leaves_no_directory);
 	T(refused_hard_link_falls_back_to_a_copy);
 	T(bad_targets_are_refused);
