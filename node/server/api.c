@@ -1463,11 +1463,14 @@ ckpt_done(void *arg)
 	env.free(j);
 }
 
-/** 1 when name is one path component of [A-Za-z0-9._-], 1..255 bytes, not starting with '.'. */
+/** 1 when name is one path component of [A-Za-z0-9._-], 1..255 bytes, not starting with '.'
+ *  and not ending with ".partial" (the name of a checkpoint being written). */
 static int
 ckpt_name_ok(const char *name, size_t n)
 {
-	if (n == 0 || n > 255 || name[0] == '.')
+	static const char partial[] = ".partial";
+	if (n == 0 || n > 255 || name[0] == '.' ||
+	    (n >= sizeof(partial) - 1 && memcmp(name + n - (sizeof(partial) - 1), partial, sizeof(partial) - 1) == 0))
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		char c = name[i];
@@ -1546,7 +1549,8 @@ api_checkpoint(struct api *a, struct http_req *r)
 	if (!ckpt_name_ok(name, n) || memchr(name, '\0', n) != NULL) {
 		char d[700];
 		snprintf(d, sizeof(d), "a checkpoint goes into a new directory directly under %s: give its "
-			 "name (1..255 bytes of A-Z a-z 0-9 . _ -, not starting with '.') or %s/NAME",
+			 "name (1..255 bytes of A-Z a-z 0-9 . _ -, not starting with '.' nor ending with "
+			 "'.partial') or %s/NAME",
 			 a->checkpoint_root, a->checkpoint_root);
 		api_error(a, r, 400, "bad checkpoint directory", d);
 		buf_destroy(&dir);

@@ -108,7 +108,7 @@ check "an absolute ROOT/NAME: 200" "$code" 200
 ckpt "http://$addr/v1/checkpoint" -d '{"dir":"snap1"}'
 check "a name that exists: 409" "$code" 409
 grep -q "already exists" "$tmp/resp" && ok "the 409 says it exists" || bad "the 409 says it exists: $(cat "$tmp/resp")"
-for d in '../escape' '/tmp/elsewhere' '.hidden' 'a/b' '' "$croot/../x" 'sp ace'; do
+for d in '../escape' '/tmp/elsewhere' '.hidden' 'a/b' '' "$croot/../x" 'sp ace' 'x.partial'; do
 	ckpt "http://$addr/v1/checkpoint" -d "{\"dir\":\"$d\"}"
 	check "dir '$d' refused: 400" "$code" 400
 done
