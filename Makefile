@@ -172,7 +172,7 @@ unit: deps all $(UNIT_BIN)
 ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
               "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh" \
-              "sh tests/readme/run.sh"
+              "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh"
 BUILD_CHECK := "sh tests/build/check_build.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif

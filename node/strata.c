@@ -696,6 +696,14 @@ strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *mer
 }
 
 int
+strata_checkpoint(strata *db, const char *dir)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_checkpoint(db->store, dir);
+}
+
+int
 strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
 {
 	if (db == NULL)

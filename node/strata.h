@@ -89,6 +89,15 @@ void strata_abort_merge(strata *db, strata_plan *plan);
 int strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *merged);
 /** Prepare a base compaction of the oldest max_runs runs (0 = all); commit/abort as a merge. */
 int strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_plan **plan);
+/** Write a consistent, openable copy of the store into dir, which must not exist (its
+ *  parent must), while appends, seals and merges go on: every row acknowledged before
+ *  the call is in it; rows of appends in flight during the call are in it or not, whole
+ *  batches only (as after a crash); rows appended after it returns are not. Generations
+ *  and runs are hard links where the file system allows (copies otherwise); the WAL
+ *  after each shard's replay cursor is copied. Written into "dir.partial", fsynced, and
+ *  renamed to dir at the end: a failure leaves no dir (STRATA_EEXIST when dir or
+ *  dir.partial exists). Open the copy with strata_open like any store. */
+int strata_checkpoint(strata *db, const char *dir);
 /** Fill *out with the shard's statistics. */
 int strata_shard_stats(strata *db, uint32_t shard, strata_stats *out);
 /** Walk a shard's invariants (view against manifest, seq order, replay cursor);

@@ -49,6 +49,9 @@ serve_usage(FILE *f)
 		"  --log-format logfmt|json   format of log lines on stderr (default logfmt)\n"
 		"  --log-level debug|info|warn|error\n"
 		"                             lowest level logged (default info, or $STRATA_LOG_LEVEL)\n"
+		"  --checkpoint-dir ROOT      allow POST /v1/checkpoint to create checkpoints as new\n"
+		"                             directories directly under ROOT (an existing directory);\n"
+		"                             without it the endpoint is refused\n"
 		"  --ready-file FILE          write the bound HOST:PORT into FILE once listening\n"
 		"  --help                     this text\n"
 		"\n"
@@ -164,6 +167,8 @@ cmd_serve(int argc, char **argv)
 			o.token_file = val;
 		else if (strcmp(name, "--ready-file") == 0)
 			o.ready_file = val;
+		else if (strcmp(name, "--checkpoint-dir") == 0)
+			o.checkpoint_dir = val;
 		else if (strcmp(name, "--shards") == 0)
 			bad = parse_u32(val, 1, 65536, &o.shards);
 		else if (strcmp(name, "--sync") == 0) {

@@ -49,9 +49,7 @@ manifest_update_not_written(int rc)
 	       rc == STRATA_EINJECTED;
 }
 
-/** manifest_mu held: if an earlier manifest write may have landed unseen, reload the
- *  manifest and bring the view in line with it before anything builds on either. */
-static int
+int
 shard_resync(struct shard *s)
 {
 	if (!s->man_uncertain)

@@ -180,6 +180,11 @@ struct merge_cursor {
 	struct source *win;
 };
 
+/* shard.c */
+/** manifest_mu held: if an earlier manifest write may have landed unseen, reload the
+ *  manifest and bring the view in line with it before anything builds on either. */
+int shard_resync(struct shard *s);
+
 /* view.c */
 /** A fresh empty memtable slot with one reference; NULL on ENOMEM. */
 struct slot *slot_new(void);

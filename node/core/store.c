@@ -19,6 +19,7 @@
 #include "../strata_types.h"
 #include "../lib/hist.h"
 #include "../lib/ratelimit.h"
+#include "checkpoint.h"
 #include "reaper.h"
 #include "../lib/trace.h"
 #include "shard.h"
@@ -208,8 +209,7 @@ store_meta_read(const char *dir, uint32_t *shards)
 	return 0;
 }
 
-/** Record the shard count (write a temp file, rename it into place, sync the directory). */
-static int
+int
 store_meta_write(const char *dir, uint32_t shards, int sync)
 {
 	char path[4096], tmp[4200], text[128];
@@ -764,6 +764,12 @@ store_shard_stats_in(struct store *db, uint32_t shard, strata_stats *out)
 }
 
 static int
+store_checkpoint_in(struct store *db, const char *dir)
+{
+	return checkpoint_write(db->dir, db->shards, db->nshards, dir);
+}
+
+static int
 store_check_in(struct store *db, uint32_t shard)
 {
 	struct shard *s = NULL;
@@ -948,6 +954,7 @@ store_reaper_stats(struct store *db, uint64_t *pending, uint64_t *pending_bytes,
 }
 STORE_ENTRY(store_shard_stats, (struct store *db, uint32_t shard, strata_stats *out), (db, shard, out))
 STORE_ENTRY(store_check, (struct store *db, uint32_t shard), (db, shard))
+STORE_ENTRY(store_checkpoint, (struct store *db, const char *dir), (db, dir))
 
 void
 store_abort(struct store *db, strata_plan *plan)

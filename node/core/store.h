@@ -66,6 +66,11 @@ void store_abort(struct store *db, strata_plan *plan);
 int store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged);
 int store_shard_stats(struct store *db, uint32_t shard, strata_stats *out);
 int store_check(struct store *db, uint32_t shard);
+/** Write a consistent, openable copy of the store into dir (see strata_checkpoint). */
+int store_checkpoint(struct store *db, const char *dir);
+/** Record the shard count in <dir>/STORE (a temp file renamed into place; with sync, the
+ *  file and the directory fsynced). */
+int store_meta_write(const char *dir, uint32_t shards, int sync);
 /** Change the budget of background writes, bytes per second (0 = unlimited). */
 void store_set_io_rate(struct store *db, uint64_t bytes_per_s);
 /** Longest lock hold or wait the histograms of store_lock_hists tell apart, ns. */

@@ -51,6 +51,7 @@ env_default_open(const char *path, int flags, mode_t mode)
 	.unlink = unlink, \
 	.flock = flock, \
 	.mkdir = mkdir, \
+	.rmdir = rmdir, \
 	.opendir = opendir, \
 	.readdir = readdir, \
 	.closedir = closedir, \

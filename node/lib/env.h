@@ -39,6 +39,8 @@ struct env_ops {
 	int (*link)(const char *from, const char *to);
 	int (*unlink)(const char *path);
 	int (*mkdir)(const char *path, mode_t mode);
+	/** Remove an empty directory (a checkpoint that failed midway cleans up with it). */
+	int (*rmdir)(const char *path);
 	/** Advisory lock of a whole file (flock(2)): how a store owns its directory. */
 	int (*flock)(int fd, int op);
 	DIR *(*opendir)(const char *path);

@@ -831,6 +831,19 @@ lstrata_seal(lua_State *L)
 	return 1;
 }
 
+/** db:checkpoint(dir) -> true | nil, message, code (strata_checkpoint) */
+static int
+lstrata_checkpoint(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	const char *dir = luaL_checkstring(L, 2);
+	int rc = strata_checkpoint(d->db, dir);
+	if (rc != 0)
+		return lstrata_fail(L, rc);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /** db:merge(shard, {max_generations=}) -> generations merged | nil, message, code */
 static int
 lstrata_merge(lua_State *L)
@@ -1141,6 +1154,7 @@ static const luaL_Reg lstrata_db_methods[] = {
 	{"compact", lstrata_compact},
 	{"stats", lstrata_stats},
 	{"check", lstrata_check},
+	{"checkpoint", lstrata_checkpoint},
 	{"policy", lstrata_policy},
 	{"policy_info", lstrata_policy_info},
 	{"tick", lstrata_tick},

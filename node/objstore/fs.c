@@ -654,6 +654,12 @@ fs_shrink(struct objstore *os, const char *key, uint64_t size)
 	int fd = env.open(path, O_WRONLY, 0);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : diag_sys(errno, "open for truncation", path);
+	struct stat st;
+	if (env.fstat(fd, &st) == 0 && st.st_nlink > 1) {
+		/* Hard-linked elsewhere (a checkpoint): cutting it would cut the other name too. */
+		env.close(fd);
+		return 0;
+	}
 	if (env.ftruncate(fd, (off_t)size) != 0)
 		rc = diag_sys(errno, "truncate", path);
 	env.close(fd);

@@ -32,6 +32,7 @@ enum api_route_id {
 	API_R_SEAL,
 	API_R_MERGE,
 	API_R_SHARD_STATS,
+	API_R_CHECKPOINT,
 	/** Number of route ids (API_HANDLERS). */
 	API_R_COUNT
 };
@@ -41,7 +42,7 @@ static const char *const api_handler_names[API_R_COUNT] = {
 	[API_R_NONE] = "not_found",  [API_R_HEALTHZ] = "healthz", [API_R_METRICS] = "metrics",
 	[API_R_STATS] = "stats",     [API_R_POLICY] = "policy",   [API_R_ROWS] = "rows",
 	[API_R_ROW] = "row",         [API_R_SEAL] = "seal",       [API_R_MERGE] = "merge_wal",
-	[API_R_SHARD_STATS] = "shard_stats",
+	[API_R_SHARD_STATS] = "shard_stats", [API_R_CHECKPOINT] = "checkpoint",
 };
 
 /** Method label of each method index (api_method_index). */
@@ -287,6 +288,10 @@ api_route(const struct http_req *r, struct api_route *rt)
 		rt->id = API_R_POLICY;
 		return;
 	}
+	if (path_is(r, "/v1/checkpoint")) {
+		rt->id = API_R_CHECKPOINT;
+		return;
+	}
 	static const char pre[] = "/v1/shards/";
 	size_t pl = sizeof(pre) - 1;
 	if (r->path_len <= pl || memcmp(r->path, pre, pl) != 0)
@@ -348,6 +353,7 @@ route_methods(int id)
 		return API_M_GET | API_M_POST;
 	case API_R_SEAL:
 	case API_R_MERGE:
+	case API_R_CHECKPOINT:
 		return API_M_POST;
 	default:
 		return API_M_GET;
@@ -1614,6 +1620,171 @@ api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats 
 	buf_destroy(&out);
 }
 
+/* ---------- POST /v1/checkpoint ---------- */
+
+/*
+ * A checkpoint goes into a new directory directly under the root the node was started
+ * with (--checkpoint-dir; without one the endpoint is refused), never anywhere else: the
+ * request names it with "dir" (query or JSON body) as one path component of
+ * [A-Za-z0-9._-], not starting with '.', or as ROOT/NAME. It runs on the server host's
+ * background executor, so appends, reads and scans never queue behind its copying.
+ */
+
+/** One checkpoint on the background executor. */
+struct api_ckpt {
+	/** The API. */
+	struct api *a;
+	/** The request. */
+	struct http_req *r;
+	/** Target directory: root/name. */
+	char dir[4200];
+	/** strata_checkpoint's result. */
+	int rc;
+	/** Its message. */
+	char detail[600];
+	/** Time it took, ns. */
+	uint64_t ns;
+};
+
+static void
+ckpt_work(void *arg)
+{
+	struct api_ckpt *j = arg;
+	uint64_t t0 = env.mono_ns();
+	j->rc = strata_checkpoint(j->a->db, j->dir);
+	j->ns = env.mono_ns() - t0;
+	if (j->rc != 0)
+		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
+}
+
+static void
+ckpt_done(void *arg)
+{
+	struct api_ckpt *j = arg;
+	struct api *a = j->a;
+	a->jobs--;
+	if (j->rc == 0) {
+		diag_log(LOG_LVL_INFO, "checkpoint written to %s in %.1f ms", j->dir, (double)j->ns / 1e6);
+		api_json(a, j->r, 200, json_pack("{s:s, s:I, s:f}", "checkpoint", j->dir, "shards",
+						 (json_int_t)strata_shards(a->db), "ms", (double)j->ns / 1e6));
+	} else {
+		api_error(a, j->r, api_status_of(j->rc), "checkpoint failed", j->detail);
+	}
+	env.free(j);
+}
+
+/** 1 when name is one path component of [A-Za-z0-9._-], 1..255 bytes, not starting with '.'
+ *  and not ending with ".partial" (the name of a checkpoint being written). */
+static int
+ckpt_name_ok(const char *name, size_t n)
+{
+	static const char partial[] = ".partial";
+	if (n == 0 || n > 255 || name[0] == '.' ||
+	    (n >= sizeof(partial) - 1 && memcmp(name + n - (sizeof(partial) - 1), partial, sizeof(partial) - 1) == 0))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/** The "dir" of the query, else of the JSON body, into out. 0, or answered 400. */
+static int
+ckpt_param(struct api *a, struct http_req *r, struct buf *out)
+{
+	struct buf name = {0};
+	int found = 0, rc = 0;
+	const char *q = r->query, *end = r->query ? r->query + r->query_len : NULL;
+	while (q != NULL && q < end && rc == 0) {
+		const char *amp = memchr(q, '&', (size_t)(end - q));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(q, '=', (size_t)(pe - q));
+		const char *ne = eq ? eq : pe;
+		if (pct_decode(q, (size_t)(ne - q), 1, &name) != 0) {
+			rc = -1;
+		} else if (strcmp((const char *)name.data, "dir") == 0) {
+			rc = pct_decode(eq ? eq + 1 : pe, eq ? (size_t)(pe - eq - 1) : 0, 1, out);
+			found = 1;
+		}
+		q = pe + 1;
+	}
+	buf_destroy(&name);
+	if (rc != 0) {
+		api_error(a, r, 400, "bad query", "malformed %-escape in the query");
+		return -1;
+	}
+	if (found)
+		return 0;
+	json_error_t je;
+	json_t *o = r->body.len ? json_loadb((const char *)r->body.data, r->body.len, 0, &je) : NULL;
+	json_t *d = json_is_object(o) ? json_object_get(o, "dir") : NULL;
+	if (!json_is_string(d)) {
+		json_decref(o);
+		api_error(a, r, 400, "bad checkpoint request",
+			  "name the checkpoint's directory with ?dir=NAME or a body {\"dir\": \"NAME\"}");
+		return -1;
+	}
+	buf_reset(out);
+	rc = buf_append(out, json_string_value(d), json_string_length(d)) || buf_put_u8(out, 0) ? -1 : 0;
+	out->len = rc == 0 ? out->len - 1 : 0;
+	json_decref(o);
+	if (rc != 0)
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+	return rc;
+}
+
+static void
+api_checkpoint(struct api *a, struct http_req *r)
+{
+	if (a->checkpoint_root == NULL) {
+		api_error(a, r, 403, "checkpoints are disabled",
+			  "this node was started without --checkpoint-dir ROOT, the one directory under "
+			  "which POST /v1/checkpoint may write");
+		return;
+	}
+	struct buf dir = {0};
+	if (ckpt_param(a, r, &dir) != 0) {
+		buf_destroy(&dir);
+		return;
+	}
+	const char *name = (const char *)dir.data;
+	size_t n = dir.len, rl = strlen(a->checkpoint_root);
+	if (n > rl + 1 && memcmp(name, a->checkpoint_root, rl) == 0 && name[rl] == '/') {
+		name += rl + 1;
+		n -= rl + 1;
+	}
+	if (!ckpt_name_ok(name, n) || memchr(name, '\0', n) != NULL) {
+		char d[700];
+		snprintf(d, sizeof(d), "a checkpoint goes into a new directory directly under %s: give its "
+			 "name (1..255 bytes of A-Z a-z 0-9 . _ -, not starting with '.' nor ending with "
+			 "'.partial') or %s/NAME",
+			 a->checkpoint_root, a->checkpoint_root);
+		api_error(a, r, 400, "bad checkpoint directory", d);
+		buf_destroy(&dir);
+		return;
+	}
+	struct api_ckpt *j = env.calloc(1, sizeof(*j));
+	if (j == NULL) {
+		buf_destroy(&dir);
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+		return;
+	}
+	j->a = a;
+	j->r = r;
+	snprintf(j->dir, sizeof(j->dir), "%s/%.*s", a->checkpoint_root, (int)n, name);
+	buf_destroy(&dir);
+	int rc = pool_submit(host_exec(a->host, HOST_BG), ckpt_work, ckpt_done, j);
+	if (rc != 0) {
+		api_error(a, r, api_status_of(rc), "busy", diag_last());
+		env.free(j);
+		return;
+	}
+	a->jobs++;
+}
+
 /* ---------- dispatch ---------- */
 
 void
@@ -1659,6 +1830,9 @@ api_on_request(void *ctx, struct http_req *r)
 	case API_R_SHARD_STATS:
 		api_json(a, r, 200, shard_stats_json(a, (uint32_t)rt.shard));
 		break;
+	case API_R_CHECKPOINT:
+		api_checkpoint(a, r);
+		break;
 	default:
 		api_error(a, r, 404, "not found", NULL);
 		break;
@@ -1678,6 +1852,8 @@ api_new(const struct api_options *o, struct api **out)
 	a->rt_host = o->rt_host != NULL ? o->rt_host : o->host;
 	a->start_ns = env.mono_ns();
 	int rc = 0;
+	if (o->checkpoint_root != NULL && (a->checkpoint_root = strdup(o->checkpoint_root)) == NULL)
+		rc = diag_set(STRATA_ENOMEM, "api: out of memory");
 	if (o->token != NULL) {
 		a->token_len = strlen(o->token);
 		a->token = env.malloc(a->token_len + 1);
@@ -1722,5 +1898,6 @@ api_delete(struct api *a)
 	for (int i = 0; i < API_R_COUNT; i++)
 		hist_delete(a->handler_ns[i]);
 	env.free(a->req_counts);
+	free(a->checkpoint_root);
 	env.free(a);
 }

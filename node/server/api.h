@@ -38,7 +38,7 @@ struct runtime;
  *  binary noise such as 0.1 printed as 0.10000000000000001). */
 #define API_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 /** Routes counted by handler in strata_http_requests_total (api_handler_name). */
-#define API_HANDLERS 10
+#define API_HANDLERS 11
 /** Methods counted there: GET, HEAD, POST, PUT and any other (api_method_name). */
 #define API_METHODS 5
 /** Most rows accepted in one POST. */
@@ -61,6 +61,9 @@ struct api_options {
 	struct host *rt_host;
 	/** Bearer token required by mutating endpoints; NULL = no auth. */
 	const char *token;
+	/** The directory (a canonical absolute path) POST /v1/checkpoint writes under; NULL:
+	 *  checkpoints over HTTP are refused. */
+	const char *checkpoint_root;
 };
 
 /** The endpoints' state. The server's loop thread only, except the histograms (any
@@ -80,6 +83,8 @@ struct api {
 	char *token;
 	/** Length of token. */
 	size_t token_len;
+	/** Where POST /v1/checkpoint writes (strdup'ed), or NULL: refused. */
+	char *checkpoint_root;
 	/** Latency of strata_append_seq calls made for POST rows, ns. */
 	struct hist *append_ns;
 	/** Latency of strata_get calls made for GET rows/{key}, ns. */

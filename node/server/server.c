@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -294,6 +296,17 @@ server_run(const struct server_options *o)
 			strerror(errno));
 		return 1;
 	}
+	static char ckpt_root[PATH_MAX];
+	if (o->checkpoint_dir != NULL) {
+		struct stat st;
+		errno = 0;
+		if (realpath(o->checkpoint_dir, ckpt_root) == NULL || stat(ckpt_root, &st) != 0 ||
+		    !S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "strata serve: --checkpoint-dir %s: %s\n", o->checkpoint_dir,
+				errno ? strerror(errno) : "not a directory");
+			return 1;
+		}
+	}
 	server_fd_limit(o->max_connections);
 
 	struct server s;
@@ -342,7 +355,8 @@ server_run(const struct server_options *o)
 	}
 	s.rt = strata_runtime(s.db);
 	struct api_options ao = {
-		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .token = o->token_file ? token : NULL};
+		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .token = o->token_file ? token : NULL,
+		.checkpoint_root = o->checkpoint_dir ? ckpt_root : NULL};
 	if (api_new(&ao, &s.api) != 0) {
 		fprintf(stderr, "strata serve: %s\n", diag_last());
 		goto out;
@@ -396,6 +410,8 @@ out:
 	 * the store) before the store closes and the server goes; then the hosts. */
 	while (s.host != NULL && pool_pending(host_exec(s.host, HOST_FG)) > 0)
 		host_drain(s.host, HOST_FG);
+	while (s.host != NULL && pool_pending(host_exec(s.host, HOST_BG)) > 0)
+		host_drain(s.host, HOST_BG); /* a checkpoint in flight */
 	strata_runtime_stop(s.db);
 	if (s.host != NULL)
 		host_run_posted(s.host);

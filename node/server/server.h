@@ -29,6 +29,9 @@ struct server_options {
 	const char *policy_path;
 	/** File holding the bearer token, or NULL for no auth. */
 	const char *token_file;
+	/** Existing directory under which POST /v1/checkpoint creates checkpoints, or NULL to
+	 *  refuse them. */
+	const char *checkpoint_dir;
 	/** File to write "host:port" into once listening, or NULL. */
 	const char *ready_file;
 	/** Number of shards. */
