@@ -177,6 +177,7 @@ strata_options_init(strata_options *o)
 	o->threads = STRATA_THREADS_DEFAULT;
 	o->group_commit_wait_us = 200;
 	o->max_open_wal_files = 512;
+	o->max_open_object_files = 64;
 }
 
 #ifndef STRATA_CORE_ONLY

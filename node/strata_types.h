@@ -149,6 +149,9 @@ typedef struct strata_options {
 	 *  room and reopened by its next append, so 10 000 shards fit the default limit of
 	 *  1024 descriptors. */
 	uint32_t max_open_wal_files;
+	/** Run and generation files the local object store keeps open for reads (default 64;
+	 *  0 = open and close the file on every block read). */
+	uint32_t max_open_object_files;
 } strata_options;
 
 /** One row as passed to append and returned by scan. */

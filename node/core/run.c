@@ -84,8 +84,9 @@ enum { RUN_CODEC_RAW = 0, RUN_CODEC_ZSTD = 1 };
 #define RUN_TRIM_FACTOR 2
 /** See RUN_TRIM_FACTOR. */
 #define RUN_TRIM_SLACK (64 * 1024)
-/** Idle zstd decompression contexts a reader keeps for point lookups. */
-#define RUN_DCTX_POOL 8
+/** Idle zstd decompression contexts kept for every reader of the process: a context is
+ *  ~96 KiB, so one per reader made each pending generation cost that much. */
+#define RUN_DCTX_POOL 16
 
 /** Defaults for zero writer options. */
 enum {
@@ -229,14 +230,8 @@ struct run_reader {
 	size_t nparts;
 	/** Partitions loaded by point lookups (NULL until loaded); installed under mu. */
 	struct run_part **cache;
-	/** Guards cache installation, part_dctx and the dctx pool. */
+	/** Guards cache installation. */
 	pthread_mutex_t mu;
-	/** Decompression context for partitions loaded into the cache (used under mu). */
-	ZSTD_DCtx *part_dctx;
-	/** Idle decompression contexts for block reads. */
-	ZSTD_DCtx *dpool[RUN_DCTX_POOL];
-	/** Contexts in dpool. */
-	int ndpool;
 	/** Bloom probes that said "absent" (atomic). */
 	uint64_t bloom_skips;
 };
@@ -808,14 +803,23 @@ run_writer_abort(struct run_writer *w)
 
 /* ---- reader ----------------------------------------------------------------- */
 
+/** The process's idle decompression contexts, shared by every reader (each call takes
+ *  one for the blocks it decodes and gives it back). */
+static struct {
+	pthread_mutex_t mu;
+	ZSTD_DCtx *idle[RUN_DCTX_POOL];
+	int n;
+} run_dpool = {PTHREAD_MUTEX_INITIALIZER, {NULL}, 0};
+
 static ZSTD_DCtx *
 run_dctx_get(struct run_reader *r)
 {
+	(void)r;
 	ZSTD_DCtx *d = NULL;
-	pthread_mutex_lock(&r->mu);
-	if (r->ndpool > 0)
-		d = r->dpool[--r->ndpool];
-	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_lock(&run_dpool.mu);
+	if (run_dpool.n > 0)
+		d = run_dpool.idle[--run_dpool.n];
+	pthread_mutex_unlock(&run_dpool.mu);
 	if (d == NULL)
 		d = ZSTD_createDCtx_advanced(run_zmem);
 	return d;
@@ -824,14 +828,15 @@ run_dctx_get(struct run_reader *r)
 static void
 run_dctx_put(struct run_reader *r, ZSTD_DCtx *d)
 {
+	(void)r;
 	if (d == NULL)
 		return;
-	pthread_mutex_lock(&r->mu);
-	if (r->ndpool < RUN_DCTX_POOL) {
-		r->dpool[r->ndpool++] = d;
+	pthread_mutex_lock(&run_dpool.mu);
+	if (run_dpool.n < RUN_DCTX_POOL) {
+		run_dpool.idle[run_dpool.n++] = d;
 		d = NULL;
 	}
-	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_unlock(&run_dpool.mu);
 	ZSTD_freeDCtx(d);
 }
 
@@ -918,11 +923,18 @@ run_part_cached(struct run_reader *r, size_t i, const struct run_part **out)
 		p = env.calloc(1, sizeof(*p));
 		if (p == NULL) {
 			rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a partition", r->key);
-		} else if ((rc = run_part_load(r, i, r->part_dctx, p)) != 0) {
+		} else {
+			ZSTD_DCtx *d = run_dctx_get(r);
+			rc = d != NULL ? run_part_load(r, i, d, p)
+				       : diag_set(STRATA_ENOMEM, "run %s: cannot allocate a "
+						  "decompression context", r->key);
+			run_dctx_put(r, d);
+		}
+		if (p != NULL && rc != 0) {
 			run_part_destroy(p);
 			env.free(p);
 			p = NULL;
-		} else {
+		} else if (p != NULL) {
 			if (p->raw.data != NULL)
 				buf_destroy(&p->disk);
 			__atomic_store_n(&r->cache[i], p, __ATOMIC_RELEASE);
@@ -984,13 +996,15 @@ run_reader_parse_tail(struct run_reader *r, uint64_t top_len, uint64_t top_raw,
 {
 	const uint8_t *top, *meta;
 	int rc;
-	ZSTD_DCtx *d = r->part_dctx;
+	ZSTD_DCtx *d = run_dctx_get(r);
+	if (d == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a decompression context", r->key);
 	rc = run_frame_decode(r->os, r->key, "top index", r->tail.data, top_len, top_raw, d,
 			      &r->top_raw, &top);
-	if (rc)
-		return rc;
-	rc = run_frame_decode(r->os, r->key, "meta", r->tail.data + top_len, meta_len, meta_raw, d,
-			      &r->meta_raw, &meta);
+	if (rc == 0)
+		rc = run_frame_decode(r->os, r->key, "meta", r->tail.data + top_len, meta_len, meta_raw,
+				      d, &r->meta_raw, &meta);
+	run_dctx_put(r, d);
 	if (rc)
 		return rc;
 	struct rd rd;
@@ -1058,9 +1072,8 @@ run_reader_open(struct objstore *os, const char *key, struct run_reader **out)
 	r->os = os;
 	pthread_mutex_init(&r->mu, NULL);
 	r->key = run_strdup(key);
-	r->part_dctx = ZSTD_createDCtx_advanced(run_zmem);
 	int rc;
-	if (r->key == NULL || r->part_dctx == NULL) {
+	if (r->key == NULL) {
 		rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
 		goto fail;
 	}
@@ -1141,9 +1154,6 @@ run_reader_close(struct run_reader *r)
 			env.free(r->cache[i]);
 		}
 	}
-	for (int i = 0; i < r->ndpool; i++)
-		ZSTD_freeDCtx(r->dpool[i]);
-	ZSTD_freeDCtx(r->part_dctx);
 	pthread_mutex_destroy(&r->mu);
 	env.free(r->cache);
 	env.free(r->parts);

@@ -323,6 +323,8 @@ store_open_in(const strata_options *o, struct store **out)
 	/* sync = none syncs nothing: neither the WAL nor the objects. */
 	if (rc == 0 && o->sync == STRATA_SYNC_NONE && objstore_fs_set_sync(db->os, 0) != 0)
 		diag_clear();
+	if (rc == 0 && objstore_fs_set_read_fds(db->os, o->max_open_object_files) != 0)
+		diag_clear(); /* another kind of store: its own business */
 	if (rc == 0)
 		rc = reaper_new(db->os, o->delete_bytes_per_s, 8u << 20, &db->reaper);
 	if (rc == 0)

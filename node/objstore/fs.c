@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,24 @@
 /** Incremental writeback covers whole pages of this size only. */
 #define FS_SYNC_ALIGN 4096u
 
+/** Read descriptors an fs store keeps open by default (objstore_fs_set_read_fds). */
+#define FS_READ_FDS_DEFAULT 64u
+
+/** An object's read descriptor kept open (objects are immutable once published). */
+struct fs_rfd {
+	/** Full path (NULL: a free slot), and its hash. */
+	char *path;
+	uint64_t hash;
+	/** The descriptor and the object's size. */
+	int fd;
+	uint64_t size;
+	/** Reads using it now; when it was last used (the cache's clock). */
+	unsigned refs;
+	uint64_t used;
+	/** Replaced or deleted: closed once its last read is done. */
+	int dead;
+};
+
 /** A local-directory store. */
 struct fs_store {
 	/** Generic header; must be first. */
@@ -48,6 +67,12 @@ struct fs_store {
 	atomic_uint_fast64_t bytes_per_sync;
 	/** Nothing is fsynced (objstore_fs_set_sync): a store whose WAL never syncs. */
 	atomic_int nosync;
+	/** Guards the read-descriptor cache. */
+	pthread_mutex_t rfd_mu;
+	/** Its slots (nrfd of them, 0: no cache), its clock, and its counters. */
+	struct fs_rfd *rfds;
+	unsigned nrfd;
+	uint64_t rfd_clock, rfd_hits, rfd_misses;
 };
 
 /** A streamed write in progress. */
@@ -309,6 +334,121 @@ fs_open_read(struct fs_store *fs, const char *key, char *path, int *fd_out, uint
 }
 
 /** Read up to len bytes at off; *got receives the count (short only at end of file). */
+static uint64_t
+fs_path_hash(const char *p)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+	return h;
+}
+
+/** rfd_mu held: close a slot's descriptor and free it (no read uses it). */
+static void
+fs_rfd_drop(struct fs_rfd *e)
+{
+	env.close(e->fd);
+	env.free(e->path);
+	memset(e, 0, sizeof(*e));
+	e->fd = -1;
+}
+
+/** Open key for a ranged read through the cache: *slot is the cache slot holding fd
+ *  (give it back with fs_rfd_put), or -1 for a descriptor the caller closes. */
+static int
+fs_rfd_get(struct fs_store *fs, const char *key, char *path, int *fd, uint64_t *size, int *slot)
+{
+	*slot = -1;
+	int rc = fs_check_key(fs, key, 0);
+	if (rc == 0)
+		rc = fs_path(fs, key, path);
+	if (rc)
+		return rc;
+	uint64_t h = fs_path_hash(path);
+	if (fs->nrfd > 0) {
+		pthread_mutex_lock(&fs->rfd_mu);
+		for (unsigned i = 0; i < fs->nrfd; i++) {
+			struct fs_rfd *e = &fs->rfds[i];
+			if (e->path != NULL && !e->dead && e->hash == h && strcmp(e->path, path) == 0) {
+				e->refs++;
+				e->used = ++fs->rfd_clock;
+				fs->rfd_hits++;
+				*fd = e->fd;
+				*size = e->size;
+				*slot = (int)i;
+				pthread_mutex_unlock(&fs->rfd_mu);
+				return 0;
+			}
+		}
+		fs->rfd_misses++;
+		pthread_mutex_unlock(&fs->rfd_mu);
+	}
+	if ((rc = fs_open_read(fs, key, path, fd, size)) != 0 || fs->nrfd == 0)
+		return rc;
+	/* Keep it: a free slot, else the least recently used one no read is using. */
+	char *copy = env.malloc(strlen(path) + 1);
+	if (copy == NULL)
+		return 0;
+	strcpy(copy, path);
+	pthread_mutex_lock(&fs->rfd_mu);
+	struct fs_rfd *victim = NULL;
+	for (unsigned i = 0; i < fs->nrfd; i++) {
+		struct fs_rfd *e = &fs->rfds[i];
+		if (e->path == NULL) {
+			victim = e;
+			break;
+		}
+		if (e->refs == 0 && (victim == NULL || e->used < victim->used))
+			victim = e;
+	}
+	if (victim == NULL) {
+		pthread_mutex_unlock(&fs->rfd_mu);
+		env.free(copy);
+		return 0;
+	}
+	if (victim->path != NULL)
+		fs_rfd_drop(victim);
+	*victim = (struct fs_rfd){copy, h, *fd, *size, 1, ++fs->rfd_clock, 0};
+	*slot = (int)(victim - fs->rfds);
+	pthread_mutex_unlock(&fs->rfd_mu);
+	return 0;
+}
+
+/** A read through fs_rfd_get is done. */
+static void
+fs_rfd_put(struct fs_store *fs, int slot, int fd)
+{
+	if (slot < 0) {
+		env.close(fd);
+		return;
+	}
+	pthread_mutex_lock(&fs->rfd_mu);
+	struct fs_rfd *e = &fs->rfds[slot];
+	if (--e->refs == 0 && e->dead)
+		fs_rfd_drop(e);
+	pthread_mutex_unlock(&fs->rfd_mu);
+}
+
+/** The object at path is replaced or deleted: forget its descriptor. */
+static void
+fs_rfd_forget(struct fs_store *fs, const char *path)
+{
+	if (fs->nrfd == 0)
+		return;
+	uint64_t h = fs_path_hash(path);
+	pthread_mutex_lock(&fs->rfd_mu);
+	for (unsigned i = 0; i < fs->nrfd; i++) {
+		struct fs_rfd *e = &fs->rfds[i];
+		if (e->path != NULL && !e->dead && e->hash == h && strcmp(e->path, path) == 0) {
+			if (e->refs == 0)
+				fs_rfd_drop(e);
+			else
+				e->dead = 1;
+		}
+	}
+	pthread_mutex_unlock(&fs->rfd_mu);
+}
+
 static int
 fs_read_all(int fd, void *dst, size_t len, uint64_t off, size_t *got, const char *path)
 {
@@ -371,20 +511,18 @@ fs_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, voi
 {
 	struct fs_store *fs = (struct fs_store *)os;
 	char path[FS_PATH_MAX];
-	int fd;
+	int fd, slot;
 	uint64_t size;
 	*got = 0;
-	int rc = fs_open_read(fs, key, path, &fd, &size);
+	int rc = fs_rfd_get(fs, key, path, &fd, &size, &slot);
 	if (rc)
 		return rc;
-	if (off >= size || len == 0) {
-		env.close(fd);
-		return 0;
+	if (off < size && len > 0) {
+		if (len > size - off)
+			len = (size_t)(size - off);
+		rc = fs_read_all(fd, dst, len, off, got, path);
 	}
-	if (len > size - off)
-		len = (size_t)(size - off);
-	rc = fs_read_all(fd, dst, len, off, got, path);
-	env.close(fd);
+	fs_rfd_put(fs, slot, fd);
 	return rc;
 }
 
@@ -441,6 +579,7 @@ fs_put(struct objstore *os, const char *key, const void *data, size_t len)
 	int rc = fs_write_tmp(fs, key, data, len, path, tmp);
 	if (rc)
 		return rc;
+	fs_rfd_forget(fs, path);
 	if (env.rename(tmp, path) != 0) {
 		int err = errno;
 		env.unlink(tmp);
@@ -559,6 +698,8 @@ fs_writer_commit(struct objstore_writer *base)
 {
 	struct fs_writer *w = (struct fs_writer *)base;
 	int rc = fs_tmp_finish(w->nosync, w->fd, w->tmp, w->path);
+	if (rc == 0)
+		fs_rfd_forget((struct fs_store *)w->base.os, w->path);
 	if (rc == 0 && env.rename(w->tmp, w->path) != 0) {
 		int err = errno;
 		rc = diag_set(diag_errno(err), "rename %s to %s: %s", w->tmp, w->path,
@@ -595,6 +736,7 @@ fs_del(struct objstore *os, const char *key)
 		return rc;
 	if ((rc = fs_path(fs, key, path)) != 0)
 		return rc;
+	fs_rfd_forget(fs, path);
 	if (env.unlink(path) != 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return 0;
@@ -615,6 +757,8 @@ fs_del_batch(struct objstore *os, const char *const *keys, size_t n)
 		int krc = fs_check_key(fs, keys[i], 0);
 		if (krc == 0)
 			krc = fs_path(fs, keys[i], path);
+		if (krc == 0)
+			fs_rfd_forget(fs, path);
 		if (krc == 0 && env.unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR)
 			krc = diag_sys(errno, "unlink", path);
 		if (krc) {
@@ -651,6 +795,7 @@ fs_shrink(struct objstore *os, const char *key, uint64_t size)
 		rc = fs_path(fs, key, path);
 	if (rc)
 		return rc;
+	fs_rfd_forget(fs, path);
 	int fd = env.open(path, O_WRONLY, 0);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : diag_sys(errno, "open for truncation", path);
@@ -834,6 +979,11 @@ static void
 fs_destroy(struct objstore *os)
 {
 	struct fs_store *fs = (struct fs_store *)os;
+	for (unsigned i = 0; i < fs->nrfd; i++)
+		if (fs->rfds[i].path != NULL)
+			fs_rfd_drop(&fs->rfds[i]);
+	env.free(fs->rfds);
+	pthread_mutex_destroy(&fs->rfd_mu);
 	env.free(fs->dir);
 	env.free(fs);
 }
@@ -906,8 +1056,56 @@ objstore_fs_new(const char *dir, struct objstore **out)
 	fs->dir = d;
 	fs->dirlen = len;
 	atomic_init(&fs->bytes_per_sync, FS_BYTES_PER_SYNC_DEFAULT);
+	pthread_mutex_init(&fs->rfd_mu, NULL);
+	fs->rfds = env.calloc(FS_READ_FDS_DEFAULT, sizeof(*fs->rfds));
+	fs->nrfd = fs->rfds != NULL ? FS_READ_FDS_DEFAULT : 0; /* no cache is slower, not wrong */
 	*out = &fs->base;
 	return 0;
+}
+
+int
+objstore_fs_set_read_fds(struct objstore *os, unsigned n)
+{
+	if (os == NULL || os->ops != &fs_ops)
+		return diag_set(STRATA_EINVAL, "read_fds: %s is not a local-directory store",
+				os != NULL ? os->name : "(null)");
+	struct fs_store *fs = (struct fs_store *)os;
+	struct fs_rfd *next = n ? env.calloc(n, sizeof(*next)) : NULL;
+	if (n && next == NULL)
+		return diag_set(STRATA_ENOMEM, "%s: no memory for %u read descriptors", os->name, n);
+	pthread_mutex_lock(&fs->rfd_mu);
+	for (unsigned i = 0; i < fs->nrfd; i++) {
+		if (fs->rfds[i].path != NULL && fs->rfds[i].refs > 0) {
+			pthread_mutex_unlock(&fs->rfd_mu);
+			env.free(next);
+			return diag_set(STRATA_EBUSY, "%s: reads are in flight", os->name);
+		}
+	}
+	for (unsigned i = 0; i < fs->nrfd; i++)
+		if (fs->rfds[i].path != NULL)
+			fs_rfd_drop(&fs->rfds[i]);
+	env.free(fs->rfds);
+	fs->rfds = next;
+	fs->nrfd = n;
+	pthread_mutex_unlock(&fs->rfd_mu);
+	return 0;
+}
+
+void
+objstore_fs_read_fd_stats(struct objstore *os, unsigned *open, uint64_t *hits, uint64_t *misses)
+{
+	struct fs_store *fs = (struct fs_store *)os;
+	unsigned n = 0;
+	pthread_mutex_lock(&fs->rfd_mu);
+	for (unsigned i = 0; i < fs->nrfd; i++)
+		n += fs->rfds[i].path != NULL;
+	if (hits)
+		*hits = fs->rfd_hits;
+	if (misses)
+		*misses = fs->rfd_misses;
+	pthread_mutex_unlock(&fs->rfd_mu);
+	if (open)
+		*open = n;
 }
 
 int

@@ -77,6 +77,14 @@ int objstore_fs_set_bytes_per_sync(struct objstore *os, uint64_t bytes);
  *  process crash (the page cache has them), not a power loss. STRATA_EINVAL for
  *  another kind of store. */
 int objstore_fs_set_sync(struct objstore *os, int on);
+/** Read descriptors a local-directory store keeps open for ranged reads (default 64; 0 =
+ *  open and close the file on every read): the least recently used idle one closes to
+ *  make room; a replaced or deleted object's is closed. STRATA_EINVAL for another kind
+ *  of store, STRATA_EBUSY while reads are in flight. */
+int objstore_fs_set_read_fds(struct objstore *os, unsigned n);
+/** Read descriptors open now, and reads that found (hits) or opened (misses) one. Only
+ *  for a local-directory store. */
+void objstore_fs_read_fd_stats(struct objstore *os, unsigned *open, uint64_t *hits, uint64_t *misses);
 
 static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
 { return os->ops->get(os, key, out); }

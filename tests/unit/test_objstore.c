@@ -160,6 +160,46 @@ TEST(get_range_reads_slices_short_at_end)
 	fx_close(&fx);
 }
 
+TEST(ranged_reads_reuse_descriptors_and_see_replacements)
+{
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	REQUIRE_EQ(objstore_fs_set_read_fds(fx.os, 2), 0);
+	REQUIRE_EQ(put_str(fx.os, "a", "aaaa"), 0);
+	REQUIRE_EQ(put_str(fx.os, "b", "bbbb"), 0);
+	REQUIRE_EQ(put_str(fx.os, "c", "cccc"), 0);
+	char dst[16];
+	size_t got = 0;
+	for (int i = 0; i < 10; i++)
+		REQUIRE_EQ(objstore_get_range(fx.os, "a", 0, 4, dst, &got), 0);
+	unsigned open = 0;
+	uint64_t hits = 0, misses = 0;
+	objstore_fs_read_fd_stats(fx.os, &open, &hits, &misses);
+	CHECK_EQ(misses, 1); /* opened once */
+	CHECK_EQ(hits, 9);
+	CHECK_EQ(open, 1);
+	/* A replaced object is read anew, never through the old file's descriptor. */
+	REQUIRE_EQ(put_str(fx.os, "a", "AAAAAA"), 0);
+	CHECK_EQ(objstore_get_range(fx.os, "a", 0, 16, dst, &got), 0);
+	CHECK(got == 6 && memcmp(dst, "AAAAAA", 6) == 0);
+	/* Bounded: a third object evicts the least recently used. */
+	CHECK_EQ(objstore_get_range(fx.os, "b", 0, 4, dst, &got), 0);
+	CHECK_EQ(objstore_get_range(fx.os, "c", 0, 4, dst, &got), 0);
+	objstore_fs_read_fd_stats(fx.os, &open, NULL, NULL);
+	CHECK_EQ(open, 2);
+	/* A deleted object is gone, not read through a kept descriptor. */
+	CHECK_EQ(objstore_del(fx.os, "c"), 0);
+	CHECK_EQ(objstore_get_range(fx.os, "c", 0, 4, dst, &got), STRATA_NOTFOUND);
+	/* A streamed write that replaces a key is seen too. */
+	struct objstore_writer *w = NULL;
+	REQUIRE_EQ(objstore_writer_open(fx.os, "b", &w), 0);
+	REQUIRE_EQ(objstore_writer_write(w, "streamed", 8), 0);
+	REQUIRE_EQ(objstore_writer_commit(w), 0);
+	CHECK_EQ(objstore_get_range(fx.os, "b", 0, 16, dst, &got), 0);
+	CHECK(got == 8 && memcmp(dst, "streamed", 8) == 0);
+	fx_close(&fx);
+}
+
 TEST(missing_key_is_notfound_and_del_is_idempotent)
 {
 	struct fixture fx = {0};
@@ -599,6 +639,7 @@ main(int argc, char **argv)
 	HARNESS_BEGIN(argc, argv);
 	RUN(put_get_size_overwrite_roundtrip);
 	RUN(get_range_reads_slices_short_at_end);
+	RUN(ranged_reads_reuse_descriptors_and_see_replacements);
 	RUN(missing_key_is_notfound_and_del_is_idempotent);
 	RUN(list_is_byte_ordered_and_prefix_filtered);
 	RUN(temp_files_are_invisible);
