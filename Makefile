@@ -28,7 +28,7 @@ endif
 PKG_CFLAGS := $(foreach p,$(PKGS_PC),$(shell pkg-config --cflags $(p) 2>/dev/null))
 PKG_LIBS   := $(foreach p,$(PKGS_PC),$(shell pkg-config --libs $(p) 2>/dev/null))
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -fPIC -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -D_GNU_SOURCE \
+CFLAGS   += -std=gnu11 -fPIC -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread -D_GNU_SOURCE \
             $(SANFLAGS) $(PKG_CFLAGS)
 LDLIBS   += $(PKG_LIBS) -lev -lhttp_parser -lpthread -lm
 LDFLAGS  += $(SANFLAGS)

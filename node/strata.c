@@ -622,6 +622,14 @@ strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n)
 }
 
 int
+strata_delete(strata *db, uint32_t shard, const void *const *keys, const size_t *key_lens, size_t n)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_delete(db->store, shard, keys, key_lens, n, NULL);
+}
+
+int
 strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
 {
 	if (db == NULL)

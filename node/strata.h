@@ -56,7 +56,12 @@ int strata_open(const strata_options *o, strata **out);
  *  store, or an error. Read-only; works while the store is open elsewhere. */
 int strata_stored_shards(const char *dir, uint32_t *shards);
 /** Append n rows to a shard; returns once they are durable under the sync mode.
- *  All or nothing: a bad row rejects the whole batch and nothing is written. */
+ *  All or nothing: a bad row rejects the whole batch and nothing is written.
+ *  A row of kind STRATA_ROW_DELETE (value_len 0) is a delete: a tombstone that hides
+ *  every older row of its key, so puts and deletes mix in one batch, applied in order
+ *  (of two rows of one key in a batch the later wins). kind 0 is a put, so rows built
+ *  with a positional or designated initialiser that names no kind stay puts; a row
+ *  filled member by member must set kind (another value is STRATA_EINVAL). */
 int strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n);
 /** Check one row against the limits strata_append applies to it (key 1..STRATA_MAX_KEY
  *  bytes, value at most the store's max_value_bytes): 0, STRATA_EINVAL or STRATA_ETOOBIG
@@ -64,9 +69,16 @@ int strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n);
 int strata_check_row(const strata *db, size_t key_len, size_t value_len);
 /** Like strata_append, and reports the sequence number of the last row. */
 int strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq);
-/** Read the newest value of key. STRATA_NOTFOUND if absent. *value is released with strata_free. */
+/** Delete n keys (keys[i] has key_lens[i] bytes): one tombstone each, appended as one
+ *  batch like strata_append (all or nothing, durable on return). Deleting a key that
+ *  has no row is not an error. A merge keeps a tombstone while an older run may hold
+ *  its key; a base compaction that folds the oldest run drops it. */
+int strata_delete(strata *db, uint32_t shard, const void *const *keys, const size_t *key_lens, size_t n);
+/** Read the newest value of key. STRATA_NOTFOUND if absent or deleted. *value is released
+ *  with strata_free. */
 int strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len);
-/** Visit rows with start <= key < end in key order (NULL bound = unbounded).
+/** Visit rows with start <= key < end in key order (NULL bound = unbounded); deleted
+ *  keys are skipped (every row passed has kind STRATA_ROW_PUT).
  *  A nonzero return from cb stops the scan and is returned. */
 int strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, const void *end,
 		size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx);

@@ -154,12 +154,25 @@ typedef struct strata_options {
 	uint32_t max_open_object_files;
 } strata_options;
 
-/** One row as passed to append and returned by scan. */
+/** Kinds of row (strata_row.kind). */
+enum {
+	STRATA_ROW_PUT = 0,    /**< key gets value: the row a zero-initialised strata_row is */
+	STRATA_ROW_DELETE = 1, /**< a tombstone: key has no value from this row on (value empty) */
+};
+
+/** One row as passed to append and returned by scan. A row built field by field must
+ *  set kind too; an initialiser that names only the first four members leaves it 0 (put). */
 typedef struct strata_row {
+	/** Key bytes, 1..STRATA_MAX_KEY of them. */
 	const void *key;
+	/** Length of key. */
 	size_t key_len;
+	/** Value bytes (NULL with value_len 0 for an empty value or a delete). */
 	const void *value;
+	/** Length of value; 0 for a delete. */
 	size_t value_len;
+	/** STRATA_ROW_PUT or STRATA_ROW_DELETE; scan returns puts only. */
+	uint32_t kind;
 } strata_row;
 
 /*

@@ -25,7 +25,9 @@ struct mem_node {
 	/** Key length in bytes. */
 	uint32_t klen;
 	/** Number of levels this node is linked on, 1..MEM_MAX_HEIGHT. */
-	uint32_t height;
+	uint16_t height;
+	/** STRATA_ROW_PUT or STRATA_ROW_DELETE (a tombstone, vlen 0). */
+	uint16_t kind;
 	/** Successor on each level 0..height-1. */
 	_Atomic(struct mem_node *) next[];
 };
@@ -351,7 +353,8 @@ mem_node_new(struct mem *m, const void *key, size_t klen, const void *val, size_
 	node->seq = 0;
 	node->vlen = vlen;
 	node->klen = (uint32_t)klen;
-	node->height = (uint32_t)h;
+	node->height = (uint16_t)h;
+	node->kind = STRATA_ROW_PUT;
 	if (klen > 0)
 		memcpy((char *)mem_node_key(node), key, klen);
 	if (vlen > 0)
@@ -451,8 +454,17 @@ int
 mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
 	   size_t vlen)
 {
+	return mem_insert_kind(m, key, klen, seq, val, vlen, STRATA_ROW_PUT);
+}
+
+int
+mem_insert_kind(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
+		size_t vlen, uint32_t kind)
+{
 	assert(m != NULL);
 	int rc = mem_check(key, klen, val, vlen, SIZE_MAX);
+	if (rc == 0 && kind != STRATA_ROW_PUT && kind != STRATA_ROW_DELETE)
+		rc = diag_set(STRATA_EINVAL, "memtable: unknown row kind %u", (unsigned)kind);
 	if (rc != 0)
 		return rc;
 	int h = mem_random_height();
@@ -464,6 +476,7 @@ mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void
 	if (node == NULL)
 		return STRATA_ENOMEM;
 	node->seq = seq;
+	node->kind = (uint16_t)kind;
 	if (!mem_link(m, node, prev, next)) {
 		mem_node_drop(node);
 		return 0;
@@ -502,6 +515,9 @@ mem_batch_new(struct mem *m, const strata_row *rows, size_t n, struct mem_batch 
 	for (size_t i = 0; i < n; i++) {
 		int rc = mem_check(rows[i].key, rows[i].key_len, rows[i].value, rows[i].value_len,
 				   i);
+		if (rc == 0 && rows[i].kind != STRATA_ROW_PUT && rows[i].kind != STRATA_ROW_DELETE)
+			rc = diag_set(STRATA_EINVAL, "memtable: row %zu: unknown kind %u", i,
+				      (unsigned)rows[i].kind);
 		if (rc != 0)
 			return rc;
 	}
@@ -523,6 +539,7 @@ mem_batch_new(struct mem *m, const strata_row *rows, size_t n, struct mem_batch 
 			mem_batch_release(b);
 			return STRATA_ENOMEM;
 		}
+		node->kind = (uint16_t)rows[i].kind;
 		b->nodes[b->n++] = node;
 	}
 	mem_ref(m);
@@ -571,6 +588,13 @@ int
 mem_get(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void **val,
 	size_t *vlen)
 {
+	return mem_get_kind(m, key, klen, seq, val, vlen, NULL);
+}
+
+int
+mem_get_kind(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void **val,
+	     size_t *vlen, uint32_t *kind)
+{
 	if (key == NULL && klen > 0)
 		return diag_set(STRATA_EINVAL, "memtable: NULL key with length %zu", klen);
 	struct mem_node *n = mem_find_ge(m, key, klen, UINT64_MAX);
@@ -582,6 +606,8 @@ mem_get(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void *
 		*val = mem_node_val(n);
 	if (vlen != NULL)
 		*vlen = n->vlen;
+	if (kind != NULL)
+		*kind = n->kind;
 	return 0;
 }
 
@@ -643,4 +669,12 @@ mem_iter_entry(const struct mem_iter *it, const void **key, size_t *klen, uint64
 		*val = mem_node_val(n);
 	if (vlen != NULL)
 		*vlen = n->vlen;
+}
+
+uint32_t
+mem_iter_kind(const struct mem_iter *it)
+{
+	const struct mem_node *n = it->node;
+	assert(n != NULL);
+	return n->kind;
 }

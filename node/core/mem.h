@@ -45,7 +45,12 @@ void mem_unref(struct mem *m);
  *  On failure nothing is inserted and the counters are unchanged. */
 int mem_insert(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
 	       size_t vlen);
-/** Prepare rows[0..n) for m: validate them like mem_insert (STRATA_EINVAL, naming the
+/** mem_insert of a row of kind STRATA_ROW_PUT or STRATA_ROW_DELETE (a tombstone:
+ *  vlen 0; it is the key's newest version like any row). STRATA_EINVAL for another kind. */
+int mem_insert_kind(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
+		    size_t vlen, uint32_t kind);
+
+/** Prepare rows[0..n) for m (each row's kind is kept; STRATA_EINVAL for an unknown one): validate them like mem_insert (STRATA_EINVAL, naming the
  *  row, for rows NULL with n > 0 or a NULL key or value with a nonzero length;
  *  STRATA_ETOOBIG for a key over MEM_MAX_KEY bytes or an entry that does not fit in
  *  size_t), then allocate every node, copy keys and values and choose tower heights.
@@ -63,10 +68,16 @@ void mem_batch_insert(struct mem_batch *b, uint64_t first_seq);
  *  freed, its arena space stays unlinked and uncounted until the memtable is freed.
  *  Safe on NULL. */
 void mem_batch_free(struct mem_batch *b);
-/** Newest version of key. 0 and pointers valid while m is referenced, or STRATA_NOTFOUND.
+/** Newest version of key (a tombstone too, with vlen 0: see mem_get_kind).
+ *  0 and pointers valid while m is referenced, or STRATA_NOTFOUND.
  *  STRATA_EINVAL for a NULL key with a nonzero length. Lock-free; any output may be NULL. */
 int mem_get(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void **val,
 	    size_t *vlen);
+/** mem_get that also reports the kind of the newest version (kind may be NULL): a
+ *  tombstone is found like a put, with *kind STRATA_ROW_DELETE. */
+int mem_get_kind(struct mem *m, const void *key, size_t klen, uint64_t *seq, const void **val,
+		 size_t *vlen, uint32_t *kind);
+
 /** Entries inserted (all versions). */
 uint64_t mem_rows(const struct mem *m);
 /** Bytes accounted: the sum over entries of klen + vlen + MEM_ENTRY_OVERHEAD. */
@@ -93,5 +104,8 @@ void mem_iter_next(struct mem_iter *it);
 /** Accessors for the current entry. */
 void mem_iter_entry(const struct mem_iter *it, const void **key, size_t *klen, uint64_t *seq,
 		    const void **val, size_t *vlen);
+
+/** Kind of the current entry: STRATA_ROW_PUT or STRATA_ROW_DELETE. */
+uint32_t mem_iter_kind(const struct mem_iter *it);
 
 #endif

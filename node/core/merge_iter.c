@@ -1,6 +1,7 @@
 /*
  * merge_iter.c — the k-way merge of memtables and runs that scans and merges read
- * through: a heap of sources yielding each key once, with its newest version.
+ * through: a heap of sources yielding each key once, with its newest version (which
+ * may be a tombstone).
  * Memory is one block per run source.
  */
 #include <assert.h>
@@ -35,9 +36,11 @@ source_load(struct source *src)
 		if (!mem_iter_valid(&src->mi))
 			return 0;
 		mem_iter_entry(&src->mi, &src->key, &src->klen, &src->seq, &src->val, &src->vlen);
+		src->kind = mem_iter_kind(&src->mi);
 		return 1;
 	}
 	run_iter_row(src->it, &src->key, &src->klen, &src->seq, &src->val, &src->vlen);
+	src->kind = run_iter_kind(src->it);
 	return 1;
 }
 

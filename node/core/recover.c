@@ -22,8 +22,8 @@ replay_row_cb(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n)
 {
 	struct mem *mem = ctx;
 	for (size_t i = 0; i < n; i++) {
-		int rc = mem_insert(mem, rows[i].key, rows[i].key_len, first_seq + i, rows[i].value,
-				    rows[i].value_len);
+		int rc = mem_insert_kind(mem, rows[i].key, rows[i].key_len, first_seq + i,
+					 rows[i].value, rows[i].value_len, rows[i].kind);
 		if (rc)
 			return rc;
 	}

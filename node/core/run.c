@@ -13,7 +13,9 @@
  * when zstd does not make the payload smaller.
  *
  * Data block (raw): rows in strictly increasing key order (memcmp, shorter prefix first):
- *   varint klen | varint vlen | u64 seq | key | value
+ *   u8 kind | varint klen | varint vlen | u64 seq | key | value
+ * kind is STRATA_ROW_PUT (0) or STRATA_ROW_DELETE (1, a tombstone, vlen 0). Version 1
+ * rows have no kind byte and are all puts.
  * The writer cuts a block before a row that would take it past block_bytes; a row larger
  * than block_bytes therefore gets a block of its own.
  *
@@ -38,7 +40,7 @@
  *    24 u64 partitions           32 u64 meta offset               40 u64 meta on-disk length
  *    48 u64 meta raw length      56 u64 rows                      64 u64 blocks
  *    72 u64 raw bytes (sum of key and value lengths)              80 u64 min seq
- *    88 u64 max seq              96 u32 format version (1)        100 u32 crc32c of bytes 0..99
+ *    88 u64 max seq              96 u32 format version (2; 1 read) 100 u32 crc32c of bytes 0..99
  *   104 magic "STRATARN"
  * Version and magic sit at fixed distances from the end so that a reader finds them
  * whatever the footer size of a later version. A reader checks, in order: the magic
@@ -70,8 +72,8 @@
 /** Frame codecs. */
 enum { RUN_CODEC_RAW = 0, RUN_CODEC_ZSTD = 1 };
 
-/** Format version written and the newest one read. */
-#define RUN_FORMAT_VERSION 1u
+/** Format version written and the newest one read (2: a kind byte per row). */
+#define RUN_FORMAT_VERSION 2u
 /** Footer magic, the last 8 bytes of every run. */
 #define RUN_MAGIC "STRATARN"
 /** Size of a version-1 footer. */
@@ -108,6 +110,8 @@ struct run_row {
 	size_t vlen;
 	/** Sequence number. */
 	uint64_t seq;
+	/** STRATA_ROW_PUT or STRATA_ROW_DELETE. */
+	uint32_t kind;
 };
 
 /** A data block as listed by an index partition; pointers into the partition. */
@@ -208,6 +212,8 @@ struct run_reader {
 	char *key;
 	/** Footer totals. */
 	struct run_meta meta;
+	/** Format version of the object (rows of version 1 carry no kind). */
+	uint32_t version;
 	/** End of data: offset of the top index. */
 	uint64_t data_end;
 	/** Top index and meta frames as read. */
@@ -331,10 +337,16 @@ run_buf_trim(struct buf *b, size_t keep)
 		buf_destroy(b);
 }
 
-/** Parse one row at rd. 0, or -1 on a malformed row. */
+/** Parse one row of a run of format version at rd. 0, or -1 on a malformed row. */
 static int
-run_row_parse(struct rd *rd, struct run_row *row)
+run_row_parse(struct rd *rd, uint32_t version, struct run_row *row)
 {
+	row->kind = STRATA_ROW_PUT;
+	if (version >= 2) {
+		row->kind = rd_u8(rd);
+		if (row->kind != STRATA_ROW_PUT && row->kind != STRATA_ROW_DELETE)
+			return -1;
+	}
 	uint64_t klen = rd_varint(rd);
 	uint64_t vlen = rd_varint(rd);
 	row->seq = rd_u64(rd);
@@ -344,6 +356,8 @@ run_row_parse(struct rd *rd, struct run_row *row)
 	row->vlen = vlen;
 	row->key = rd_bytes(rd, klen);
 	row->val = rd_bytes(rd, vlen);
+	if (row->kind == STRATA_ROW_DELETE && vlen > 0)
+		return -1;
 	return rd->err ? -1 : 0;
 }
 
@@ -659,8 +673,18 @@ int
 run_writer_add(struct run_writer *w, const void *key, size_t klen, uint64_t seq, const void *val,
 	       size_t vlen)
 {
+	return run_writer_add_kind(w, key, klen, seq, val, vlen, STRATA_ROW_PUT);
+}
+
+int
+run_writer_add_kind(struct run_writer *w, const void *key, size_t klen, uint64_t seq,
+		    const void *val, size_t vlen, uint32_t kind)
+{
 	if (w->err)
 		return w->err;
+	if (kind != STRATA_ROW_PUT && (kind != STRATA_ROW_DELETE || vlen > 0))
+		return diag_set(STRATA_EINVAL, "run %s: row of kind %u with a value of %zu bytes",
+				w->key, (unsigned)kind, vlen);
 	if (key == NULL || klen == 0)
 		return diag_set(STRATA_EINVAL, "run %s: empty key", w->key);
 	if (val == NULL && vlen > 0)
@@ -674,7 +698,7 @@ run_writer_add(struct run_writer *w, const void *key, size_t klen, uint64_t seq,
 	if (w->meta.rows > 0 && run_keycmp(key, klen, w->last_key.data, w->last_key.len) <= 0)
 		return diag_set(STRATA_EINVAL, "run %s: key out of order at row %llu (keys must "
 				"strictly increase)", w->key, (unsigned long long)w->meta.rows);
-	size_t rowlen = enc_varint_len(klen) + enc_varint_len(vlen) + 8 + klen + vlen;
+	size_t rowlen = 1 + enc_varint_len(klen) + enc_varint_len(vlen) + 8 + klen + vlen;
 	int rc;
 	if (w->block_rows > 0 && w->block.len + rowlen > w->o.block_bytes) {
 		rc = run_writer_flush_block(w);
@@ -695,6 +719,7 @@ run_writer_add(struct run_writer *w, const void *key, size_t klen, uint64_t seq,
 		return run_writer_fail(w, diag_set(STRATA_ENOMEM, "run %s: cannot grow the "
 						   "block to %zu bytes", w->key,
 						   w->block.len + rowlen));
+	buf_put_u8(&w->block, (uint8_t)kind);
 	buf_put_varint(&w->block, klen);
 	buf_put_varint(&w->block, vlen);
 	buf_put_u64(&w->block, seq);
@@ -1112,6 +1137,7 @@ run_reader_open(struct objstore *os, const char *key, struct run_reader **out)
 		rc = run_corrupt(os, key, "footer: format version 0");
 		goto fail;
 	}
+	r->version = version;
 	uint64_t top_off = dec_u64(f + 0), top_len = dec_u64(f + 8), top_raw = dec_u64(f + 16);
 	uint64_t nparts = dec_u64(f + 24), meta_off = dec_u64(f + 32), meta_len = dec_u64(f + 40);
 	uint64_t meta_raw = dec_u64(f + 48);
@@ -1192,6 +1218,13 @@ int
 run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t *seq, void **val,
 	       size_t *vlen)
 {
+	return run_reader_get_kind(r, key, klen, seq, val, vlen, NULL);
+}
+
+int
+run_reader_get_kind(struct run_reader *r, const void *key, size_t klen, uint64_t *seq, void **val,
+		    size_t *vlen, uint32_t *kind)
+{
 	if (key == NULL || klen == 0)
 		return diag_set(STRATA_EINVAL, "run %s: empty key", r->key);
 	if (r->meta.rows == 0 || run_keycmp(key, klen, r->min_key, r->min_klen) < 0 ||
@@ -1226,7 +1259,7 @@ run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t *seq
 	rc = STRATA_NOTFOUND;
 	while (rd_left(&rd) > 0) {
 		struct run_row row;
-		if (run_row_parse(&rd, &row) != 0) {
+		if (run_row_parse(&rd, r->version, &row) != 0) {
 			rc = run_corrupt(r->os, r->key, "block at offset %llu: malformed row",
 					 (unsigned long long)e->off);
 			break;
@@ -1248,6 +1281,8 @@ run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t *seq
 			*seq = row.seq;
 		if (vlen != NULL)
 			*vlen = row.vlen;
+		if (kind != NULL)
+			*kind = row.kind;
 		*val = v;
 		rc = 0;
 		break;
@@ -1296,7 +1331,7 @@ run_iter_peek(struct run_iter *it, struct run_row *row, size_t *next)
 {
 	struct rd rd;
 	rd_init(&rd, it->bytes + it->pos, it->blen - it->pos);
-	if (run_row_parse(&rd, row) != 0)
+	if (run_row_parse(&rd, it->r->version, row) != 0)
 		return run_corrupt(it->r->os, it->r->key, "block at offset %llu: malformed row "
 				   "at byte %zu", (unsigned long long)it->part.e[it->bidx].off,
 				   it->pos);
@@ -1456,7 +1491,7 @@ run_verify_block(struct run_reader *r, const struct run_bentry *e, ZSTD_DCtx *d,
 	uint64_t n = 0;
 	struct run_row row = { 0 };
 	while (rd_left(&rd) > 0) {
-		if (run_row_parse(&rd, &row) != 0)
+		if (run_row_parse(&rd, r->version, &row) != 0)
 			return run_corrupt(os, r->key, "block at offset %llu: malformed row %llu",
 					   off, (unsigned long long)n);
 		if (row.klen == 0 || row.klen > STRATA_MAX_KEY)
@@ -1555,4 +1590,10 @@ out:
 	buf_destroy(&s.prev);
 	run_reader_close(r);
 	return rc;
+}
+
+uint32_t
+run_iter_kind(const struct run_iter *it)
+{
+	return it->row.kind;
 }

@@ -1,7 +1,8 @@
 /*
  * run.h — run files: the format of generations and base runs.
  *
- * A run is a sorted sequence of rows (key strictly increasing, one version per key)
+ * A run is a sorted sequence of rows (key strictly increasing, one version per key;
+ * a version is a put or a tombstone, STRATA_ROW_DELETE)
  * cut into blocks. Each block is zstd-compressed with a CRC32C trailer. The index is
  * partitioned: index partitions (each listing its blocks' last keys, positions and a
  * per-block bloom filter) are written between data blocks as the writer streams, and a
@@ -72,6 +73,10 @@ int run_writer_open(struct objstore *os, const char *key, const struct run_write
 /** Add a row; keys must strictly increase (STRATA_EINVAL otherwise). */
 int run_writer_add(struct run_writer *w, const void *key, size_t klen, uint64_t seq, const void *val,
 		   size_t vlen);
+/** run_writer_add of a row of kind STRATA_ROW_PUT or STRATA_ROW_DELETE (vlen 0);
+ *  STRATA_EINVAL for another kind or a delete with a value. */
+int run_writer_add_kind(struct run_writer *w, const void *key, size_t klen, uint64_t seq,
+			const void *val, size_t vlen, uint32_t kind);
 /** Data blocks written so far (lets a caller notice block boundaries). */
 uint64_t run_writer_blocks(const struct run_writer *w);
 /** Write the last block, the index and the footer; make the object durable. Frees w. */
@@ -92,6 +97,10 @@ const char *run_reader_key(const struct run_reader *r);
  *  with env.malloc (free with env.free). STRATA_NOTFOUND if absent. Thread-safe. */
 int run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t *seq, void **val,
 		   size_t *vlen);
+/** run_reader_get that also reports the row's kind (kind may be NULL): a tombstone is
+ *  found like a put, with an empty value and *kind STRATA_ROW_DELETE. */
+int run_reader_get_kind(struct run_reader *r, const void *key, size_t klen, uint64_t *seq,
+			void **val, size_t *vlen, uint32_t *kind);
 /** Bloom probes that said "absent" (skipped block reads), for tests and stats. */
 uint64_t run_reader_bloom_skips(const struct run_reader *r);
 /** Index partitions of the run (for inspect and tests). */
@@ -104,6 +113,8 @@ int run_iter_next(struct run_iter *it);
 /** The current row; pointers valid until the next run_iter_next. */
 void run_iter_row(const struct run_iter *it, const void **key, size_t *klen, uint64_t *seq,
 		  const void **val, size_t *vlen);
+/** Kind of the current row: STRATA_ROW_PUT or STRATA_ROW_DELETE. */
+uint32_t run_iter_kind(const struct run_iter *it);
 /** Free an iterator. Safe on NULL. */
 void run_iter_free(struct run_iter *it);
 

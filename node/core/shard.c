@@ -218,11 +218,12 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 	uint64_t seq;
 	const void *mv;
 	size_t ml;
-	int rc = mem_get(v->active->mem, key, klen, &seq, &mv, &ml);
+	uint32_t kind = STRATA_ROW_PUT;
+	int rc = mem_get_kind(v->active->mem, key, klen, &seq, &mv, &ml, &kind);
 	for (uint32_t i = v->nsealed; rc == STRATA_NOTFOUND && i-- > 0;)
-		rc = mem_get(v->sealed[i]->mem, key, klen, &seq, &mv, &ml);
+		rc = mem_get_kind(v->sealed[i]->mem, key, klen, &seq, &mv, &ml, &kind);
 	if (rc == 0) {
-		rc = copy_value(mv, ml, val, vlen);
+		rc = kind == STRATA_ROW_DELETE ? STRATA_NOTFOUND : copy_value(mv, ml, val, vlen);
 		view_unref(v);
 		return rc;
 	}
@@ -239,7 +240,8 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 			uint64_t tseq;
 			void *tv;
 			size_t tl;
-			int trc = run_reader_get(lists[l][i]->r, key, klen, &tseq, &tv, &tl);
+			uint32_t tkind = STRATA_ROW_PUT;
+			int trc = run_reader_get_kind(lists[l][i]->r, key, klen, &tseq, &tv, &tl, &tkind);
 			if (trc == STRATA_NOTFOUND)
 				continue;
 			if (trc) {
@@ -252,6 +254,7 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 				best = tv;
 				best_len = tl;
 				best_seq = tseq;
+				kind = tkind;
 			} else {
 				env.free(tv);
 			}
@@ -259,6 +262,10 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 		}
 	}
 	view_unref(v);
+	if (rc == 0 && kind == STRATA_ROW_DELETE) {
+		env.free(best);
+		rc = STRATA_NOTFOUND;
+	}
 	if (rc == 0) {
 		*val = best;
 		*vlen = best_len;
@@ -294,6 +301,8 @@ shard_scan(struct shard *s, const void *start, size_t start_len, const void *end
 				rc = 0;
 				break;
 			}
+			if (row.kind == STRATA_ROW_DELETE)
+				continue;
 			strata_row r = {row.key, row.klen, row.val, row.vlen};
 			rc = cb(ctx, &r);
 			if (rc)
@@ -348,7 +357,7 @@ write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta
 		mem_iter_entry(&it, &k, &kl, &seq, &v, &vl);
 		if (prev != NULL && merge_key_cmp(prev, prev_len, k, kl) == 0)
 			continue; /* an older version of the key just written */
-		rc = run_writer_add(w, k, kl, seq, v, vl);
+		rc = run_writer_add_kind(w, k, kl, seq, v, vl, mem_iter_kind(&it));
 		if (rc) {
 			run_writer_abort(w);
 			return rc;
@@ -573,6 +582,23 @@ plan_free(struct shard_plan *p)
 	env.free(p);
 }
 
+/** A plan folding the first n gens (PLAN_MERGE) or runs of man: the least min_seq of the
+ *  other tables that hold rows. Memtables hold only rows above every table's. */
+static uint64_t
+plan_drop_below(const struct manifest *man, int kind, uint32_t n)
+{
+	uint64_t floor = UINT64_MAX;
+	for (int l = 0; l < 2; l++) {
+		const struct manifest_obj *o = l == 0 ? man->gens : man->runs;
+		uint32_t cnt = l == 0 ? man->ngens : man->nruns;
+		uint32_t skip = (l == 0) == (kind == PLAN_MERGE) ? n : 0;
+		for (uint32_t i = skip; i < cnt; i++)
+			if (o[i].rows > 0 && o[i].min_seq < floor)
+				floor = o[i].min_seq;
+	}
+	return floor;
+}
+
 /** Pick the inputs (oldest first) from the manifest and pin their tables. */
 static int
 plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
@@ -608,6 +634,7 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		p->ids[i] = objs[i].id;
+	p->drop_below = plan_drop_below(&s->man, kind, n);
 	pthread_mutex_unlock(&s->manifest_mu);
 	/* Pin the tables from the view; a commit that raced us may have removed them. */
 	struct view *v = view_pin(s);
@@ -663,7 +690,9 @@ plan_write(struct shard *s, struct shard_plan *p)
 	uint64_t blocks = 0, bytes = 0;
 	struct source row;
 	while ((rc = merge_cursor_next(&c, &row)) == 1) {
-		rc = run_writer_add(w, row.key, row.klen, row.seq, row.val, row.vlen);
+		if (row.kind == STRATA_ROW_DELETE && row.seq < p->drop_below)
+			continue; /* nothing older outside the inputs for it to hide */
+		rc = run_writer_add_kind(w, row.key, row.klen, row.seq, row.val, row.vlen, row.kind);
 		if (rc)
 			break;
 		bytes += row.klen + row.vlen;

@@ -94,6 +94,10 @@ struct shard_plan {
 	struct table *out;
 	/** Input bytes. */
 	uint64_t bytes_in;
+	/** A tombstone with a seq below this hides nothing outside the inputs, so the
+	 *  written run drops it: the least min_seq of every table that is not an input
+	 *  (0 keeps every tombstone). */
+	uint64_t drop_below;
 };
 
 struct shard {
@@ -156,6 +160,8 @@ struct source {
 	const void *key, *val;
 	size_t klen, vlen;
 	uint64_t seq;
+	/** Kind of the current row: STRATA_ROW_PUT or STRATA_ROW_DELETE (a tombstone). */
+	uint32_t kind;
 };
 
 /** A min-heap of sources. */
@@ -169,7 +175,8 @@ struct merger {
 };
 
 /*
- * A merge cursor yields each distinct key once, with its newest version. The
+ * A merge cursor yields each distinct key once, with its newest version (a tombstone
+ * too: the caller skips or keeps it). The
  * winning source is advanced only at the next call, so the returned row stays
  * valid until then.
  */

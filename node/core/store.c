@@ -607,6 +607,12 @@ store_append_in(struct store *db, uint32_t shard, const strata_row *rows, size_t
 	for (size_t i = 0; i < n; i++) {
 		rc = check_row_at(db, rows[i].key, rows[i].key_len, rows[i].value, rows[i].value_len, "row",
 				  i);
+		if (rc == 0 && rows[i].kind != STRATA_ROW_PUT && rows[i].kind != STRATA_ROW_DELETE)
+			rc = diag_set(STRATA_EINVAL, "row %zu: unknown kind %u (put is %u, delete %u)", i,
+				      (unsigned)rows[i].kind, STRATA_ROW_PUT, STRATA_ROW_DELETE);
+		if (rc == 0 && rows[i].kind == STRATA_ROW_DELETE && rows[i].value_len > 0)
+			rc = diag_set(STRATA_EINVAL, "row %zu: a delete has no value (%zu bytes given)",
+				      i, rows[i].value_len);
 		if (rc)
 			return rc;
 		total += rows[i].key_len + rows[i].value_len;
@@ -617,6 +623,25 @@ store_append_in(struct store *db, uint32_t shard, const strata_row *rows, size_t
 	return shard_append(s, rows, n, last_seq);
 }
 
+/** store_append of one tombstone per key. */
+static int
+store_delete_in(struct store *db, uint32_t shard, const void *const *keys, const size_t *key_lens,
+		size_t n, uint64_t *last_seq)
+{
+	if (n > 0 && (keys == NULL || key_lens == NULL))
+		return diag_set(STRATA_EINVAL, "delete: NULL keys or key lengths for %zu keys", n);
+	if (n > UINT32_MAX)
+		return diag_set(STRATA_ETOOBIG, "delete: %zu keys in one batch", n);
+	strata_row *rows = env.calloc(n ? n : 1, sizeof(*rows));
+	if (rows == NULL)
+		return diag_set(STRATA_ENOMEM, "delete: out of memory for %zu keys", n);
+	for (size_t i = 0; i < n; i++)
+		rows[i] = (strata_row){.key = keys[i], .key_len = key_lens[i],
+				       .kind = STRATA_ROW_DELETE};
+	int rc = store_append_in(db, shard, rows, n, last_seq);
+	env.free(rows);
+	return rc;
+}
 
 static int
 store_get_in(struct store *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
@@ -856,6 +881,9 @@ store_set_listener(struct store *db, const struct store_listener *l, uint64_t me
 
 STORE_ENTRY(store_append, (struct store *db, uint32_t shard, const strata_row *rows, size_t n,
 			   uint64_t *last_seq), (db, shard, rows, n, last_seq))
+STORE_ENTRY(store_delete, (struct store *db, uint32_t shard, const void *const *keys,
+			   const size_t *key_lens, size_t n, uint64_t *last_seq),
+	    (db, shard, keys, key_lens, n, last_seq))
 STORE_ENTRY(store_get, (struct store *db, uint32_t shard, const void *key, size_t key_len, void **value,
 			size_t *value_len), (db, shard, key, key_len, value, value_len))
 STORE_ENTRY(store_scan, (struct store *db, uint32_t shard, const void *start, size_t start_len,

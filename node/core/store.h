@@ -50,6 +50,9 @@ int store_check_row(uint64_t max_value_bytes, size_t key_len, size_t value_len);
 
 /* The operations, as documented for their strata_* counterparts in strata.h. */
 int store_append(struct store *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq);
+/** Append one STRATA_ROW_DELETE row per key (keys[i] of key_lens[i] bytes) as one batch. */
+int store_delete(struct store *db, uint32_t shard, const void *const *keys, const size_t *key_lens,
+		 size_t n, uint64_t *last_seq);
 int store_get(struct store *db, uint32_t shard, const void *key, size_t key_len, void **value,
 	      size_t *value_len);
 int store_scan(struct store *db, uint32_t shard, const void *start, size_t start_len, const void *end,

@@ -4,8 +4,9 @@
  * Segment: header (magic "STRWAL01", u32 version, u32 crc32c of magic, version and
  * first_seq, u64 first_seq), then entries. Entry header, 24 bytes: u32 header_crc
  * (crc32c of the next 20 bytes), u32 payload_len, u64 first_seq, u32 nrows, u32
- * payload_crc (crc32c of the payload); then the payload (per row: varint klen, varint
- * vlen, key, value). All integers little-endian.
+ * payload_crc (crc32c of the payload); then the payload, per row: u8 kind (0 put,
+ * 1 delete; version 3 on), varint klen, varint vlen, key, value. Version 2 rows have no
+ * kind byte and are all puts. All integers little-endian.
  */
 #include "wal.h"
 
@@ -32,8 +33,10 @@
 #define WAL_SEG_HDR 24u
 /** Bytes of an entry header: header_crc, payload_len, first_seq, nrows, payload_crc. */
 #define WAL_ENTRY_HDR 24u
-/** Segment format version written and read by this build (2: entry header checksum). */
-#define WAL_VERSION 2u
+/** Segment format version written by this build (3: a kind byte per row). */
+#define WAL_VERSION 3u
+/** Oldest segment version read (2: entry header checksum, rows without a kind). */
+#define WAL_VERSION_MIN 2u
 /** Segment size used when the options say 0. */
 #define WAL_DEFAULT_SEGMENT_BYTES (64ull << 20)
 /** Largest entry payload used when the options say 0. */
@@ -551,11 +554,12 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t limit, u
 			 s->torn ? "zero-filled segment" : "bad segment magic");
 		goto out;
 	}
-	if (dec_u32(p + 8) != WAL_VERSION) {
+	uint32_t version = dec_u32(p + 8);
+	if (version < WAL_VERSION_MIN || version > WAL_VERSION) {
 		rc = diag_set(STRATA_EVERSION,
 			      "wal: segment %s has format version %u, but this build reads only "
-			      "version %u (entries with a header checksum); it cannot be replayed",
-			      path, dec_u32(p + 8), WAL_VERSION);
+			      "versions %u..%u (entries with a header checksum); it cannot be replayed",
+			      path, version, WAL_VERSION_MIN, WAL_VERSION);
 		goto out;
 	}
 	if (crc32c(crc32c(0, p, 12), p + 16, 8) != dec_u32(p + 12)) {
@@ -655,6 +659,15 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t limit, u
 		struct rd in;
 		rd_init(&in, p, plen);
 		for (uint32_t i = 0; i < nrows && !in.err; i++) {
+			uint32_t kind = STRATA_ROW_PUT;
+			if (version >= 3) {
+				const uint8_t *kb = rd_bytes(&in, 1);
+				if (kb == NULL || (*kb != STRATA_ROW_PUT && *kb != STRATA_ROW_DELETE)) {
+					in.err = 1;
+					break;
+				}
+				kind = *kb;
+			}
 			uint64_t klen = rd_varint(&in);
 			uint64_t vlen = rd_varint(&in);
 			if (klen > rd_left(&in) || vlen > rd_left(&in) - klen) {
@@ -665,6 +678,9 @@ wal_scan_segment(int fd, const char *path, uint64_t first_seq, uint64_t limit, u
 			rows[i].key = rd_bytes(&in, (size_t)klen);
 			rows[i].value_len = (size_t)vlen;
 			rows[i].value = rd_bytes(&in, (size_t)vlen);
+			rows[i].kind = kind;
+			if (kind == STRATA_ROW_DELETE && vlen > 0)
+				in.err = 1;
 		}
 		if (in.err || rd_left(&in) != 0) {
 			snprintf(s->why, sizeof(s->why), "entry rows do not match its payload length");
@@ -1294,10 +1310,14 @@ wal_encode(struct wal *w, const strata_row *rows, size_t n, struct wal_entry **o
 		const strata_row *r = &rows[i];
 		if ((r->key == NULL && r->key_len) || (r->value == NULL && r->value_len))
 			return diag_set(STRATA_EINVAL, "wal: row %zu has a NULL key or value", i);
+		if ((r->kind != STRATA_ROW_PUT && r->kind != STRATA_ROW_DELETE) ||
+		    (r->kind == STRATA_ROW_DELETE && r->value_len > 0))
+			return diag_set(STRATA_EINVAL, "wal: row %zu has kind %u with a value of %zu "
+					"bytes", i, (unsigned)r->kind, r->value_len);
 		if (r->key_len > w->max_entry || r->value_len > w->max_entry)
 			return diag_set(STRATA_ETOOBIG, "wal: row %zu exceeds the entry limit %" PRIu64,
 					i, w->max_entry);
-		plen += enc_varint_len(r->key_len) + enc_varint_len(r->value_len) + r->key_len +
+		plen += 1 + enc_varint_len(r->key_len) + enc_varint_len(r->value_len) + r->key_len +
 			r->value_len;
 		if (plen > w->max_entry)
 			return diag_set(STRATA_ETOOBIG,
@@ -1310,6 +1330,7 @@ wal_encode(struct wal *w, const strata_row *rows, size_t n, struct wal_entry **o
 		return diag_set(STRATA_ENOMEM, "wal: out of memory for an entry of %zu bytes", len);
 	uint8_t *p = e->data + WAL_ENTRY_HDR;
 	for (size_t i = 0; i < n; i++) {
+		*p++ = (uint8_t)rows[i].kind;
 		p += enc_varint(p, rows[i].key_len);
 		p += enc_varint(p, rows[i].value_len);
 		if (rows[i].key_len)

@@ -30,12 +30,14 @@
  * when the fence was seen has an unknown outcome (like one cut short by a crash):
  * its rows may be read by the new owner, or not.
  *
- * Format (little-endian). Segment header, 24 bytes: "STRWAL01", u32 version (2),
- * u32 crc32c of magic, version and first_seq, u64 first_seq (equal to the file name).
- * Any other version is refused with STRATA_EVERSION.
+ * Format (little-endian). Segment header, 24 bytes: "STRWAL01", u32 version (3
+ * written; 2 and 3 read), u32 crc32c of magic, version and first_seq, u64 first_seq
+ * (equal to the file name). Any other version is refused with STRATA_EVERSION.
  * Entry header, 24 bytes: u32 header_crc (crc32c of the next 20 bytes), u32
  * payload_len, u64 first_seq, u32 nrows (>= 1), u32 payload_crc (crc32c of the
- * payload); then the payload = per row varint klen, varint vlen, key, value. The
+ * payload); then the payload = per row u8 kind (STRATA_ROW_PUT or STRATA_ROW_DELETE,
+ * a delete with vlen 0; version 2 has no kind byte: every row a put), varint klen,
+ * varint vlen, key, value. Replay hands each row's kind in strata_row.kind. The
  * header has its own checksum so that a length is trusted only once verified.
  * Positions start at 1 and are contiguous inside a segment; a later segment may start
  * above the previous one's end (a next_seq_floor jump), never at or below it.

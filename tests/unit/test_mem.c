@@ -1092,7 +1092,7 @@ conc_batch_new(struct mem *m, int k)
 {
 	char keys[CONC_BATCH][16];
 	unsigned char vals[CONC_BATCH][32];
-	strata_row rows[CONC_BATCH];
+	strata_row rows[CONC_BATCH] = {0};
 	for (int i = 0; i < CONC_BATCH; i++) {
 		int r = k * CONC_BATCH + i;
 		rows[i].key = keys[i];

@@ -971,15 +971,15 @@ future_format_version_is_refused(void)
 	REQUIRE(fd >= 0);
 	uint8_t foot[112];
 	REQUIRE_EQ(pread(fd, foot, sizeof(foot), (off_t)(size - 112)), 112);
-	CHECK_EQ(dec_u32(foot + 96), 1);
-	enc_u32(foot + 96, 2);
+	CHECK_EQ(dec_u32(foot + 96), 2);
+	enc_u32(foot + 96, 3);
 	enc_u32(foot + 100, crc32c(0, foot, 100));
 	REQUIRE_EQ(pwrite(fd, foot, sizeof(foot), (off_t)(size - 112)), 112);
 	close(fd);
 	struct run_reader *r = NULL;
 	CHECK_EQ(run_reader_open(f.os, RUN_KEY, &r), STRATA_EVERSION);
 	CHECK(r == NULL);
-	CHECK(diag_names(RUN_KEY, "version 2"));
+	CHECK(diag_names(RUN_KEY, "version 3"));
 	CHECK_EQ(run_verify(f.os, RUN_KEY, NULL), STRATA_EVERSION);
 	fix_close(&f);
 }

@@ -779,15 +779,16 @@ TEST(torn_entry_in_older_segment_is_corruption)
 static int
 append_forged_entry(const char *path, uint64_t first_seq)
 {
-	uint8_t e[ENTRY_HDR + 6];
+	uint8_t e[ENTRY_HDR + 7];
 	uint8_t *p = e + ENTRY_HDR;
-	p[0] = 2;
+	p[0] = STRATA_ROW_PUT;
 	p[1] = 2;
-	memcpy(p + 2, "kkvv", 4);
-	enc_u32(e + 4, 6);
+	p[2] = 2;
+	memcpy(p + 3, "kkvv", 4);
+	enc_u32(e + 4, 7);
 	enc_u64(e + 8, first_seq);
 	enc_u32(e + 16, 1);
-	enc_u32(e + 20, crc32c(0, p, 6));
+	enc_u32(e + 20, crc32c(0, p, 7));
 	enc_u32(e, crc32c(0, e + 4, ENTRY_HDR - 4));
 	int fd = open(path, O_WRONLY | O_APPEND);
 	if (fd < 0)
@@ -848,11 +849,11 @@ TEST(payload_over_max_entry_bytes_is_corruption)
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
 	static uint8_t big[2000];
-	/* Payload = varint(1) + varint(value_len) + 1 + value_len. */
-	strata_row r = {"k", 1, big, 997};
+	/* Payload = kind + varint(1) + varint(value_len) + 1 + value_len. */
+	strata_row r = {"k", 1, big, 996};
 	struct wal_ticket tk;
 	CHECK_EQ(wal_submit(w, &r, 1, &tk), STRATA_ETOOBIG);
-	r.value_len = 996;
+	r.value_len = 995;
 	CHECK_EQ(wal_submit(w, &r, 1, &tk), 0);
 	CHECK_EQ(wal_wait(w, &tk), 0);
 	CHECK_EQ(wal_submit(w, &r, 0, &tk), STRATA_EINVAL);
