@@ -639,15 +639,15 @@ lstrata_row_field(lua_State *L, int row, size_t i, const char *name, int pos, si
 }
 
 /** db:append(shard, rows | row | key, value) -> last_seq | nil, message, code
- *  rows is a list of {key=, value=} or {key, value} tables; a single row table or a
- *  key and a value are accepted as a batch of one. */
+ *  rows is a list of {key=, value=} or {key, value} tables ({key=, delete=true} for a
+ *  delete); a single row table or a key and a value are accepted as a batch of one. */
 static int
 lstrata_append(lua_State *L)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	uint32_t shard = lstrata_checkshard(L, 2);
 	if (lua_type(L, 3) == LUA_TSTRING) {
-		strata_row r;
+		strata_row r = {0};
 		r.key = lua_tolstring(L, 3, &r.key_len);
 		r.value = luaL_checklstring(L, 4, &r.value_len);
 		uint64_t seq = 0;
@@ -685,7 +685,16 @@ lstrata_append(lua_State *L)
 		}
 		int row = lua_gettop(L);
 		rows[i].key = lstrata_row_field(L, row, i, "key", 1, &rows[i].key_len, 4, &nanchored);
-		rows[i].value = lstrata_row_field(L, row, i, "value", 2, &rows[i].value_len, 4, &nanchored);
+		lua_getfield(L, row, "delete");
+		rows[i].kind = lua_toboolean(L, -1) ? STRATA_ROW_DELETE : STRATA_ROW_PUT;
+		lua_pop(L, 1);
+		if (rows[i].kind == STRATA_ROW_DELETE) {
+			rows[i].value = NULL;
+			rows[i].value_len = 0;
+		} else {
+			rows[i].value = lstrata_row_field(L, row, i, "value", 2, &rows[i].value_len, 4,
+							  &nanchored);
+		}
 		lua_settop(L, rows_top);
 	}
 	uint64_t seq = UINT64_MAX;
@@ -699,6 +708,45 @@ lstrata_append(lua_State *L)
 			return lstrata_fail(L, rc);
 		seq = st.last_seq;
 	}
+	lua_pushnumber(L, (lua_Number)seq);
+	return 1;
+}
+
+/** db:delete(shard, key | keys) -> last_seq | nil, message, code
+ *  keys is a list of strings, deleted in one batch (all or nothing). */
+static int
+lstrata_delete(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	uint32_t shard = lstrata_checkshard(L, 2);
+	strata_row one = {.kind = STRATA_ROW_DELETE};
+	strata_row *rows = &one;
+	size_t n = 1;
+	if (lua_type(L, 3) == LUA_TSTRING) {
+		one.key = lua_tolstring(L, 3, &one.key_len);
+	} else {
+		luaL_checktype(L, 3, LUA_TTABLE);
+		n = lua_objlen(L, 3);
+		if (n > UINT32_MAX)
+			luaL_argerror(L, 3, "too many keys in one batch");
+		if (n == 0)
+			return lstrata_fail_msg(L, STRATA_EINVAL, "db:delete: no keys (give a key or a "
+						"list of keys)");
+		rows = lua_newuserdata(L, n * sizeof(*rows)); /* 4 */
+		for (size_t i = 0; i < n; i++) {
+			lua_rawgeti(L, 3, (int)(i + 1));
+			if (lua_type(L, -1) != LUA_TSTRING)
+				luaL_argerror(L, 3, lua_pushfstring(L, "key %d must be a string, not %s",
+								    (int)i + 1, luaL_typename(L, -1)));
+			rows[i] = (strata_row){.kind = STRATA_ROW_DELETE};
+			rows[i].key = lua_tolstring(L, -1, &rows[i].key_len);
+			lua_pop(L, 1); /* the string stays alive in the table at 3 */
+		}
+	}
+	uint64_t seq = 0;
+	int rc = strata_append_seq(d->db, shard, rows, n, &seq);
+	if (rc != 0)
+		return lstrata_fail(L, rc);
 	lua_pushnumber(L, (lua_Number)seq);
 	return 1;
 }
@@ -1145,6 +1193,7 @@ lstrata_strerror(lua_State *L)
 static const luaL_Reg lstrata_db_methods[] = {
 	{"append", lstrata_append},
 	{"get", lstrata_get},
+	{"delete", lstrata_delete},
 	{"seal", lstrata_seal},
 	{"merge", lstrata_merge},
 	{"prepare", lstrata_prepare},

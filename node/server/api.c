@@ -46,12 +46,12 @@ static const char *const api_handler_names[API_R_COUNT] = {
 };
 
 /** Method label of each method index (api_method_index). */
-static const char *const api_method_names[API_METHODS] = {"GET", "HEAD", "POST", "PUT", "other"};
+static const char *const api_method_names[API_METHODS] = {"GET", "HEAD", "POST", "PUT", "DELETE", "other"};
 
 _Static_assert(API_R_COUNT == API_HANDLERS, "API_HANDLERS must count the routes");
 
 /** Method bits of API_ALLOW_*. */
-enum { API_M_GET = 1, API_M_POST = 2, API_M_PUT = 4 };
+enum { API_M_GET = 1, API_M_POST = 2, API_M_PUT = 4, API_M_DELETE = 8 };
 
 /** A routed request target. */
 struct api_route {
@@ -158,8 +158,10 @@ api_method_index(int method)
 		return 2;
 	case HTTP_PUT:
 		return 3;
-	default:
+	case HTTP_DELETE:
 		return 4;
+	default:
+		return 5;
 	}
 }
 
@@ -351,6 +353,8 @@ route_methods(int id)
 		return API_M_GET | API_M_PUT;
 	case API_R_ROWS:
 		return API_M_GET | API_M_POST;
+	case API_R_ROW:
+		return API_M_GET | API_M_DELETE;
 	case API_R_SEAL:
 	case API_R_MERGE:
 	case API_R_CHECKPOINT:
@@ -371,6 +375,8 @@ method_bit(int method)
 		return API_M_POST;
 	case HTTP_PUT:
 		return API_M_PUT;
+	case HTTP_DELETE:
+		return API_M_DELETE;
 	default:
 		return 0;
 	}
@@ -436,8 +442,8 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 	int allowed = route_methods(rt->id);
 	if (!(method_bit(r->method) & allowed)) {
 		char allow[64] = "Allow: ", d[160];
-		const char *names[] = {"GET, HEAD", "POST", "PUT"};
-		for (int i = 0, first = 1; i < 3; i++)
+		const char *names[] = {"GET, HEAD", "POST", "PUT", "DELETE"};
+		for (int i = 0, first = 1; i < 4; i++)
 			if (allowed & (1 << i)) {
 				strcat(allow, first ? "" : ", ");
 				strcat(allow, names[i]);
@@ -585,6 +591,9 @@ parse_batch(struct api_append *j, const uint8_t *p, size_t len, strata_row **out
 	for (uint32_t i = 0; i < count; i++) {
 		size_t off = (size_t)(rd.p - p);
 		uint32_t kl = rd_u32(&rd), vl = rd_u32(&rd);
+		uint32_t kind = vl == API_BATCH_DELETE ? STRATA_ROW_DELETE : STRATA_ROW_PUT;
+		if (kind == STRATA_ROW_DELETE)
+			vl = 0;
 		const uint8_t *k = rd_bytes(&rd, kl);
 		const uint8_t *v = rd_bytes(&rd, vl);
 		if (rd.err) {
@@ -596,7 +605,7 @@ parse_batch(struct api_append *j, const uint8_t *p, size_t len, strata_row **out
 			env.free(rows);
 			return -1;
 		}
-		rows[i] = (strata_row){k, kl, v, vl};
+		rows[i] = (strata_row){k, kl, v, vl, kind};
 	}
 	if (rd_left(&rd) != 0) {
 		env.free(rows);
@@ -679,7 +688,7 @@ parse_ndjson(struct api_append *j, const uint8_t *p, size_t len, strata_row **ou
 			rc = append_fail(j, 400, "bad row", "line %zu: expected a JSON object", lineno);
 			break;
 		}
-		json_t *key = NULL, *key64 = NULL, *val = NULL, *val64 = NULL;
+		json_t *key = NULL, *key64 = NULL, *val = NULL, *val64 = NULL, *del = NULL;
 		const char *name;
 		json_t *v;
 		json_object_foreach(o, name, v)
@@ -692,9 +701,12 @@ parse_ndjson(struct api_append *j, const uint8_t *p, size_t len, strata_row **ou
 				val = v;
 			else if (strcmp(name, "value_b64") == 0)
 				val64 = v;
+			else if (strcmp(name, "delete") == 0)
+				del = v;
 			else {
 				rc = append_fail(j, 400, "bad row", "line %zu: unknown field \"%.64s\" (expected key or "
-								    "key_b64, and value or value_b64)",
+								    "key_b64, and value or value_b64 or "
+								    "\"delete\": true)",
 						 lineno, name);
 				break;
 			}
@@ -702,7 +714,13 @@ parse_ndjson(struct api_append *j, const uint8_t *p, size_t len, strata_row **ou
 		if (rc == 0 && (key == NULL) == (key64 == NULL))
 			rc = append_fail(j, 400, "bad row", "line %zu: needs exactly one of \"key\" and \"key_b64\"",
 					 lineno);
-		if (rc == 0 && (val == NULL) == (val64 == NULL))
+		if (rc == 0 && del != NULL && !json_is_boolean(del))
+			rc = append_fail(j, 400, "bad row", "line %zu: \"delete\" must be true or false", lineno);
+		int is_del = del != NULL && json_is_true(del);
+		if (rc == 0 && is_del && (val != NULL || val64 != NULL))
+			rc = append_fail(j, 400, "bad row", "line %zu: a delete has no \"value\" or \"value_b64\"",
+					 lineno);
+		if (rc == 0 && !is_del && (val == NULL) == (val64 == NULL))
 			rc = append_fail(j, 400, "bad row",
 					 "line %zu: needs exactly one of \"value\" and \"value_b64\"", lineno);
 		long kl = -1, vl = -1;
@@ -713,7 +731,9 @@ parse_ndjson(struct api_append *j, const uint8_t *p, size_t len, strata_row **ou
 				rc = -1;
 		}
 		size_t voff = used;
-		if (rc == 0) {
+		if (rc == 0 && is_del)
+			vl = 0;
+		else if (rc == 0) {
 			vl = take_field(j, lineno, val ? "value" : "value_b64", val ? val : val64, val == NULL, arena,
 					&used);
 			if (vl < 0)
@@ -727,6 +747,7 @@ parse_ndjson(struct api_append *j, const uint8_t *p, size_t len, strata_row **ou
 			rows[n].key_len = (size_t)kl;
 			rows[n].value = (const void *)(uintptr_t)voff;
 			rows[n].value_len = (size_t)vl;
+			rows[n].kind = is_del ? STRATA_ROW_DELETE : STRATA_ROW_PUT;
 			n++;
 		}
 	}
@@ -843,8 +864,12 @@ struct api_get {
 	void *value;
 	/** Length of value. */
 	size_t value_len;
-	/** strata_get's result. */
+	/** strata_get's result (strata_append_seq's for a DELETE). */
 	int rc;
+	/** The request is DELETE: append a tombstone instead of reading. */
+	int del;
+	/** Sequence number of the tombstone of a DELETE. */
+	uint64_t last_seq;
 	/** Error detail when rc < 0. */
 	char detail[600];
 };
@@ -854,8 +879,14 @@ get_work(void *arg)
 {
 	struct api_get *j = arg;
 	uint64_t t0 = env.mono_ns();
-	j->rc = strata_get(j->a->db, j->shard, j->key.data, j->key.len, &j->value, &j->value_len);
-	hist_record(j->a->get_ns, env.mono_ns() - t0);
+	if (j->del) {
+		strata_row row = {.key = j->key.data, .key_len = j->key.len, .kind = STRATA_ROW_DELETE};
+		j->rc = strata_append_seq(j->a->db, j->shard, &row, 1, &j->last_seq);
+		hist_record(j->a->append_ns, env.mono_ns() - t0);
+	} else {
+		j->rc = strata_get(j->a->db, j->shard, j->key.data, j->key.len, &j->value, &j->value_len);
+		hist_record(j->a->get_ns, env.mono_ns() - t0);
+	}
 	if (j->rc < 0)
 		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
 }
@@ -866,7 +897,12 @@ get_done(void *arg)
 	struct api_get *j = arg;
 	struct api *a = j->a;
 	a->jobs--;
-	if (j->rc == 0) {
+	if (j->rc == 0 && j->del) {
+		api_json(a, j->r, 200, json_pack("{s:I, s:I}", "deleted", (json_int_t)1, "last_seq",
+						 (json_int_t)j->last_seq));
+	} else if (j->rc < 0 && j->del) {
+		api_error(a, j->r, api_status_of(j->rc), "delete failed", j->detail);
+	} else if (j->rc == 0) {
 		api_reply(a, j->r, 200, "application/octet-stream", NULL, j->value, j->value_len);
 	} else if (j->rc == STRATA_NOTFOUND) {
 		char d[128];
@@ -891,6 +927,7 @@ api_get(struct api *a, struct http_req *r, const struct api_route *rt)
 	j->a = a;
 	j->r = r;
 	j->shard = (uint32_t)rt->shard;
+	j->del = r->method == HTTP_DELETE;
 	if (pct_decode(rt->key, rt->key_len, 0, &j->key) != 0) {
 		api_error(a, r, 400, "bad key", "the key has a malformed %-escape");
 	} else if (j->key.len == 0 || j->key.len > STRATA_MAX_KEY) {

@@ -5,12 +5,15 @@
  *
  * POST /v1/shards/{id}/rows takes NDJSON, one object per line:
  *   {"key": "k", "value": "v"}  or  {"key": "k", "value_b64": "dg=="}
+ *   or a delete, {"key": "k", "delete": true}
  * ("key_b64" in place of "key" for a binary key), or, with
  * Content-Type: application/x-strata-batch, the binary batch format:
  *   u32 count, then count times { u32 key_len, u32 value_len, key bytes, value bytes }
- * all integers little-endian, nothing after the last row. A batch is all or
+ * all integers little-endian, nothing after the last row; a value_len of
+ * API_BATCH_DELETE makes the row a delete (no value bytes follow). A batch is all or
  * nothing; the reply {"appended": n, "last_seq": s} comes once it is durable.
  * Any other Content-Type than api.c's api_rows_types is a 415 before the body is read.
+ * DELETE /v1/shards/{id}/rows/{key} appends one delete: {"deleted": 1, "last_seq": s}.
  *
  * A malformed shard id is a 400, a well-formed one the store lacks a 404; a shard
  * busy with a merge or compaction a 429 with Retry-After (the node is fine), a full
@@ -39,8 +42,10 @@ struct runtime;
 #define API_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 /** Routes counted by handler in strata_http_requests_total (api_handler_name). */
 #define API_HANDLERS 11
-/** Methods counted there: GET, HEAD, POST, PUT and any other (api_method_name). */
-#define API_METHODS 5
+/** Methods counted there: GET, HEAD, POST, PUT, DELETE and any other (api_method_name). */
+#define API_METHODS 6
+/** value_len of a delete row in the binary batch format. */
+#define API_BATCH_DELETE UINT32_MAX
 /** Most rows accepted in one POST. */
 #define API_MAX_BATCH_ROWS (1u << 20)
 /** A scan job stops after this many rows and hands them to the loop. */

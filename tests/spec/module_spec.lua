@@ -199,6 +199,30 @@ describe("strata module", function()
 			db:close()
 		end)
 
+		it("deletes a key, a list of keys, and delete rows mixed with puts", function()
+			local db = open()
+			db:append(0, { { key = "a", value = "1" }, { key = "b", value = "2" }, { key = "c", value = "3" } })
+			db:seal(0)
+			assert.equals(4, db:delete(0, "a"))
+			assert.is_nil(db:get(0, "a"))
+			assert.equals(6, db:delete(0, { "b", "absent" }))
+			assert.is_nil(db:get(0, "b"))
+			assert.equals(8, db:append(0, { { key = "c", delete = true }, { key = "d", value = "4" } }))
+			db:merge(0)
+			assert.is_nil(db:get(0, "c"))
+			local keys = {}
+			for k in db:scan(0) do
+				keys[#keys + 1] = k
+			end
+			assert.same({ "d" }, keys)
+			local ok, msg, code = db:delete(0, "")
+			assert.is_nil(ok)
+			assert.equals(strata.EINVAL, code)
+			assert.truthy(msg:find("empty key", 1, true))
+			assert.has_error(function() db:delete(0, { "x", 1 }) end)
+			db:close()
+		end)
+
 		it("keeps binary keys and values intact", function()
 			local db = open()
 			local key, value = "a\0b\255", "\0\1\2\255\0"

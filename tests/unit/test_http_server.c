@@ -651,6 +651,72 @@ TEST(append_get_scan_round_trip)
 	free(dir);
 }
 
+TEST(delete_by_route_ndjson_and_binary_batch)
+{
+	char *dir = tmpdir("delete");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	const char *nd = "{\"key\":\"a\",\"value\":\"1\"}\n{\"key\":\"b\",\"value\":\"2\"}\n"
+			 "{\"key\":\"c\",\"value\":\"3\"}\n{\"key\":\"d/e\",\"value\":\"4\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", nd, strlen(nd), NULL), 200);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/seal", NULL, 0, NULL), 200);
+	/* DELETE of a row: a tombstone; deleting it again, or an absent key, is no error. */
+	char *r = NULL;
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/shards/0/rows/d%2Fe", NULL, 0, NULL, &r, NULL), 200);
+	CHECK_EQ(json_int_of(r, "deleted"), 1);
+	CHECK_EQ(json_int_of(r, "last_seq"), 5);
+	free(r);
+	CHECK_EQ(get_status(&n, 0, "d%2Fe"), 404);
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/shards/0/rows/never", NULL, 0, NULL, NULL, NULL), 200);
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/shards/9/rows/a", NULL, 0, NULL, NULL, NULL), 404);
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/shards/0/rows", NULL, 0, NULL, NULL, NULL), 405);
+	/* NDJSON: a delete row mixed with puts, applied in order. */
+	const char *mix = "{\"key\":\"a\",\"delete\":true}\n{\"key\":\"f\",\"value\":\"6\"}\n"
+			  "{\"key\":\"c\",\"delete\":false,\"value\":\"3b\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", mix, strlen(mix), &r), 200);
+	CHECK_EQ(json_int_of(r, "appended"), 3);
+	free(r);
+	CHECK_EQ(get_status(&n, 0, "a"), 404);
+	CHECK(value_is(&n, 0, "c", "3b", 2));
+	CHECK(value_is(&n, 0, "f", "6", 1));
+	const char *bad[] = {"{\"key\":\"b\",\"delete\":true,\"value\":\"x\"}\n",
+			     "{\"key\":\"b\",\"delete\":1}\n", "{\"key\":\"b\",\"delete\":false}\n"};
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bad[i], strlen(bad[i]), NULL), 400);
+	CHECK(value_is(&n, 0, "b", "2", 1));
+	/* Binary batch: value_len 0xffffffff is a delete with no value bytes. */
+	uint8_t batch[64];
+	uint32_t count = 2, kl = 1, del = UINT32_MAX, vl = 2;
+	memcpy(batch, &count, 4);
+	memcpy(batch + 4, &kl, 4);
+	memcpy(batch + 8, &del, 4);
+	batch[12] = 'b';
+	memcpy(batch + 13, &kl, 4);
+	memcpy(batch + 17, &vl, 4);
+	memcpy(batch + 21, "gG7", 3);
+	const char *bh[] = {"Content-Type: application/x-strata-batch", NULL};
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", (const char *)batch, 24, bh, &r, NULL), 200);
+	CHECK_EQ(json_int_of(r, "appended"), 2);
+	free(r);
+	CHECK_EQ(get_status(&n, 0, "b"), 404);
+	CHECK(value_is(&n, 0, "g", "G7", 2));
+	/* Scans skip deleted keys, before and after a merge. */
+	for (int pass = 0; pass < 2; pass++) {
+		json_t *all = scan(&n, "");
+		REQUIRE(all != NULL);
+		CHECK_EQ(json_array_size(all), 3);
+		if (json_array_size(all) == 3) {
+			CHECK(strcmp(row_key(all, 0), "c") == 0);
+			CHECK(strcmp(row_key(all, 1), "f") == 0);
+			CHECK(strcmp(row_key(all, 2), "g") == 0);
+		}
+		json_decref(all);
+		CHECK_EQ(http_post(&n, "/v1/shards/0/merge-wal", NULL, 0, NULL), 200);
+	}
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
 TEST(slow_reader_gets_the_whole_scan)
 {
 	char *dir = tmpdir("slowscan");
@@ -873,7 +939,7 @@ TEST(bad_inputs_never_break_the_node)
 	free(r);
 	CHECK_EQ(http_get(&n, "/v1/shards/x1/stats", NULL, NULL), 400);
 	CHECK_EQ(http_get(&n, "/v1/nothing", NULL, NULL), 404);
-	CHECK_EQ(http_status(&n, "DELETE", "/v1/shards/0/rows/baseline", NULL, 0, NULL, NULL, NULL), 405);
+	CHECK_EQ(http_status(&n, "PUT", "/v1/shards/0/rows/baseline", NULL, 0, NULL, NULL, NULL), 405);
 	CHECK_EQ(http_get(&n, "/v1/shards/0/seal", NULL, NULL), 405);
 	CHECK_EQ(get_status(&n, 0, "bad%zzescape"), 400);
 	CHECK(node_healthy(&n));
@@ -1572,6 +1638,7 @@ main(int argc, char **argv)
 		nodes_kill_all();                                                                       \
 	} while (0)
 	RUN_NODE(append_get_scan_round_trip);
+	RUN_NODE(delete_by_route_ndjson_and_binary_batch);
 	RUN_NODE(slow_reader_gets_the_whole_scan);
 	RUN_NODE(pipelined_requests_answered_in_order);
 	RUN_NODE(chunked_body_accepted);
