@@ -324,7 +324,9 @@ struct load_track;
 
 int load_track_new(uint64_t max_rows, struct load_track **out);
 void load_track_delete(struct load_track *t);
-/** Record an acknowledged row with its sequence number. */
+/** vlen of a tracked row that is a delete: the key must read back absent. */
+#define LOAD_TRACK_DELETED UINT32_MAX
+/** Record an acknowledged row with its sequence number (vlen LOAD_TRACK_DELETED: a delete). */
 void load_track_ack(struct load_track *t, uint32_t shard, const void *key, size_t klen, uint64_t seq,
 		    uint64_t vhash, uint32_t vlen);
 /** Record a row whose append failed: it may or may not have been applied. */
@@ -336,8 +338,9 @@ uint64_t load_track_overflow(const struct load_track *t);
 int load_track_entry(const struct load_track *t, uint64_t i, uint32_t *shard, const void **key, size_t *klen);
 /** Capacity of the table (iterate entries 0..capacity-1). */
 uint64_t load_track_capacity(const struct load_track *t);
-/** Compare a read-back value with entry i: 0 same, 1 lost (absent), 2 mismatch, 3 mismatch
- *  tolerated because an unacknowledged append of the key may have won. */
+/** Compare a read-back value with entry i: 0 same (absent, for a deleted key), 1 lost
+ *  (absent), 2 mismatch (a deleted key that reads back too), 3 mismatch tolerated because
+ *  an unacknowledged append of the key may have won. */
 int load_track_check(const struct load_track *t, uint64_t i, int found, const void *v, size_t vlen);
 /** Hash of a value as tracked. */
 uint64_t load_track_hash(const void *v, size_t n);

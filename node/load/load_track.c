@@ -205,6 +205,8 @@ int
 load_track_check(const struct load_track *t, uint64_t i, int found, const void *v, size_t vlen)
 {
 	const struct load_track_ent *e = &t->ent[i];
+	if (e->vlen == LOAD_TRACK_DELETED)
+		return !found ? 0 : e->uncertain ? 3 : 2;
 	if (!found)
 		return 1;
 	if (vlen == e->vlen && load_track_hash(v, vlen) == e->vhash)

@@ -1,6 +1,6 @@
 /*
- * load_verb.c — the ctx object of `strata load` scripts: the verbs (append, get,
- * scan, scan_rows, seal, merge_wal, put_policy, get_policy, stats, http,
+ * load_verb.c — the ctx object of `strata load` scripts: the verbs (append, delete,
+ * get, scan, scan_rows, seal, merge_wal, put_policy, get_policy, stats, http,
  * http_raw), sleep, custom metrics and histogram objects; how a request's outcome
  * is judged (a success, a busy shard, a failure) and handed back to Lua; and the
  * encodings the HTTP target needs (NDJSON rows, base64, JSON into Lua tables).
@@ -754,7 +754,101 @@ l_append(lua_State *L)
 			r->rows[i].key_len = m[i].klen;
 			r->rows[i].value = r->body.data + m[i].voff;
 			r->rows[i].value_len = m[i].vlen;
+			r->rows[i].kind = STRATA_ROW_PUT;
 		}
+	}
+	return verb_go(L, it, r);
+}
+
+/** Append a delete row for key k to r's body in the target's format. */
+static int
+verb_delete_row(struct load_req *r, int embedded, const char *k, size_t kl)
+{
+	if (embedded)
+		return buf_append(&r->body, k, kl);
+	if (r->batch) {
+		int rc = buf_put_u32(&r->body, (uint32_t)kl);
+		if (rc == 0)
+			rc = buf_put_u32(&r->body, UINT32_MAX); /* API_BATCH_DELETE */
+		return rc == 0 ? buf_append(&r->body, k, kl) : rc;
+	}
+	int kt = load_utf8_ok((const uint8_t *)k, kl);
+	int rc = buf_append(&r->body, kt ? "{\"key\":" : "{\"key_b64\":\"", kt ? 7 : 12);
+	if (rc == 0)
+		rc = kt ? load_json_str(&r->body, (const uint8_t *)k, kl) : b64_encode(&r->body, (const uint8_t *)k, kl);
+	if (rc == 0 && !kt)
+		rc = buf_append(&r->body, "\"", 1);
+	return rc == 0 ? buf_append(&r->body, ",\"delete\":true}\n", 16) : rc;
+}
+
+/* ctx:delete(shard, key | keys [, {expect=, track=}]) -> last_seq | nil, msg, kind
+ * One append of delete rows (all or nothing); reported under the append verb. */
+static int
+l_delete(lua_State *L)
+{
+	struct load_run *run = ctx_run(L);
+	struct load_iter *it = verb_iter(L, run, "delete");
+	uint32_t shard = verb_shard(L, 2, "delete");
+	int one = lua_type(L, 3) == LUA_TSTRING;
+	if (!one)
+		luaL_checktype(L, 3, LUA_TTABLE);
+	int expect = verb_expect(L, 4, "delete");
+	int track = run->track != NULL;
+	if (lua_istable(L, 4)) {
+		lua_getfield(L, 4, "track");
+		if (lua_isboolean(L, -1) && !lua_toboolean(L, -1))
+			track = 0;
+		lua_pop(L, 1);
+	}
+	size_t n = one ? 1 : lua_objlen(L, 3);
+	if (n == 0)
+		return luaL_error(L, "ctx:delete: no keys (give a key or an array of keys)");
+	if (n > LOAD_MAX_BATCH_ROWS)
+		return luaL_error(L, "ctx:delete: %zu keys, more than %u in one delete", n, LOAD_MAX_BATCH_ROWS);
+	int embedded = strcmp(run->target->kind, "embedded") == 0;
+	struct load_req *r = verb_req(L, run, LOAD_VERB_APPEND);
+	r->shard = shard;
+	r->nrows = n;
+	r->expect = expect;
+	r->track = track;
+	r->batch = run->batch_format && !embedded;
+	int rc = buf_reserve(&r->rowmeta, n * sizeof(struct load_rowmeta));
+	if (rc == 0 && r->batch)
+		rc = buf_put_u32(&r->body, (uint32_t)n);
+	for (size_t i = 1; i <= n && rc == 0; i++) {
+		if (!one)
+			lua_rawgeti(L, 3, (int)i);
+		else
+			lua_pushvalue(L, 3);
+		if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+			return verb_abort(L, run, r, "ctx:delete: key %zu must be a string", i);
+		size_t kl;
+		const char *k = lua_tolstring(L, -1, &kl);
+		if (kl > STRATA_MAX_KEY)
+			return verb_abort(L, run, r, "ctx:delete: key %zu: %zu bytes, over %u", i, kl,
+					  STRATA_MAX_KEY);
+		struct load_rowmeta m = {.koff = r->keys.len, .klen = (uint32_t)kl, .vlen = LOAD_TRACK_DELETED};
+		rc = buf_append(&r->keys, k, kl);
+		if (rc == 0)
+			rc = verb_delete_row(r, embedded, k, kl);
+		m.voff = r->body.len;
+		if (rc == 0)
+			rc = buf_append(&r->rowmeta, &m, sizeof(m));
+		lua_pop(L, 1);
+		if (r->body.len > LOAD_MAX_BODY_BYTES)
+			return verb_abort(L, run, r, "ctx:delete: batch over %llu bytes",
+					  (unsigned long long)LOAD_MAX_BODY_BYTES);
+	}
+	if (rc != 0)
+		return verb_abort(L, run, r, "ctx:delete: out of memory building %zu rows", n);
+	if (embedded) {
+		r->rows = env.calloc(n, sizeof(*r->rows));
+		if (r->rows == NULL)
+			return verb_abort(L, run, r, "ctx:delete: out of memory building %zu rows", n);
+		const struct load_rowmeta *m = (const struct load_rowmeta *)r->rowmeta.data;
+		for (size_t i = 0; i < n; i++)
+			r->rows[i] = (strata_row){.key = r->body.data + m[i].voff - m[i].klen,
+						  .key_len = m[i].klen, .kind = STRATA_ROW_DELETE};
 	}
 	return verb_go(L, it, r);
 }
@@ -1397,7 +1491,8 @@ load_ctx_create(struct load_run *run)
 	lua_setfield(L, -2, "__len");
 	lua_pop(L, 1);
 	static const luaL_Reg fns[] = {
-		{ "append", l_append },	 { "get", l_get },
+		{ "append", l_append },	 { "delete", l_delete },
+		{ "get", l_get },
 		{ "scan", l_scan },	 { "scan_rows", l_scan_rows },
 		{ "seal", l_seal },
 		{ "merge_wal", l_merge },   { "put_policy", l_policy },

@@ -599,6 +599,69 @@ return {
 		end)
 	end)
 
+	describe("deletes", function()
+		-- Puts 40 keys, deletes every third (single keys and arrays), then verify reads every
+		-- tracked key back: a deleted one must be absent.
+		local script = [[
+return {
+	duration = "5s",
+	verify = true,
+	append_format = "%s",
+	scenarios = { w = { vus = 1, iterations = 1, exec = function(ctx)
+		local rows = {}
+		for i = 1, 40 do rows[i] = { "d" .. i, "v" .. i } end
+		assert(ctx:append(0, rows))
+		assert(ctx:seal(0))
+		assert(ctx:delete(0, "d3"))
+		local keys = {}
+		for i = 6, 40, 3 do keys[#keys + 1] = "d" .. i end
+		assert(ctx:delete(0, keys))
+		assert(ctx:delete(0, "never-put"))
+		assert(ctx:get(0, "d3") == nil, "d3 reads back after its delete")
+		assert(ctx:get(0, "d4") == "v4")
+		local seen = 0
+		for _ in assert(ctx:scan(0, { prefix = "d" })) do seen = seen + 1 end
+		assert(seen == 27, "scan saw " .. seen .. " rows, want 27")
+	end } },
+	thresholds = { lost_rows = "== 0", errors = "== 0" },
+}
+]]
+
+		local function check(name, args)
+			local code, out = run_load(write(name .. ".lua", script:format(name:match("batch") and "batch" or "ndjson")),
+				args .. " --json " .. q(path(name .. ".json")))
+			assert.equal(0, code, out)
+			local r = read_json(name .. ".json")
+			assert.equal(0, r.lost_rows)
+			assert.equal(41, r.verify.tracked)
+			assert.equal(41, r.verify.verified)
+		end
+
+		it("ctx:delete deletes in an embedded store and verify expects the keys absent", function()
+			check("del-embedded", "--embedded " .. q(path("del-edb")) .. " --sync none")
+		end)
+
+		it("ctx:delete deletes on a live node, in NDJSON and in the binary batch format", function()
+			for _, fmt in ipairs({ "del-ndjson", "del-batch" }) do
+				local ready = path(fmt .. ".ready")
+				local code, out = sh(q(bin) .. " serve --listen 127.0.0.1:0 --data " .. q(path(fmt .. "-data")) ..
+					" --sync none --ready-file " .. q(ready) .. " --log-level warn >/dev/null 2>&1 & echo $!")
+				assert(code == 0, out)
+				local pid = tonumber(out:match("(%d+)"))
+				servers[#servers + 1] = pid
+				local addr
+				for _ = 1, 200 do
+					addr = read(fmt .. ".ready")
+					if addr and addr:match("%d+:%d+") then break end
+					os.execute("sleep 0.05")
+				end
+				assert(addr and addr:match("%d+:%d+"), "the node did not start")
+				check(fmt, "--target http://" .. addr:gsub("%s+$", ""))
+				os.execute("kill " .. pid .. " 2>/dev/null")
+			end
+		end)
+	end)
+
 	describe("scripts with errors", function()
 		it("count a failing exec as a script error and show its message", function()
 			local s = write("boom.lua", [[
