@@ -26,7 +26,7 @@ BENCH_PC := libzstd libisal libxxhash luajit
 BENCH_PC += $(shell pkg-config --exists jansson 2>/dev/null && echo jansson)
 BENCH_PC += $(shell pkg-config --exists libcurl 2>/dev/null && echo libcurl)
 
-BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
+BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread \
                 -D_GNU_SOURCE $(shell pkg-config --cflags $(BENCH_PC))
 BENCH_ROCKSDB_VERSION := $(shell dpkg-query -W -f='$${Version}' librocksdb-dev 2>/dev/null)
 ifneq ($(BENCH_ROCKSDB_VERSION),)

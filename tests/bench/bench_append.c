@@ -127,7 +127,7 @@ worker_main(void *arg)
 	struct bench_rng rng = { .s = 0x9E3779B97F4A7C15ull * (w->id + 1) };
 	uint8_t pool[VALUE_POOL + VALUE_BYTES];
 	uint8_t *keys = malloc((size_t)batch * KEY_BYTES);
-	strata_row *rows = malloc((size_t)batch * sizeof(*rows));
+	strata_row *rows = calloc((size_t)batch, sizeof(*rows));
 	rocksdb_writebatch_t *wb = st->cfg->engine == ENGINE_ROCKSDB ? rocksdb_writebatch_create() : NULL;
 	uint64_t counter = 0;
 

@@ -114,7 +114,7 @@ load_rows(const struct workload *wl, const struct loader *ld, uint64_t *rows_out
 {
 	uint8_t *keys = malloc((size_t)BATCH_ROWS * KEY_BYTES);
 	uint8_t *values = malloc((size_t)BATCH_ROWS * wl->value_bytes);
-	strata_row rows[BATCH_ROWS];
+	strata_row rows[BATCH_ROWS] = {0};
 	uint64_t i = 0, since = 0;
 	int rc = 0;
 

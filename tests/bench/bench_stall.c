@@ -460,7 +460,7 @@ load_backlog(struct target *t, char *err, size_t errcap)
 {
 	uint8_t *keys = malloc((size_t)LOAD_BATCH * KEY_BYTES);
 	uint8_t *vals = malloc((size_t)LOAD_BATCH * WL.value_bytes + 8);
-	strata_row rows[LOAD_BATCH];
+	strata_row rows[LOAD_BATCH] = {0};
 	struct bench_rng rng = { .s = 0x9E3779B97F4A7C15ull };
 	rocksdb_writeoptions_t *nowal = NULL;
 	rocksdb_writebatch_t *wb = NULL;

@@ -17,7 +17,7 @@ SOAK_KILLS  ?= 1000
 CRASH_FLAGS ?= --strict-tmp
 CRASH_PC    := libzstd libisal libxxhash
 LDLIBS      ?= $(shell pkg-config --libs $(CRASH_PC)) -lpthread -lm
-CRASH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
+CRASH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread \
                 -D_GNU_SOURCE $(shell pkg-config --cflags $(CRASH_PC)) $(SANFLAGS)
 CRASH_BIN   := $(BUILD)/crash/crash_driver $(BUILD)/crash/crash_child
 

@@ -142,11 +142,19 @@ writer_main(void *arg)
 			uint32_t extra = r < 80 ? (uint32_t)crash_below(&rng, 200)
 				       : r < 96 ? 200 + (uint32_t)crash_below(&rng, 1800)
 						: 2000 + (uint32_t)crash_below(&rng, CRASH_MAX_EXTRA - 2000);
-			struct crash_desc d = {cfg.inc, th, ctr, i, extra};
+			struct crash_desc d = {cfg.inc, th, ctr, i, extra, 0};
 			rows[i].key = keys[i];
 			rows[i].key_len = crash_key(keys[i], th, k);
+			if (crash_below(&rng, 100) < CRASH_DELETE_PCT) {
+				rows[i].value = NULL;
+				rows[i].value_len = 0;
+				rows[i].kind = STRATA_ROW_DELETE;
+				len += snprintf(line + len, sizeof(line) - (size_t)len, " %u d", k);
+				continue;
+			}
 			rows[i].value = vals[i];
 			rows[i].value_len = crash_value(vals[i], &d);
+			rows[i].kind = STRATA_ROW_PUT;
 			len += snprintf(line + len, sizeof(line) - (size_t)len, " %u %u", k, extra);
 		}
 		say("%s", line);

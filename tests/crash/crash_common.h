@@ -7,11 +7,13 @@
  * acknowledged writes of a key is the order the driver reads them from the pipe.
  * A value is fully determined by (incarnation, thread, counter, row, extra): a
  * readable header followed by `extra` pseudo-random bytes, so the pipe carries
- * descriptors, never values.
+ * descriptors, never values. A row may be a delete instead: the key must then read
+ * back absent.
  *
  * Protocol (child -> driver, one line per write(2), each shorter than PIPE_BUF):
  *   R <incarnation> <epoch of shard 0> <epoch of shard 1> ...  store open, workload starts
  *   I <thread> <counter> <n> <index> <extra> ...        append of n rows about to be called
+ *                                                      (<extra> "d": the row deletes the key)
  *   A <thread> <counter>                               that append returned 0
  *   P <point>                                          a thread is paused at a test point
  *   M <op> <shard> <generations>                       a seal/merge/compaction committed
@@ -31,6 +33,8 @@
 #define CRASH_MAX_SHARDS 8
 /** Most rows in one append. */
 #define CRASH_MAX_BATCH 8
+/** Share of rows that are deletes, in percent. */
+#define CRASH_DELETE_PCT 12u
 /** Largest number of pseudo-random bytes after a value's header. */
 #define CRASH_MAX_EXTRA 16000u
 /** Room for a value: header plus extra. */
@@ -58,6 +62,8 @@ struct crash_desc {
 	uint32_t row;
 	/** Pseudo-random bytes after the header. */
 	uint32_t extra;
+	/** The row is a delete (no value): the key reads back absent. */
+	uint32_t del;
 };
 
 /** splitmix64 step: a good 64-bit mix, also used as the generator. */

@@ -4,9 +4,10 @@
  * SIGKILLs it at random moments — a share of them while a thread is paused inside
  * seal, prepare or commit at an engine test point — and after every kill reopens the
  * store itself and checks that:
- *   - every acknowledged row is readable with its value (a later acknowledged write
- *     of the key wins; a write that was in flight at the kill may show or not, and a
- *     batch in flight shows entirely or not at all);
+ *   - every acknowledged row is readable with its value, and every key whose newest
+ *     acknowledged row is a delete is absent from gets and scans (a later acknowledged
+ *     write of the key wins; a write that was in flight at the kill may show or not,
+ *     and a batch in flight shows entirely or not at all);
  *   - no key shows two values (a full scan has strictly increasing keys, agreeing
  *     with point gets), and no key appears that was never written;
  *   - the manifest epoch only grows (before the reopen it is the child's, after it
@@ -99,7 +100,9 @@ struct kstate {
 	uint8_t has_acked, has_pend;
 	/** Set once its loss was counted (until a new acknowledgement). */
 	uint8_t lost;
-	/** What the check found: 0 absent, 1 the acked value, 2 the pending value, 3 another. */
+	/** What the check found: 0 absent, 1 the acked value (absent for a delete), 2 the
+	 *  pending value (absent for a delete), 3 another, 4 absent, which is both the acked
+	 *  state and the pending delete. */
 	uint8_t seen;
 	/** Acknowledged writes not yet confirmed by a check. */
 	uint32_t unverified;
@@ -137,6 +140,8 @@ static struct {
 	/** Row figures: acknowledged, confirmed at the next check, overwritten by a later
 	 *  acknowledged write before a check, missing, in flight yet found durable. */
 	uint64_t acked_rows, verified, superseded, lost, recovered;
+	/** Acknowledged rows that were deletes. */
+	uint64_t acked_deletes;
 	/** Keys compared with the model, and point gets compared with the scan. */
 	uint64_t keys_checked, gets_checked;
 	/** Unreferenced objects and kept WAL segments found after reopens. */
@@ -231,17 +236,19 @@ apply_line(char *line)
 		p->counter = ctr;
 		p->n = n;
 		for (unsigned i = 0; i < n; i++) {
-			unsigned idx, extra;
+			unsigned idx, extra = 0;
 			char *x = strtok_r(NULL, " ", &save), *y = strtok_r(NULL, " ", &save);
-			if (!x || !y || sscanf(x, "%u", &idx) != 1 || sscanf(y, "%u", &extra) != 1 ||
-			    idx >= opt.keycap || extra > CRASH_MAX_EXTRA) {
+			int del = y != NULL && strcmp(y, "d") == 0;
+			if (!x || !y || sscanf(x, "%u", &idx) != 1 ||
+			    (!del && sscanf(y, "%u", &extra) != 1) || idx >= opt.keycap ||
+			    extra > CRASH_MAX_EXTRA) {
 				bad("protocol: bad row in announce line");
 				p->on = 0;
 				return 0;
 			}
 			p->idx[i] = idx;
 			struct kstate *ks = &M.k[th][idx];
-			ks->pend = (struct crash_desc){M.inc, th, ctr, i, extra};
+			ks->pend = (struct crash_desc){M.inc, th, ctr, i, extra, (uint32_t)del};
 			ks->has_pend = 1;
 			if (idx + 1 > M.next)
 				M.next = idx + 1;
@@ -263,6 +270,7 @@ apply_line(char *line)
 			ks->has_pend = 0;
 			ks->lost = 0;
 			ks->unverified++;
+			M.acked_deletes += ks->acked.del;
 		}
 		M.acked_rows += p->n;
 		p->on = 0;
@@ -521,11 +529,21 @@ struct scan_ctx {
 static uint8_t
 classify(const struct kstate *ks, const void *val, size_t len)
 {
-	if (ks->has_acked && crash_value_is(val, len, &ks->acked, scratch))
+	if (ks->has_acked && !ks->acked.del && crash_value_is(val, len, &ks->acked, scratch))
 		return 1;
-	if (ks->has_pend && crash_value_is(val, len, &ks->pend, scratch))
+	if (ks->has_pend && !ks->pend.del && crash_value_is(val, len, &ks->pend, scratch))
 		return 2;
 	return 3;
+}
+
+/** Class of an absent key (see kstate.seen): a delete acknowledged or in flight, or 0. */
+static uint8_t
+classify_absent(const struct kstate *ks)
+{
+	int acked_absent = !ks->has_acked || ks->acked.del;
+	if (ks->has_pend && ks->pend.del)
+		return acked_absent ? 4 : 2;
+	return ks->has_acked && ks->acked.del ? 1 : 0;
 }
 
 static int
@@ -564,7 +582,11 @@ verify_scan_cb(void *ctx, const strata_row *row)
 		bad("shard %u: key '%.*s' seen twice by one scan", sc->shard, (int)row->key_len,
 		    (const char *)row->key);
 	ks->seen = classify(ks, row->value, row->value_len);
-	if (ks->seen == 3)
+	if (ks->seen == 3 && ks->has_acked && ks->acked.del)
+		bad("shard %u: key '%.*s' reads back (%zu bytes, '%.*s') after an acknowledged delete",
+		    sc->shard, (int)row->key_len, (const char *)row->key, row->value_len,
+		    (int)(row->value_len < 40 ? row->value_len : 40), (const char *)row->value);
+	else if (ks->seen == 3)
 		bad("shard %u: key '%.*s' shows neither its newest acknowledged value nor the write in "
 		    "flight (%zu bytes, '%.*s')",
 		    sc->shard, (int)row->key_len, (const char *)row->key, row->value_len,
@@ -585,7 +607,7 @@ verify_get(strata *db, uint32_t th, uint32_t idx)
 	M.gets_checked++;
 	uint8_t got;
 	if (rc == STRATA_NOTFOUND) {
-		got = 0;
+		got = ks->seen == 0 ? 0 : classify_absent(ks);
 	} else if (rc != 0) {
 		bad("get '%s': %s: %s", key, strata_strerror(rc), strata_last_error());
 		return;
@@ -601,13 +623,19 @@ verify_get(strata *db, uint32_t th, uint32_t idx)
 static void
 verify_model(void)
 {
+	for (uint32_t th = 0; th < opt.threads; th++)
+		for (uint32_t idx = 0; idx < M.next; idx++)
+			if (M.k[th][idx].seen == 0)
+				M.k[th][idx].seen = classify_absent(&M.k[th][idx]);
 	for (uint32_t th = 0; th < opt.threads; th++) {
 		struct pending *p = &M.pb[th];
 		if (p->on) {
-			uint32_t fresh = 0;
-			for (uint32_t i = 0; i < p->n; i++)
+			uint32_t fresh = 0, either = 0;
+			for (uint32_t i = 0; i < p->n; i++) {
 				fresh += M.k[th][p->idx[i]].seen == 2;
-			if (fresh != 0 && fresh != p->n)
+				either += M.k[th][p->idx[i]].seen == 4;
+			}
+			if (fresh != 0 && fresh + either != p->n)
 				bad("thread %u: append %llu in flight at the kill shows %u of its %u rows: a "
 				    "batch must be all or nothing", th, (unsigned long long)p->counter,
 				    fresh, p->n);
@@ -618,7 +646,7 @@ verify_model(void)
 			if (!ks->has_acked && !ks->has_pend)
 				continue;
 			M.keys_checked++;
-			if (ks->seen == 2) {
+			if (ks->seen == 2 || ks->seen == 4) {
 				/* The write in flight reached the log: it is durable now. */
 				if (ks->unverified > 0)
 					M.superseded += ks->unverified;
@@ -636,9 +664,11 @@ verify_model(void)
 			} else if (ks->has_acked && !ks->lost) {
 				char key[CRASH_KEY_CAP];
 				crash_key(key, th, idx);
-				bad("key '%s': acknowledged value i%u.t%u.c%llu.r%u %s", key, ks->acked.inc,
-				    ks->acked.thread, (unsigned long long)ks->acked.counter, ks->acked.row,
-				    ks->seen == 0 ? "is missing" : "was replaced by a value never acknowledged");
+				bad("key '%s': acknowledged %s i%u.t%u.c%llu.r%u %s", key,
+				    ks->acked.del ? "delete" : "value", ks->acked.inc, ks->acked.thread,
+				    (unsigned long long)ks->acked.counter, ks->acked.row,
+				    ks->acked.del ? "was undone: the key reads back"
+				    : ks->seen == 0 ? "is missing" : "was replaced by a value never acknowledged");
 				M.lost++;
 				ks->lost = 1;
 				if (ks->unverified > 1)
@@ -1049,6 +1079,7 @@ main(int argc, char **argv)
 	       "rows lost %llu, leaked objects %llu\n", done, (unsigned long long)M.acked_rows,
 	       (unsigned long long)M.verified, (unsigned long long)M.superseded,
 	       (unsigned long long)M.lost, (unsigned long long)M.leaked_objects);
+	printf("# crash: acknowledged rows that were deletes %llu\n", (unsigned long long)M.acked_deletes);
 	printf("# crash: in-flight rows found durable %llu, keys checked %llu, gets checked %llu, "
 	       "leaked WAL segments %llu\n", (unsigned long long)M.recovered,
 	       (unsigned long long)M.keys_checked, (unsigned long long)M.gets_checked,

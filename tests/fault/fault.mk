@@ -11,7 +11,7 @@ BUILD     ?= build
 LIBSTRATA ?= $(BUILD)/libstrata.a
 FAULT_PC  := libzstd libisal libxxhash
 LDLIBS    ?= $(shell pkg-config --libs $(FAULT_PC)) -lpthread -lm
-FAULT_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
+FAULT_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread \
                 -D_GNU_SOURCE $(shell pkg-config --cflags $(FAULT_PC)) $(SANFLAGS)
 
 .PHONY: fault-build fault-test

@@ -26,7 +26,7 @@ FUZZ_TARGETS ?= wal run manifest $(if $(wildcard tests/fuzz/fuzz_http.c),http) \
 FUZZ_LIB_SRC ?= node/lib/buf.c node/lib/crc.c node/lib/diag.c node/lib/env.c node/lib/ratelimit.c node/lib/fiber.c \
                 node/objstore/fs.c node/core/wal.c node/core/run.c node/core/manifest.c
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS  := -std=gnu11 -O1 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
+FUZZ_CFLAGS  := -std=gnu11 -O1 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread \
                 -D_GNU_SOURCE $(shell pkg-config --cflags $(FUZZ_PC) $(FUZZ_LUA_PC) \
                 $(shell pkg-config --exists jansson 2>/dev/null && echo jansson)) $(FUZZ_SAN)
 FUZZ_LDLIBS  := $(shell pkg-config --libs $(FUZZ_PC)) -lpthread -lm
