@@ -7,7 +7,8 @@
  * the input), a seek, and run_verify. Oracles beyond "no crash, leak or sanitizer
  * report": every failure is STRATA_ECORRUPT or STRATA_EVERSION naming the object
  * (never EIO, EINVAL or ENOMEM for a file that exists), and a run that opens and
- * verifies iterates in strictly increasing key order with every key found by get.
+ * verifies iterates in strictly increasing key order with every key found by get, of
+ * the kind (put or tombstone) the iteration returned.
  * Each input runs as it is and, when that differs, with the checksums of its footer and
  * of every frame it can locate (top index, meta, raw index partitions, their blocks)
  * recomputed, so mutations reach the structural checks behind the checksums; order
@@ -128,6 +129,7 @@ read_one(const uint8_t *data, size_t size, int strict)
 	/* Iterate everything; remember a few keys. */
 	static uint8_t keys[KEEP_KEYS][STRATA_MAX_KEY];
 	size_t klens[KEEP_KEYS];
+	uint32_t kinds[KEEP_KEYS];
 	int nkeys = 0;
 	static uint8_t prev[STRATA_MAX_KEY];
 	size_t prev_len = 0;
@@ -142,8 +144,11 @@ read_one(const uint8_t *data, size_t size, int strict)
 			size_t kl, vl;
 			uint64_t seq;
 			run_iter_row(it, &k, &kl, &seq, &v, &vl);
+			uint32_t kind = run_iter_kind(it);
 			if (kl > STRATA_MAX_KEY)
 				FUZZ_FAIL("iteration returned a key of %zu bytes", kl);
+			if (kind != STRATA_ROW_PUT && (kind != STRATA_ROW_DELETE || vl != 0))
+				FUZZ_FAIL("iteration returned a row of kind %u with %zu value bytes", kind, vl);
 			if (verified == 0 && rows > 0 && key_cmp(prev, prev_len, k, kl) >= 0)
 				FUZZ_FAIL("a verified run iterates keys out of order");
 			memcpy(prev, k, kl);
@@ -154,6 +159,7 @@ read_one(const uint8_t *data, size_t size, int strict)
 			(void)sink;
 			if (nkeys < KEEP_KEYS && (rows % 7) == 0) {
 				memcpy(keys[nkeys], k, kl);
+				kinds[nkeys] = kind;
 				klens[nkeys++] = kl;
 			}
 			rows++;
@@ -172,7 +178,11 @@ read_one(const uint8_t *data, size_t size, int strict)
 		uint64_t seq;
 		void *v = NULL;
 		size_t vl;
-		rc = run_reader_get(r, k, kl, &seq, &v, &vl);
+		uint32_t kind = UINT32_MAX;
+		rc = run_reader_get_kind(r, k, kl, &seq, &v, &vl, &kind);
+		if (rc == 0 && i < nkeys && verified == 0 && kind != kinds[i])
+			FUZZ_FAIL("a verified run gets key %d as kind %u, its iteration as %u", i, kind,
+				  kinds[i]);
 		if (rc == 0)
 			env.free(v);
 		else if (rc == STRATA_NOTFOUND && i < nkeys && verified == 0 && rows < MAX_ROWS)

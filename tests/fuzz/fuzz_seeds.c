@@ -2,6 +2,9 @@
  * fuzz_seeds.c — writes the seed corpora of the fuzz targets with the real writers:
  * WAL segments (wal_submit), run files (run_writer), manifests (manifest_encode), plus
  * edge cases cut from them (empty, header only, torn tail, flipped byte, truncated).
+ * WAL and run seeds hold delete rows (tombstones) too. The seed-v2-* WAL and seed-v1-*
+ * run files of the corpora were written by the build before deletes (older formats);
+ * this program leaves them alone.
  * usage: fuzz_seeds CORPUS_ROOT   (writes CORPUS_ROOT/{wal,run,manifest}/seed-*)
  * The output is deterministic: rerunning it rewrites the same files.
  */
@@ -87,8 +90,9 @@ noop_cb(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n)
 	return 0;
 }
 
+/** Append n rows keyed from from; every del-th row (del > 0) is a delete. */
 static void
-append_rows(struct wal *w, int from, int n, size_t vlen)
+append_rows_del(struct wal *w, int from, int n, size_t vlen, int del)
 {
 	static char vals[8][8192];
 	char keys[8][32];
@@ -99,12 +103,20 @@ append_rows(struct wal *w, int from, int n, size_t vlen)
 		for (size_t j = 0; j < vl; j++)
 			vals[i][j] = (char)('a' + (j + (size_t)i) % 26);
 		rows[i] = (strata_row){keys[i], strlen(keys[i]), vals[i], vl};
+		if (del > 0 && (from + i) % del == 0)
+			rows[i] = (strata_row){keys[i], strlen(keys[i]), NULL, 0, STRATA_ROW_DELETE};
 	}
 	struct wal_ticket t;
 	if (wal_submit(w, rows, (size_t)n, &t) != 0 || wal_wait(w, &t) != 0) {
 		fprintf(stderr, "fuzz_seeds: wal append: %s\n", diag_last());
 		exit(1);
 	}
+}
+
+static void
+append_rows(struct wal *w, int from, int n, size_t vlen)
+{
+	append_rows_del(w, from, n, vlen, 0);
 }
 
 static void
@@ -122,6 +134,7 @@ wal_seeds(const char *tmp)
 	append_rows(w, 1, 3, 40);
 	append_rows(w, 4, 1, 0);
 	append_rows(w, 5, 2, 5000);
+	append_rows_del(w, 0, 4, 12, 2); /* key-0000 and key-0002 deleted */
 	wal_close(w);
 	struct wal_segment_info info[4];
 	int n = wal_inspect_dir(dir, info, 4);
@@ -158,9 +171,10 @@ wal_seeds(const char *tmp)
 	buf_destroy(&two);
 }
 
+/** A run of rows keys; every del-th row (del > 0) is a tombstone. */
 static void
-write_run(struct objstore *os, const char *name, int rows, const struct run_writer_options *o,
-	  size_t vlen)
+write_run_del(struct objstore *os, const char *name, int rows, const struct run_writer_options *o,
+	      size_t vlen, int del)
 {
 	char key[128];
 	snprintf(key, sizeof(key), "run/%s.sst", name);
@@ -176,7 +190,9 @@ write_run(struct objstore *os, const char *name, int rows, const struct run_writ
 		size_t vl = vlen ? vlen : (size_t)(i % 50);
 		for (size_t j = 0; j < vl && j < sizeof(val); j++)
 			val[j] = (char)('a' + (j * 7 + (size_t)i) % 26);
-		if (run_writer_add(w, k, (size_t)kl, (uint64_t)i + 1, val, vl) != 0) {
+		int tomb = del > 0 && i % del == 0;
+		if (run_writer_add_kind(w, k, (size_t)kl, (uint64_t)i + 1, tomb ? NULL : val,
+					tomb ? 0 : vl, tomb ? STRATA_ROW_DELETE : STRATA_ROW_PUT) != 0) {
 			fprintf(stderr, "fuzz_seeds: run_writer_add: %s\n", diag_last());
 			exit(1);
 		}
@@ -196,6 +212,13 @@ write_run(struct objstore *os, const char *name, int rows, const struct run_writ
 }
 
 static void
+write_run(struct objstore *os, const char *name, int rows, const struct run_writer_options *o,
+	  size_t vlen)
+{
+	write_run_del(os, name, rows, o, vlen, 0);
+}
+
+static void
 run_seeds(const char *tmp)
 {
 	char dir[FUZZ_PATH_MAX];
@@ -211,6 +234,7 @@ run_seeds(const char *tmp)
 	write_run(os, "nobloom", 60, &nobloom, 0);
 	write_run(os, "empty", 0, &dflt, 0);
 	write_run(os, "bigvalue", 2, &dflt, 150000);
+	write_run_del(os, "tombstones", 120, &tiny, 0, 3);
 	objstore_destroy(os);
 }
 

@@ -6,7 +6,8 @@
  * there). Each file is named after the first_seq its header claims, as the writer
  * names them. Oracles beyond "no crash, leak or sanitizer report":
  *   - a failed open returns STRATA_ECORRUPT or STRATA_EVERSION and changes no file;
- *   - replayed entries have n >= 1 and strictly increasing positions;
+ *   - replayed entries have n >= 1 and strictly increasing positions, and every row is
+ *     a put or a delete, a delete with no value;
  *   - after a successful open, an append, a close and a reopen replay exactly what the
  *     first open replayed plus the appended row (recovery is idempotent);
  *   - a reopen with a replay cursor replays only entries ending above it.
@@ -29,6 +30,8 @@ struct replay {
 	uint64_t after;
 	/** Sum over the bytes of every key and value (makes the sanitizers read them). */
 	uint64_t sum;
+	/** Rows that are deletes. */
+	uint64_t deletes;
 };
 
 static int
@@ -45,6 +48,12 @@ replay_cb(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n)
 		FUZZ_FAIL("replayed entry ending at %llu, at or below the cursor %llu",
 			  (unsigned long long)last, (unsigned long long)r->after);
 	for (size_t i = 0; i < n; i++) {
+		if (rows[i].kind != STRATA_ROW_PUT && rows[i].kind != STRATA_ROW_DELETE)
+			FUZZ_FAIL("replayed row of kind %u at %llu", (unsigned)rows[i].kind,
+				  (unsigned long long)(first_seq + i));
+		if (rows[i].kind == STRATA_ROW_DELETE && rows[i].value_len != 0)
+			FUZZ_FAIL("replayed delete with a value of %zu bytes", rows[i].value_len);
+		r->deletes += rows[i].kind == STRATA_ROW_DELETE;
 		const uint8_t *k = rows[i].key, *v = rows[i].value;
 		for (size_t j = 0; j < rows[i].key_len; j++)
 			r->sum += k[j];
@@ -132,7 +141,7 @@ open_one(const uint8_t *data, size_t size)
 	};
 	char before[1024], after[1024];
 	dir_state(dir, before, sizeof(before));
-	struct replay r1 = {0, 0, 0, 0, 0};
+	struct replay r1 = {0};
 	struct wal *w = NULL;
 	int rc = wal_open(&o, 0, 0, replay_cb, &r1, &w);
 	if (rc != 0) {
@@ -146,30 +155,33 @@ open_one(const uint8_t *data, size_t size)
 			FUZZ_FAIL("a failed wal_open changed the directory: %s -> %s", before, after);
 		return;
 	}
-	/* Append one row, close, reopen: the same rows and the new one come back. */
-	strata_row row = {"fuzz-key", 8, "fuzz-value", 10};
+	/* Append a put and a delete, close, reopen: the same rows and the new ones come back. */
+	strata_row row[2] = {{"fuzz-key", 8, "fuzz-value", 10}, {"fuzz-key", 8, NULL, 0, STRATA_ROW_DELETE}};
 	struct wal_ticket t;
-	rc = wal_submit(w, &row, 1, &t);
+	rc = wal_submit(w, row, 2, &t);
 	if (rc == 0)
 		rc = wal_wait(w, &t);
 	if (rc != 0 && rc != STRATA_ERANGE)
 		FUZZ_FAIL("append after recovery: %s: %s", fuzz_code(rc), diag_last());
 	int appended = rc == 0;
 	wal_close(w);
-	struct replay r2 = {0, 0, 0, 0, 0};
+	struct replay r2 = {0};
 	rc = wal_open(&o, 0, 0, replay_cb, &r2, &w);
 	if (rc != 0)
 		FUZZ_FAIL("a recovered WAL does not reopen: %s: %s", fuzz_code(rc),
 			  diag_last());
-	if (r2.rows != r1.rows + (uint64_t)appended || r2.sum < r1.sum)
+	if (r2.rows != r1.rows + 2 * (uint64_t)appended || r2.sum < r1.sum)
 		FUZZ_FAIL("reopen replayed %llu rows, the first open %llu (+%d appended)",
-			  (unsigned long long)r2.rows, (unsigned long long)r1.rows, appended);
+			  (unsigned long long)r2.rows, (unsigned long long)r1.rows, 2 * appended);
+	if (r2.deletes != r1.deletes + (uint64_t)appended)
+		FUZZ_FAIL("reopen replayed %llu deletes, the first open %llu (+%d appended)",
+			  (unsigned long long)r2.deletes, (unsigned long long)r1.deletes, appended);
 	if (appended && r2.last != t.last_seq)
 		FUZZ_FAIL("the appended row came back at %llu, not %llu", (unsigned long long)r2.last,
 			  (unsigned long long)t.last_seq);
 	wal_close(w);
 	/* A cursor halfway: only entries ending above it are replayed. */
-	struct replay r3 = {0, 0, 0, r2.last / 2, 0};
+	struct replay r3 = {.after = r2.last / 2};
 	rc = wal_open(&o, r3.after, r3.after + 1, replay_cb, &r3, &w);
 	if (rc != 0)
 		FUZZ_FAIL("reopen with cursor %llu: %s: %s", (unsigned long long)r3.after,
