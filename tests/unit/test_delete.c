@@ -235,6 +235,34 @@ TEST(merge_into_an_empty_base_drops_tombstones)
 	db_close(db);
 }
 
+TEST(merging_away_every_row_leaves_an_empty_run)
+{
+	char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_range(db, "k", 0, 20, "v1", 20), 0);
+	REQUIRE_EQ(del_range(db, "k", 0, 20), 0);
+	REQUIRE_EQ(strata_merge(db, 0, 0, NULL), 0);
+	CHECK_EQ(stats_of(db).base_runs, 1);
+	CHECK_EQ(table_rows(dir), 0);
+	CHECK(scan_ok(db, 0));
+	REQUIRE_EQ(put_range(db, "k", 5, 6, "v2", 1), 0);
+	REQUIRE_EQ(strata_merge(db, 0, 0, NULL), 0);
+	strata_plan *plan = NULL;
+	REQUIRE_EQ(strata_prepare_compact(db, 0, 0, &plan), 0);
+	REQUIRE_EQ(strata_commit_merge(db, plan), 0);
+	CHECK_EQ(table_rows(dir), 1);
+	CHECK_EQ(range_misses(db, "k", 5, 6, "v2"), 0);
+	CHECK(scan_ok(db, 1));
+	CHECK_EQ(strata_check(db, 0), 0);
+	db_close(db);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK(scan_ok(db, 1));
+	db_close(db);
+}
+
 TEST(puts_and_deletes_mix_in_one_batch)
 {
 	char *dir = tdir();
@@ -458,6 +486,7 @@ main(int argc, char **argv)
 	T(merge_keeps_a_tombstone_while_an_older_run_holds_the_key);
 	T(compaction_of_newer_runs_keeps_tombstones_over_the_oldest);
 	T(merge_into_an_empty_base_drops_tombstones);
+	T(merging_away_every_row_leaves_an_empty_run);
 	T(puts_and_deletes_mix_in_one_batch);
 	T(acknowledged_deletes_survive_a_crash);
 	T(wal_segment_version_2_still_replays);
