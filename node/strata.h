@@ -47,9 +47,9 @@ int strata_policy_info_get(strata *db, strata_policy_info *out);
 /** Fill *o with defaults: shards=0 (as stored), sync=STRATA_SYNC_FSYNC, dir=NULL. */
 void strata_options_init(strata_options *o);
 /** Open (or create) a store. The handle owns the directory until strata_close: a second
- *  opener, in this process or another, gets STRATA_ELOCKED. Everything is read and
- *  checked first (manifests, every table's footer, the WALs); a failed open writes
- *  nothing. Then it claims every shard's epoch (fencing any older writer of a shared
+ *  opener, in this process or another, gets STRATA_ELOCKED. Everything is checked
+ *  first (manifests, the WALs, every named object's existence and size); a failed open
+ *  writes nothing. A table's footer and index are read at its first use. Then it claims every shard's epoch (fencing any older writer of a shared
  *  store), replays the WALs and collects orphans. */
 int strata_open(const strata_options *o, strata **out);
 /** The shard count the store in dir records: 0, STRATA_NOTFOUND when dir holds no

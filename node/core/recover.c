@@ -98,8 +98,86 @@ shard_drop_state(struct shard *s)
 	manifest_destroy(&s->man);
 }
 
-/** Read the manifest, open every table it names and replay the WAL after its cursor
- *  into a fresh memtable. Writes nothing. */
+/** The shard's objects as one listing found them: keys (owned) and sizes, in key order. */
+struct shard_listing {
+	char **keys;
+	uint64_t *sizes;
+	size_t n, cap;
+};
+
+static int
+listing_cb(void *ctx, const char *key, uint64_t size)
+{
+	struct shard_listing *l = ctx;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		char **k = env.realloc(l->keys, cap * sizeof(*k));
+		if (k == NULL)
+			return diag_set(STRATA_ENOMEM, "out of memory listing objects");
+		l->keys = k;
+		uint64_t *sz = env.realloc(l->sizes, cap * sizeof(*sz));
+		if (sz == NULL)
+			return diag_set(STRATA_ENOMEM, "out of memory listing objects");
+		l->sizes = sz;
+		l->cap = cap;
+	}
+	size_t kl = strlen(key);
+	if ((l->keys[l->n] = env.malloc(kl + 1)) == NULL)
+		return diag_set(STRATA_ENOMEM, "out of memory listing objects");
+	memcpy(l->keys[l->n], key, kl + 1);
+	l->sizes[l->n++] = size;
+	return 0;
+}
+
+static void
+listing_destroy(struct shard_listing *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		env.free(l->keys[i]);
+	env.free(l->keys);
+	env.free(l->sizes);
+}
+
+/** Every object the manifest names exists, with the size it records: what an open
+ *  checks of the tables, from one listing, before claiming anything. Their footers,
+ *  indexes and filters are read (and checked) at their first use. */
+static int
+shard_check_objects(struct shard *s)
+{
+	struct shard_listing l = {0};
+	int rc = objstore_list(s->cfg.os, s->cfg.prefix, listing_cb, &l);
+	for (int kind = 0; rc == 0 && kind < 2; kind++) {
+		const struct manifest_obj *objs = kind == 0 ? s->man.gens : s->man.runs;
+		uint32_t n = kind == 0 ? s->man.ngens : s->man.nruns;
+		for (uint32_t i = 0; rc == 0 && i < n; i++) {
+			char key[160];
+			manifest_obj_key(key, sizeof(key), s->cfg.prefix, kind == 0 ? MANIFEST_GEN : MANIFEST_RUN,
+					 &objs[i]);
+			size_t lo = 0, hi = l.n;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (strcmp(l.keys[mid], key) < 0)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo == l.n || strcmp(l.keys[lo], key) != 0)
+				rc = diag_set(STRATA_EIO, "run %s (%s): object not found (the manifest, version "
+					      "%llu, names it)", key, s->cfg.os->name,
+					      (unsigned long long)s->man.version);
+			else if (objs[i].bytes != 0 && l.sizes[lo] != objs[i].bytes)
+				rc = diag_set(STRATA_ECORRUPT, "run %s (%s): %llu bytes, the manifest (version "
+					      "%llu) records %llu: truncated or replaced", key, s->cfg.os->name,
+					      (unsigned long long)l.sizes[lo], (unsigned long long)s->man.version,
+					      (unsigned long long)objs[i].bytes);
+		}
+	}
+	listing_destroy(&l);
+	return rc;
+}
+
+/** Read the manifest, check every table it names exists with its size, and replay the
+ *  WAL after its cursor into a fresh memtable. Writes nothing. */
 static int
 shard_load_state(struct shard *s)
 {
@@ -123,14 +201,16 @@ shard_load_state(struct shard *s)
 	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
 	if (v->active == NULL || v->sealed == NULL || v->gens == NULL || v->runs == NULL)
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
+	if ((rc = shard_check_objects(s)) != 0)
+		return rc;
 	for (uint32_t i = 0; i < s->man.ngens; i++) {
-		rc = table_open(s, MANIFEST_GEN, &s->man.gens[i], &v->gens[i]);
+		rc = table_open_lazy(s, MANIFEST_GEN, &s->man.gens[i], &v->gens[i]);
 		if (rc)
 			return rc;
 		v->ngens++;
 	}
 	for (uint32_t i = 0; i < s->man.nruns; i++) {
-		rc = table_open(s, MANIFEST_RUN, &s->man.runs[i], &v->runs[i]);
+		rc = table_open_lazy(s, MANIFEST_RUN, &s->man.runs[i], &v->runs[i]);
 		if (rc)
 			return rc;
 		v->nruns++;

@@ -236,8 +236,11 @@ struct run_reader {
 	size_t nparts;
 	/** Partitions loaded by point lookups (NULL until loaded); installed under mu. */
 	struct run_part **cache;
-	/** Guards cache installation. */
+	/** Guards cache installation and the lazy load. */
 	pthread_mutex_t mu;
+	/** The footer, top index and meta are read (run_reader_open_lazy defers that to the
+	 *  first lookup or iterator). */
+	atomic_int loaded;
 	/** Bloom probes that said "absent" (atomic). */
 	uint64_t bloom_skips;
 };
@@ -1086,57 +1089,39 @@ run_reader_parse_tail(struct run_reader *r, uint64_t top_len, uint64_t top_raw,
 	return 0;
 }
 
-int
-run_reader_open(struct objstore *os, const char *key, struct run_reader **out)
+/** Read and check the footer, top index and meta of r's object (r->mu held, or r not
+ *  shared yet). */
+static int
+run_reader_load(struct run_reader *r)
 {
-	if (os == NULL || key == NULL || key[0] == '\0')
-		return diag_set(STRATA_EINVAL, "run: no object store or key");
-	struct run_reader *r = env.calloc(1, sizeof(*r));
-	if (r == NULL)
-		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
-	r->os = os;
-	pthread_mutex_init(&r->mu, NULL);
-	r->key = run_strdup(key);
+	struct objstore *os = r->os;
+	const char *key = r->key;
 	int rc;
-	if (r->key == NULL) {
-		rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
-		goto fail;
-	}
 	uint64_t size;
 	rc = objstore_size(os, key, &size);
 	if (rc == STRATA_NOTFOUND)
 		rc = diag_set(STRATA_EIO, "run %s (%s): object not found", key, os->name);
 	if (rc)
-		goto fail;
-	if (size < RUN_FOOTER_SIZE) {
-		rc = run_corrupt(os, key, "object of %llu bytes is shorter than a footer (%u "
-				 "bytes): truncated or not a run", (unsigned long long)size,
-				 RUN_FOOTER_SIZE);
-		goto fail;
-	}
+		return rc;
+	if (size < RUN_FOOTER_SIZE)
+		return run_corrupt(os, key, "object of %llu bytes is shorter than a footer (%u "
+				   "bytes): truncated or not a run", (unsigned long long)size,
+				   RUN_FOOTER_SIZE);
 	uint64_t foot_off = size - RUN_FOOTER_SIZE;
 	if ((rc = run_read(os, key, "footer", foot_off, RUN_FOOTER_SIZE, &r->tail)) != 0)
-		goto fail;
+		return rc;
 	const uint8_t *f = r->tail.data;
-	if (memcmp(f + 104, RUN_MAGIC, 8) != 0) {
-		rc = run_corrupt(os, key, "footer: bad magic at end of %llu-byte object "
-				 "(truncated or not a run)", (unsigned long long)size);
-		goto fail;
-	}
+	if (memcmp(f + 104, RUN_MAGIC, 8) != 0)
+		return run_corrupt(os, key, "footer: bad magic at end of %llu-byte object "
+				   "(truncated or not a run)", (unsigned long long)size);
 	uint32_t version = dec_u32(f + 96);
-	if (version > RUN_FORMAT_VERSION) {
-		rc = diag_set(STRATA_EVERSION, "run %s (%s): format version %u, this build reads "
-			      "up to %u", key, os->name, version, RUN_FORMAT_VERSION);
-		goto fail;
-	}
-	if (crc32c(0, f, 100) != dec_u32(f + 100)) {
-		rc = run_corrupt(os, key, "footer: checksum mismatch");
-		goto fail;
-	}
-	if (version == 0) {
-		rc = run_corrupt(os, key, "footer: format version 0");
-		goto fail;
-	}
+	if (version > RUN_FORMAT_VERSION)
+		return diag_set(STRATA_EVERSION, "run %s (%s): format version %u, this build reads "
+				"up to %u", key, os->name, version, RUN_FORMAT_VERSION);
+	if (crc32c(0, f, 100) != dec_u32(f + 100))
+		return run_corrupt(os, key, "footer: checksum mismatch");
+	if (version == 0)
+		return run_corrupt(os, key, "footer: format version 0");
 	r->version = version;
 	uint64_t top_off = dec_u64(f + 0), top_len = dec_u64(f + 8), top_raw = dec_u64(f + 16);
 	uint64_t nparts = dec_u64(f + 24), meta_off = dec_u64(f + 32), meta_len = dec_u64(f + 40);
@@ -1152,20 +1137,74 @@ run_reader_open(struct objstore *os, const char *key, struct run_reader **out)
 	    top_len < RUN_FRAME_OVERHEAD || meta_len < RUN_FRAME_OVERHEAD ||
 	    meta_raw > 2 * STRATA_MAX_KEY + 8 || top_raw > RUN_MAX_RAW ||
 	    (r->meta.rows == 0) != (r->meta.blocks == 0) || r->meta.blocks > r->meta.rows ||
-	    nparts > r->meta.blocks) {
-		rc = run_corrupt(os, key, "footer: sections do not fit the %llu-byte object",
-				 (unsigned long long)size);
-		goto fail;
-	}
+	    nparts > r->meta.blocks)
+		return run_corrupt(os, key, "footer: sections do not fit the %llu-byte object",
+				   (unsigned long long)size);
 	r->data_end = top_off;
 	if ((rc = run_read(os, key, "top index", top_off, top_len + meta_len, &r->tail)) != 0)
-		goto fail;
-	if ((rc = run_reader_parse_tail(r, top_len, top_raw, nparts, meta_len, meta_raw)) != 0)
-		goto fail;
+		return rc;
+	return run_reader_parse_tail(r, top_len, top_raw, nparts, meta_len, meta_raw);
+}
+
+/** A reader that has not read its object yet. */
+static int
+run_reader_new(struct objstore *os, const char *key, struct run_reader **out)
+{
+	*out = NULL;
+	if (os == NULL || key == NULL || key[0] == '\0')
+		return diag_set(STRATA_EINVAL, "run: no object store or key");
+	struct run_reader *r = env.calloc(1, sizeof(*r));
+	if (r == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
+	r->os = os;
+	pthread_mutex_init(&r->mu, NULL);
+	r->key = run_strdup(key);
+	if (r->key == NULL) {
+		run_reader_close(r);
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
+	}
 	*out = r;
 	return 0;
-fail:
-	run_reader_close(r);
+}
+
+int
+run_reader_open(struct objstore *os, const char *key, struct run_reader **out)
+{
+	struct run_reader *r;
+	int rc = run_reader_new(os, key, &r);
+	if (rc)
+		return rc;
+	if ((rc = run_reader_load(r)) != 0) {
+		run_reader_close(r);
+		*out = NULL;
+		return rc;
+	}
+	atomic_store_explicit(&r->loaded, 1, memory_order_release);
+	*out = r;
+	return 0;
+}
+
+int
+run_reader_open_lazy(struct objstore *os, const char *key, struct run_reader **out)
+{
+	return run_reader_new(os, key, out);
+}
+
+/** Load a lazy reader's object on first use (once; a failure is retried next time). */
+static int
+run_reader_ensure(struct run_reader *r)
+{
+	if (atomic_load_explicit(&r->loaded, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&r->mu);
+	int rc = 0;
+	if (!atomic_load_explicit(&r->loaded, memory_order_relaxed)) {
+		buf_reset(&r->tail);
+		rc = run_reader_load(r);
+		if (rc == 0)
+			atomic_store_explicit(&r->loaded, 1, memory_order_release);
+	}
+	pthread_mutex_unlock(&r->mu);
 	return rc;
 }
 
@@ -1193,6 +1232,7 @@ run_reader_close(struct run_reader *r)
 const struct run_meta *
 run_reader_meta(const struct run_reader *r)
 {
+	run_reader_ensure((struct run_reader *)r); /* on failure the zeroed totals */
 	return &r->meta;
 }
 
@@ -1211,6 +1251,7 @@ run_reader_bloom_skips(const struct run_reader *r)
 uint64_t
 run_reader_partitions(const struct run_reader *r)
 {
+	run_reader_ensure((struct run_reader *)r);
 	return r->nparts;
 }
 
@@ -1227,6 +1268,9 @@ run_reader_get_kind(struct run_reader *r, const void *key, size_t klen, uint64_t
 {
 	if (key == NULL || klen == 0)
 		return diag_set(STRATA_EINVAL, "run %s: empty key", r->key);
+	int lrc = run_reader_ensure(r);
+	if (lrc)
+		return lrc;
 	if (r->meta.rows == 0 || run_keycmp(key, klen, r->min_key, r->min_klen) < 0 ||
 	    run_keycmp(key, klen, r->max_key, r->max_klen) > 0)
 		return STRATA_NOTFOUND;
@@ -1342,6 +1386,10 @@ run_iter_peek(struct run_iter *it, struct run_row *row, size_t *next)
 int
 run_iter_new(struct run_reader *r, const void *key, size_t klen, struct run_iter **out)
 {
+	*out = NULL;
+	int lrc = run_reader_ensure(r);
+	if (lrc)
+		return lrc;
 	struct run_iter *it = env.calloc(1, sizeof(*it));
 	if (it == NULL)
 		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate an iterator", r->key);

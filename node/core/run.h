@@ -87,6 +87,11 @@ void run_writer_abort(struct run_writer *w);
 /** Open a run: reads and verifies footer and top-level index. Thread-safe to use.
  *  A missing object is STRATA_EIO (a run that is referenced must exist). */
 int run_reader_open(struct objstore *os, const char *key, struct run_reader **out);
+/** A reader that reads nothing yet: the footer, top index and meta are read and checked
+ *  by the first lookup or iterator (a failure then is that call's, and is retried by
+ *  the next one). How a store opens a backlog of thousands of generations without
+ *  reading one. */
+int run_reader_open_lazy(struct objstore *os, const char *key, struct run_reader **out);
 /** Close a reader (the object is untouched). Safe on NULL. */
 void run_reader_close(struct run_reader *r);
 /** The run's metadata. */

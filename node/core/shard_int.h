@@ -198,6 +198,8 @@ struct slot *slot_new(void);
 void slot_unref(struct slot *sl);
 /** Open the table of a manifest entry (kind MANIFEST_GEN or MANIFEST_RUN). */
 int table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table **out);
+/** table_open that reads the object at its first use (footer, index, filter). */
+int table_open_lazy(struct shard *s, int kind, const struct manifest_obj *o, struct table **out);
 /** Drop a reference; the last one closes the reader and deletes an obsolete object. */
 void table_unref(struct table *t);
 void view_unref(struct view *v);

@@ -61,8 +61,9 @@ table_unref(struct table *t)
 	env.free(t);
 }
 
-int
-table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table **out)
+/** table_open, reading the object now (eager) or at its first read (lazy). */
+static int
+table_open_as(struct shard *s, int kind, const struct manifest_obj *o, int lazy, struct table **out)
 {
 	struct table *t = env.calloc(1, sizeof(*t));
 	if (t == NULL)
@@ -73,13 +74,26 @@ table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table
 	t->reaper = s->cfg.reaper;
 	atomic_init(&t->refs, 1);
 	manifest_obj_key(t->key, sizeof(t->key), s->cfg.prefix, kind, o);
-	int rc = run_reader_open(s->cfg.os, t->key, &t->r);
+	int rc = lazy ? run_reader_open_lazy(s->cfg.os, t->key, &t->r)
+		      : run_reader_open(s->cfg.os, t->key, &t->r);
 	if (rc) {
 		env.free(t);
 		return rc;
 	}
 	*out = t;
 	return 0;
+}
+
+int
+table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table **out)
+{
+	return table_open_as(s, kind, o, 0, out);
+}
+
+int
+table_open_lazy(struct shard *s, int kind, const struct manifest_obj *o, struct table **out)
+{
+	return table_open_as(s, kind, o, 1, out);
 }
 
 void
@@ -206,7 +220,7 @@ view_fill(struct shard *s, int kind, const struct manifest_obj *objs, uint32_t n
 		if (t != NULL) {
 			atomic_fetch_add(&t->refs, 1);
 		} else {
-			int rc = table_open(s, kind, &objs[i], &t);
+			int rc = table_open_lazy(s, kind, &objs[i], &t);
 			if (rc)
 				return rc;
 		}

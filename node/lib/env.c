@@ -46,6 +46,7 @@ env_default_open(const char *path, int flags, mode_t mode)
 	.fdatasync = fdatasync, \
 	.ftruncate = ftruncate, \
 	.fstat = fstat, \
+	.lstat = lstat, \
 	.rename = rename, \
 	.link = link, \
 	.unlink = unlink, \

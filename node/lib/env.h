@@ -35,6 +35,9 @@ struct env_ops {
 	int (*fdatasync)(int fd);
 	int (*ftruncate)(int fd, off_t len);
 	int (*fstat)(int fd, struct stat *st);
+	/** lstat(2): what a listing learns of each entry without opening it (NULL: open,
+	 *  fstat and close it instead — a table that replaces open should replace both). */
+	int (*lstat)(const char *path, struct stat *st);
 	int (*rename)(const char *from, const char *to);
 	int (*link)(const char *from, const char *to);
 	int (*unlink)(const char *path);

@@ -913,20 +913,30 @@ fs_walk(struct fs_store *fs, char *rel, size_t rel_len, const char *part, int de
 		if (de->d_type == DT_REG || de->d_type == DT_UNKNOWN) {
 			char fp[FS_PATH_MAX];
 			snprintf(fp, sizeof(fp), "%s/%s", fs->dir, rel);
-			int fd = env.open(fp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
-			if (fd < 0) {
-				if (errno == ENOENT || errno == ELOOP)
-					continue;
-				rc = diag_sys(errno, "open", fp);
-				break;
-			}
 			struct stat st;
-			if (env.fstat(fd, &st) != 0) {
-				rc = diag_sys(errno, "fstat", fp);
+			if (env.lstat != NULL) {
+				/* One call per entry; a symlink is neither a file nor a directory. */
+				if (env.lstat(fp, &st) != 0) {
+					if (errno == ENOENT)
+						continue;
+					rc = diag_sys(errno, "lstat", fp);
+					break;
+				}
+			} else {
+				int fd = env.open(fp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+				if (fd < 0) {
+					if (errno == ENOENT || errno == ELOOP)
+						continue;
+					rc = diag_sys(errno, "open", fp);
+					break;
+				}
+				if (env.fstat(fd, &st) != 0) {
+					rc = diag_sys(errno, "fstat", fp);
+					env.close(fd);
+					break;
+				}
 				env.close(fd);
-				break;
 			}
-			env.close(fd);
 			is_dir = S_ISDIR(st.st_mode);
 			if (!is_dir && !S_ISREG(st.st_mode))
 				continue;

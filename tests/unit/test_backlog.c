@@ -4,6 +4,7 @@
  * of its own), counted through the environment's allocator.
  */
 #define ENGINE_UTIL_TAG "backlog"
+#include <dirent.h>
 #include <malloc.h>
 #include <stdatomic.h>
 
@@ -100,6 +101,125 @@ TEST(an_idle_pending_generation_keeps_a_few_kib)
 	db_close(db);
 }
 
+/** Opens of generation files seen through the environment. */
+static atomic_long gen_opens;
+static int (*real_open)(const char *path, int flags, mode_t mode);
+
+static int
+counting_open(const char *path, int flags, mode_t mode)
+{
+	if (strstr(path, "/gen/") != NULL && strstr(path, ".tmp.") == NULL)
+		atomic_fetch_add(&gen_opens, 1);
+	return real_open(path, flags, mode);
+}
+
+/** Append 4 rows and seal, n times, to shard 0 (keys g<gen>-<row>). */
+static void
+make_generations(strata *db, int n)
+{
+	char key[32];
+	for (int g = 0; g < n; g++) {
+		for (int r = 0; r < 4; r++) {
+			int kl = snprintf(key, sizeof(key), "g%05d-%d", g, r);
+			strata_row row = {key, (size_t)kl, "value", 5};
+			REQUIRE_EQ(strata_append(db, 0, &row, 1), 0);
+		}
+		REQUIRE_EQ(strata_seal(db, 0), 0);
+	}
+}
+
+TEST(an_open_reads_no_generation_until_one_is_needed)
+{
+	char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	make_generations(db, 200);
+	db_close(db);
+	real_open = env_default.open;
+	env_default.open = counting_open;
+	atomic_store(&gen_opens, 0);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(atomic_load(&gen_opens), 0); /* one listing checked them; nothing opened */
+	CHECK_EQ(stats_of(db).generations, 200);
+	void *v = NULL;
+	size_t vl = 0;
+	REQUIRE_EQ(strata_get(db, 0, "g00007-2", 8, &v, &vl), 0); /* probes newest first */
+	CHECK(vl == 5 && memcmp(v, "value", 5) == 0);
+	strata_free(v);
+	long after_get = atomic_load(&gen_opens);
+	CHECK(after_get >= 1);
+	CHECK(after_get <= 2 * 200); /* only what the probe reached: a size and a footer read */
+	env_default.open = real_open;
+	db_close(db);
+}
+
+/** Overwrite len bytes at off from the end of the first generation file of dir. */
+static int
+damage_first_gen(const char *dir, int truncate)
+{
+	char gdir[4200], path[4600];
+	snprintf(gdir, sizeof(gdir), "%s/objects/" SHARD0 "gen", dir);
+	DIR *d = opendir(gdir);
+	struct dirent *e;
+	path[0] = '\0';
+	while (d != NULL && (e = readdir(d)) != NULL)
+		if (strstr(e->d_name, ".sst") != NULL && (path[0] == '\0' || strcmp(e->d_name, strrchr(path, '/') + 1) < 0))
+			snprintf(path, sizeof(path), "%s/%s", gdir, e->d_name);
+	if (d != NULL)
+		closedir(d);
+	if (path[0] == '\0')
+		return -1;
+	FILE *f = fopen(path, "r+");
+	if (f == NULL)
+		return -1;
+	fseek(f, 0, SEEK_END);
+	long size = ftell(f);
+	int rc = 0;
+	if (truncate) {
+		rc = ftruncate(fileno(f), size - 10);
+	} else {
+		fseek(f, size - 12, SEEK_SET);
+		fputc('X', f); /* inside the footer: its checksum no longer matches */
+	}
+	fclose(f);
+	return rc;
+}
+
+TEST(a_damaged_generation_is_found_at_open_or_at_its_first_read)
+{
+	char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	make_generations(db, 5);
+	db_close(db);
+	/* A file cut short no longer has the size the manifest records: the open fails
+	 * and names it, before claiming anything. */
+	REQUIRE_EQ(damage_first_gen(dir, 1), 0);
+	strata *bad = NULL;
+	CHECK_EQ(strata_open(&o, &bad), STRATA_ECORRUPT);
+	CHECK(strstr(strata_last_error(), "truncated or replaced") != NULL);
+	CHECK(strstr(strata_last_error(), "gen/") != NULL);
+	/* A damaged footer of the right size is found by the first read that needs it. */
+	char *dir2 = tdir();
+	o = opts_for(dir2);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	make_generations(db, 5);
+	db_close(db);
+	REQUIRE_EQ(damage_first_gen(dir2, 0), 0);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	void *v = NULL;
+	size_t vl = 0;
+	CHECK_EQ(strata_get(db, 0, "g00000-1", 8, &v, &vl), STRATA_ECORRUPT);
+	CHECK(strstr(strata_last_error(), "footer") != NULL);
+	strata_free(v);
+	db_close(db);
+}
+
 /** End a test: stop the watchdog, clean up. */
 static void
 t_end(void)
@@ -114,5 +234,7 @@ main(int argc, char **argv)
 	HARNESS_BEGIN(argc, argv);
 	signal(SIGALRM, watchdog_fire);
 	T(an_idle_pending_generation_keeps_a_few_kib);
+	T(an_open_reads_no_generation_until_one_is_needed);
+	T(a_damaged_generation_is_found_at_open_or_at_its_first_read);
 	return HARNESS_END("test_backlog");
 }
