@@ -1190,21 +1190,47 @@ run_reader_open_lazy(struct objstore *os, const char *key, struct run_reader **o
 	return run_reader_new(os, key, out);
 }
 
-/** Load a lazy reader's object on first use (once; a failure is retried next time). */
+/** Load a lazy reader's object on first use. The IO runs with no lock held (into a
+ *  reader of its own, installed under mu): a read that hangs in the object store holds
+ *  up only its own caller, never another lookup of the same table. Two first uses at
+ *  once may both read; one installs, the other's copy is dropped. A failure is
+ *  retried by the next call. */
 static int
 run_reader_ensure(struct run_reader *r)
 {
 	if (atomic_load_explicit(&r->loaded, memory_order_acquire))
 		return 0;
-	pthread_mutex_lock(&r->mu);
-	int rc = 0;
-	if (!atomic_load_explicit(&r->loaded, memory_order_relaxed)) {
-		buf_reset(&r->tail);
-		rc = run_reader_load(r);
-		if (rc == 0)
+	struct run_reader *t;
+	int rc = run_reader_new(r->os, r->key, &t);
+	if (rc)
+		return rc;
+	if ((rc = run_reader_load(t)) == 0) {
+		pthread_mutex_lock(&r->mu);
+		if (!atomic_load_explicit(&r->loaded, memory_order_relaxed)) {
+			r->meta = t->meta;
+			r->version = t->version;
+			r->data_end = t->data_end;
+			r->tail = t->tail;
+			r->top_raw = t->top_raw;
+			r->meta_raw = t->meta_raw;
+			r->min_key = t->min_key;
+			r->min_klen = t->min_klen;
+			r->max_key = t->max_key;
+			r->max_klen = t->max_klen;
+			r->parts = t->parts;
+			r->nparts = t->nparts;
+			r->cache = t->cache;
+			memset(&t->tail, 0, sizeof(t->tail));
+			memset(&t->top_raw, 0, sizeof(t->top_raw));
+			memset(&t->meta_raw, 0, sizeof(t->meta_raw));
+			t->parts = NULL;
+			t->cache = NULL;
+			t->nparts = 0;
 			atomic_store_explicit(&r->loaded, 1, memory_order_release);
+		}
+		pthread_mutex_unlock(&r->mu);
 	}
-	pthread_mutex_unlock(&r->mu);
+	run_reader_close(t);
 	return rc;
 }
 
