@@ -89,8 +89,24 @@ env_mkdir_p(const char *path)
 			continue;
 		char c = p[i];
 		p[i] = '\0';
-		if (env.mkdir(p, 0755) != 0 && errno != EEXIST)
-			return diag_sys(errno, "mkdir", p);
+		if (env.mkdir(p, 0755) != 0) {
+			if (errno != EEXIST)
+				return diag_sys(errno, "mkdir", p);
+		} else {
+			/* The new directory's entry is durable only once its parent is synced. */
+			char *slash = strrchr(p, '/');
+			char keep = slash ? slash[slash == p] : 0;
+			if (slash)
+				slash[slash == p] = '\0';
+			int fd = env.open(slash ? p : ".", O_RDONLY | O_DIRECTORY, 0);
+			int rc = fd < 0 || env.fsync(fd) != 0 ? diag_sys(errno, "fsync directory", p) : 0;
+			if (fd >= 0)
+				env.close(fd);
+			if (slash)
+				slash[slash == p] = keep;
+			if (rc)
+				return rc;
+		}
 		p[i] = c;
 	}
 	return 0;

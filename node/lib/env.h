@@ -109,8 +109,9 @@ env_leave(struct env_ops *prev)
 /** Restore the libc defaults. */
 void env_reset(void);
 
-/** mkdir -p through env.mkdir: 0, or the mapped code with a message naming the
- *  component that could not be created. */
+/** mkdir -p through env.mkdir, syncing the parent of every directory it creates (so
+ *  that the new entry survives a power loss): 0, or the mapped code with a message
+ *  naming the component that could not be created or synced. */
 int env_mkdir_p(const char *path);
 
 /** env.pread until n bytes, end of file or an error: retries EINTR and completes short
