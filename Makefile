@@ -50,6 +50,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
 CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) $(wildcard node/objstore/*.c node/core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o
 CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c)
+CLI_SRC  += $(wildcard node/sim/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 LUA_SRC  := $(wildcard node/luamod/*.c)
 LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/obj/%.o)

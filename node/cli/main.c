@@ -43,6 +43,8 @@ usage(FILE *f)
 		"                                   --truncate-wal cuts each corrupt WAL segment at its first\n"
 		"                                   bad entry, after copying it into DIR/repair-<UTC time>/\n"
 		"                                   (refused while a node holds DIR; strata repair --help)\n"
+		"  sim --seed N [--steps M]         a deterministic simulation with faults and a model\n"
+		"                                   checker; prints a replay line (strata sim --help)\n"
 		"  --help                           this text\n"
 		"  --version                        print the version\n");
 }
@@ -389,6 +391,8 @@ main(int argc, char **argv)
 		return cmd_serve(argc - 2, argv + 2);
 	if (strcmp(argv[1], "load") == 0)
 		return cmd_load(argc - 2, argv + 2);
+	if (strcmp(argv[1], "sim") == 0)
+		return cmd_sim(argc - 2, argv + 2);
 	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -1,0 +1,167 @@
+/*
+ * sim.h — deterministic simulation of a store (`strata sim`). One thread, a simulated
+ * file system and object store in an env table (node/lib/env.h) with seeded faults
+ * (EIO, ENOSPC, torn writes, power loss at any IO or test point, object-store errors
+ * and latency), a seeded workload and a model that checks the store after every
+ * operation and every reopen.
+ *
+ *   sim_fs    the in-memory file system as an env_ops table (sim_fs.c)
+ *   sim_run   one seed: workload, faults, model, checks (sim_run.c)
+ */
+#ifndef STRATA_SIM_H
+#define STRATA_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../lib/env.h"
+
+struct sim_fs;
+
+/** Engine bugs the sim can plant through its seams, to show that it finds them. */
+enum {
+	/** None. */
+	SIM_BUG_NONE = 0,
+	/** WAL fdatasync reports success without making anything durable (as if the
+	 *  engine acknowledged appends before syncing the WAL). */
+	SIM_BUG_WAL_NOSYNC = 1,
+	/** A generation object written by a seal is reported committed but never
+	 *  reaches the object store (as if a seal dropped the generation). */
+	SIM_BUG_DROP_GENERATION = 2,
+};
+
+/** Fault rates of the simulated file system and object store, per million calls. */
+struct sim_faults {
+	/** A file call fails with EIO. */
+	uint32_t eio_ppm;
+	/** A write-like file call fails with ENOSPC. */
+	uint32_t enospc_ppm;
+	/** A pwrite writes a prefix of its bytes, then fails with EIO. */
+	uint32_t torn_ppm;
+	/** A test point fails its operation (STRATA_EINJECTED). */
+	uint32_t point_ppm;
+	/** An object-store call fails with STRATA_EIO (before doing anything). */
+	uint32_t os_error_ppm;
+	/** An object-store call takes up to this much simulated time, ns. */
+	uint64_t os_latency_ns;
+	/** At power loss, a prefix of an unsynced file tail survives (as on ext4 with
+	 *  data=ordered). */
+	uint32_t tail_survives_ppm;
+	/** And the size may have grown to a block boundary before the data landed, so
+	 *  the tail ends in zeros (XFS, ext4 data=writeback). */
+	int zero_tails;
+	/** Faults also hit directory opens and directory fsyncs. */
+	int dir_faults;
+};
+
+/* ---------- the simulated file system ---------- */
+
+/** A new, empty file system (only "/"), faults off. NULL when out of memory. */
+struct sim_fs *sim_fs_new(uint64_t seed);
+/** Free everything. Safe on NULL. */
+void sim_fs_delete(struct sim_fs *fs);
+/** The env table of fs: a complete table (options.env_ops) whose calls act on fs. */
+struct env_ops *sim_fs_env(struct sim_fs *fs);
+/** Set the fault rates (all zero: no faults). */
+void sim_fs_set_faults(struct sim_fs *fs, const struct sim_faults *f);
+/** Plant an engine bug (SIM_BUG_*). */
+void sim_fs_set_bug(struct sim_fs *fs, int bug);
+/** Print every file call to f (NULL: stop). */
+void sim_fs_set_log(struct sim_fs *fs, FILE *f);
+/** Suspend faults and armed crashes (on nonzero; calls nest) or resume them: for the
+ *  sim's own verification reads. */
+void sim_fs_quiet(struct sim_fs *fs, int on);
+/** Crash (power loss) at the n-th file call or test point from now (0: disarm). */
+void sim_fs_arm_crash(struct sim_fs *fs, uint64_t n);
+/** Power loss now: every file back to its last sync, every directory to its last
+ *  directory sync, unsynced tails torn, every descriptor gone; then every call fails
+ *  (the process is dead) until sim_fs_revive. */
+void sim_fs_power_loss(struct sim_fs *fs);
+/** Nonzero once a power loss happened and before sim_fs_revive. */
+int sim_fs_dead(const struct sim_fs *fs);
+/** The next process starts: calls work again. */
+void sim_fs_revive(struct sim_fs *fs);
+/** The simulated monotonic clock, ns; sim_fs_advance moves it forward. */
+uint64_t sim_fs_now(const struct sim_fs *fs);
+void sim_fs_advance(struct sim_fs *fs, uint64_t ns);
+/** Fold an event of the caller's (an operation and its result) into the trace hash. */
+void sim_fs_trace(struct sim_fs *fs, const char *what, int64_t a, int64_t b);
+/** Hash of every event so far: each file call with its canonical path, arguments,
+ *  result and written bytes, each object-store call, each sim_fs_trace. */
+uint64_t sim_fs_trace_hash(const struct sim_fs *fs);
+/** Checksum of the file tree as it stands (names, kinds and contents, in name order). */
+uint64_t sim_fs_tree_hash(const struct sim_fs *fs);
+/** Temp files (".tmp." names) anywhere under path. */
+unsigned sim_fs_count_tmp(const struct sim_fs *fs, const char *path);
+/** Counters. */
+struct sim_fs_stats {
+	/** File calls made. */
+	uint64_t calls;
+	/** Faults injected: EIO, ENOSPC, torn writes, failed test points, object-store errors. */
+	uint64_t eio, enospc, torn, points_failed, os_errors;
+	/** Power losses. */
+	uint64_t power_losses;
+	/** Unsynced tails that survived a power loss in part. */
+	uint64_t tails_torn;
+	/** Bugs planted that fired (a skipped sync, a dropped generation). */
+	uint64_t bug_fired;
+};
+void sim_fs_stats(const struct sim_fs *fs, struct sim_fs_stats *out);
+/** Faults injected so far, of every kind but power loss. */
+uint64_t sim_fs_faults(const struct sim_fs *fs);
+/** A PRNG draw of fs's own stream (fault decisions), below n (n > 0). */
+uint64_t sim_fs_rand(struct sim_fs *fs, uint64_t n);
+
+/* ---------- one run ---------- */
+
+/** What to run. */
+struct sim_config {
+	/** The seed: workload, faults and engine random source all derive from it. */
+	uint64_t seed;
+	/** Operations of the workload. */
+	uint32_t steps;
+	/** A policy file reloaded now and then (NULL: none). */
+	const char *policy;
+	/** SIM_BUG_*. */
+	int bug;
+	/** Faults the engine is known not to survive yet as well (README, "Simulation"):
+	 *  failed directory opens and fsyncs, zero-filled tails at power loss, a clean
+	 *  reopen (not a crash) after a failed WAL sync. */
+	int strict;
+	/** Print every operation as it runs (to stderr); 2: every file call too. */
+	int verbose;
+	/** Keep the log of operations (for printing a failing prefix). */
+	int keep_log;
+};
+
+/** What a run did and found. */
+struct sim_result {
+	/** 0 when every check passed. */
+	int failed;
+	/** The step at which the first check failed (0-based; steps when at the final check). */
+	uint32_t fail_step;
+	/** The first failure, with context. */
+	char why[1024];
+	/** Operations run, by kind, and totals. */
+	uint64_t ops, appends, rows, gets, scans, seals, merges, compactions, aborts, reloads;
+	uint64_t checkpoints, crashes, reopens, failed_ops, checks;
+	/** Trace hash of the run (events of the engine's env and of the workload). */
+	uint64_t trace_hash;
+	/** Checksum of the final file tree after the last clean close. */
+	uint64_t tree_hash;
+	/** Simulated time at the end, ns. */
+	uint64_t sim_ns;
+	/** Counters of the file system. */
+	struct sim_fs_stats fs;
+	/** With keep_log: one line per operation, "step N: ..." (malloc'd; free it). */
+	char *log;
+	/** Length of log. */
+	size_t log_len;
+};
+
+/** Run one seed. Returns 0 when it ran (failed or not: see r->failed), or a negative
+ *  code when it could not run at all (out of memory, a bad policy file). */
+int sim_run(const struct sim_config *c, struct sim_result *r);
+
+#endif
