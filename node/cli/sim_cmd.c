@@ -19,7 +19,7 @@
 /** Most seeds of one --seeds run. */
 #define SIM_CMD_MAX_SEEDS 10000000u
 
-static const char *const sim_bug_names[] = {"none", "wal-nosync", "drop-generation"};
+static const char *const sim_bug_names[] = {"none", "wal-nosync", "gen-nosync"};
 
 static void
 sim_usage(FILE *f)
@@ -40,7 +40,7 @@ sim_usage(FILE *f)
 		"  --policy FILE     open with this policy and reload it now and then\n"
 		"  --plant-bug BUG   plant an engine bug through the sim's seams, to see it found:\n"
 		"                    wal-nosync (acknowledge appends without syncing the WAL) or\n"
-		"                    drop-generation (a seal's generation never reaches the store)\n"
+		"                    gen-nosync (publish a seal's generation without syncing it)\n"
 		"  --strict          faults the engine does not survive yet as well: failed directory\n"
 		"                    opens and fsyncs, zero-filled tails at power loss, a clean reopen\n"
 		"                    after a failed WAL sync\n"
@@ -214,7 +214,7 @@ cmd_sim(int argc, char **argv)
 					found = 1;
 				}
 			if (!found) {
-				fprintf(stderr, "strata sim: --plant-bug needs wal-nosync or drop-generation%s%s\n",
+				fprintf(stderr, "strata sim: --plant-bug needs wal-nosync or gen-nosync%s%s\n",
 					next ? ", not " : "", next ? next : "");
 				return 2;
 			}

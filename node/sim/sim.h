@@ -26,9 +26,9 @@ enum {
 	/** WAL fdatasync reports success without making anything durable (as if the
 	 *  engine acknowledged appends before syncing the WAL). */
 	SIM_BUG_WAL_NOSYNC = 1,
-	/** A generation object written by a seal is reported committed but never
-	 *  reaches the object store (as if a seal dropped the generation). */
-	SIM_BUG_DROP_GENERATION = 2,
+	/** The fsync of a seal's generation file reports success without making it
+	 *  durable (as if a seal published a generation it never synced). */
+	SIM_BUG_GEN_NOSYNC = 2,
 };
 
 /** Fault rates of the simulated file system and object store, per million calls. */
@@ -104,7 +104,7 @@ struct sim_fs_stats {
 	uint64_t power_losses;
 	/** Unsynced tails that survived a power loss in part. */
 	uint64_t tails_torn;
-	/** Bugs planted that fired (a skipped sync, a dropped generation). */
+	/** Times a planted bug fired (a sync skipped). */
 	uint64_t bug_fired;
 };
 void sim_fs_stats(const struct sim_fs *fs, struct sim_fs_stats *out);

@@ -183,6 +183,13 @@ sim_hash_u64(struct sim_fs *fs, uint64_t v)
 	sim_hash(fs, &v, sizeof(v));
 }
 
+static const char *
+sim_base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
 /** One file call into the trace: kind, path, two numbers, result. */
 static void
 sim_ev(struct sim_fs *fs, const char *kind, const char *path, int64_t a, int64_t b, int64_t rc)
@@ -191,18 +198,17 @@ sim_ev(struct sim_fs *fs, const char *kind, const char *path, int64_t a, int64_t
 		fprintf(fs->log, "fs: %s %s %lld %lld -> %lld\n", kind, path ? path : "-", (long long)a,
 			(long long)b, (long long)rc);
 	sim_hash(fs, kind, strlen(kind) + 1);
-	if (path)
-		sim_hash(fs, path, strlen(path) + 1);
+	if (path) {
+		/* An engine temp name that got no canonical one (its create failed) is random. */
+		const char *b = sim_base(path);
+		size_t n = strncmp(b, SIM_TMP_PREFIX, strlen(SIM_TMP_PREFIX)) == 0 &&
+				   strncmp(b, SIM_TMP_CANON, strlen(SIM_TMP_CANON)) != 0
+			   ? (size_t)(b - path) : strlen(path) + 1;
+		sim_hash(fs, path, n);
+	}
 	sim_hash_u64(fs, (uint64_t)a);
 	sim_hash_u64(fs, (uint64_t)b);
 	sim_hash_u64(fs, (uint64_t)rc);
-}
-
-static const char *
-sim_base(const char *path)
-{
-	const char *s = strrchr(path, '/');
-	return s ? s + 1 : path;
 }
 
 /** The lock file holds the opener's pid: its bytes are left out of hashes. */
@@ -693,8 +699,12 @@ sim_pwrite(int fd, const void *buf, size_t n, off_t off)
 		sim_dirty(in, (size_t)off, end);
 	}
 	sim_ev(fs, "pwrite", in->path, n, off, err ? -err : (int64_t)k);
-	if (!lock)
-		sim_hash_u64(fs, XXH3_64bits(buf, k));
+	if (!lock) {
+		uint64_t dh = XXH3_64bits(buf, k);
+		if (fs->log)
+			fprintf(fs->log, "fs: data %016llx\n", (unsigned long long)dh);
+		sim_hash_u64(fs, dh);
+	}
 	if (err)
 		return sim_fail(err);
 	return (ssize_t)n;
@@ -741,8 +751,9 @@ sim_sync(int fd, const char *kind)
 		in->dirty_lo = in->dirty_hi = 0;
 		return sim_fail(err);
 	}
-	if (fs->bug == SIM_BUG_WAL_NOSYNC && strcmp(kind, "fdatasync") == 0 && in->path &&
-	    strstr(in->path, "/wal/") != NULL) {
+	if (in->path && ((fs->bug == SIM_BUG_WAL_NOSYNC && strcmp(kind, "fdatasync") == 0 &&
+			  strstr(in->path, "/wal/") != NULL) ||
+			 (fs->bug == SIM_BUG_GEN_NOSYNC && strstr(in->path, "/gen/") != NULL))) {
 		fs->st.bug_fired++;
 		return 0;
 	}
@@ -1068,8 +1079,6 @@ struct sim_os_writer {
 	struct objstore_writer base;
 	/** The inner writer. */
 	struct objstore_writer *inner;
-	/** A generation object (for SIM_BUG_DROP_GENERATION). */
-	int is_gen;
 };
 
 /** Before an object-store call: latency, and maybe an error. 0 or STRATA_EIO. */
@@ -1141,7 +1150,6 @@ sim_os_writer_open(struct objstore *os, const char *key, struct objstore_writer 
 		return rc;
 	}
 	sw->base.os = os;
-	sw->is_gen = strstr(key, "/gen/") != NULL || strstr(key, "gen-") != NULL;
 	*w = &sw->base;
 	return 0;
 }
@@ -1158,14 +1166,7 @@ static int
 sim_os_writer_commit(struct objstore_writer *w)
 {
 	struct sim_os_writer *sw = (struct sim_os_writer *)w;
-	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("writer_commit", NULL);
-	if (rc == 0 && fs->bug == SIM_BUG_DROP_GENERATION && sw->is_gen) {
-		fs->st.bug_fired++;
-		sw->inner->os->ops->writer_abort(sw->inner);
-		env.free(sw);
-		return 0;
-	}
 	if (rc)
 		sw->inner->os->ops->writer_abort(sw->inner);
 	else
