@@ -97,7 +97,10 @@ sim_report(const struct sim_config *c, const struct sim_result *r)
 	       r->fs.tails_torn, r->fs.calls, (double)r->sim_ns / 1e9);
 	if (c->bug)
 		printf("sim: planted bug %s fired %" PRIu64 " times\n", sim_bug_names[c->bug], r->fs.bug_fired);
-	printf("sim: trace %016" PRIx64 ", tree %016" PRIx64 "\n", r->trace_hash, r->tree_hash);
+	printf("sim: %" PRIu64 " strata_step calls ran %" PRIu64 " chunks of background work\n", r->steps_run,
+	       r->chunks);
+	printf("sim: trace %016" PRIx64 " (%" PRIu64 " engine events), io %016" PRIx64 ", tree %016" PRIx64 "\n",
+	       r->trace_hash, r->trace_events, r->io_hash, r->tree_hash);
 }
 
 /** Run c; 1 when it failed, 0 when it passed, negative when it could not run. */
@@ -257,7 +260,7 @@ cmd_sim(int argc, char **argv)
 		free(r.log);
 		if (f < 0)
 			return 1;
-		combined = (combined ^ r.trace_hash) * 0x100000001b3ull;
+		combined = (combined ^ r.trace_hash ^ r.io_hash) * 0x100000001b3ull;
 		tot.ops += r.ops;
 		tot.crashes += r.crashes;
 		tot.reopens += r.reopens;
@@ -265,8 +268,8 @@ cmd_sim(int argc, char **argv)
 		tot.rows += r.rows;
 		tot.sim_ns += r.sim_ns;
 		if (c.verbose)
-			printf("sim: seed %" PRIu64 ": %s, trace %016" PRIx64 "\n", c.seed, f ? "FAILED" : "ok",
-			       r.trace_hash);
+			printf("sim: seed %" PRIu64 ": %s, trace %016" PRIx64 ", io %016" PRIx64 ", tree %016" PRIx64
+			       "\n", c.seed, f ? "FAILED" : "ok", r.trace_hash, r.io_hash, r.tree_hash);
 		if (f) {
 			failed++;
 			sim_failed(argv0, &c, &r, shrink);

@@ -57,7 +57,8 @@ struct sim_faults {
 
 /* ---------- the simulated file system ---------- */
 
-/** A new, empty file system (only "/"), faults off. NULL when out of memory. */
+/** A new, empty file system (only "/"), faults off; it becomes the calling thread's
+ *  (one at a time per thread: the env calls find it there). NULL when out of memory. */
 struct sim_fs *sim_fs_new(uint64_t seed);
 /** Free everything. Safe on NULL. */
 void sim_fs_delete(struct sim_fs *fs);
@@ -146,8 +147,15 @@ struct sim_result {
 	/** Operations run, by kind, and totals. */
 	uint64_t ops, appends, rows, gets, scans, seals, merges, compactions, aborts, reloads;
 	uint64_t checkpoints, crashes, reopens, failed_ops, checks;
-	/** Trace hash of the run (events of the engine's env and of the workload). */
+	/** The engine's trace: strata_trace_hash of every handle of the run, folded in order. */
 	uint64_t trace_hash;
+	/** Engine events hashed. */
+	uint64_t trace_events;
+	/** Hash of the sim's own events: every file and object-store call (canonical path,
+	 *  arguments, result, written bytes), every operation and its result. */
+	uint64_t io_hash;
+	/** strata_step calls, and chunks of background work they ran. */
+	uint64_t steps_run, chunks;
 	/** Checksum of the final file tree after the last clean close. */
 	uint64_t tree_hash;
 	/** Simulated time at the end, ns. */

@@ -161,10 +161,14 @@ sim_chance(struct sim_fs *fs, uint32_t ppm)
 	return ppm > 0 && sim_fs_rand(fs, 1000000) < ppm;
 }
 
+/** The file system of this thread's run. A store with a manual clock or a seed runs in
+ *  its own copy of the table it was given, so env_tls does not always lead here. */
+static __thread struct sim_fs *sim_active;
+
 static struct sim_fs *
 sim_self(void)
 {
-	return (struct sim_fs *)env_tls;
+	return env_tls == &sim_active->ops ? (struct sim_fs *)env_tls : sim_active;
 }
 
 static void
@@ -200,10 +204,10 @@ sim_ev(struct sim_fs *fs, const char *kind, const char *path, int64_t a, int64_t
 	sim_hash(fs, kind, strlen(kind) + 1);
 	if (path) {
 		/* An engine temp name that got no canonical one (its create failed) is random. */
-		const char *b = sim_base(path);
-		size_t n = strncmp(b, SIM_TMP_PREFIX, strlen(SIM_TMP_PREFIX)) == 0 &&
-				   strncmp(b, SIM_TMP_CANON, strlen(SIM_TMP_CANON)) != 0
-			   ? (size_t)(b - path) : strlen(path) + 1;
+		const char *bn = sim_base(path);
+		size_t n = strncmp(bn, SIM_TMP_PREFIX, strlen(SIM_TMP_PREFIX)) == 0 &&
+				   strncmp(bn, SIM_TMP_CANON, strlen(SIM_TMP_CANON)) != 0
+			   ? (size_t)(bn - path) : strlen(path) + 1;
 		sim_hash(fs, path, n);
 	}
 	sim_hash_u64(fs, (uint64_t)a);
@@ -1261,7 +1265,7 @@ sim_objstore_new(const char *dir, struct objstore **out)
 		return diag_set(STRATA_ENOMEM, "sim: out of memory");
 	}
 	s->base.ops = &sim_os_ops;
-	snprintf(s->base.name, sizeof(s->base.name), "sim:%s", inner->name);
+	snprintf(s->base.name, sizeof(s->base.name), "sim:%.200s", inner->name);
 	s->inner = inner;
 	*out = &s->base;
 	return 0;
@@ -1317,6 +1321,7 @@ sim_fs_new(uint64_t seed)
 		return NULL;
 	}
 	fs->inos[0].refs = 1;
+	sim_active = fs;
 	return fs;
 }
 
@@ -1340,6 +1345,8 @@ sim_fs_delete(struct sim_fs *fs)
 		free(in->path);
 	}
 	free(fs->inos);
+	if (sim_active == fs)
+		sim_active = NULL;
 	free(fs);
 }
 

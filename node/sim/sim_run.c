@@ -37,6 +37,10 @@
 #define SIM_OPEN_TRIES 4
 /** Objects of one shard the leak check handles. */
 #define SIM_MAX_REFS 4096
+/** Where the policy file lives in the simulated file system. */
+#define SIM_POLICY "/policy.lua"
+/** Largest policy file. */
+#define SIM_POLICY_MAX (1u << 20)
 /** Simulated time between operations, ns. */
 #define SIM_STEP_NS 1000000ull
 
@@ -67,6 +71,9 @@ struct sim {
 	uint32_t step;
 	/** The store must be reopened (a shard turned read-only). */
 	int need_reopen;
+	/** The policy's source (c->policy's bytes), or NULL. */
+	char *policy_src;
+	size_t policy_len;
 	/** Log of operations (keep_log). */
 	char *log;
 	size_t log_len, log_cap;
@@ -401,13 +408,28 @@ sim_options(struct sim *s, strata_options *o)
 	o->merge_max_inputs = 4;
 	o->delete_bytes_per_s = 0;
 	o->env_ops = sim_fs_env(s->fs);
-	o->policy = s->c->policy;
+	o->policy = s->c->policy ? SIM_POLICY : NULL;
+	o->clock = STRATA_CLOCK_MANUAL;
+	o->threads = 0;
+	o->seed = s->c->seed;
+}
+
+/** Fold the handle's engine trace into the run's, once per handle. */
+static void
+sim_fold_trace(struct sim *s)
+{
+	uint64_t ev = 0, h = strata_trace_hash(s->db, &ev);
+	s->r->trace_hash = (s->r->trace_hash ^ h) * 0x100000001b3ull + ev;
+	s->r->trace_events += ev;
+	sim_fs_trace(s->fs, "engine", (int64_t)h, (int64_t)ev);
 }
 
 /** Close the handle (after a crash, a dead process's handle: its calls all fail). */
 static void
 sim_close(struct sim *s)
 {
+	if (s->db != NULL)
+		sim_fold_trace(s);
 	strata_close(s->db);
 	s->db = NULL;
 }
@@ -439,6 +461,10 @@ sim_open(struct sim *s, int first)
 	if (rc != 0) {
 		sim_bad(s, "the store does not open with faults off: %s: %s", strata_strerror(rc),
 			strata_last_error());
+		return rc;
+	}
+	if ((rc = strata_tick(s->db, sim_fs_now(s->fs))) != 0) {
+		sim_bad(s, "strata_tick: %s", strata_last_error());
 		return rc;
 	}
 	s->need_reopen = 0;
@@ -667,11 +693,29 @@ sim_op_plan(struct sim *s, int compact, int abort_it)
 		s->r->failed_ops++;
 }
 
+/** Background work: one bounded strata_step (timers, policy hooks, deletes, seals and
+ *  merges a policy started). */
+static void
+sim_op_step(struct sim *s)
+{
+	uint64_t budget = 100 + sim_rand(s, 20000);
+	strata_step_info info;
+	memset(&info, 0, sizeof(info));
+	int rc = strata_step(s->db, budget, &info);
+	s->r->steps_run++;
+	s->r->chunks += info.chunks;
+	sim_fs_trace(s->fs, "step", (int64_t)budget, rc);
+	sim_logf(s, "step %llu us: %s, %u chunks, %u turns, %u pending", (unsigned long long)budget,
+		 rc ? strata_strerror(rc) : "ok", info.chunks, info.turns, info.pending);
+	if (rc)
+		s->r->failed_ops++;
+}
+
 static void
 sim_op_reload(struct sim *s)
 {
 	char err[512] = "";
-	int rc = strata_set_policy(s->db, s->c->policy, strlen(s->c->policy), err, sizeof(err));
+	int rc = strata_set_policy(s->db, s->policy_src, s->policy_len, err, sizeof(err));
 	s->r->reloads++;
 	sim_fs_trace(s->fs, "reload", 0, rc);
 	sim_logf(s, "reload policy %s: %s", s->c->policy, rc ? err : "ok");
@@ -683,7 +727,13 @@ sim_op_reload(struct sim *s)
 static void
 sim_step(struct sim *s)
 {
-	sim_fs_advance(s->fs, SIM_STEP_NS);
+	/* Time moves on: milliseconds, now and then seconds (timers fall due). */
+	sim_fs_advance(s->fs, sim_rand(s, 10) ? SIM_STEP_NS * (1 + sim_rand(s, 50))
+					       : SIM_STEP_NS * 1000 * (1 + sim_rand(s, 30)));
+	if (strata_tick(s->db, sim_fs_now(s->fs)) != 0) {
+		sim_bad(s, "strata_tick: %s", strata_last_error());
+		return;
+	}
 	/* Now and then a crash is armed for the n-th file call or test point of this step. */
 	uint64_t arm = sim_rand(s, 100) < 8 ? 1 + sim_rand(s, 40) : 0;
 	if (arm)
@@ -711,7 +761,7 @@ sim_step(struct sim *s)
 	} else if (w < 95 && s->c->policy)
 		sim_op_reload(s);
 	else
-		sim_op_append(s);
+		sim_op_step(s);
 	sim_fs_arm_crash(s->fs, 0);
 	s->r->ops++;
 	if (s->r->failed)
@@ -756,6 +806,36 @@ sim_pick_faults(struct sim *s, struct sim_faults *f)
 	f->dir_faults = s->c->strict;
 }
 
+/** Copy the policy file into the simulated file system (durably), where the store's
+ *  runtime reads it; keep its source for reloads. */
+static void
+sim_put_policy(struct sim *s)
+{
+	FILE *f = fopen(s->c->policy, "rb");
+	s->policy_src = malloc(SIM_POLICY_MAX);
+	if (f == NULL || s->policy_src == NULL) {
+		sim_bad(s, "cannot read the policy %s: %s", s->c->policy, strerror(errno));
+		if (f)
+			fclose(f);
+		return;
+	}
+	s->policy_len = fread(s->policy_src, 1, SIM_POLICY_MAX, f);
+	fclose(f);
+	if (s->policy_len == SIM_POLICY_MAX) {
+		sim_bad(s, "the policy %s is larger than %u bytes", s->c->policy, SIM_POLICY_MAX);
+		return;
+	}
+	int fd = env.open(SIM_POLICY, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int dfd = -1;
+	if (fd < 0 || env.pwrite(fd, s->policy_src, s->policy_len, 0) != (ssize_t)s->policy_len ||
+	    env.fsync(fd) != 0 || (dfd = env.open("/", O_RDONLY | O_DIRECTORY, 0)) < 0 || env.fsync(dfd) != 0)
+		sim_bad(s, "cannot write %s in the simulated file system", SIM_POLICY);
+	if (fd >= 0)
+		env.close(fd);
+	if (dfd >= 0)
+		env.close(dfd);
+}
+
 int
 sim_run(const struct sim_config *c, struct sim_result *r)
 {
@@ -788,6 +868,8 @@ sim_run(const struct sim_config *c, struct sim_result *r)
 		sim_bad(s, "cannot create %s in the simulated file system", SIM_DIR);
 	if (dfd >= 0)
 		env.close(dfd);
+	if (!r->failed && c->policy)
+		sim_put_policy(s);
 	env_leave(prev);
 	if (!r->failed && sim_open(s, 1) == 0) {
 		sim_fs_set_faults(s->fs, &f);
@@ -803,7 +885,7 @@ sim_run(const struct sim_config *c, struct sim_result *r)
 	sim_close(s);
 	if (sim_fs_dead(s->fs))
 		sim_fs_revive(s->fs);
-	r->trace_hash = sim_fs_trace_hash(s->fs);
+	r->io_hash = sim_fs_trace_hash(s->fs);
 	r->tree_hash = sim_fs_tree_hash(s->fs);
 	r->sim_ns = sim_fs_now(s->fs);
 	sim_fs_stats(s->fs, &r->fs);
@@ -813,6 +895,7 @@ sim_run(const struct sim_config *c, struct sim_result *r)
 		for (int k = 0; k < SIM_KEYS; k++)
 			free(s->keys[sh][k].cand);
 	sim_fs_delete(s->fs);
+	free(s->policy_src);
 	free(s);
 	return 0;
 }
