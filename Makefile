@@ -74,7 +74,7 @@ help:
 	@echo "make run    build and start a node on ./data with policies/default.lua"
 	@echo "make test   build and run every test (SAN=address,undefined or SAN=thread for sanitizers)"
 	@echo "make bench  benchmarks, side by side with RocksDB"
-	@echo "make soak   the crash-kill harness for 1000+ kills (SOAK_KILLS=N)"
+	@echo "make soak   the crash-kill harness for 1000+ kills (SOAK_KILLS=N), 10000 strata sim seeds (SIM_SOAK_SEEDS=N)"
 	@echo "make fuzz   every libFuzzer target for FUZZ_SECONDS (default 600) each"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the binary, libraries, headers, strata.pc, policies, Lua module"
 
@@ -178,6 +178,9 @@ BUILD_CHECK := "sh tests/build/check_build.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif
 CRASH_KILLS ?= 60
+# `make soak` runs SIM_SOAK_SEEDS seeds of `strata sim` from SIM_SOAK_SEED (make test: 1..200).
+SIM_SOAK_SEEDS ?= 10000
+SIM_SOAK_SEED ?= 201
 SUB_MAKE = $(MAKE) --no-print-directory BUILD=$(BUILD) CC=$(CC) LDLIBS="$(LDLIBS)" SANFLAGS="$(SANFLAGS)"
 
 # Fault injection and the crash-kill harness build against libstrata.a; the fuzzers
@@ -191,11 +194,12 @@ suites: unit
 test: suites
 	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault \
 	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES) \
-	  $(BUILD_CHECK)
+	  $(BUILD_CHECK) "sh tests/sim/sim.sh $(BUILD)"
 
 # Long runs, kept out of make test.
 soak: suites
 	@$(SUB_MAKE) -f tests/crash/crash.mk soak
+	$(BUILD)/strata sim --seed $(SIM_SOAK_SEED) --seeds $(SIM_SOAK_SEEDS) --steps 100
 
 fuzz: deps all
 	@$(MAKE) --no-print-directory -f tests/fuzz/fuzz.mk BUILD=$(BUILD) fuzz

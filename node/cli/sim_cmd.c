@@ -26,7 +26,7 @@ sim_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: strata sim --seed N [--steps M] [--policy FILE] [--seeds K] [--plant-bug BUG]\n"
-		"                  [--strict] [--no-shrink] [--verbose] [--trace]\n"
+		"                  [--strict] [--first-failure] [--no-shrink] [--verbose] [--trace]\n"
 		"\n"
 		"Runs a seeded workload (appends, gets, scans, seals, merges, compactions, crashes and\n"
 		"reopens) against a store on a simulated file system and object store, in one thread,\n"
@@ -44,6 +44,7 @@ sim_usage(FILE *f)
 		"  --strict          faults the engine does not survive yet as well: failed directory\n"
 		"                    opens and fsyncs, zero-filled tails at power loss, a clean reopen\n"
 		"                    after a failed WAL sync\n"
+		"  --first-failure   with --seeds, stop at the first failing seed\n"
 		"  --no-shrink       on a failure, do not search for the shortest failing prefix\n"
 		"  --verbose         print every step (to stderr)\n"
 		"  --trace           print every step and every file call (to stderr)\n"
@@ -173,7 +174,7 @@ cmd_sim(int argc, char **argv)
 	c.seed = 1;
 	c.steps = 200;
 	uint64_t seeds = 1, v;
-	int shrink = 1;
+	int shrink = 1, first_failure = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -224,6 +225,8 @@ cmd_sim(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--strict") == 0) {
 			c.strict = 1;
+		} else if (strcmp(a, "--first-failure") == 0) {
+			first_failure = 1;
 		} else if (strcmp(a, "--no-shrink") == 0) {
 			shrink = 0;
 		} else if (strcmp(a, "--verbose") == 0) {
@@ -273,6 +276,10 @@ cmd_sim(int argc, char **argv)
 		if (f) {
 			failed++;
 			sim_failed(argv0, &c, &r, shrink);
+			if (first_failure) {
+				seeds = k + 1;
+				break;
+			}
 		} else {
 			passed++;
 		}
