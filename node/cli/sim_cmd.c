@@ -20,13 +20,43 @@
 #define SIM_CMD_MAX_SEEDS 10000000u
 
 static const char *const sim_bug_names[] = {"none", "wal-nosync", "gen-nosync"};
+/** Names of the SIM_STRICT_* bits, in bit order. */
+static const char *const sim_strict_names[] = {"dirs", "zeros", "commit-point", "reopen"};
+
+/** Parse --strict[=LIST]: 0, or -1 with a message. */
+static int
+sim_strict_parse(const char *list, int *out)
+{
+	if (list == NULL) {
+		*out = SIM_STRICT_ALL;
+		return 0;
+	}
+	*out = 0;
+	const char *p = list;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		int found = 0;
+		for (int b = 0; b < 4; b++)
+			if (strlen(sim_strict_names[b]) == n && strncmp(p, sim_strict_names[b], n) == 0) {
+				*out |= 1 << b;
+				found = 1;
+			}
+		if (!found) {
+			fprintf(stderr, "strata sim: --strict takes dirs, zeros, commit-point and reopen "
+				"(comma-separated), not %.*s\n", (int)n, p);
+			return -1;
+		}
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
 
 static void
 sim_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: strata sim --seed N [--steps M] [--policy FILE] [--seeds K] [--plant-bug BUG]\n"
-		"                  [--strict] [--first-failure] [--no-shrink] [--verbose] [--trace]\n"
+		"                  [--strict[=LIST]] [--first-failure] [--no-shrink] [--verbose] [--trace]\n"
 		"\n"
 		"Runs a seeded workload (appends, gets, scans, seals, merges, compactions, crashes and\n"
 		"reopens) against a store on a simulated file system and object store, in one thread,\n"
@@ -41,9 +71,11 @@ sim_usage(FILE *f)
 		"  --plant-bug BUG   plant an engine bug through the sim's seams, to see it found:\n"
 		"                    wal-nosync (acknowledge appends without syncing the WAL) or\n"
 		"                    gen-nosync (publish a seal's generation without syncing it)\n"
-		"  --strict          faults the engine does not survive yet as well: failed directory\n"
-		"                    opens and fsyncs, zero-filled tails at power loss, a clean reopen\n"
-		"                    after a failed WAL sync\n"
+		"  --strict[=LIST]   faults the engine does not survive yet as well (all, or a comma\n"
+		"                    list): dirs (failed directory opens and fsyncs), zeros (tails\n"
+		"                    that end in zeros at power loss), commit-point (a failed test\n"
+		"                    point between a commit's manifest write and its view swap),\n"
+		"                    reopen (a clean reopen, not a power loss, after a failed append)\n"
 		"  --first-failure   with --seeds, stop at the first failing seed\n"
 		"  --no-shrink       on a failure, do not search for the shortest failing prefix\n"
 		"  --verbose         print every step (to stderr)\n"
@@ -77,8 +109,17 @@ sim_replay(FILE *f, const char *argv0, const struct sim_config *c)
 		fprintf(f, " --policy %s", c->policy);
 	if (c->bug)
 		fprintf(f, " --plant-bug %s", sim_bug_names[c->bug]);
-	if (c->strict)
+	if (c->strict == SIM_STRICT_ALL) {
 		fprintf(f, " --strict");
+	} else if (c->strict) {
+		const char *sep = "=";
+		fprintf(f, " --strict");
+		for (int b = 0; b < 4; b++)
+			if (c->strict & (1 << b)) {
+				fprintf(f, "%s%s", sep, sim_strict_names[b]);
+				sep = ",";
+			}
+	}
 	fprintf(f, "\n");
 }
 
@@ -98,8 +139,9 @@ sim_report(const struct sim_config *c, const struct sim_result *r)
 	       r->fs.tails_torn, r->fs.calls, (double)r->sim_ns / 1e9);
 	if (c->bug)
 		printf("sim: planted bug %s fired %" PRIu64 " times\n", sim_bug_names[c->bug], r->fs.bug_fired);
-	printf("sim: %" PRIu64 " strata_step calls ran %" PRIu64 " chunks of background work\n", r->steps_run,
-	       r->chunks);
+	printf("sim: %" PRIu64 " strata_step calls ran %" PRIu64 " chunks of background work; %u temp files of "
+	       "interrupted writes left (the fs store's sweep uses lstat, outside env)\n",
+	       r->steps_run, r->chunks, r->tmp_left);
 	printf("sim: trace %016" PRIx64 " (%" PRIu64 " engine events), io %016" PRIx64 ", tree %016" PRIx64 "\n",
 	       r->trace_hash, r->trace_events, r->io_hash, r->tree_hash);
 }
@@ -223,8 +265,9 @@ cmd_sim(int argc, char **argv)
 				return 2;
 			}
 			i++;
-		} else if (strcmp(a, "--strict") == 0) {
-			c.strict = 1;
+		} else if (strcmp(a, "--strict") == 0 || strncmp(a, "--strict=", 9) == 0) {
+			if (sim_strict_parse(a[8] == '=' ? a + 9 : NULL, &c.strict) != 0)
+				return 2;
 		} else if (strcmp(a, "--first-failure") == 0) {
 			first_failure = 1;
 		} else if (strcmp(a, "--no-shrink") == 0) {

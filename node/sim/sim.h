@@ -31,6 +31,20 @@ enum {
 	SIM_BUG_GEN_NOSYNC = 2,
 };
 
+/** What --strict adds (sim_config.strict, a mask): faults the engine does not survive yet. */
+enum {
+	/** Failed directory opens and fsyncs. */
+	SIM_STRICT_DIRS = 1,
+	/** Unsynced tails that end in zeros at power loss. */
+	SIM_STRICT_ZEROS = 2,
+	/** A failed test point between a commit's manifest write and its view swap. */
+	SIM_STRICT_COMMIT_POINT = 4,
+	/** A clean reopen (not a power loss) after a failed append. */
+	SIM_STRICT_REOPEN = 8,
+	/** All of them. */
+	SIM_STRICT_ALL = 15,
+};
+
 /** Fault rates of the simulated file system and object store, per million calls. */
 struct sim_faults {
 	/** A file call fails with EIO. */
@@ -53,6 +67,8 @@ struct sim_faults {
 	int zero_tails;
 	/** Faults also hit directory opens and directory fsyncs. */
 	int dir_faults;
+	/** Test-point failures also at commit.manifest_updated. */
+	int commit_point_faults;
 };
 
 /* ---------- the simulated file system ---------- */
@@ -126,9 +142,7 @@ struct sim_config {
 	const char *policy;
 	/** SIM_BUG_*. */
 	int bug;
-	/** Faults the engine is known not to survive yet as well (README, "Simulation"):
-	 *  failed directory opens and fsyncs, zero-filled tails at power loss, a clean
-	 *  reopen (not a crash) after a failed WAL sync. */
+	/** Faults the engine is known not to survive yet (SIM_STRICT_*; README, "Simulation"). */
 	int strict;
 	/** Print every operation as it runs (to stderr); 2: every file call too. */
 	int verbose;
@@ -158,6 +172,9 @@ struct sim_result {
 	uint64_t steps_run, chunks;
 	/** Checksum of the final file tree after the last clean close. */
 	uint64_t tree_hash;
+	/** Temp files (".tmp.") left in the tree at the end: the fs object store sweeps them
+	 *  at open with lstat(2), which bypasses env, so in the sim they stay. */
+	unsigned tmp_left;
 	/** Simulated time at the end, ns. */
 	uint64_t sim_ns;
 	/** Counters of the file system. */

@@ -1058,7 +1058,7 @@ sim_point(const char *name, const void *arg)
 		return 1;
 	}
 	/* Between a commit's manifest write and its view swap nothing real can fail. */
-	if (!fs->faults.dir_faults && strcmp(name, "commit.manifest_updated") == 0)
+	if (!fs->faults.commit_point_faults && strcmp(name, "commit.manifest_updated") == 0)
 		return 0;
 	if (!fs->quiet && sim_chance(fs, fs->faults.point_ppm)) {
 		fs->st.points_failed++;

@@ -157,9 +157,13 @@ sim_value(uint32_t shard, uint32_t key, uint32_t vid, char *out)
 static uint32_t
 sim_value_id(uint32_t shard, uint32_t key, const void *v, size_t len)
 {
-	char want[SIM_VAL_MAX];
+	char want[SIM_VAL_MAX], head[10];
 	unsigned vid;
-	if (len < 10 || len >= SIM_VAL_MAX || sscanf((const char *)v, "v%8u", &vid) != 1)
+	if (len < 10 || len >= SIM_VAL_MAX)
+		return UINT32_MAX;
+	memcpy(head, v, 9);
+	head[9] = '\0';
+	if (sscanf(head, "v%8u", &vid) != 1)
 		return UINT32_MAX;
 	size_t wl = sim_value(shard, key, vid, want);
 	return wl == len && memcmp(want, v, len) == 0 ? vid : UINT32_MAX;
@@ -553,7 +557,7 @@ sim_op_append(struct sim *s)
 	s->r->failed_ops++;
 	/* Outside --strict, any failed append may have left unsynced WAL bytes (a clean
 	 * reopen that builds on them is --strict's). */
-	if (rc == STRATA_EREADONLY || rc == STRATA_EFENCED || !s->c->strict)
+	if (rc == STRATA_EREADONLY || rc == STRATA_EFENCED || !(s->c->strict & SIM_STRICT_REOPEN))
 		s->need_reopen = 1;
 }
 
@@ -589,9 +593,14 @@ sim_scan_cb(void *ctx, const strata_row *row)
 {
 	struct sim_scan *sc = ctx;
 	unsigned k;
+	char kn[6];
 	if (sc->bad[0])
 		return 0;
-	if (row->key_len != 5 || sscanf((const char *)row->key, "k%4u", &k) != 1 || k >= SIM_KEYS) {
+	if (row->key_len == 5) {
+		memcpy(kn, row->key, 5);
+		kn[5] = '\0';
+	}
+	if (row->key_len != 5 || sscanf(kn, "k%4u", &k) != 1 || k >= SIM_KEYS) {
 		snprintf(sc->bad, sizeof(sc->bad), "scan returned a key never written (%zu bytes)", row->key_len);
 		return 0;
 	}
@@ -770,7 +779,7 @@ sim_step(struct sim *s)
 		sim_crash_reopen(s, "armed");
 		return;
 	}
-	if (s->need_reopen && s->c->strict) {
+	if (s->need_reopen && (s->c->strict & SIM_STRICT_REOPEN)) {
 		sim_clean_reopen(s, "a shard turned read-only");
 		return;
 	}
@@ -802,8 +811,9 @@ sim_pick_faults(struct sim *s, struct sim_faults *f)
 	f->point_ppm = scale * (uint32_t)sim_rand(s, 5000);
 	f->os_error_ppm = scale * (uint32_t)sim_rand(s, 3000);
 	f->os_latency_ns = sim_rand(s, 2) ? 5000000ull : 0;
-	f->zero_tails = s->c->strict;
-	f->dir_faults = s->c->strict;
+	f->zero_tails = (s->c->strict & SIM_STRICT_ZEROS) != 0;
+	f->dir_faults = (s->c->strict & SIM_STRICT_DIRS) != 0;
+	f->commit_point_faults = (s->c->strict & SIM_STRICT_COMMIT_POINT) != 0;
 }
 
 /** Copy the policy file into the simulated file system (durably), where the store's
@@ -887,6 +897,7 @@ sim_run(const struct sim_config *c, struct sim_result *r)
 		sim_fs_revive(s->fs);
 	r->io_hash = sim_fs_trace_hash(s->fs);
 	r->tree_hash = sim_fs_tree_hash(s->fs);
+	r->tmp_left = sim_fs_count_tmp(s->fs, SIM_DIR);
 	r->sim_ns = sim_fs_now(s->fs);
 	sim_fs_stats(s->fs, &r->fs);
 	r->log = s->log;
