@@ -21,7 +21,9 @@
 
 static const char *const sim_bug_names[] = {"none", "wal-nosync", "gen-nosync"};
 /** Names of the SIM_STRICT_* bits, in bit order. */
-static const char *const sim_strict_names[] = {"dirs", "zeros", "commit-point", "reopen"};
+static const char *const sim_strict_names[] = {"dirs", "zeros", "commit-point", "reopen", "tails"};
+/** Entries of sim_strict_names. */
+#define SIM_STRICT_NAMES 5
 
 /** Parse --strict[=LIST]: 0, or -1 with a message. */
 static int
@@ -36,13 +38,13 @@ sim_strict_parse(const char *list, int *out)
 	while (*p) {
 		size_t n = strcspn(p, ",");
 		int found = 0;
-		for (int b = 0; b < 4; b++)
+		for (int b = 0; b < SIM_STRICT_NAMES; b++)
 			if (strlen(sim_strict_names[b]) == n && strncmp(p, sim_strict_names[b], n) == 0) {
 				*out |= 1 << b;
 				found = 1;
 			}
 		if (!found) {
-			fprintf(stderr, "strata sim: --strict takes dirs, zeros, commit-point and reopen "
+			fprintf(stderr, "strata sim: --strict takes dirs, zeros, commit-point, reopen and tails "
 				"(comma-separated), not %.*s\n", (int)n, p);
 			return -1;
 		}
@@ -75,7 +77,8 @@ sim_usage(FILE *f)
 		"                    list): dirs (failed directory opens and fsyncs), zeros (tails\n"
 		"                    that end in zeros at power loss), commit-point (a failed test\n"
 		"                    point between a commit's manifest write and its view swap),\n"
-		"                    reopen (a clean reopen, not a power loss, after a failed append)\n"
+		"                    reopen (a clean reopen, not a power loss, after a failed append),\n"
+		"                    tails (a prefix of an unsynced tail survives a power loss)\n"
 		"  --first-failure   with --seeds, stop at the first failing seed\n"
 		"  --no-shrink       on a failure, do not search for the shortest failing prefix\n"
 		"  --verbose         print every step (to stderr)\n"
@@ -114,7 +117,7 @@ sim_replay(FILE *f, const char *argv0, const struct sim_config *c)
 	} else if (c->strict) {
 		const char *sep = "=";
 		fprintf(f, " --strict");
-		for (int b = 0; b < 4; b++)
+		for (int b = 0; b < SIM_STRICT_NAMES; b++)
 			if (c->strict & (1 << b)) {
 				fprintf(f, "%s%s", sep, sim_strict_names[b]);
 				sep = ",";
@@ -128,10 +131,10 @@ sim_report(const struct sim_config *c, const struct sim_result *r)
 {
 	printf("sim: seed %" PRIu64 ": %u steps: %" PRIu64 " appends (%" PRIu64 " rows acknowledged), %" PRIu64
 	       " gets, %" PRIu64 " scans, %" PRIu64 " seals, %" PRIu64 " merges, %" PRIu64 " compactions, %" PRIu64
-	       " aborted plans, %" PRIu64 " reloads; %" PRIu64 " crashes, %" PRIu64 " reopens, %" PRIu64
+	       " aborted plans, %" PRIu64 " reloads, %" PRIu64 " checkpoints; %" PRIu64 " crashes, %" PRIu64 " reopens, %" PRIu64
 	       " failed operations, %" PRIu64 " reads checked\n",
 	       c->seed, c->steps, r->appends, r->rows, r->gets, r->scans, r->seals, r->merges, r->compactions,
-	       r->aborts, r->reloads, r->crashes, r->reopens, r->failed_ops, r->checks);
+	       r->aborts, r->reloads, r->checkpoints, r->crashes, r->reopens, r->failed_ops, r->checks);
 	printf("sim: faults: %" PRIu64 " EIO, %" PRIu64 " ENOSPC, %" PRIu64 " torn writes, %" PRIu64
 	       " failed test points, %" PRIu64 " object-store errors, %" PRIu64 " power losses (%" PRIu64
 	       " unsynced tails torn); %" PRIu64 " file calls, %.3f s simulated\n",

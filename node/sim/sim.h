@@ -35,14 +35,16 @@ enum {
 enum {
 	/** Failed directory opens and fsyncs. */
 	SIM_STRICT_DIRS = 1,
-	/** Unsynced tails that end in zeros at power loss. */
+	/** Unsynced tails that survive a power loss in part and end in zeros. */
 	SIM_STRICT_ZEROS = 2,
 	/** A failed test point between a commit's manifest write and its view swap. */
 	SIM_STRICT_COMMIT_POINT = 4,
 	/** A clean reopen (not a power loss) after a failed append. */
 	SIM_STRICT_REOPEN = 8,
+	/** A prefix of an unsynced tail survives a power loss (else it is lost whole). */
+	SIM_STRICT_TAILS = 16,
 	/** All of them. */
-	SIM_STRICT_ALL = 15,
+	SIM_STRICT_ALL = 31,
 };
 
 /** Fault rates of the simulated file system and object store, per million calls. */

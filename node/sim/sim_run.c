@@ -702,6 +702,59 @@ sim_op_plan(struct sim *s, int compact, int abort_it)
 		s->r->failed_ops++;
 }
 
+/** A checkpoint, then the copy opened as a store of its own: every key holds a value the
+ *  model allowed at the call (acknowledged, or an append of unknown outcome). */
+static void
+sim_op_checkpoint(struct sim *s)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/ckpt-%llu", (unsigned long long)s->r->checkpoints);
+	int rc = strata_checkpoint(s->db, dir);
+	s->r->checkpoints++;
+	sim_fs_trace(s->fs, "checkpoint", (int64_t)s->r->checkpoints, rc);
+	sim_logf(s, "checkpoint %s: %s", dir, rc ? strata_strerror(rc) : "ok");
+	if (rc || sim_fs_dead(s->fs)) {
+		s->r->failed_ops++;
+		return;
+	}
+	sim_quiet(s, 1);
+	strata_options o;
+	sim_options(s, &o);
+	o.dir = dir;
+	o.policy = NULL;
+	strata *cp = NULL;
+	rc = strata_open(&o, &cp);
+	if (rc) {
+		sim_bad(s, "the checkpoint %s does not open: %s: %s", dir, strata_strerror(rc), strata_last_error());
+		sim_quiet(s, 0);
+		return;
+	}
+	for (uint32_t sh = 0; sh < SIM_SHARDS && !s->r->failed; sh++) {
+		if ((rc = strata_check(cp, sh)) != 0)
+			sim_bad(s, "strata_check of shard %u of the checkpoint %s: %s", sh, dir, strata_last_error());
+		for (uint32_t k = 0; k < SIM_KEYS && !s->r->failed; k++) {
+			char kn[16];
+			sim_key_name(k, kn);
+			void *v = NULL;
+			size_t vl = 0;
+			rc = strata_get(cp, sh, kn, strlen(kn), &v, &vl);
+			uint32_t vid = rc == STRATA_NOTFOUND ? 0 : rc == 0 ? sim_value_id(sh, k, v, vl) : UINT32_MAX;
+			strata_free(v);
+			const struct sim_key *mk = &s->keys[sh][k];
+			int allowed = 0;
+			for (uint32_t i = 0; i < mk->n; i++)
+				allowed |= mk->cand[i] == vid;
+			s->r->checks++;
+			if (!allowed)
+				sim_bad(s, "checkpoint %s: shard %u key k%04u holds %s%u, not a value the model "
+					"allowed at the call (last acknowledged %u)", dir, sh, k,
+					rc < 0 ? "an error " : "value ", rc < 0 ? 0 : vid, mk->cand[0]);
+		}
+	}
+	strata_close(cp);
+	sim_quiet(s, 0);
+}
+
 /** Background work: one bounded strata_step (timers, policy hooks, deletes, seals and
  *  merges a policy started). */
 static void
@@ -769,6 +822,8 @@ sim_step(struct sim *s)
 		sim_crash_reopen(s, "planned");
 	} else if (w < 95 && s->c->policy)
 		sim_op_reload(s);
+	else if (w < 97)
+		sim_op_checkpoint(s);
 	else
 		sim_op_step(s);
 	sim_fs_arm_crash(s->fs, 0);
@@ -801,7 +856,7 @@ sim_pick_faults(struct sim *s, struct sim_faults *f)
 {
 	memset(f, 0, sizeof(*f));
 	uint64_t kind = sim_rand(s, 4);
-	f->tail_survives_ppm = 500000;
+	f->tail_survives_ppm = (s->c->strict & (SIM_STRICT_TAILS | SIM_STRICT_ZEROS)) ? 500000 : 0;
 	if (kind == 0)
 		return;
 	uint32_t scale = kind == 3 ? 4 : 1;
