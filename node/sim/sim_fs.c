@@ -56,6 +56,8 @@ struct sim_ino {
 	int kind;
 	/** Volatile entries, durable entries and open descriptors that name it. */
 	int refs;
+	/** Volatile entries that name it (st_nlink). */
+	int nlink;
 	/** File: volatile bytes, length, capacity. */
 	uint8_t *data;
 	size_t len, cap;
@@ -267,6 +269,7 @@ sim_ino_unref(struct sim_fs *fs, uint32_t ino)
 	for (size_t i = 0; i < in->nents; i++) {
 		uint32_t c = in->ents[i].ino;
 		free(in->ents[i].name);
+		fs->inos[c].nlink--;
 		sim_ino_unref(fs, c);
 		in = &fs->inos[ino];
 	}
@@ -329,6 +332,7 @@ sim_ent_add(struct sim_fs *fs, uint32_t dir, const char *name, uint32_t ino)
 	d->ents[pos].ino = ino;
 	d->nents++;
 	fs->inos[ino].refs++;
+	fs->inos[ino].nlink++;
 	return 0;
 }
 
@@ -340,6 +344,7 @@ sim_ent_del(struct sim_fs *fs, uint32_t dir, size_t pos)
 	free(d->ents[pos].name);
 	memmove(&d->ents[pos], &d->ents[pos + 1], (d->nents - pos - 1) * sizeof(*d->ents));
 	d->nents--;
+	fs->inos[ino].nlink--;
 	sim_ino_unref(fs, ino);
 }
 
@@ -814,6 +819,19 @@ sim_ftruncate(int fd, off_t len)
 	return 0;
 }
 
+static void
+sim_fill_stat(struct sim_fs *fs, uint32_t ino, struct stat *st)
+{
+	struct sim_ino *in = &fs->inos[ino];
+	memset(st, 0, sizeof(*st));
+	st->st_mode = in->kind == 2 ? S_IFDIR | 0755 : S_IFREG | 0644;
+	st->st_size = (off_t)in->len;
+	st->st_ino = ino + 1;
+	st->st_nlink = in->nlink > 0 ? (nlink_t)in->nlink : 1;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((in->len + 511) / 512);
+}
+
 static int
 sim_fstat(int fd, struct stat *st)
 {
@@ -823,14 +841,26 @@ sim_fstat(int fd, struct stat *st)
 	struct sim_fd *f = sim_fd_get(fs, fd);
 	if (f == NULL)
 		return sim_fail(EBADF);
-	struct sim_ino *in = &fs->inos[f->ino];
-	memset(st, 0, sizeof(*st));
-	st->st_mode = in->kind == 2 ? S_IFDIR | 0755 : S_IFREG | 0644;
-	st->st_size = (off_t)in->len;
-	st->st_ino = f->ino + 1;
-	st->st_nlink = 1;
-	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)((in->len + 511) / 512);
+	sim_fill_stat(fs, f->ino, st);
+	return 0;
+}
+
+static int
+sim_lstat(const char *path, struct stat *st)
+{
+	struct sim_fs *fs = sim_self();
+	char cb[SIM_PATH_MAX];
+	const char *p = sim_canon(fs, path, cb);
+	if (sim_enter(fs) != 0)
+		return -1;
+	int err = sim_fault(fs, 0);
+	uint32_t ino = 0;
+	if (!err && sim_resolve(fs, p, &ino) != 0)
+		err = errno;
+	sim_ev(fs, "lstat", p, 0, 0, -err);
+	if (err)
+		return sim_fail(err);
+	sim_fill_stat(fs, ino, st);
 	return 0;
 }
 
@@ -1290,6 +1320,7 @@ sim_fs_new(uint64_t seed)
 	fs->ops.fdatasync = sim_fdatasync;
 	fs->ops.ftruncate = sim_ftruncate;
 	fs->ops.fstat = sim_fstat;
+	fs->ops.lstat = sim_lstat;
 	fs->ops.rename = sim_rename;
 	fs->ops.link = sim_link;
 	fs->ops.unlink = sim_unlink;
@@ -1436,8 +1467,10 @@ sim_cut(struct sim_fs *fs, uint32_t ino, uint8_t *seen)
 		return;
 	}
 	/* Directories: the durable entries become the entries. */
-	for (size_t i = 0; i < in->ndents; i++)
+	for (size_t i = 0; i < in->ndents; i++) {
 		fs->inos[in->dents[i].ino].refs++;
+		fs->inos[in->dents[i].ino].nlink++;
+	}
 	struct sim_ent *old = in->ents;
 	size_t nold = in->nents;
 	in->ents = NULL;
@@ -1454,6 +1487,7 @@ sim_cut(struct sim_fs *fs, uint32_t ino, uint8_t *seen)
 	}
 	for (size_t i = 0; i < nold; i++) {
 		free(old[i].name);
+		fs->inos[old[i].ino].nlink--;
 		sim_ino_unref(fs, old[i].ino);
 	}
 	free(old);

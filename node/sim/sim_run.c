@@ -522,6 +522,7 @@ sim_op_append(struct sim *s)
 	char names[SIM_BATCH][16];
 	uint32_t keys[SIM_BATCH], vids[SIM_BATCH];
 	strata_row rows[SIM_BATCH];
+	memset(rows, 0, sizeof(rows));
 	uint32_t k0 = (uint32_t)sim_rand(s, SIM_KEYS);
 	uint32_t stride = 1 + (uint32_t)sim_rand(s, 5);
 	for (uint32_t i = 0; i < n; i++) {
@@ -531,10 +532,17 @@ sim_op_append(struct sim *s)
 				n = i;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		vids[i] = s->next_vid++;
 		sim_key_name(keys[i], names[i]);
 		rows[i].key = names[i];
 		rows[i].key_len = strlen(names[i]);
+		if (sim_rand(s, 10) == 0) {
+			/* A delete: the model's "absent", value id 0. */
+			vids[i] = 0;
+			rows[i].kind = STRATA_ROW_DELETE;
+			rows[i].value = "";
+			continue;
+		}
+		vids[i] = s->next_vid++;
 		rows[i].value = vals[i];
 		rows[i].value_len = sim_value(sh, keys[i], vids[i], vals[i]);
 	}
