@@ -204,6 +204,8 @@ rt_start_on_loop(void *arg)
 	/* A manual clock's store changes only by its embedder's calls: no file watching. */
 	ro.watch_file = c->ro != NULL ? c->ro->watch_file
 				      : c->o->policy[0] != '\0' && c->o->clock != STRATA_CLOCK_MANUAL;
+	ro.watch_settle_ms = c->ro != NULL ? c->ro->watch_settle_ms : 0;
+	ro.watch_poll_ms = c->ro != NULL ? c->ro->watch_poll_ms : 0;
 	c->rc = runtime_new(&ro, &c->db->rt, c->err, sizeof(c->err));
 }
 

@@ -16,6 +16,9 @@ struct store;
 struct strata_runtime_options {
 	/** Watch the policy file and reload it when it changes. */
 	int watch_file;
+	/** Settle interval and poll period of the watcher, ms (0 = the runtime's defaults;
+	 *  runtime_options in node/policy/runtime.h). */
+	uint32_t watch_settle_ms, watch_poll_ms;
 	/** The host the runtime runs on: its loop runs the timers and hooks, its background
 	 *  executor the seals and merges (NULL: the handle's host). One with a loop thread of
 	 *  its own keeps hooks off the thread that runs the handle's host's loop. It must

@@ -1,7 +1,14 @@
 /*
  * serve_cmd.c — `strata serve`: flags into server_options, then server_run.
+ *
+ * Every flag is one row of serve_flags[]: its name, its value's kind and range, where
+ * it goes, and its help line. Parsing, --help and the defaults shown there all come
+ * from that table; the engine's options (strata_options) are the rows with a field
+ * name, and tests/build/check_cli.sh checks that every strata_options field has one.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,51 +19,247 @@
 #include "../strata.h"
 #include "cli.h"
 
+/** How a flag's value is read. */
+enum serve_kind {
+	/** A string, kept as given (const char *). */
+	SERVE_STR,
+	/** An unsigned 32-bit number, K/M/G suffixes allowed (uint32_t). */
+	SERVE_U32,
+	/** An unsigned 64-bit number, K/M/G suffixes allowed (uint64_t). */
+	SERVE_U64,
+	/** A signed number (int). */
+	SERVE_INT,
+	/** fsync|interval|none (int, STRATA_SYNC_*). */
+	SERVE_SYNC,
+	/** logfmt|json (int, SERVER_LOG_*). */
+	SERVE_LOGFMT,
+	/** debug|info|warn|error (diag_log_level). */
+	SERVE_LEVEL,
+	/** No value: sets an int to 0. */
+	SERVE_OFF,
+};
+
+/** One flag of `strata serve`. */
+struct serve_flag {
+	/** "--name". */
+	const char *name;
+	/** enum serve_kind. */
+	int kind;
+	/** Offset of the value in struct server_options (unused for SERVE_LEVEL). */
+	size_t off;
+	/** Smallest and largest value of a number. */
+	int64_t min;
+	uint64_t max;
+	/** The value's placeholder in --help ("" for SERVE_OFF). */
+	const char *arg;
+	/** What it does; the default is appended unless default_text says it. */
+	const char *help;
+	/** The default in words, when the value itself would not say it (NULL: print it). */
+	const char *default_text;
+	/** The strata_options field it sets (NULL: a server option). */
+	const char *field;
+};
+
+#define SO(m) offsetof(struct server_options, m)
+#define ST(m) offsetof(struct server_options, store.m)
+
+static const struct serve_flag serve_flags[] = {
+	{"--listen", SERVE_STR, SO(listen), 0, 0, "HOST:PORT", "address to listen on (port 0 picks a free port)",
+	 NULL, NULL},
+	{"--data", SERVE_STR, SO(data_dir), 0, 0, "DIR", "data directory, created when missing", NULL, "dir"},
+	{"--shards", SERVE_U32, ST(shards), 1, 65536, "N", "number of shards, 1..65536",
+	 "the store's; 4 for a new one", "shards"},
+	{"--policy", SERVE_STR, SO(policy_path), 0, 0, "FILE", "merge policy script",
+	 "the built-in default policy", "policy"},
+	{"--no-watch-policy", SERVE_OFF, SO(watch_policy), 0, 0, "",
+	 "do not reload the policy file when it changes (SIGHUP still does)", "", NULL},
+	{"--policy-settle-ms", SERVE_U32, SO(policy_settle_ms), 1, 3600000, "MS",
+	 "a changed policy file is reloaded once its size, mtime and content have stayed the same "
+	 "this long (deploy by renaming a complete file over it)", NULL, NULL},
+	{"--policy-poll-ms", SERVE_U32, SO(policy_poll_ms), 10, 3600000, "MS",
+	 "the watcher also reads the policy file this often (it sees the edits a stat misses)", NULL,
+	 NULL},
+	{"--token-file", SERVE_STR, SO(token_file), 0, 0, "FILE",
+	 "require 'Authorization: Bearer <token>' (the file's content) on every mutating endpoint and "
+	 "on PUT /v1/policy", "", NULL},
+	{"--checkpoint-dir", SERVE_STR, SO(checkpoint_dir), 0, 0, "ROOT",
+	 "allow POST /v1/checkpoint to create checkpoints as new directories directly under ROOT (an "
+	 "existing directory); without it the endpoint is refused", "", NULL},
+	{"--ready-file", SERVE_STR, SO(ready_file), 0, 0, "FILE", "write the bound HOST:PORT into FILE once "
+	 "listening", "", NULL},
+	{"--sync", SERVE_SYNC, ST(sync), 0, 0, "fsync|interval|none",
+	 "WAL durability before a write is acknowledged", NULL, "sync"},
+	{"--sync-interval-ms", SERVE_U32, ST(sync_interval_ms), 1, 3600000, "MS",
+	 "sync period of --sync interval", NULL, "sync_interval_ms"},
+	{"--max-value-bytes", SERVE_U64, ST(max_value_bytes), 1, 1ull << 30, "BYTES",
+	 "largest value of a row (also --max-value)", NULL, "max_value_bytes"},
+	{"--max-value", SERVE_U64, ST(max_value_bytes), 1, 1ull << 30, "BYTES",
+	 "the same as --max-value-bytes", NULL, NULL},
+	{"--wal-segment-bytes", SERVE_U64, ST(wal_segment_bytes), 4096, 1ull << 40, "BYTES",
+	 "WAL segment size at which a new segment starts", NULL, "wal_segment_bytes"},
+	{"--block-bytes", SERVE_U32, ST(block_bytes), 256, 64u << 20, "BYTES",
+	 "uncompressed target size of a run-file block", NULL, "block_bytes"},
+	{"--zstd-level", SERVE_INT, ST(zstd_level), -131072, 22, "N",
+	 "zstd compression level of run-file blocks, -131072..22 (negative: faster)", NULL, "zstd_level"},
+	{"--bloom-bits-per-key", SERVE_U32, ST(bloom_bits_per_key), 0, 64, "N",
+	 "bloom filter bits per key, 0..64 (0 disables the filters)", NULL, "bloom_bits_per_key"},
+	{"--manifest-keep", SERVE_U32, ST(manifest_keep), 0, 1000000, "N",
+	 "manifest versions kept behind the current one", NULL, "manifest_keep"},
+	{"--merge-max-inputs", SERVE_U32, ST(merge_max_inputs), 2, 1000000, "N",
+	 "most generations (or runs) one merge or compaction pass folds; a policy may only narrow it",
+	 NULL, "merge_max_inputs"},
+	{"--delete-bytes-per-s", SERVE_U64, ST(delete_bytes_per_s), 0, UINT64_MAX, "BYTES",
+	 "rate of the deletes of merged objects, per second (0 = unlimited)", NULL, "delete_bytes_per_s"},
+	{"--background-io-bytes-per-s", SERVE_U64, ST(background_io_bytes_per_s), 0, UINT64_MAX, "BYTES",
+	 "budget of seals, merges and compactions, per second (0 = unlimited; a policy's "
+	 "background_io_mib_per_s replaces it)", NULL, "background_io_bytes_per_s"},
+	{"--max-body", SERVE_U64, SO(max_body_bytes), 1, 4ull << 30, "BYTES", "largest request body", NULL,
+	 NULL},
+	{"--max-header", SERVE_U32, SO(max_header_bytes), 256, 1u << 20, "BYTES",
+	 "largest request line plus headers", NULL, NULL},
+	{"--max-connections", SERVE_U32, SO(max_connections), 1, 1000000, "N",
+	 "connections open at once; more get 503", NULL, NULL},
+	{"--workers", SERVE_U32, SO(workers), 1, 1024, "N",
+	 "worker threads for appends, reads and scans", NULL, NULL},
+	{"--idle-timeout-ms", SERVE_U32, SO(idle_timeout_ms), 1, 86400000, "MS",
+	 "close a keep-alive connection idle this long", NULL, NULL},
+	{"--header-timeout-ms", SERVE_U32, SO(header_timeout_ms), 1, 86400000, "MS",
+	 "time for a request's line and headers to arrive, counted from the accept for the first request",
+	 NULL, NULL},
+	{"--body-timeout-ms", SERVE_U32, SO(body_timeout_ms), 1, 86400000, "MS",
+	 "time for a request's body to arrive", NULL, NULL},
+	{"--send-timeout-ms", SERVE_U32, SO(send_timeout_ms), 1, 86400000, "MS",
+	 "close a connection whose client reads nothing this long", NULL, NULL},
+	{"--shutdown-timeout-ms", SERVE_U32, SO(shutdown_timeout_ms), 1, 86400000, "MS",
+	 "on SIGTERM/SIGINT, wait this long for requests in flight before closing their connections",
+	 NULL, NULL},
+	{"--log-format", SERVE_LOGFMT, SO(log_format), 0, 0, "logfmt|json", "format of log lines on stderr",
+	 NULL, NULL},
+	{"--log-level", SERVE_LEVEL, 0, 0, 0, "debug|info|warn|error", "lowest level logged",
+	 "info, or $STRATA_LOG_LEVEL", NULL},
+};
+
+#undef SO
+#undef ST
+
+/** Rows in serve_flags. */
+#define SERVE_NFLAGS (sizeof(serve_flags) / sizeof(serve_flags[0]))
+
+static const char *const serve_sync_names[] = {[STRATA_SYNC_FSYNC] = "fsync", [STRATA_SYNC_INTERVAL] = "interval",
+					       [STRATA_SYNC_NONE] = "none"};
+static const char *const serve_level_names[] = {"debug", "info", "warn", "error"};
+
+/** The value of flag f in o as text, for --help. */
+static void
+serve_flag_value(const struct serve_flag *f, const struct server_options *o, char *buf, size_t len)
+{
+	const char *p = (const char *)o + f->off;
+	switch (f->kind) {
+	case SERVE_STR: {
+		const char *s;
+		memcpy(&s, p, sizeof(s));
+		snprintf(buf, len, "%s", s ? s : "none");
+		break;
+	}
+	case SERVE_U32:
+	case SERVE_U64: {
+		uint64_t v;
+		if (f->kind == SERVE_U32) {
+			uint32_t v32;
+			memcpy(&v32, p, sizeof(v32));
+			v = v32;
+		} else {
+			memcpy(&v, p, sizeof(v));
+		}
+		if (strcmp(f->arg, "BYTES") != 0)
+			snprintf(buf, len, "%" PRIu64, v);
+		else if (v != 0 && v % (1u << 30) == 0)
+			snprintf(buf, len, "%" PRIu64 "G", v >> 30);
+		else if (v != 0 && v % (1u << 20) == 0)
+			snprintf(buf, len, "%" PRIu64 "M", v >> 20);
+		else if (v != 0 && v % (1u << 10) == 0)
+			snprintf(buf, len, "%" PRIu64 "K", v >> 10);
+		else
+			snprintf(buf, len, "%" PRIu64, v);
+		break;
+	}
+	case SERVE_INT:
+	case SERVE_SYNC:
+	case SERVE_LOGFMT: {
+		int v;
+		memcpy(&v, p, sizeof(v));
+		if (f->kind == SERVE_SYNC)
+			snprintf(buf, len, "%s", v >= 0 && v <= 2 ? serve_sync_names[v] : "?");
+		else if (f->kind == SERVE_LOGFMT)
+			snprintf(buf, len, "%s", v == SERVER_LOG_JSON ? "json" : "logfmt");
+		else
+			snprintf(buf, len, "%d", v);
+		break;
+	}
+	default:
+		snprintf(buf, len, "%s", "");
+	}
+}
+
+/** Print text wrapped at 100 columns, each line indented by indent (the first line
+ *  continues at column col). */
+static void
+serve_wrap(FILE *out, const char *text, int col, int indent)
+{
+	const char *s = text;
+	while (*s != '\0') {
+		int room = 100 - col;
+		int n = (int)strlen(s);
+		if (n > room) {
+			int cut = room;
+			while (cut > 0 && s[cut] != ' ')
+				cut--;
+			n = cut > 0 ? cut : room;
+		}
+		fprintf(out, "%.*s\n", n, s);
+		s += n;
+		while (*s == ' ')
+			s++;
+		if (*s != '\0') {
+			fprintf(out, "%*s", indent, "");
+			col = indent;
+		}
+	}
+}
 
 static void
 serve_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: strata serve [FLAGS]\n"
-		"\n"
-		"Run a storage node: HTTP/1.1 on one address, one data directory, one merge policy.\n"
-		"\n"
-		"flags (a value may also be given as --flag=VALUE; sizes take K, M or G suffixes):\n"
-		"  --listen HOST:PORT         address to listen on (default 127.0.0.1:7070; port 0 picks a\n"
-		"                             free port)\n"
-		"  --data DIR                 data directory, created when missing (default ./data)\n"
-		"  --shards N                 number of shards, 1..65536 (default: the store's; 4 for a new one)\n"
-		"  --policy FILE              merge policy script (default: the built-in default policy)\n"
-		"  --no-watch-policy          do not reload the policy file when it changes (SIGHUP still does)\n"
-		"  --token-file FILE          require 'Authorization: Bearer <token>' (the file's content) on\n"
-		"                             every mutating endpoint and on PUT /v1/policy\n"
-		"  --sync fsync|interval|none WAL durability before a write is acknowledged (default fsync)\n"
-		"  --sync-interval-ms MS      sync period of --sync interval (default 100)\n"
-		"  --max-body BYTES           largest request body (default 64M)\n"
-		"  --max-header BYTES         largest request line plus headers (default 16K)\n"
-		"  --max-value BYTES          largest value of a row (default 64M)\n"
-		"  --max-connections N        connections open at once; more get 503 (default 1024)\n"
-		"  --workers N                worker threads for appends, reads, scans, seals and merges\n"
-		"                             (default 16)\n"
-		"  --idle-timeout-ms MS       close a keep-alive connection idle this long (default 60000)\n"
-		"  --header-timeout-ms MS     time for a request's line and headers to arrive, counted from\n"
-		"                             the accept for the first request (default 10000)\n"
-		"  --body-timeout-ms MS       time for a request's body to arrive (default 60000)\n"
-		"  --send-timeout-ms MS       close a connection whose client reads nothing this long\n"
-		"                             (default 60000)\n"
-		"  --shutdown-timeout-ms MS   on SIGTERM/SIGINT, wait this long for requests in flight before\n"
-		"                             closing their connections (default 30000)\n"
-		"  --log-format logfmt|json   format of log lines on stderr (default logfmt)\n"
-		"  --log-level debug|info|warn|error\n"
-		"                             lowest level logged (default info, or $STRATA_LOG_LEVEL)\n"
-		"  --checkpoint-dir ROOT      allow POST /v1/checkpoint to create checkpoints as new\n"
-		"                             directories directly under ROOT (an existing directory);\n"
-		"                             without it the endpoint is refused\n"
-		"  --ready-file FILE          write the bound HOST:PORT into FILE once listening\n"
-		"  --help                     this text\n"
-		"\n"
-		"signals: SIGTERM/SIGINT stop gracefully (a second one closes connections at once);\n"
-		"SIGHUP reloads the policy file.\n");
+	struct server_options o;
+	server_options_init(&o);
+	fprintf(f, "usage: strata serve [FLAGS]\n"
+		   "\n"
+		   "Run a storage node: HTTP/1.1 on one address, one data directory, one merge policy.\n"
+		   "\n"
+		   "flags (a value may also be given as --flag=VALUE; sizes take K, M or G suffixes);\n"
+		   "[field] names the strata_options field of the C API a flag sets:\n");
+	for (size_t i = 0; i < SERVE_NFLAGS; i++) {
+		const struct serve_flag *fl = &serve_flags[i];
+		char head[96], val[64], text[768];
+		snprintf(head, sizeof(head), "  %s%s%s", fl->name, fl->arg[0] ? " " : "", fl->arg);
+		serve_flag_value(fl, &o, val, sizeof(val));
+		const char *def = fl->default_text ? fl->default_text : val;
+		snprintf(text, sizeof(text), "%s%s%s%s%s%s%s", fl->help, def[0] ? " (default " : "", def,
+			 def[0] ? ")" : "", fl->field ? " [" : "", fl->field ? fl->field : "", fl->field ? "]" : "");
+		int col = (int)strlen(head);
+		if (col > 31) {
+			fprintf(f, "%s\n%*s", head, 31, "");
+		} else {
+			fprintf(f, "%-31s", head);
+		}
+		serve_wrap(f, text, 31, 31);
+	}
+	fprintf(f, "  --help                       this text\n"
+		   "\n"
+		   "The data directory's store keeps its shard count; the other engine options apply to\n"
+		   "this run. env_ops, the C API's table of system calls, has no flag.\n"
+		   "signals: SIGTERM/SIGINT stop gracefully (a second one closes connections at once);\n"
+		   "SIGHUP reloads the policy file.\n");
 }
 
 /** Parse an unsigned number with an optional K/M/G (binary) suffix. 0 or -1. */
@@ -91,25 +294,76 @@ parse_size(const char *s, uint64_t *out)
 }
 
 static int
-parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	uint64_t v;
-	if (parse_size(s, &v) != 0 || v < min || v > max)
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
-
-static int
 parse_level(const char *s, int *out)
 {
-	static const char *names[] = {"debug", "info", "warn", "error"};
 	for (int i = 0; i < 4; i++)
-		if (strcasecmp(s, names[i]) == 0) {
+		if (strcasecmp(s, serve_level_names[i]) == 0) {
 			*out = i;
 			return 0;
 		}
 	return -1;
+}
+
+/** Store val into o for flag f; 0, or -1 when the value is bad. */
+static int
+serve_flag_set(const struct serve_flag *f, struct server_options *o, const char *val)
+{
+	char *p = (char *)o + f->off;
+	uint64_t v = 0;
+	switch (f->kind) {
+	case SERVE_STR:
+		memcpy(p, &val, sizeof(val));
+		return 0;
+	case SERVE_U32:
+	case SERVE_U64:
+		if (parse_size(val, &v) != 0 || v < (uint64_t)f->min || v > f->max)
+			return -1;
+		if (f->kind == SERVE_U32) {
+			uint32_t v32 = (uint32_t)v;
+			memcpy(p, &v32, sizeof(v32));
+		} else {
+			memcpy(p, &v, sizeof(v));
+		}
+		return 0;
+	case SERVE_INT: {
+		char *e = NULL;
+		errno = 0;
+		long long n = strtoll(val, &e, 10);
+		if (errno != 0 || e == val || *e != '\0' || n < f->min || n > (long long)f->max)
+			return -1;
+		int i = (int)n;
+		memcpy(p, &i, sizeof(i));
+		return 0;
+	}
+	case SERVE_SYNC:
+		for (int i = 0; i < 3; i++)
+			if (strcmp(val, serve_sync_names[i]) == 0) {
+				memcpy(p, &i, sizeof(i));
+				return 0;
+			}
+		return -1;
+	case SERVE_LOGFMT: {
+		int i = strcmp(val, "logfmt") == 0 ? SERVER_LOG_LOGFMT : strcmp(val, "json") == 0 ? SERVER_LOG_JSON : -1;
+		if (i < 0)
+			return -1;
+		memcpy(p, &i, sizeof(i));
+		return 0;
+	}
+	case SERVE_LEVEL:
+		return parse_level(val, &diag_log_level);
+	default:
+		return -1;
+	}
+}
+
+/** The row of a flag name, or NULL. */
+static const struct serve_flag *
+serve_flag_find(const char *name)
+{
+	for (size_t i = 0; i < SERVE_NFLAGS; i++)
+		if (strcmp(serve_flags[i].name, name) == 0)
+			return &serve_flags[i];
+	return NULL;
 }
 
 int
@@ -127,100 +381,52 @@ cmd_serve(int argc, char **argv)
 			serve_usage(stdout);
 			return 0;
 		}
-		if (strcmp(arg, "--no-watch-policy") == 0) {
-			o.watch_policy = 0;
-			continue;
-		}
 		if (strncmp(arg, "--", 2) != 0) {
 			fprintf(stderr, "strata serve: unexpected argument '%s' (see strata serve --help)\n", arg);
 			return 2;
 		}
 		char name[64];
-		const char *val;
+		const char *val = NULL;
 		const char *eq = strchr(arg, '=');
-		if (eq != NULL) {
-			size_t n = (size_t)(eq - arg);
-			if (n >= sizeof(name)) {
-				fprintf(stderr, "strata serve: unknown flag %s\n", arg);
-				return 2;
-			}
-			memcpy(name, arg, n);
-			name[n] = '\0';
-			val = eq + 1;
-		} else {
-			snprintf(name, sizeof(name), "%s", arg);
-			if (i + 1 >= argc) {
-				fprintf(stderr, "strata serve: %s needs a value (see strata serve --help)\n", arg);
-				return 2;
-			}
-			val = argv[++i];
+		size_t n = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+		if (n >= sizeof(name)) {
+			fprintf(stderr, "strata serve: unknown flag %.*s (see strata serve --help)\n", (int)n, arg);
+			return 2;
 		}
-		int bad = 0;
-		uint64_t v64;
-		if (strcmp(name, "--listen") == 0)
-			o.listen = val;
-		else if (strcmp(name, "--data") == 0)
-			o.data_dir = val;
-		else if (strcmp(name, "--policy") == 0)
-			o.policy_path = val;
-		else if (strcmp(name, "--token-file") == 0)
-			o.token_file = val;
-		else if (strcmp(name, "--ready-file") == 0)
-			o.ready_file = val;
-		else if (strcmp(name, "--checkpoint-dir") == 0)
-			o.checkpoint_dir = val;
-		else if (strcmp(name, "--shards") == 0)
-			bad = parse_u32(val, 1, 65536, &o.shards);
-		else if (strcmp(name, "--sync") == 0) {
-			if (strcmp(val, "fsync") == 0)
-				o.sync = STRATA_SYNC_FSYNC;
-			else if (strcmp(val, "interval") == 0)
-				o.sync = STRATA_SYNC_INTERVAL;
-			else if (strcmp(val, "none") == 0)
-				o.sync = STRATA_SYNC_NONE;
-			else
-				bad = 1;
-		} else if (strcmp(name, "--sync-interval-ms") == 0)
-			bad = parse_u32(val, 1, 3600000, &o.sync_interval_ms);
-		else if (strcmp(name, "--max-body") == 0) {
-			bad = parse_size(val, &v64) != 0 || v64 == 0 || v64 > (4ull << 30);
-			o.max_body_bytes = v64;
-		} else if (strcmp(name, "--max-value") == 0) {
-			bad = parse_size(val, &v64) != 0 || v64 == 0 || v64 > (1ull << 30);
-			o.max_value_bytes = v64;
-		} else if (strcmp(name, "--max-header") == 0)
-			bad = parse_u32(val, 256, 1u << 20, &o.max_header_bytes);
-		else if (strcmp(name, "--max-connections") == 0)
-			bad = parse_u32(val, 1, 1000000, &o.max_connections);
-		else if (strcmp(name, "--workers") == 0) {
-			uint32_t w = 0;
-			bad = parse_u32(val, 1, 1024, &w);
-			o.workers = w;
-		} else if (strcmp(name, "--idle-timeout-ms") == 0)
-			bad = parse_u32(val, 1, 86400000, &o.idle_timeout_ms);
-		else if (strcmp(name, "--header-timeout-ms") == 0)
-			bad = parse_u32(val, 1, 86400000, &o.header_timeout_ms);
-		else if (strcmp(name, "--body-timeout-ms") == 0)
-			bad = parse_u32(val, 1, 86400000, &o.body_timeout_ms);
-		else if (strcmp(name, "--send-timeout-ms") == 0)
-			bad = parse_u32(val, 1, 86400000, &o.send_timeout_ms);
-		else if (strcmp(name, "--shutdown-timeout-ms") == 0)
-			bad = parse_u32(val, 1, 86400000, &o.shutdown_timeout_ms);
-		else if (strcmp(name, "--log-format") == 0) {
-			if (strcmp(val, "logfmt") == 0)
-				o.log_format = SERVER_LOG_LOGFMT;
-			else if (strcmp(val, "json") == 0)
-				o.log_format = SERVER_LOG_JSON;
-			else
-				bad = 1;
-		} else if (strcmp(name, "--log-level") == 0)
-			bad = parse_level(val, &diag_log_level);
-		else {
+		memcpy(name, arg, n);
+		name[n] = '\0';
+		const struct serve_flag *f = serve_flag_find(name);
+		if (f == NULL) {
 			fprintf(stderr, "strata serve: unknown flag %s (see strata serve --help)\n", name);
 			return 2;
 		}
-		if (bad) {
-			fprintf(stderr, "strata serve: bad value '%s' for %s (see strata serve --help)\n", val, name);
+		if (f->kind == SERVE_OFF) {
+			if (eq != NULL) {
+				fprintf(stderr, "strata serve: %s takes no value\n", name);
+				return 2;
+			}
+			int zero = 0;
+			memcpy((char *)&o + f->off, &zero, sizeof(zero));
+			continue;
+		}
+		if (eq != NULL) {
+			val = eq + 1;
+		} else if (i + 1 < argc) {
+			val = argv[++i];
+		} else {
+			fprintf(stderr, "strata serve: %s needs a value (%s; see strata serve --help)\n", name,
+				f->arg);
+			return 2;
+		}
+		if (serve_flag_set(f, &o, val) != 0) {
+			char range[96] = "";
+			if (f->kind == SERVE_U32 || f->kind == SERVE_U64 || f->kind == SERVE_INT)
+				snprintf(range, sizeof(range), ": %s must be %" PRId64 "..%" PRIu64, f->arg, f->min,
+					 f->max);
+			else
+				snprintf(range, sizeof(range), ": one of %s", f->arg);
+			fprintf(stderr, "strata serve: bad value '%s' for %s%s (see strata serve --help)\n", val,
+				name, range);
 			return 2;
 		}
 	}

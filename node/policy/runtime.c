@@ -76,6 +76,8 @@
  */
 #include "runtime_int.h"
 
+#include "../lib/crc.h"
+
 static void rt_run_resume(struct rt_run *run, int nargs);
 static void rt_start_seal_run(struct runtime *rt, uint32_t id);
 
@@ -424,6 +426,8 @@ static void
 rt_rearm(struct runtime *rt, uint64_t now)
 {
 	uint64_t next = rt->sweep_due ? rt->sweep_due : UINT64_MAX;
+	if (rt->pending_since != 0 && rt->pending_since + rt->settle_ns < next)
+		next = rt->pending_since + rt->settle_ns;
 	for (uint32_t i = 0; i < rt->nshards; i++)
 		if (rt->shards[i].flush_due && rt->shards[i].flush_due < next)
 			next = rt->shards[i].flush_due;
@@ -456,6 +460,8 @@ rt_trigger_seal(struct runtime *rt, uint32_t id)
 	TRACE(store_trace(rt->db), POLICY, TRACE_POLICY_TRIGGER_SEAL, id);
 }
 
+static void rt_watch_check(struct runtime *rt);
+
 static void
 rt_tick(struct runtime *rt)
 {
@@ -480,6 +486,8 @@ rt_tick(struct runtime *rt)
 		rt->stats.sweeps++;
 		rt_start_sweep(rt);
 	}
+	if (rt->pending_since != 0 && now >= rt->pending_since + rt->settle_ns)
+		rt_watch_check(rt);
 	rt_rearm(rt, now);
 }
 
@@ -638,26 +646,33 @@ rt_stat_cb(struct ev_loop *loop, ev_stat *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	struct runtime *rt = w->data;
-	if (w->attr.st_nlink == 0)
-		return; /* removed (or mid-rename): keep the running policy */
-	char err[1024];
-	if (runtime_reload_file(rt, err, sizeof(err)) == 0)
-		diag_log(LOG_LVL_INFO, "policy: reloaded %s (version %llu)", rt->policy_path,
-			 (unsigned long long)rt->stats.policy_version);
+	rt_watch_check(w->data);
+}
+
+static void
+rt_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	rt_watch_check(w->data);
 }
 
 /* ---------------------------------------------------------------- files */
 
-/** Read a policy file through the env seams into a new buffer (env.free it). */
+/** Read a policy file through the env seams into a new buffer (env.free it); fp (may be
+ *  NULL) gets its fingerprint. */
 static int
-rt_read_file(const char *path, char **out, size_t *len, char *err, size_t errlen)
+rt_read_file(const char *path, char **out, size_t *len, struct rt_fileprint *fp, char *err, size_t errlen)
 {
 	*out = NULL;
+	if (fp != NULL)
+		memset(fp, 0, sizeof(*fp));
 	int fd = env.open(path, O_RDONLY, 0);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		return diag_errno(errno);
+		int e = errno;
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		errno = e;
+		return diag_errno(e);
 	}
 	struct stat st;
 	if (env.fstat(fd, &st) != 0) {
@@ -695,7 +710,74 @@ rt_read_file(const char *path, char **out, size_t *len, char *err, size_t errlen
 	buf[n] = '\0';
 	*out = buf;
 	*len = n;
+	if (fp != NULL) {
+		fp->ok = 1;
+		fp->size = n;
+		fp->ino = (uint64_t)st.st_ino;
+		fp->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+		fp->crc = crc32c(0, buf, n);
+	}
 	return 0;
+}
+
+static int
+rt_print_eq(const struct rt_fileprint *a, const struct rt_fileprint *b)
+{
+	return a->ok == b->ok && a->size == b->size && a->ino == b->ino && a->mtime_ns == b->mtime_ns &&
+	       a->crc == b->crc;
+}
+
+/**
+ * The watcher (ev_stat, the poll and the settle deadline all end here): a file that
+ * differs from the one last loaded waits until two looks at least the settle interval
+ * apart find it the same (size, inode, mtime and content hash), then that content is
+ * reloaded, once. So a file written in pieces (cp, an editor, git checkout) is never
+ * read half-written unless a writer pauses longer than the settle interval; a rename
+ * over the file is always safe. A missing file keeps the running policy.
+ */
+static void
+rt_watch_check(struct runtime *rt)
+{
+	if (!rt->watching || rt->closing)
+		return;
+	char *src = NULL, err[1024];
+	size_t len = 0;
+	struct rt_fileprint fp;
+	int rc = rt_read_file(rt->policy_path, &src, &len, &fp, err, sizeof(err));
+	int missing = rc != 0 && errno == ENOENT;
+	uint64_t now = env.mono_ns();
+	if (missing) {
+		rt->pending_since = 0; /* removed (or between an unlink and a create): keep the policy */
+		return;
+	}
+	if (rc == 0 && rt_print_eq(&fp, &rt->seen)) {
+		rt->pending_since = 0;
+		env.free(src);
+		return;
+	}
+	if (rt->pending_since == 0 || !rt_print_eq(&fp, &rt->pending) ||
+	    now - rt->pending_since < rt->settle_ns) {
+		if (rt->pending_since == 0 || !rt_print_eq(&fp, &rt->pending)) {
+			rt->pending = fp;
+			rt->pending_since = now ? now : 1;
+			rt->stats.policy_file_changes++;
+		}
+		env.free(src);
+		rt_rearm(rt, now);
+		return;
+	}
+	rt->pending_since = 0;
+	rt->seen = fp;
+	if (rc != 0) {
+		rt->stats.reload_failures++;
+		rt_set_error(rt, err);
+		diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
+	} else if (runtime_reload_source(rt, src, len, rt->policy_path, err, sizeof(err)) == 0) {
+		diag_log(LOG_LVL_INFO, "policy: reloaded %s (version %llu)", rt->policy_path,
+			 (unsigned long long)rt->stats.policy_version);
+	}
+	env.free(src);
+	rt_rearm(rt, env.mono_ns());
 }
 
 /* ---------------------------------------------------------------- API */
@@ -755,7 +837,7 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 		const char *src = o->policy_source, *name = o->policy_path;
 		size_t len = src ? strlen(src) : 0;
 		if (src == NULL && o->policy_path != NULL) {
-			rc = rt_read_file(o->policy_path, &file, &len, err, errlen);
+			rc = rt_read_file(o->policy_path, &file, &len, &rt->seen, err, errlen);
 			src = file;
 		} else if (src == NULL) {
 			src = policy_builtin_source;
@@ -792,6 +874,13 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 		ev_stat_init(&rt->stat, rt_stat_cb, rt->policy_path, 0.);
 		rt->stat.data = rt;
 		ev_stat_start(rt->loop, &rt->stat);
+		double poll = (o->watch_poll_ms ? o->watch_poll_ms : RUNTIME_WATCH_POLL_MS) / 1000.;
+		ev_timer_init(&rt->poll, rt_poll_cb, poll, poll);
+		rt->poll.data = rt;
+		ev_timer_start(rt->loop, &rt->poll);
+		ev_unref(rt->loop); /* the poll alone does not keep the loop running */
+		rt->settle_ns = (uint64_t)(o->watch_settle_ms ? o->watch_settle_ms : RUNTIME_WATCH_SETTLE_MS) *
+				1000000ull;
 		rt->watching = 1;
 	}
 	rt_apply_settings(rt, 1);
@@ -824,8 +913,11 @@ runtime_delete(struct runtime *rt)
 	ev_timer_stop(rt->loop, &rt->timer);
 	ev_ref(rt->loop);
 	ev_prepare_stop(rt->loop, &rt->prep);
-	if (rt->watching)
+	if (rt->watching) {
 		ev_stat_stop(rt->loop, &rt->stat);
+		ev_ref(rt->loop);
+		ev_timer_stop(rt->loop, &rt->poll);
+	}
 	/* Wait out this runtime's jobs; their completions see closing and abandon runs. */
 	while (rt->jobs > 0)
 		host_drain(rt->host, HOST_BG);
@@ -887,6 +979,7 @@ runtime_reload_source(struct runtime *rt, const char *src, size_t len, const cha
 	}
 	rt->stats.reloads++;
 	rt->stats.policy_version++;
+	rt_set_error(rt, "");
 	rt_copy(rt->stats.policy_name, sizeof(rt->stats.policy_name), name);
 	rt_apply_settings(rt, 0);
 	return 0;
@@ -909,7 +1002,11 @@ runtime_reload_file(struct runtime *rt, char *err, size_t errlen)
 	}
 	char *src;
 	size_t len;
-	int rc = rt_read_file(rt->policy_path, &src, &len, err, errlen);
+	struct rt_fileprint fp;
+	int rc = rt_read_file(rt->policy_path, &src, &len, &fp, err, errlen);
+	/* What the watcher would reload next is what this reload saw. */
+	rt->seen = fp;
+	rt->pending_since = 0;
 	if (rc != 0) {
 		rt->stats.reload_failures++;
 		rt_set_error(rt, err);
@@ -1011,7 +1108,7 @@ runtime_check_policy(const char *path, const char *src, size_t len, struct runti
 			snprintf(err, errlen, "policy check: a path or a source is required");
 			return STRATA_EINVAL;
 		}
-		int rc = rt_read_file(path, &file, &len, err, errlen);
+		int rc = rt_read_file(path, &file, &len, NULL, err, errlen);
 		if (rc != 0)
 			return rc;
 		src = file;

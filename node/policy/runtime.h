@@ -43,9 +43,20 @@ struct runtime_options {
 	uint32_t hook_budget_ms;
 	/** Memory limit of the policy Lua state, bytes (default 64 MiB). */
 	uint64_t policy_mem_bytes;
-	/** Watch policy_path and reload it when it changes (ev_stat). */
+	/** Watch policy_path and reload it when it changes (ev_stat and a poll, debounced). */
 	int watch_file;
+	/** A changed policy file is reloaded once its size, mtime, inode and content hash have
+	 *  not changed for this long, milliseconds (0 = RUNTIME_WATCH_SETTLE_MS). */
+	uint32_t watch_settle_ms;
+	/** Period of the watcher's own poll of the file, which sees the edits ev_stat misses
+	 *  (same size within its one-second mtime), milliseconds (0 = RUNTIME_WATCH_POLL_MS). */
+	uint32_t watch_poll_ms;
 };
+
+/** Default settle interval of the policy file watcher, milliseconds. */
+#define RUNTIME_WATCH_SETTLE_MS 300u
+/** Default poll period of the policy file watcher, milliseconds. */
+#define RUNTIME_WATCH_POLL_MS 1000u
 
 /** Counters and state for stats and /metrics. */
 struct runtime_stats {
@@ -53,6 +64,8 @@ struct runtime_stats {
 	uint64_t reloads;
 	/** Refused reloads since start. */
 	uint64_t reload_failures;
+	/** Changes of the watched policy file seen (each starts its settle interval again). */
+	uint64_t policy_file_changes;
 	/** Version of the running policy (1 for the first, +1 per successful reload). */
 	uint64_t policy_version;
 	/** Hook runs started / failed (error, budget or memory limit). */
@@ -63,7 +76,7 @@ struct runtime_stats {
 	uint64_t flush_timer_fires, sweeps;
 	/** Jobs waiting in the worker pool. */
 	uint64_t pool_pending;
-	/** The last reload or hook error ("" when none). */
+	/** The last reload or hook error ("" when none; a successful reload clears it). */
 	char last_error[1024];
 	/** Name (path or label) of the running policy. */
 	char policy_name[512];

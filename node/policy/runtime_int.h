@@ -195,6 +195,16 @@ struct rt_mreq {
 	struct rt_mreq *next;
 };
 
+/** What the policy file watcher compares: a file is stable while this stays the same. */
+struct rt_fileprint {
+	/** Whether the file could be read. */
+	int ok;
+	/** Size, inode and modification time (nanoseconds) from fstat. */
+	uint64_t size, ino, mtime_ns;
+	/** CRC32C of the content. */
+	uint32_t crc;
+};
+
 struct runtime {
 	/** The store (not owned). */
 	struct store *db;
@@ -239,6 +249,16 @@ struct runtime {
 	ev_stat stat;
 	/** Whether stat is started. */
 	int watching;
+	/** Polls the policy file every watch_poll_ms (ev_stat compares mtimes in seconds). */
+	ev_timer poll;
+	/** Settle interval of the watcher, nanoseconds. */
+	uint64_t settle_ns;
+	/** The file as last loaded or refused (by the watcher, SIGHUP or a reload of the file). */
+	struct rt_fileprint seen;
+	/** A changed file waiting to settle: how it looked, and since when (env.mono_ns;
+	 *  0 = nothing waits). */
+	struct rt_fileprint pending;
+	uint64_t pending_since;
 	/** Guards ev, dirty, ndirty. */
 	pthread_mutex_t ev_mu;
 	/** Per-shard events from listener callbacks. */

@@ -60,16 +60,11 @@ struct server {
 void
 server_options_init(struct server_options *o)
 {
-	/* The store's defaults are strata_options_init's. */
-	strata_options so;
-	strata_options_init(&so);
 	memset(o, 0, sizeof(*o));
+	/* The store's defaults are strata_options_init's. */
+	strata_options_init(&o->store);
 	o->listen = "127.0.0.1:7070";
 	o->data_dir = "./data";
-	o->shards = so.shards;
-	o->sync = so.sync;
-	o->sync_interval_ms = so.sync_interval_ms;
-	o->max_value_bytes = so.max_value_bytes;
 	o->max_body_bytes = 64ull << 20;
 	o->max_header_bytes = 16u << 10;
 	o->max_connections = 1024;
@@ -81,6 +76,8 @@ server_options_init(struct server_options *o)
 	o->workers = 16;
 	o->log_format = SERVER_LOG_LOGFMT;
 	o->watch_policy = 1;
+	o->policy_settle_ms = RUNTIME_WATCH_SETTLE_MS;
+	o->policy_poll_ms = RUNTIME_WATCH_POLL_MS;
 }
 
 /* ---------- logging ---------- */
@@ -313,15 +310,10 @@ server_run(const struct server_options *o)
 	memset(&s, 0, sizeof(s));
 	s.o = o;
 	int status = 1;
-	strata_options so;
-	strata_options_init(&so);
+	strata_options so = o->store;
 	so.dir = o->data_dir;
-	so.shards = o->shards;
 	if (so.shards == 0 && strata_stored_shards(o->data_dir, &so.shards) != 0)
 		so.shards = SERVER_NEW_STORE_SHARDS; /* a new store */
-	so.sync = o->sync;
-	so.sync_interval_ms = o->sync_interval_ms;
-	so.max_value_bytes = o->max_value_bytes;
 	so.policy = o->policy_path != NULL ? o->policy_path : "";
 	s.loop = ev_default_loop(0);
 	if (s.loop == NULL) {
@@ -343,6 +335,8 @@ server_run(const struct server_options *o)
 		goto out;
 	}
 	struct strata_runtime_options sro = {.watch_file = o->policy_path != NULL && o->watch_policy,
+					     .watch_settle_ms = o->policy_settle_ms,
+					     .watch_poll_ms = o->policy_poll_ms,
 					     .host = s.rt_host};
 	int orc = strata_open_on(&so, s.host, &sro, &s.db);
 	if (orc == STRATA_ELOCKED) {
@@ -394,7 +388,7 @@ server_run(const struct server_options *o)
 	strata_policy_info_get(s.db, &pi); /* waits for the runtime's loop: before serving only */
 	diag_log(LOG_LVL_INFO,
 		 "strata serve: listening on http://%s, data directory %s, policy %s, %u shards, sync %s%s",
-		 http_server_address(s.http), o->data_dir, pi.name, strata_shards(s.db), sync_name(o->sync),
+		 http_server_address(s.http), o->data_dir, pi.name, strata_shards(s.db), sync_name(o->store.sync),
 		 o->token_file ? ", bearer token required for writes" : "");
 	if (o->ready_file != NULL)
 		server_write_ready(o->ready_file, http_server_address(s.http));

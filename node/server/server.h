@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "../strata_types.h"
+
 /** Name of the lock file inside the data directory. */
 /** Shards of a store that `strata serve` creates when --shards is not given. */
 #define SERVER_NEW_STORE_SHARDS 4u
@@ -34,14 +36,10 @@ struct server_options {
 	const char *checkpoint_dir;
 	/** File to write "host:port" into once listening, or NULL. */
 	const char *ready_file;
-	/** Number of shards. */
-	uint32_t shards;
-	/** STRATA_SYNC_*. */
-	int sync;
-	/** Milliseconds between syncs for STRATA_SYNC_INTERVAL. */
-	uint32_t sync_interval_ms;
-	/** Largest value accepted, bytes. */
-	uint64_t max_value_bytes;
+	/** The store's options (strata_options_init's defaults); dir and policy are taken
+	 *  from data_dir and policy_path, shards = 0 opens the stored count (a new store
+	 *  gets SERVER_NEW_STORE_SHARDS). */
+	strata_options store;
 	/** Largest request body, bytes. */
 	uint64_t max_body_bytes;
 	/** Largest request line plus headers, bytes. */
@@ -64,6 +62,8 @@ struct server_options {
 	int log_format;
 	/** Reload the policy file when it changes. */
 	int watch_policy;
+	/** The watcher's settle interval and poll period, ms (runtime_options). */
+	uint32_t policy_settle_ms, policy_poll_ms;
 };
 
 /** Fill *o with the defaults of `strata serve`. */

@@ -7,6 +7,8 @@
  * 10 ms guard timer keeps EVRUN_ONCE from blocking on real time).
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <ev.h>
 #include <pthread.h>
 #include <sched.h>
@@ -868,6 +870,116 @@ write_by_rename(const char *path, const char *text)
 	return rename(tmp, path);
 }
 
+/** Run the loop until cond holds, moving the manual clock 50 ms per turn (the watcher's
+ *  settle interval runs on it); the value of cond. */
+#define WATCH_UNTIL(f, cond) DRIVE_UNTIL(f, (clock_advance(0.05), (cond)))
+
+/** A store and a runtime watching the policy file path (settle_ms and poll_ms passed on). */
+static void
+fx_open_watched(struct fx *f, const char *path, uint32_t settle_ms, uint32_t poll_ms)
+{
+	char err[2048];
+	memset(f, 0, sizeof(*f));
+	fx_env();
+	f->dir = harness_tmpdir("policy");
+	strata_options so;
+	strata_options_init(&so);
+	so.dir = f->dir;
+	so.sync = STRATA_SYNC_NONE;
+	REQUIRE_EQ(strata_open(&so, &f->db), 0);
+	f->loop = ev_loop_new(EVFLAG_AUTO);
+	ev_timer_init(&f->guard, guard_cb, 0.01, 0.01);
+	ev_timer_start(f->loop, &f->guard);
+	struct host_options ho = {.mode = HOST_THREADED, .loop = f->loop};
+	REQUIRE_EQ(host_new(&ho, &f->host), 0);
+	struct runtime_options ro = {.db = strata_store(f->db), .host = f->host, .policy_path = path,
+				     .watch_file = 1, .watch_settle_ms = settle_ms, .watch_poll_ms = poll_ms};
+	REQUIRE_EQ(runtime_new(&ro, &f->rt, err, sizeof(err)), 0);
+}
+
+/** Write text at offset of path (created, truncated first when trunc), in place. */
+static int
+write_in_place(const char *path, const char *text, size_t len, int trunc)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | (trunc ? O_TRUNC : O_APPEND), 0644);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, text, len);
+	close(fd);
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+TEST(watcher_reloads_a_file_written_in_two_halves_once)
+{
+	char *dir = harness_tmpdir("policywatch");
+	REQUIRE(dir != NULL);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/w.lua", dir);
+	REQUIRE(write_by_rename(path, "return { merge_max_generations = 3 }\n") == 0);
+	struct fx f;
+	fx_open_watched(&f, path, 500, 20);
+	/* cp new.lua policies/default.lua: truncate, write, pause, write the rest. Each
+	 * half alone is not a valid policy. */
+	static const char text[] = "return {\n\tmerge_max_generations = 7,\n\tsweep_interval_s = 30,\n}\n";
+	size_t half = sizeof(text) / 2;
+	CHECK(write_in_place(path, text, half, 1) == 0);
+	/* The pause: the watcher sees the half file (a change), 200 ms of the 500 ms settle
+	 * interval pass, and nothing is read as a policy. */
+	CHECK(DRIVE_UNTIL(&f, rt_stats(&f).policy_file_changes >= 1));
+	for (int i = 0; i < 20; i++) {
+		clock_advance(0.01);
+		ev_run(f.loop, EVRUN_ONCE);
+	}
+	CHECK_EQ(rt_stats(&f).reload_failures, 0);
+	CHECK_EQ(rt_stats(&f).reloads, 0);
+	CHECK(write_in_place(path, text + half, sizeof(text) - 1 - half, 0) == 0);
+	CHECK(WATCH_UNTIL(&f, rt_stats(&f).reloads >= 1));
+	/* A second of quiet later: still one reload, no refusal. */
+	for (int i = 0; i < 40; i++) {
+		clock_advance(0.05);
+		ev_run(f.loop, EVRUN_ONCE);
+	}
+	struct runtime_stats st = rt_stats(&f);
+	CHECK_EQ(st.reloads, 1);
+	CHECK_EQ(st.reload_failures, 0);
+	CHECK(st.last_error[0] == '\0');
+	CHECK(st.policy_file_changes >= 2);
+	struct runtime_settings s;
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 7);
+	CHECK(s.sweep_interval_s == 30);
+	fx_close(&f);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+TEST(watcher_sees_a_same_size_edit_within_a_second)
+{
+	char *dir = harness_tmpdir("policywatch");
+	REQUIRE(dir != NULL);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/w.lua", dir);
+	REQUIRE(write_by_rename(path, "return { merge_max_generations = 3 }\n") == 0);
+	struct fx f;
+	fx_open_watched(&f, path, 50, 20);
+	/* Two in-place edits of the same size, back to back: the second has the size of the
+	 * first and (most likely) its mtime second, which a stat comparison alone misses. */
+	static const char a[] = "return { merge_max_generations = 4 }\n";
+	static const char b[] = "return { merge_max_generations = 5 }\n";
+	CHECK(write_in_place(path, a, sizeof(a) - 1, 1) == 0);
+	CHECK(WATCH_UNTIL(&f, rt_stats(&f).reloads >= 1));
+	CHECK(write_in_place(path, b, sizeof(b) - 1, 1) == 0);
+	CHECK(WATCH_UNTIL(&f, rt_stats(&f).reloads >= 2));
+	struct runtime_settings s;
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 5);
+	CHECK_EQ(rt_stats(&f).reloads, 2);
+	CHECK_EQ(rt_stats(&f).reload_failures, 0);
+	fx_close(&f);
+	harness_rmrf(dir);
+	free(dir);
+}
+
 TEST(watched_file_reloads_on_change)
 {
 	struct fx f;
@@ -896,18 +1008,20 @@ TEST(watched_file_reloads_on_change)
 	struct runtime_options ro = {.db = strata_store(f.db), .host = f.host, .policy_path = path,
 				     .watch_file = 1};
 	REQUIRE_EQ(runtime_new(&ro, &f.rt, err, sizeof(err)), 0);
-	/* A broken edit is refused and logged; the next good one is taken (files are
-	 * replaced by rename, as editors do, so no half-written file is seen). */
+	/* A broken edit is refused and logged; the next good one is taken, and clears the
+	 * error (files are replaced by rename, the safe way to deploy). */
 	CHECK(write_by_rename(path, "return { merge_max_generations = }\n") == 0);
-	CHECK(DRIVE_UNTIL(&f, strstr(rt_stats(&f).last_error, "w.lua:1:") != NULL));
-	CHECK(rt_stats(&f).reload_failures >= 1);
+	CHECK(WATCH_UNTIL(&f, strstr(rt_stats(&f).last_error, "w.lua:1:") != NULL));
+	CHECK_EQ(rt_stats(&f).reload_failures, 1);
 	CHECK_EQ(rt_stats(&f).reloads, 0);
 	CHECK(write_by_rename(path, "return { merge_max_generations = 12, sweep_interval_s = 30 }\n") == 0);
-	CHECK(DRIVE_UNTIL(&f, rt_stats(&f).reloads >= 1));
+	CHECK(WATCH_UNTIL(&f, rt_stats(&f).reloads >= 1));
 	struct runtime_settings s;
 	runtime_settings(f.rt, &s);
 	CHECK_EQ(s.merge_max_generations, 12);
-	CHECK(rt_stats(&f).policy_version >= 2);
+	CHECK_EQ(rt_stats(&f).policy_version, 2);
+	CHECK_EQ(rt_stats(&f).reload_failures, 1);
+	CHECK(rt_stats(&f).last_error[0] == '\0');
 	fx_close(&f);
 	harness_rmrf(dir);
 	free(dir);
@@ -1283,6 +1397,8 @@ main(int argc, char **argv)
 	RUN(reload_lets_running_hook_finish_on_old_state);
 	RUN(reload_from_file_and_refusal_keeps_policy);
 	RUN(watched_file_reloads_on_change);
+	RUN(watcher_reloads_a_file_written_in_two_halves_once);
+	RUN(watcher_sees_a_same_size_edit_within_a_second);
 	RUN(hostile_policies_are_stopped_and_store_keeps_working);
 	RUN(budget_counts_only_time_running_not_parked);
 	RUN(plan_misuse_gets_documented_errors);
