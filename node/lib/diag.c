@@ -62,12 +62,37 @@ diag_clear(void)
 	diag_msg[0] = '\0';
 }
 
+void
+diag_logfmt_escape(const char *msg, char *out, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)msg; *p != '\0' && o + 5 < len; p++) {
+		unsigned char c = *p;
+		if (c == '\n' || c == '\r' || c == '\t' || c == '\\' || c == '"') {
+			out[o++] = '\\';
+			out[o++] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	if (len > 0)
+		out[o < len ? o : len - 1] = '\0';
+}
+
 static void
 diag_default_sink(int level, const char *msg)
 {
 	static const char *names[] = {"debug", "info", "warn", "error"};
 	if (level < diag_log_level)
 		return;
+	char text[4 * DIAG_LOG_MAX + 1];
+	diag_logfmt_escape(msg, text, sizeof(text));
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
@@ -75,7 +100,7 @@ diag_default_sink(int level, const char *msg)
 	char when[32];
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	fprintf(stderr, "ts=%s.%03ldZ level=%s msg=\"%s\"\n", when, ts.tv_nsec / 1000000,
-		names[level & 3], msg);
+		names[level & 3], text);
 }
 
 void (*diag_log_sink)(int level, const char *msg) = diag_default_sink;
@@ -84,7 +109,7 @@ int diag_log_level = LOG_LVL_INFO;
 void
 diag_log(int level, const char *fmt, ...)
 {
-	char buf[1024];
+	char buf[DIAG_LOG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);

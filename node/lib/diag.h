@@ -5,6 +5,8 @@
 #ifndef STRATA_DIAG_H
 #define STRATA_DIAG_H
 
+#include <stddef.h>
+
 #include "../strata_types.h"
 
 /** Record a message for rc on this thread and return rc. printf-style. */
@@ -24,6 +26,12 @@ enum { LOG_LVL_DEBUG, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
 extern void (*diag_log_sink)(int level, const char *msg);
 /** Minimum level written by the default sink (default LOG_LVL_INFO; env STRATA_LOG_LEVEL). */
 extern int diag_log_level;
+/** Longest log message, bytes (longer ones are cut). */
+#define DIAG_LOG_MAX 2048
+/** Escape msg for a quoted logfmt value into out: a newline, tab or carriage return
+ *  becomes \n, \t or \r, a backslash or quote is preceded by a backslash and other
+ *  control bytes become \xNN, so a record stays one line. */
+void diag_logfmt_escape(const char *msg, char *out, size_t len);
 /** Log a formatted message. */
 void diag_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

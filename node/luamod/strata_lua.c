@@ -40,6 +40,107 @@
 #define LSTRATA_EXPORT
 #endif
 
+/*
+ * Argument errors name the function the script called even where Lua cannot: a tail call
+ * (return db:merge(0, {...})) or a pcall(db.merge, ...) leaves no name in the caller's
+ * frame, and luaL_argerror said "bad argument #3 to '?'". lstrata_argerror finds the
+ * running C function in the registered tables instead ("bad argument #2 to 'db:merge'",
+ * self not counted); the luaL_check* of this file go through it.
+ */
+static const luaL_Reg *lstrata_named[3];
+static const char *const lstrata_named_prefix[3] = {"db:", "plan:", "strata."};
+
+static int
+lstrata_argerror(lua_State *L, int narg, const char *msg)
+{
+	lua_Debug ar;
+	if (!lua_getstack(L, 0, &ar))
+		return luaL_error(L, "bad argument #%d (%s)", narg, msg);
+	lua_getinfo(L, "nf", &ar);
+	lua_CFunction fn = lua_tocfunction(L, -1);
+	lua_pop(L, 1);
+	const char *name = ar.name, *prefix = "";
+	int method = ar.namewhat != NULL && strcmp(ar.namewhat, "method") == 0;
+	for (int k = 0; name == NULL && fn != NULL && k < 3; k++)
+		for (const luaL_Reg *r = lstrata_named[k]; r != NULL && r->name != NULL; r++)
+			if (r->func == fn) {
+				name = r->name;
+				prefix = lstrata_named_prefix[k];
+				method = k < 2;
+				break;
+			}
+	if (method) {
+		narg--;
+		if (narg == 0)
+			return luaL_error(L, "calling '%s%s' on bad self (%s)", prefix, name, msg);
+	}
+	return luaL_error(L, "bad argument #%d to '%s%s' (%s)", narg, prefix, name ? name : "?", msg);
+}
+
+static int
+lstrata_typerror(lua_State *L, int narg, const char *tname)
+{
+	return lstrata_argerror(L, narg, lua_pushfstring(L, "%s expected, got %s", tname, luaL_typename(L, narg)));
+}
+
+static void *
+lstrata_checkudata(lua_State *L, int idx, const char *tname)
+{
+	void *p = lua_touserdata(L, idx);
+	if (p != NULL && lua_getmetatable(L, idx)) {
+		lua_getfield(L, LUA_REGISTRYINDEX, tname);
+		int same = lua_rawequal(L, -1, -2);
+		lua_pop(L, 2);
+		if (same)
+			return p;
+	}
+	lstrata_typerror(L, idx, tname);
+	return NULL;
+}
+
+static void
+lstrata_checktype(lua_State *L, int idx, int t)
+{
+	if (lua_type(L, idx) != t)
+		lstrata_typerror(L, idx, lua_typename(L, t));
+}
+
+static const char *
+lstrata_checklstring(lua_State *L, int idx, size_t *len)
+{
+	const char *s = lua_tolstring(L, idx, len);
+	if (s == NULL)
+		lstrata_typerror(L, idx, lua_typename(L, LUA_TSTRING));
+	return s;
+}
+
+static lua_Integer
+lstrata_checkinteger(lua_State *L, int idx)
+{
+	lua_Integer d = lua_tointeger(L, idx);
+	if (d == 0 && !lua_isnumber(L, idx))
+		lstrata_typerror(L, idx, lua_typename(L, LUA_TNUMBER));
+	return d;
+}
+
+static const char *
+lstrata_optlstring(lua_State *L, int idx, const char *def, size_t *len)
+{
+	if (lua_isnoneornil(L, idx)) {
+		if (len != NULL)
+			*len = def ? strlen(def) : 0;
+		return def;
+	}
+	return lstrata_checklstring(L, idx, len);
+}
+
+#define luaL_argerror lstrata_argerror
+#define luaL_checkudata lstrata_checkudata
+#define luaL_checktype lstrata_checktype
+#define luaL_checklstring lstrata_checklstring
+#define luaL_checkinteger lstrata_checkinteger
+#define luaL_optlstring lstrata_optlstring
+
 struct lstrata_plan;
 
 /** A store as seen from Lua. */
@@ -1264,6 +1365,9 @@ lstrata_box_tostring(lua_State *L)
 LSTRATA_EXPORT int
 luaopen_strata_core(lua_State *L)
 {
+	lstrata_named[0] = lstrata_db_methods;
+	lstrata_named[1] = lstrata_plan_methods;
+	lstrata_named[2] = lstrata_functions;
 	lua_newtable(L);
 	luaL_register(L, NULL, lstrata_functions);
 	lstrata_register_type(L, LSTRATA_DB_MT, "db_methods", lstrata_db_methods, lstrata_close,

@@ -612,23 +612,83 @@ policy_push_settings(struct policy *p, lua_State *L, int idx)
 	}
 }
 
-/** Call the function below its nargs arguments under the loading budget (like lua_pcall). */
+/** "name:line: " of the innermost frame of co running the policy's own code (where an
+ *  allocation was refused), or "" when none is on co's stack. */
+static void
+policy_code_where(struct policy *p, lua_State *co, char *buf, size_t len)
+{
+	lua_Debug d;
+	buf[0] = '\0';
+	for (int lv = 0; lua_getstack(co, lv, &d); lv++) {
+		if (!lua_getinfo(co, "Sl", &d) || d.currentline <= 0 || d.source == NULL || d.source[0] != '@' ||
+		    strcmp(d.source + 1, p->name) != 0)
+			continue;
+		snprintf(buf, len, "%s:%d: ", p->name, d.currentline);
+		return;
+	}
+}
+
+/** The message of a run of co that failed with m: prefixed with the policy's name (and
+ *  the line, for a refused allocation, when a line of the policy was running). */
+static void
+policy_fail_msg(struct policy *p, struct policy_run *r, const char *m, char *err, size_t errlen)
+{
+	size_t nl = strlen(p->name);
+	int named = strncmp(m, p->name, nl) == 0 && m[nl] == ':';
+	if (r->killed != POLICY_KILL_MEM) {
+		snprintf(err, errlen, "%s%s%s", named ? "" : p->name, named ? "" : ": ", m);
+		return;
+	}
+	char where[700] = "";
+	if (!named && r->co != NULL)
+		policy_code_where(p, r->co, where, sizeof(where));
+	char note[200] = "";
+	if (strstr(m, "memory limit") == NULL)
+		snprintf(note, sizeof(note), " (the policy memory limit is %d KiB%s)", (int)(p->mem_limit >> 10),
+			 named || where[0] ? "" : "; no line of the policy was running: the allocation was the "
+						  "runtime's own");
+	if (named)
+		snprintf(err, errlen, "%s%s", m, note);
+	else if (where[0] != '\0')
+		snprintf(err, errlen, "%s%s%s", where, m, note);
+	else
+		snprintf(err, errlen, "%s: %s%s", p->name, m, note);
+}
+
+/** Call the function below its nargs arguments under the loading budget, like lua_pcall
+ *  but on a coroutine, so that the stack of a failure can still be read (the line of a
+ *  refused allocation). On failure the full message is on the stack. */
 static int
 policy_call_budgeted(struct policy *p, int nargs, int nres)
 {
-	struct policy_run load = {.p = p, .ref = LUA_NOREF, .loading = 1};
+	lua_State *L = p->L;
+	lua_State *co = lua_newthread(L);
+	lua_insert(L, -(nargs + 2));
+	lua_xmove(L, co, nargs + 1);
+	struct policy_run load = {.p = p, .co = co, .ref = LUA_NOREF, .loading = 1};
 	p->current = &load;
 	load.resumed_at = policy_now_cpu();
-	int rc = lua_pcall(p->L, nargs, nres, 0);
+	int rc = lua_resume(co, nargs);
 	p->current = NULL;
-	if (rc != 0 && load.killed == POLICY_KILL_MEM) {
-		const char *m = lua_tostring(p->L, -1);
-		if (m == NULL || strstr(m, "memory limit") == NULL) {
-			lua_pushfstring(p->L, "%s (the policy memory limit is %d KiB)",
-					m ? m : "not enough memory", (int)(p->mem_limit >> 10));
-			lua_remove(p->L, -2);
-		}
+	if (rc == 0) {
+		int n = lua_gettop(co);
+		lua_xmove(co, L, n < nres ? n : nres);
+		for (int i = n; i < nres; i++)
+			lua_pushnil(L);
+		lua_remove(L, -(nres + 1));
+		return 0;
 	}
+	char msg[2048];
+	if (rc == LUA_YIELD) {
+		snprintf(msg, sizeof(msg), "%s: the policy yielded while loading (only hooks may wait)", p->name);
+		rc = LUA_ERRRUN;
+	} else {
+		const char *m = lua_tostring(co, -1);
+		policy_fail_msg(p, &load, m ? m : "(error object is not a string)", msg, sizeof(msg));
+	}
+	lua_settop(co, 0);
+	lua_pop(L, 1);
+	lua_pushstring(L, msg);
 	return rc;
 }
 
@@ -934,13 +994,7 @@ policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen)
 	const char *m = lua_tostring(r->co, -1);
 	if (m == NULL)
 		m = lua_type(r->co, -1) == LUA_TNIL ? "nil error" : "(error object is not a string)";
-	size_t nl = strlen(p->name);
-	const char *sep = strncmp(m, p->name, nl) == 0 && m[nl] == ':' ? NULL : ": ";
-	if (r->killed == POLICY_KILL_MEM && strstr(m, "memory limit") == NULL)
-		snprintf(err, errlen, "%s%s%s (the policy memory limit is %d KiB)", sep ? p->name : "",
-			 sep ? sep : "", m, (int)(p->mem_limit >> 10));
-	else
-		snprintf(err, errlen, "%s%s%s", sep ? p->name : "", sep ? sep : "", m);
+	policy_fail_msg(p, r, m, err, errlen);
 	lua_settop(r->co, 0);
 	if (r->killed != POLICY_KILL_NONE)
 		lua_gc(p->L, LUA_GCCOLLECT, 0);

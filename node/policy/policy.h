@@ -121,7 +121,8 @@ lua_State *policy_run_thread(struct policy_run *r);
  *  first resume, a primitive's results afterwards). The budget counts CPU time
  *  only while resumed. POLICY_RUN_ERROR fills err with the message. */
 int policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen);
-/** The run being resumed right now on p (NULL between resumes and while loading). */
+/** The run being resumed right now on p (NULL between resumes; while the script loads, a
+ *  pseudo-run whose data is NULL). */
 struct policy_run *policy_current_run(struct policy *p);
 /** Per-run pointer for the runtime. */
 void policy_run_set_data(struct policy_run *r, void *data);

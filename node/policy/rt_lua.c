@@ -41,10 +41,40 @@ rt_of(lua_State *L)
 	return policy_host(policy_of(L));
 }
 
-static uint32_t
-rt_check_shard(lua_State *L)
+/**
+ * An argument error naming fname, the method the script called ("shard:merge"), and
+ * counting arguments as the script wrote them (self not counted). luaL_argerror names
+ * the function from the caller's frame, which a tail call (return shard:merge{...}) or
+ * a pcall does not have: it said "bad argument #3 to '?'".
+ */
+static int
+rt_argerror(lua_State *L, int narg, const char *fname, const char *msg)
 {
-	struct rt_lshard *s = luaL_checkudata(L, 1, RT_MT_SHARD);
+	if (narg <= 1)
+		return luaL_error(L, "calling '%s' on bad self (%s)", fname, msg);
+	return luaL_error(L, "bad argument #%d to '%s' (%s)", narg - 1, fname, msg);
+}
+
+/** The userdata of metatable mt at idx, or an argument error naming fname. */
+static void *
+rt_check_udata(lua_State *L, int idx, const char *mt, const char *what, const char *fname)
+{
+	void *u = lua_touserdata(L, idx);
+	if (u != NULL && lua_getmetatable(L, idx)) {
+		luaL_getmetatable(L, mt);
+		int same = lua_rawequal(L, -1, -2);
+		lua_pop(L, 2);
+		if (same)
+			return u;
+	}
+	rt_argerror(L, idx, fname, lua_pushfstring(L, "%s expected, got %s", what, luaL_typename(L, idx)));
+	return NULL;
+}
+
+static uint32_t
+rt_check_shard(lua_State *L, const char *fname)
+{
+	struct rt_lshard *s = rt_check_udata(L, 1, RT_MT_SHARD, "shard", fname);
 	return s->id;
 }
 
@@ -53,19 +83,32 @@ static struct rt_run *
 rt_hook_run(lua_State *L, const char *what)
 {
 	struct policy_run *pr = policy_current_run(policy_of(L));
-	if (pr == NULL || policy_run_thread(pr) != L || !lua_isyieldable(L))
+	if (pr == NULL || policy_run_data(pr) == NULL || policy_run_thread(pr) != L || !lua_isyieldable(L))
 		luaL_error(L, "%s must be called from a policy hook (not while loading the policy, and not "
 			   "through a C function such as table.sort or string.gsub)", what);
 	return policy_run_data(pr);
 }
 
-/** Optional integer option of the table at index idx (0 when absent). */
+/** Optional integer option of the table at index idx (0 when absent); any other key of
+ *  the table is an error naming it. */
 static uint32_t
 rt_opt_count(lua_State *L, int idx, const char *field, const char *what)
 {
 	if (lua_isnoneornil(L, idx))
 		return 0;
-	luaL_checktype(L, idx, LUA_TTABLE);
+	if (lua_type(L, idx) != LUA_TTABLE)
+		rt_argerror(L, idx, what, lua_pushfstring(L, "table of options or nil expected, got %s",
+							  luaL_typename(L, idx)));
+	lua_pushnil(L);
+	while (lua_next(L, idx) != 0) {
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), field) != 0) {
+			lua_pushvalue(L, -1);
+			const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
+			rt_argerror(L, idx, what, lua_pushfstring(L, "unknown option '%s' (%s takes %s)", k, what,
+								  field));
+		}
+	}
 	lua_getfield(L, idx, field);
 	uint32_t v = 0;
 	if (!lua_isnil(L, -1)) {
@@ -162,7 +205,7 @@ rt_yield_job(lua_State *L, struct rt_run *run, struct rt_job *j)
 static int
 rt_lua_seal(lua_State *L)
 {
-	uint32_t id = rt_check_shard(L);
+	uint32_t id = rt_check_shard(L, "shard:seal");
 	struct rt_run *run = rt_hook_run(L, "shard:seal");
 	struct runtime *rt = run->rt;
 	struct rt_job *j = rt_job_new(rt, RT_JOB_SEAL, id);
@@ -177,7 +220,7 @@ rt_lua_seal(lua_State *L)
 static int
 rt_lua_heavy(lua_State *L, int kind, const char *what)
 {
-	uint32_t id = rt_check_shard(L);
+	uint32_t id = rt_check_shard(L, what);
 	uint32_t want = rt_opt_count(L, 2, kind == RT_JOB_COMPACT ? "max_runs" : "max_generations", what);
 	struct rt_run *run = rt_hook_run(L, what);
 	struct runtime *rt = run->rt;
@@ -254,8 +297,8 @@ rt_check_plan(lua_State *L, uint32_t id, struct rt_plan *lp, struct rt_run *run)
 static int
 rt_lua_commit(lua_State *L)
 {
-	uint32_t id = rt_check_shard(L);
-	struct rt_plan *lp = luaL_checkudata(L, 2, RT_MT_PLAN);
+	uint32_t id = rt_check_shard(L, "shard:commit");
+	struct rt_plan *lp = rt_check_udata(L, 2, RT_MT_PLAN, "plan", "shard:commit");
 	struct rt_run *run = rt_hook_run(L, "shard:commit");
 	int n = rt_check_plan(L, id, lp, run);
 	if (n)
@@ -280,8 +323,8 @@ rt_lua_commit(lua_State *L)
 static int
 rt_lua_abort(lua_State *L)
 {
-	uint32_t id = rt_check_shard(L);
-	struct rt_plan *lp = luaL_checkudata(L, 2, RT_MT_PLAN);
+	uint32_t id = rt_check_shard(L, "shard:abort");
+	struct rt_plan *lp = rt_check_udata(L, 2, RT_MT_PLAN, "plan", "shard:abort");
 	struct policy_run *pr = policy_current_run(policy_of(L));
 	struct rt_run *run = pr ? policy_run_data(pr) : NULL;
 	int n = rt_check_plan(L, id, lp, run);
@@ -312,7 +355,7 @@ rt_lua_abort(lua_State *L)
 static int
 rt_lua_stats(lua_State *L)
 {
-	uint32_t id = rt_check_shard(L);
+	uint32_t id = rt_check_shard(L, "shard:stats");
 	strata_stats s;
 	int rc = store_shard_stats(rt_of(L)->db, id, &s);
 	if (rc != 0)
@@ -324,21 +367,21 @@ rt_lua_stats(lua_State *L)
 static int
 rt_lua_id(lua_State *L)
 {
-	lua_pushnumber(L, rt_check_shard(L));
+	lua_pushnumber(L, rt_check_shard(L, "shard:id"));
 	return 1;
 }
 
 static int
 rt_lua_shard_tostring(lua_State *L)
 {
-	lua_pushfstring(L, "shard %d", (int)rt_check_shard(L));
+	lua_pushfstring(L, "shard %d", (int)rt_check_shard(L, "tostring"));
 	return 1;
 }
 
 static int
 rt_lua_node_shards(lua_State *L)
 {
-	luaL_checkudata(L, 1, RT_MT_NODE);
+	rt_check_udata(L, 1, RT_MT_NODE, "node", "node:shards");
 	struct runtime *rt = rt_of(L);
 	struct rt_state *st = NULL;
 	struct policy *pol = policy_of(L);
@@ -360,7 +403,7 @@ rt_lua_node_shards(lua_State *L)
 static int
 rt_lua_node_now(lua_State *L)
 {
-	luaL_checkudata(L, 1, RT_MT_NODE);
+	rt_check_udata(L, 1, RT_MT_NODE, "node", "node:now");
 	lua_pushnumber(L, (lua_Number)env.wall_ns() / 1e9);
 	return 1;
 }

@@ -829,7 +829,7 @@ return {
 			assert.equals("wrong shard", got.wrong_shard_abort)
 			assert.equals("1", got.own_shard)
 			assert.matches("max_generations must be an integer", got.bad_option)
-			assert.matches("bad argument #2", got.not_a_plan)
+			assert.equals("bad argument #1 to 'shard:commit' (plan expected, got table)", got.not_a_plan)
 			assert.matches("must be called from a policy hook", got.outside)
 			assert.equals("1", got.left_open)
 			-- The shards are consistent: what was committed is merged, nothing else.
@@ -903,6 +903,28 @@ return {
 				return run_objects(dir, 0) == 0
 			end)
 			assert_rows(db, 0, { "a", "b", "c" })
+			db:close()
+		end)
+	end)
+
+	describe("argument errors", function()
+		it("name the method called, even through a tail call or pcall", function()
+			local db = assert(open_store { dir = tmpdir(), sync = "none" })
+			local function tail() return db:merge(0, { max_gens = 8 }) end
+			for _, f in ipairs {
+				tail,
+				function()
+					local _, e = pcall(db.merge, db, 0, { max_gens = 8 })
+					error(e, 0)
+				end,
+			} do
+				local _, err = pcall(f)
+				assert.truthy(tostring(err):find("bad argument #2 to 'db:merge' (unknown option 'max_gens'", 1, true), err)
+				assert.falsy(tostring(err):find("'?'", 1, true), err)
+			end
+			local ok, err = pcall(db.get, 42, 0, "k")
+			assert.falsy(ok)
+			assert.truthy(err:find("calling 'db:get' on bad self", 1, true), err)
 			db:close()
 		end)
 	end)
