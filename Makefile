@@ -35,6 +35,9 @@ LDFLAGS  += $(SANFLAGS)
 
 # -MMD -MP: each object gets a .d file next to it naming the headers it includes.
 DEPFLAGS := -MMD -MP
+# The compiler's diagnostics of each object (and unit test) are also kept in TARGET.warn,
+# shown as usual; tests/build/check_build.sh fails when one is not empty.
+KEEP_WARN = 2>$@.warn; rc=$$?; cat $@.warn >&2; exit $$rc
 
 LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c node/policy/*.c node/host/*.c) \
             node/strata.c
@@ -105,11 +108,11 @@ endif
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@ $(KEEP_WARN)
 
 $(BUILD)/obj-core/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -DSTRATA_CORE_ONLY -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -DSTRATA_CORE_ONLY -c $< -o $@ $(KEEP_WARN)
 
 # The generated C of the embedded Lua (policy_lua.h declares it).
 $(GEN_DIR)/policy_lua.c: node/policy/gen_lua_c.sh $(filter %.lua,$(GEN_LUA))
@@ -118,7 +121,7 @@ $(GEN_DIR)/policy_lua.c: node/policy/gen_lua_c.sh $(filter %.lua,$(GEN_LUA))
 
 $(BUILD)/obj/gen/%.o: $(GEN_DIR)/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@ $(KEEP_WARN)
 
 $(BUILD)/libstrata.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -157,14 +160,15 @@ $(BUILD)/strata.so: $(LUA_OBJ) $(BUILD)/libstrata.a
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS) $(KEEP_WARN)
 
 # Header dependencies: the .d files the compiler wrote. An object that exists without its
-# .d (built before -MMD, or the .d deleted) is rebuilt once, since its headers are unknown.
+# .d (built before -MMD, or the .d deleted) is rebuilt once, since its headers are unknown;
+# so is one without its .warn (built before the diagnostics were kept).
 ALL_OBJ  := $(sort $(LIB_OBJ) $(CORE_OBJ) $(CLI_OBJ) $(LUA_OBJ))
 -include $(ALL_OBJ:.o=.d) $(UNIT_BIN:=.d)
-$(foreach o,$(ALL_OBJ),$(if $(wildcard $(o:.o=.d)),,$(wildcard $o))) \
-$(foreach t,$(UNIT_BIN),$(if $(wildcard $t.d),,$(wildcard $t))): FORCE
+$(foreach o,$(ALL_OBJ),$(if $(and $(wildcard $(o:.o=.d)),$(wildcard $o.warn)),,$(wildcard $o))) \
+$(foreach t,$(UNIT_BIN),$(if $(and $(wildcard $t.d),$(wildcard $t.warn)),,$(wildcard $t))): FORCE
 
 unit: deps all $(UNIT_BIN)
 
@@ -174,7 +178,7 @@ ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
               "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh" \
               "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh"
-BUILD_CHECK := "sh tests/build/check_build.sh"
+BUILD_CHECK := "sh tests/build/check_build.sh" "sh tests/build/check_cli.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif
 CRASH_KILLS ?= 60

@@ -122,6 +122,17 @@ cmd_load(int argc, char **argv)
 				o.quiet = 1;
 			continue;
 		}
+		static const char *const known[] = {"--target", "--embedded", "--shards", "--connections", "-c",
+						    "--duration", "-d", "--grace", "--interval", "--json", "--max-tracked",
+						    "--policy", "--rate", "-R", "--report", "--seed", "--sync", "--threads",
+						    "-t", "--timeout", "--token", NULL};
+		int found = 0;
+		for (const char *const *k = known; *k != NULL && !found; k++)
+			found = strcmp(*k, name) == 0;
+		if (!found) {
+			fprintf(stderr, "strata load: unknown option %s (see strata load --help)\n", name);
+			return LOAD_EXIT_ERROR;
+		}
 		if (val == NULL) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "strata load: %s needs a value (see strata load --help)\n", name);

@@ -31,7 +31,8 @@ usage(FILE *f)
 		"\n"
 		"commands:\n"
 		"  serve [FLAGS]                    run the node over HTTP (strata serve --help)\n"
-		"  policy check FILE                validate a policy: resolved settings or every error\n"
+		"  policy check [--run] FILE        validate a policy: resolved settings or every error;\n"
+		"                                   --run also runs every hook on a simulated node\n"
 		"  load SCRIPT.lua [FLAGS]          run a scripted load test (strata load --help)\n"
 		"  inspect DIR [--json] [--verify]  print each shard's manifest, generations, base runs\n"
 		"                                   and WAL segments (read-only; works on a live node's DIR);\n"
@@ -301,8 +302,12 @@ cmd_inspect(int argc, char **argv)
 			as_json = 1;
 		else if (strcmp(argv[i], "--verify") == 0)
 			verify = 1;
-		else if (strcmp(argv[i], "--help") == 0) {
-			usage(stdout);
+		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			printf("usage: strata inspect DIR [--json] [--verify]\n"
+			       "  print each shard's manifest, generations, base runs and WAL segments\n"
+			       "  (read-only; works on a live node's DIR); --json as JSON; --verify also\n"
+			       "  checks every run block and every WAL entry the way an open does: exit 1\n"
+			       "  when an open would refuse DIR\n");
 			return 0;
 		} else if (argv[i][0] == '-') {
 			fprintf(stderr, "strata inspect: unknown flag %s\n", argv[i]);
@@ -320,7 +325,7 @@ cmd_inspect(int argc, char **argv)
 	}
 	DIR *d = opendir(dir);
 	if (d == NULL) {
-		fprintf(stderr, "strata inspect: cannot open %s: no such data directory\n", dir);
+		fprintf(stderr, "strata inspect: cannot open %s: %s\n", dir, strerror(errno));
 		return 1;
 	}
 	closedir(d);

@@ -72,6 +72,8 @@ struct policy_run {
 	uint64_t resumed_at;
 	/** POLICY_KILL_* once a limit fired. */
 	int killed;
+	/** Line of the policy that was running when an allocation was refused (0 = none). */
+	int mem_line;
 	/** Set for the loading pseudo-run (wording of the budget message). */
 	int loading;
 	/** The runtime's per-run pointer. */
@@ -184,6 +186,23 @@ policy_of(lua_State *L)
 	return ud;
 }
 
+/** Remember the line of the policy r is running (for a refused allocation: after the
+ *  error the topmost frame no longer knows its line). Reads the stack only. */
+static void
+policy_note_line(struct policy *p, struct policy_run *r)
+{
+	lua_Debug d;
+	if (r->co == NULL || r->mem_line > 0)
+		return;
+	for (int lv = 0; lua_getstack(r->co, lv, &d); lv++) {
+		if (lua_getinfo(r->co, "Sl", &d) && d.currentline > 0 && d.source != NULL && d.source[0] == '@' &&
+		    strcmp(d.source + 1, p->name) == 0) {
+			r->mem_line = d.currentline;
+			return;
+		}
+	}
+}
+
 static void *
 policy_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -199,6 +218,7 @@ policy_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 	}
 	if (nsize > osize && p->current != NULL && p->mem_used - osize + nsize > p->mem_limit) {
 		p->current->killed = POLICY_KILL_MEM;
+		policy_note_line(p, p->current);
 		return NULL;
 	}
 	void *q = env.realloc(ptr, nsize);
@@ -640,7 +660,9 @@ policy_fail_msg(struct policy *p, struct policy_run *r, const char *m, char *err
 		return;
 	}
 	char where[700] = "";
-	if (!named && r->co != NULL)
+	if (!named && r->mem_line > 0)
+		snprintf(where, sizeof(where), "%s:%d: ", p->name, r->mem_line);
+	else if (!named && r->co != NULL)
 		policy_code_where(p, r->co, where, sizeof(where));
 	char note[200] = "";
 	if (strstr(m, "memory limit") == NULL)
@@ -1005,6 +1027,12 @@ struct policy_run *
 policy_current_run(struct policy *p)
 {
 	return p->current;
+}
+
+uint64_t
+policy_run_cpu_ns(const struct policy_run *r)
+{
+	return r->cpu_ns;
 }
 
 void

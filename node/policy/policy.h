@@ -124,6 +124,8 @@ int policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen)
 /** The run being resumed right now on p (NULL between resumes; while the script loads, a
  *  pseudo-run whose data is NULL). */
 struct policy_run *policy_current_run(struct policy *p);
+/** CPU time a run has spent while resumed, nanoseconds (what its budget counts). */
+uint64_t policy_run_cpu_ns(const struct policy_run *r);
 /** Per-run pointer for the runtime. */
 void policy_run_set_data(struct policy_run *r, void *data);
 void *policy_run_data(const struct policy_run *r);

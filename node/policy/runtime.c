@@ -79,7 +79,7 @@
 #include "../lib/crc.h"
 
 static void rt_run_resume(struct rt_run *run, int nargs);
-static void rt_start_seal_run(struct runtime *rt, uint32_t id);
+static void rt_start_seal_run(struct runtime *rt, uint32_t id, runtime_hook_cb done, void *done_ctx);
 
 
 /** Loop thread: start a reap job when deletes are wanted and none runs. */
@@ -232,6 +232,39 @@ rt_run_drop_plans(struct rt_run *run)
 	run->plans_ref = LUA_NOREF;
 }
 
+/** The values on a finished run's stack as text ("4", "nil, busy: ..."; "" for none). */
+static void
+rt_results_text(lua_State *co, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 1; i <= lua_gettop(co) && used + 1 < len; i++) {
+		const char *v;
+		char num[64];
+		switch (lua_type(co, i)) {
+		case LUA_TNUMBER:
+			snprintf(num, sizeof(num), "%.14g", lua_tonumber(co, i));
+			v = num;
+			break;
+		case LUA_TSTRING:
+			v = lua_tostring(co, i);
+			break;
+		case LUA_TBOOLEAN:
+			v = lua_toboolean(co, i) ? "true" : "false";
+			break;
+		case LUA_TNIL:
+			v = "nil";
+			break;
+		default:
+			v = lua_typename(co, lua_type(co, i));
+		}
+		int n = snprintf(buf + used, len - used, "%s%s", i > 1 ? ", " : "", v);
+		if (n < 0)
+			break;
+		used += (size_t)n < len - used ? (size_t)n : len - used - 1;
+	}
+}
+
 /** End a run: abort its open plans, account, report, free. err NULL = success. */
 static void
 rt_run_finish(struct rt_run *run, const char *err)
@@ -266,6 +299,10 @@ rt_run_finish(struct rt_run *run, const char *err)
 			}
 		}
 	}
+	char result[256] = "";
+	uint64_t cpu_ns = policy_run_cpu_ns(run->pr);
+	if (run->done != NULL && err == NULL)
+		rt_results_text(policy_run_thread(run->pr), result, sizeof(result));
 	if (run->prev != NULL)
 		run->prev->next = run->next;
 	else
@@ -285,7 +322,11 @@ rt_run_finish(struct rt_run *run, const char *err)
 	uint64_t merged = run->merged;
 	enum policy_hook hook = run->hook;
 	int closing = rt->closing;
+	runtime_hook_cb done = run->done;
+	void *done_ctx = run->done_ctx;
 	env.free(run);
+	if (done != NULL)
+		done(done_ctx, err, result, cpu_ns);
 	if (cb != NULL) {
 		strata_stats s;
 		uint64_t pending = 0;
@@ -297,7 +338,7 @@ rt_run_finish(struct rt_run *run, const char *err)
 	}
 	if (!closing && hook == POLICY_ON_SEAL && rt->shards[shard].seal_run == NULL &&
 	    rt->shards[shard].seals > 0)
-		rt_start_seal_run(rt, shard);
+		rt_start_seal_run(rt, shard, NULL, NULL);
 }
 
 static void
@@ -348,12 +389,17 @@ rt_run_new(struct runtime *rt, enum policy_hook h, uint32_t shard)
 }
 
 static void
-rt_start_seal_run(struct runtime *rt, uint32_t id)
+rt_start_seal_run(struct runtime *rt, uint32_t id, runtime_hook_cb done, void *done_ctx)
 {
 	struct rt_shard *sh = &rt->shards[id];
 	struct rt_run *run = rt_run_new(rt, POLICY_ON_SEAL, id);
-	if (run == NULL)
+	if (run == NULL) {
+		if (done != NULL)
+			done(done_ctx, "cannot start the hook (out of memory)", "", 0);
 		return;
+	}
+	run->done = done;
+	run->done_ctx = done_ctx;
 	sh->seal_run = run;
 	strata_stats s;
 	uint64_t gens = store_shard_stats(rt->db, id, &s) == 0 ? s.generations : 0;
@@ -379,15 +425,20 @@ rt_start_seal_run(struct runtime *rt, uint32_t id)
 }
 
 static void
-rt_start_sweep(struct runtime *rt)
+rt_start_sweep(struct runtime *rt, runtime_hook_cb done, void *done_ctx)
 {
 	if (rt->sweep_run != NULL) {
 		diag_log(LOG_LVL_DEBUG, "policy: sweep skipped, the previous one still runs");
 		return;
 	}
 	struct rt_run *run = rt_run_new(rt, POLICY_ON_SWEEP, 0);
-	if (run == NULL)
+	if (run == NULL) {
+		if (done != NULL)
+			done(done_ctx, "cannot start the hook (out of memory)", "", 0);
 		return;
+	}
+	run->done = done;
+	run->done_ctx = done_ctx;
 	rt->sweep_run = run;
 	lua_State *co = policy_run_thread(run->pr);
 	lua_rawgeti(co, LUA_REGISTRYINDEX, run->st->node_ref);
@@ -395,15 +446,21 @@ rt_start_sweep(struct runtime *rt)
 }
 
 static void
-rt_start_merge_request(struct runtime *rt, uint32_t id, runtime_merge_cb cb, void *ctx)
+rt_start_merge_request(struct runtime *rt, uint32_t id, runtime_merge_cb cb, void *ctx, runtime_hook_cb done,
+		       void *done_ctx)
 {
 	struct rt_run *run = rt_run_new(rt, POLICY_ON_MERGE_REQUEST, id);
 	if (run == NULL) {
-		cb(ctx, STRATA_ENOMEM, 0, 0, "cannot start the merge request hook");
+		if (cb != NULL)
+			cb(ctx, STRATA_ENOMEM, 0, 0, "cannot start the merge request hook");
+		if (done != NULL)
+			done(done_ctx, "cannot start the hook (out of memory)", "", 0);
 		return;
 	}
 	run->cb = cb;
 	run->ctx = ctx;
+	run->done = done;
+	run->done_ctx = done_ctx;
 	lua_State *co = policy_run_thread(run->pr);
 	rt_push_shard(run->st, co, id);
 	lua_createtable(co, 0, 2);
@@ -484,7 +541,7 @@ rt_tick(struct runtime *rt)
 	if (rt->sweep_due != 0 && now >= rt->sweep_due) {
 		rt->sweep_due = now + rt_interval_ns(rt->armed.sweep_interval_s);
 		rt->stats.sweeps++;
-		rt_start_sweep(rt);
+		rt_start_sweep(rt, NULL, NULL);
 	}
 	if (rt->pending_since != 0 && now >= rt->pending_since + rt->settle_ns)
 		rt_watch_check(rt);
@@ -626,7 +683,7 @@ rt_events_cb(struct ev_loop *loop, ev_async *w, int revents)
 		if (full[i])
 			rt_trigger_seal(rt, ids[i]);
 		if (rt->shards[ids[i]].seals > 0 && rt->shards[ids[i]].seal_run == NULL)
-			rt_start_seal_run(rt, ids[i]);
+			rt_start_seal_run(rt, ids[i], NULL, NULL);
 	}
 	while (rt->mreq_head != NULL && !rt->closing) {
 		struct rt_mreq *m = rt->mreq_head;
@@ -637,7 +694,7 @@ rt_events_cb(struct ev_loop *loop, ev_async *w, int revents)
 		void *ctx = m->ctx;
 		uint32_t id = m->shard;
 		env.free(m);
-		rt_start_merge_request(rt, id, cb, ctx);
+		rt_start_merge_request(rt, id, cb, ctx, NULL, NULL);
 	}
 }
 
@@ -1077,6 +1134,40 @@ runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, voi
 	j->cb = cb;
 	j->ctx = ctx;
 	return rt_submit(rt, j);
+}
+
+int
+runtime_run_hook(struct runtime *rt, enum policy_hook h, uint32_t shard, runtime_hook_cb done, void *ctx)
+{
+	if (done == NULL || (unsigned)h >= POLICY_HOOK_COUNT)
+		return diag_set(STRATA_EINVAL, "run hook: a hook and a completion callback are required");
+	if (shard >= rt->nshards)
+		return diag_set(STRATA_ERANGE, "shard %u out of range (the store has %u shards)", shard,
+				rt->nshards);
+	if (rt->closing)
+		return diag_set(STRATA_ECLOSED, "run hook: the policy runtime is stopping");
+	switch (h) {
+	case POLICY_ON_SEAL: {
+		struct rt_shard *sh = &rt->shards[shard];
+		if (sh->seal_run != NULL)
+			return diag_set(STRATA_EBUSY, "run hook: on_seal of shard %u is running", shard);
+		strata_stats st;
+		if (sh->seals == 0 && store_shard_stats(rt->db, shard, &st) == 0) {
+			sh->seals = 1;
+			sh->last_gen = st.next_generation ? st.next_generation - 1 : 0;
+		}
+		rt_start_seal_run(rt, shard, done, ctx);
+		return 0;
+	}
+	case POLICY_ON_SWEEP:
+		if (rt->sweep_run != NULL)
+			return diag_set(STRATA_EBUSY, "run hook: on_sweep is running");
+		rt_start_sweep(rt, done, ctx);
+		return 0;
+	default:
+		rt_start_merge_request(rt, shard, NULL, NULL, done, ctx);
+		return 0;
+	}
 }
 
 unsigned

@@ -108,6 +108,13 @@ int runtime_merge_request(struct runtime *rt, uint32_t shard, runtime_merge_cb c
 typedef void (*runtime_done_cb)(void *ctx, int rc, const char *err);
 /** Seal a shard on the pool (HTTP seal); cb runs on the loop thread. */
 int runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, void *ctx);
+/** Completion of runtime_run_hook: err NULL when the hook returned (result: its return
+ *  values as text, "" for none), cpu_ns the CPU time it ran (what its budget counts). */
+typedef void (*runtime_hook_cb)(void *ctx, const char *err, const char *result, uint64_t cpu_ns);
+/** Run hook h now, as its trigger would (on_seal and on_merge_request on shard, on_sweep
+ *  on the node); done runs on the loop thread when the run ends. STRATA_EBUSY when that
+ *  hook (of that shard) is running already. For `strata policy check --run`. */
+int runtime_run_hook(struct runtime *rt, enum policy_hook h, uint32_t shard, runtime_hook_cb done, void *ctx);
 /** Work in flight in a runtime: live hook runs, its executor jobs, store events and
  *  merge requests not yet handled. 0 when idle. For tests and for simulation steps
  *  that run the loop until nothing is left to do. */

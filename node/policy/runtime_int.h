@@ -122,6 +122,10 @@ struct rt_run {
 	runtime_merge_cb cb;
 	/** Passed to cb. */
 	void *ctx;
+	/** Completion of a run started by runtime_run_hook (NULL for other runs). */
+	runtime_hook_cb done;
+	/** Passed to done. */
+	void *done_ctx;
 	/** Links in the runtime's list of live runs. */
 	struct rt_run *prev, *next;
 };

@@ -2,6 +2,7 @@
 # check_build.sh — the build itself, as one suite for tests/run.sh
 # ("# build: N passed, N failed"):
 #   - `make -n all` runs no apt-get/dpkg (only run/test/... install packages);
+#   - no object or unit test compiled with a warning (each kept its diagnostics in .warn);
 #   - an up-to-date tree compiles nothing, and touching one header (or an embedded
 #     .lua file) recompiles exactly the objects that include it (the compiler's own
 #     -MM view, computed here independently of the .d files make uses);
@@ -66,6 +67,35 @@ if ! make --no-print-directory -s BUILD="$BUILD" all >"$tmp/all.log" 2>&1; then
 	echo "# build: $passed passed, $failed failed"
 	exit 1
 fi
+# ---------------------------------------------------------------- no warnings
+# Every object and unit test the Makefile compiled kept its compiler diagnostics in
+# TARGET.warn (the default CFLAGS: -O2 -Wall -Wextra ...): all must be empty.
+make --no-print-directory -s BUILD="$BUILD" $(ls tests/unit/test_*.c | sed "s#tests/unit/\(.*\)\.c#$BUILD/tests/\1#") \
+	>"$tmp/unit.log" 2>&1
+objs=$(find "$BUILD/obj" "$BUILD/obj-core" -name '*.o' 2>/dev/null; ls "$BUILD"/tests/test_* 2>/dev/null | grep -v '\.')
+nobj=0
+unkept=""
+warned=""
+for o in $objs; do
+	nobj=$((nobj + 1))
+	if [ ! -f "$o.warn" ]; then
+		unkept="$unkept $o"
+	elif [ -s "$o.warn" ]; then
+		warned="$warned $o"
+	fi
+done
+if [ "$nobj" -eq 0 ]; then
+	not_ok "the build compiles without a warning" "no objects under $BUILD"
+elif [ -n "$warned" ] || [ -n "$unkept" ]; then
+	detail=""
+	for o in $warned; do detail="$detail$(head -5 "$o.warn")
+"; done
+	[ -n "$unkept" ] && detail="${detail}no diagnostics kept for:$unkept"
+	not_ok "the build compiles without a warning" "$detail"
+else
+	ok "the build compiles without a warning ($nobj objects and unit tests, $(cc --version | head -1))"
+fi
+
 tree="$tmp/tree"
 mkdir -p "$tree/$BUILD" "$tree/tests"
 copied=1

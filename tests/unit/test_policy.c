@@ -1212,6 +1212,12 @@ TEST(refused_allocation_names_the_policy_line)
 	CHECK(fx_open(&f, &o, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "oom.lua:3: not enough memory") != NULL);
 	fx_close(&f);
+	/* A concatenation in the virtual machine: after the error its frame has no line any
+	 * more, so the line is taken when the allocation is refused. */
+	o.policy = "local t = {}\nfor i = 1, 1e9 do\n  local s = string.rep('x', 1e7)\n  t[i] = s .. i\nend\nreturn {}";
+	CHECK(fx_open(&f, &o, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "oom.lua:4: not enough memory") != NULL);
+	fx_close(&f);
 	/* In a hook. */
 	struct mres m;
 	merge_request_with("local t = {}\n    local s = string.rep('y', 1e9)\n    return 0", &m);
