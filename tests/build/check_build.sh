@@ -72,7 +72,8 @@ fi
 # TARGET.warn (the default CFLAGS: -O2 -Wall -Wextra ...): all must be empty.
 make --no-print-directory -s BUILD="$BUILD" $(ls tests/unit/test_*.c | sed "s#tests/unit/\(.*\)\.c#$BUILD/tests/\1#") \
 	>"$tmp/unit.log" 2>&1
-objs=$(find "$BUILD/obj" "$BUILD/obj-core" -name '*.o' 2>/dev/null; ls "$BUILD"/tests/test_* 2>/dev/null | grep -v '\.')
+objs=$(find "$BUILD/obj" "$BUILD/obj-core" -name '*.o' 2>/dev/null
+	for t in tests/unit/test_*.c; do t=${t#tests/unit/}; echo "$BUILD/tests/${t%.c}"; done)
 nobj=0
 unkept=""
 warned=""
