@@ -113,6 +113,8 @@ static const struct serve_flag serve_flags[] = {
 	{"--background-io-bytes-per-s", SERVE_U64, ST(background_io_bytes_per_s), 0, UINT64_MAX, "BYTES",
 	 "budget of seals, merges and compactions, per second (0 = unlimited; a policy's "
 	 "background_io_mib_per_s replaces it)", NULL, "background_io_bytes_per_s"},
+	{"--seed", SERVE_U64, ST(seed), 0, UINT64_MAX, "N",
+	 "seed of the engine's random source (memtable tower heights; 0 = unseeded)", NULL, "seed"},
 	{"--max-body", SERVE_U64, SO(max_body_bytes), 1, 4ull << 30, "BYTES", "largest request body", NULL,
 	 NULL},
 	{"--max-header", SERVE_U32, SO(max_header_bytes), 256, 1u << 20, "BYTES",
@@ -141,6 +143,19 @@ static const struct serve_flag serve_flags[] = {
 
 #undef SO
 #undef ST
+
+/** The strata_options fields `strata serve` has no flag for, and why. */
+static const struct {
+	/** The field. */
+	const char *field;
+	/** Why a node has no use for it. */
+	const char *why;
+} serve_no_flag[] = {
+	{"env_ops", "a C table of system calls, for embedders and tests"},
+	{"threads", "strata serve makes its own hosts: --workers sizes the client executor"},
+	{"clock", "a node runs on the real clock; a manual one moves only by an embedder's strata_tick"},
+	{"step_meter", "it meters strata_step, which only an embedder calls"},
+};
 
 /** Rows in serve_flags. */
 #define SERVE_NFLAGS (sizeof(serve_flags) / sizeof(serve_flags[0]))
@@ -257,7 +272,14 @@ serve_usage(FILE *f)
 	fprintf(f, "  --help                       this text\n"
 		   "\n"
 		   "The data directory's store keeps its shard count; the other engine options apply to\n"
-		   "this run. env_ops, the C API's table of system calls, has no flag.\n"
+		   "this run. strata_options fields without a flag:\n");
+	for (size_t i = 0; i < sizeof(serve_no_flag) / sizeof(serve_no_flag[0]); i++) {
+		char text[256];
+		snprintf(text, sizeof(text), "(no flag: %s)", serve_no_flag[i].why);
+		fprintf(f, "  %-29s", serve_no_flag[i].field);
+		serve_wrap(f, text, 31, 31);
+	}
+	fprintf(f, "\n"
 		   "signals: SIGTERM/SIGINT stop gracefully (a second one closes connections at once);\n"
 		   "SIGHUP reloads the policy file.\n");
 }
