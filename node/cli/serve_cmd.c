@@ -113,6 +113,15 @@ static const struct serve_flag serve_flags[] = {
 	{"--background-io-bytes-per-s", SERVE_U64, ST(background_io_bytes_per_s), 0, UINT64_MAX, "BYTES",
 	 "budget of seals, merges and compactions, per second (0 = unlimited; a policy's "
 	 "background_io_mib_per_s replaces it)", NULL, "background_io_bytes_per_s"},
+	{"--background-io-auto", SERVE_INT, ST(background_io_auto), 0, 1, "0|1",
+	 "1: the background IO budget backs off while the WAL's fdatasyncs slow down (starting at "
+	 "--background-io-bytes-per-s, or 1 GiB/s)", NULL, "background_io_auto"},
+	{"--group-commit-wait-us", SERVE_U32, ST(group_commit_wait_us), 0, 1000000, "US",
+	 "longest wait of a group commit's leader for the writers the previous group carried "
+	 "(0 = never waits)", NULL, "group_commit_wait_us"},
+	{"--max-open-wal-files", SERVE_U32, ST(max_open_wal_files), 0, 10000000, "N",
+	 "most WAL segment files open at once over all shards (0 = one per shard, unbounded)", NULL,
+	 "max_open_wal_files"},
 	{"--seed", SERVE_U64, ST(seed), 0, UINT64_MAX, "N",
 	 "seed of the engine's random source (memtable tower heights; 0 = unseeded)", NULL, "seed"},
 	{"--max-body", SERVE_U64, SO(max_body_bytes), 1, 4ull << 30, "BYTES", "largest request body", NULL,
