@@ -122,6 +122,9 @@ static const struct serve_flag serve_flags[] = {
 	{"--max-open-wal-files", SERVE_U32, ST(max_open_wal_files), 0, 10000000, "N",
 	 "most WAL segment files open at once over all shards (0 = one per shard, unbounded)", NULL,
 	 "max_open_wal_files"},
+	{"--max-open-object-files", SERVE_U32, ST(max_open_object_files), 0, 10000000, "N",
+	 "run and generation files kept open for reads (0 = open and close the file on every block "
+	 "read)", NULL, "max_open_object_files"},
 	{"--seed", SERVE_U64, ST(seed), 0, UINT64_MAX, "N",
 	 "seed of the engine's random source (memtable tower heights; 0 = unseeded)", NULL, "seed"},
 	{"--max-body", SERVE_U64, SO(max_body_bytes), 1, 4ull << 30, "BYTES", "largest request body", NULL,
