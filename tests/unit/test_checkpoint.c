@@ -48,7 +48,7 @@ tree_hash(const char *dir, const char *rel, uint64_t h)
 	for (int i = 0; i < n; i++) {
 		const char *nm = names[i]->d_name;
 		if (strcmp(nm, ".") != 0 && strcmp(nm, "..") != 0) {
-			char sub[4096], full[4096];
+			char sub[4096], full[8192]; /* dir + "/" + sub never truncates */
 			snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "", nm);
 			snprintf(full, sizeof(full), "%s/%s", dir, sub);
 			for (const char *c = sub; *c; c++)
