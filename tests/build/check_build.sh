@@ -78,6 +78,15 @@ nobj=0
 unkept=""
 warned=""
 for o in $objs; do
+	# An object whose source is gone (a file renamed since) is a stale leftover of an
+	# older tree in a reused build directory, not part of this build.
+	case "$o" in
+	"$BUILD"/obj/*.o | "$BUILD"/obj-core/*.o)
+		src=${o#"$BUILD"/obj/}
+		src=${src#"$BUILD"/obj-core/}
+		src=${src%.o}.c
+		[ -f "$src" ] || [ -f "$BUILD/$src" ] || continue ;;
+	esac
 	nobj=$((nobj + 1))
 	if [ ! -f "$o.warn" ]; then
 		unkept="$unkept $o"
