@@ -25,6 +25,8 @@ serve_usage(FILE *f)
 		"  --listen HOST:PORT         address to listen on (default 127.0.0.1:7070; port 0 picks a\n"
 		"                             free port)\n"
 		"  --data DIR                 data directory, created when missing (default ./data)\n"
+		"  --store URL                object store (azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=...;\n"
+		"                             key from AZURE_STORAGE_KEY or a key file; default DIR/objects)\n"
 		"  --shards N                 number of shards, 1..65536 (default: the store's; 4 for a new one)\n"
 		"  --policy FILE              merge policy script (default: the built-in default policy)\n"
 		"  --no-watch-policy          do not reload the policy file when it changes (SIGHUP still does)\n"
@@ -161,6 +163,8 @@ cmd_serve(int argc, char **argv)
 			o.listen = val;
 		else if (strcmp(name, "--data") == 0)
 			o.data_dir = val;
+		else if (strcmp(name, "--store") == 0)
+			o.store = val;
 		else if (strcmp(name, "--policy") == 0)
 			o.policy_path = val;
 		else if (strcmp(name, "--token-file") == 0)

@@ -316,6 +316,7 @@ server_run(const struct server_options *o)
 	strata_options so;
 	strata_options_init(&so);
 	so.dir = o->data_dir;
+	so.store = o->store;
 	so.shards = o->shards;
 	if (so.shards == 0 && strata_stored_shards(o->data_dir, &so.shards) != 0)
 		so.shards = SERVER_NEW_STORE_SHARDS; /* a new store */

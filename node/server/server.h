@@ -25,6 +25,8 @@ struct server_options {
 	const char *listen;
 	/** Data directory (created when missing). */
 	const char *data_dir;
+	/** Object store URL, or NULL for the data directory's objects/. */
+	const char *store;
 	/** Policy file, or NULL for the built-in default. */
 	const char *policy_path;
 	/** File holding the bearer token, or NULL for no auth. */
