@@ -36,8 +36,14 @@ LDFLAGS  += $(SANFLAGS)
 # -MMD -MP: each object gets a .d file next to it naming the headers it includes.
 DEPFLAGS := -MMD -MP
 
-LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c node/policy/*.c node/host/*.c) \
-            node/strata.c
+# The remote object stores (azure://) need libcurl, libcrypto and expat. They are in
+# libstrata.a when those are found, but linked into a program only when it asks for them
+# (node/objstore/url.c refers to them weakly): the strata binary and strata.so do.
+OBJSTORE_REMOTE := node/objstore/azure.c node/objstore/azure_xml.c node/objstore/http.c
+REMOTE   := $(shell pkg-config --exists libcurl libcrypto expat 2>/dev/null && echo yes)
+REMOTE_OBJ := $(if $(REMOTE),$(OBJSTORE_REMOTE:%.c=$(BUILD)/obj/%.o))
+LIB_SRC  := $(filter-out $(if $(REMOTE),,$(OBJSTORE_REMOTE)),$(wildcard node/lib/*.c node/objstore/*.c \
+            node/core/*.c node/policy/*.c node/host/*.c)) node/strata.c
 # Lua compiled into the library: NAME FILE pairs for node/policy/gen_lua_c.sh (policy_lua.h).
 GEN_DIR  := $(BUILD)/gen
 GEN_LUA  := policy_builtin_source policies/default.lua \
@@ -46,14 +52,11 @@ GEN_LUA  := policy_builtin_source policies/default.lua \
 GEN_OBJ  := $(BUILD)/obj/gen/policy_lua.o
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
 # The core alone, for embedders without the policy runtime (no LuaJIT, no libev):
-# node/strata.c compiled again with -DSTRATA_CORE_ONLY, pool.c (libev) left out; of the
-# object stores only fs (url.c again with -DSTRATA_CORE_ONLY: no libcurl, libcrypto, expat).
-OBJSTORE_REMOTE := node/objstore/azure.c node/objstore/azure_xml.c node/objstore/http.c
+# node/strata.c compiled again with -DSTRATA_CORE_ONLY, pool.c (libev) left out, and of the
+# object stores only fs.
 CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) \
-            $(filter-out $(OBJSTORE_REMOTE) node/objstore/url.c,$(wildcard node/objstore/*.c)) \
-            $(wildcard node/core/*.c)
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o \
-            $(BUILD)/obj-core/node/objstore/url.o
+            $(filter-out $(OBJSTORE_REMOTE),$(wildcard node/objstore/*.c)) $(wildcard node/core/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o
 CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c)
 CLI_SRC  += $(wildcard node/sim/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -146,23 +149,23 @@ $(BUILD)/strata.pc: FORCE
 	  echo 'Name: strata'; \
 	  echo 'Description: LSM storage engine with LuaJIT merge policies'; \
 	  echo 'Version: $(VERSION)'; \
-	  echo 'Requires: libzstd libisal libxxhash luajit libcurl libcrypto expat'; \
+	  echo 'Requires: libzstd libisal libxxhash luajit'; \
 	  echo 'Libs: -L$${libdir} -lstrata -lev -lpthread -lm'; \
 	  echo 'Cflags: -I$${includedir}'; \
 	} >$@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; echo "wrote $@ (prefix $(PREFIX))"; fi
 
-$(BUILD)/strata: $(CLI_OBJ) $(BUILD)/libstrata.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libstrata.a $(LDLIBS)
+$(BUILD)/strata: $(CLI_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a $(LDLIBS)
 
 # The LuaJIT module: `require "strata.core"` finds it through the all-in-one loader.
-$(BUILD)/strata.so: $(LUA_OBJ) $(BUILD)/libstrata.a
-	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(BUILD)/libstrata.a -Wl,--exclude-libs,ALL \
-	  $(foreach p,libzstd libisal libxxhash libcurl libcrypto expat,$(shell pkg-config --libs $(p) 2>/dev/null)) \
+$(BUILD)/strata.so: $(LUA_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a
+	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a -Wl,--exclude-libs,ALL \
+	  $(foreach p,libzstd libisal libxxhash $(if $(REMOTE),libcurl libcrypto expat),$(shell pkg-config --libs $(p) 2>/dev/null)) \
 	  -lev -lpthread -lm
 
 # The remote object stores' suite, run against a real server by tests/objstore/azure.sh.
-OBJSTORE_TESTS := $(BUILD)/tests/objstore_azure
+OBJSTORE_TESTS := $(if $(REMOTE),$(BUILD)/tests/objstore_azure)
 $(BUILD)/tests/objstore_azure: tests/objstore/test_azure.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)

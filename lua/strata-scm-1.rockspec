@@ -3,8 +3,7 @@
 --   luarocks make lua/strata-scm-1.rockspec            (as root: into /usr/local)
 --   luarocks make lua/strata-scm-1.rockspec --local    (or --tree DIR)
 -- Needs the Debian packages build-essential pkg-config libzstd-dev libisal-dev
--- libxxhash-dev libev-dev libluajit2-5.1-dev luajit2 libcurl4-openssl-dev libssl-dev
--- libexpat1-dev (the remote object stores): the Makefile finds LuaJIT's headers
+-- libxxhash-dev libev-dev libluajit2-5.1-dev luajit2: the Makefile finds LuaJIT's headers
 -- and the libraries with pkg-config (no LUA_INCDIR needed). The install list below must name
 -- every Lua module of lua/; tests/spec/module_spec.lua checks that it does, and that the C
 -- module is the Makefile's build/strata.so; tests/readme/run.sh installs it with --tree and
@@ -33,8 +32,8 @@ build = {
 	-- module's file name, so the library is copied to core.so to land as strata/core.so.
 	type = "command",
 	build_command = [[
-pkg-config --print-errors --exists luajit libzstd libisal libxxhash libcurl libcrypto expat || {
-	echo "strata: pkg-config cannot find the packages above; on Debian: apt-get install pkg-config libluajit2-5.1-dev libzstd-dev libisal-dev libxxhash-dev libev-dev libcurl4-openssl-dev libssl-dev libexpat1-dev" >&2
+pkg-config --print-errors --exists luajit libzstd libisal libxxhash || {
+	echo "strata: pkg-config cannot find the packages above; on Debian: apt-get install pkg-config libluajit2-5.1-dev libzstd-dev libisal-dev libxxhash-dev libev-dev" >&2
 	exit 1
 }
 make BUILD=build build/strata.so && mkdir -p build/rock && cp build/strata.so build/rock/core.so

@@ -55,11 +55,13 @@ struct oshttp_attempt {
 	int full;
 	/** Out of memory in a callback. */
 	int nomem;
+	/** Times the request's headers went out: over 1 when libcurl re-sent it by itself
+	 *  (a reused connection that died after the request was written). */
+	int header_sends;
 };
 
 static pthread_once_t oshttp_once = PTHREAD_ONCE_INIT;
 static CURLcode oshttp_init_rc;
-static __thread int oshttp_indeterminate_flag;
 static __thread uint64_t oshttp_rand_state;
 
 static void
@@ -71,13 +73,7 @@ oshttp_global_init(void)
 void
 oshttp_set_indeterminate(int on)
 {
-	oshttp_indeterminate_flag = on;
-}
-
-int
-objstore_last_indeterminate(void)
-{
-	return oshttp_indeterminate_flag;
+	objstore_indeterminate_tls = on;
 }
 
 void
@@ -347,6 +343,14 @@ oshttp_write_cb(char *p, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
+static int
+oshttp_debug_cb(CURL *h, curl_infotype type, char *data, size_t size, void *ud)
+{
+	if (type == CURLINFO_HEADER_OUT)
+		((struct oshttp_attempt *)ud)->header_sends++;
+	return 0;
+}
+
 /** Whether a status is worth another attempt. */
 static int
 oshttp_retryable(long status)
@@ -427,6 +431,14 @@ oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *er
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, oshttp_write_cb);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	int write = strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0;
+	if (write) {
+		/* libcurl re-sends a request by itself when a reused connection dies before an
+		 * answer; the first one may have been applied. Count the sends to know. */
+		curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, oshttp_debug_cb);
+		curl_easy_setopt(h, CURLOPT_DEBUGDATA, &a);
+		curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
+	}
 	if (strcmp(r->method, "HEAD") == 0) {
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	} else if (strcmp(r->method, "GET") == 0) {
@@ -449,6 +461,10 @@ oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *er
 	if (*sent)
 		OSHTTP_COUNT(cl, r->op, bytes_sent, r->body_len);
 	OSHTTP_COUNT(cl, r->op, bytes_received, a.received);
+	if (a.header_sends > 1) {
+		r->indeterminate = 1;
+		OSHTTP_COUNT(cl, r->op, indeterminate, 1);
+	}
 	if (a.nomem) {
 		*fatal_rc = diag_set(STRATA_ENOMEM, "%s: out of memory reading the answer", r->what);
 		return OSHTTP_FATAL;

@@ -164,5 +164,7 @@ struct oshttp_client *objstore_azure_client(struct objstore *os);
 
 /** Record on this thread whether the last failed object-store call may have been applied. */
 void oshttp_set_indeterminate(int on);
+/** What objstore_last_indeterminate returns (node/objstore/url.c). */
+extern __thread int objstore_indeterminate_tls;
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "../unit/harness.h"
+#include "../../node/core/manifest.h"
 #include "../../node/lib/diag.h"
 #include "../../node/lib/env.h"
 #include "../../node/objstore/http.h"
@@ -435,6 +437,135 @@ TEST(backoff_sleep_returns_under_a_frozen_manual_clock)
 	CHECK(1);
 }
 
+/*
+ * A TCP proxy in front of Azurite that, while armed, lets one request that carries
+ * `If-None-Match: *` through to the server and then drops the connection instead of
+ * passing the answer back: the write happened, the client cannot know.
+ */
+struct proxy {
+	/** Listening socket. */
+	int lfd;
+	/** Its port. */
+	int port;
+	/** Azurite's port. */
+	int upstream;
+	/** Answers still to drop. */
+	atomic_int armed;
+	/** Answers dropped. */
+	atomic_int dropped;
+};
+
+struct proxy_conn {
+	struct proxy *p;
+	int cfd;
+};
+
+static void *
+proxy_conn_main(void *arg)
+{
+	struct proxy_conn *pc = arg;
+	struct proxy *p = pc->p;
+	int cfd = pc->cfd;
+	free(pc);
+	int ufd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)p->upstream)};
+	if (ufd < 0 || connect(ufd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(cfd);
+		if (ufd >= 0)
+			close(ufd);
+		return NULL;
+	}
+	int conditional = 0; /* the request in flight carries If-None-Match: * */
+	char b[65536];
+	for (;;) {
+		struct pollfd f[2] = {{.fd = cfd, .events = POLLIN}, {.fd = ufd, .events = POLLIN}};
+		if (poll(f, 2, 10000) <= 0)
+			break;
+		if (f[0].revents) {
+			ssize_t n = read(cfd, b, sizeof(b));
+			if (n <= 0)
+				break;
+			if (memmem(b, (size_t)n, "If-None-Match: *", 16) != NULL)
+				conditional = 1;
+			if (write(ufd, b, (size_t)n) != n)
+				break;
+		}
+		if (f[1].revents) {
+			ssize_t n = read(ufd, b, sizeof(b));
+			if (n <= 0)
+				break;
+			if (conditional && atomic_load(&p->armed) > 0) {
+				atomic_fetch_sub(&p->armed, 1);
+				atomic_fetch_add(&p->dropped, 1);
+				break; /* applied upstream; the answer is lost */
+			}
+			conditional = 0;
+			if (write(cfd, b, (size_t)n) != n)
+				break;
+		}
+	}
+	close(cfd);
+	close(ufd);
+	return NULL;
+}
+
+static void *
+proxy_main(void *arg)
+{
+	struct proxy *p = arg;
+	for (;;) {
+		int cfd = accept(p->lfd, NULL, NULL);
+		if (cfd < 0)
+			return NULL;
+		struct proxy_conn *pc = malloc(sizeof(*pc));
+		pc->p = p;
+		pc->cfd = cfd;
+		pthread_t t;
+		pthread_create(&t, NULL, proxy_conn_main, pc);
+		pthread_detach(t);
+	}
+}
+
+TEST(a_manifest_put_whose_answer_is_lost_is_resolved_by_reading_back)
+{
+	struct proxy p = {.upstream = atoi(strrchr(endpoint, ':') + 1)};
+	p.lfd = silent_listener(&p.port);
+	REQUIRE(p.lfd >= 0);
+	pthread_t t;
+	pthread_create(&t, NULL, proxy_main, &p);
+	char url[512];
+	snprintf(url, sizeof(url), "azure://" ACCOUNT "/t%u-lost?endpoint=http://127.0.0.1:%d&backoff_base_ms=1",
+		 (unsigned)getpid(), p.port);
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_url_new(url, &os), 0);
+	/* The backend alone: the retry finds its own blob, and says it cannot tell. */
+	atomic_store(&p.armed, 1);
+	CHECK_EQ(objstore_put_if_absent(os, "plain", "v", 1), STRATA_EIO);
+	CHECK_EQ(objstore_last_indeterminate(), 1);
+	CHECK(strstr(diag_last(), "indeterminate") != NULL);
+	CHECK_EQ(atomic_load(&p.dropped), 1);
+	CHECK(get_eq(os, "plain", "v"));
+	CHECK_EQ(objstore_put_if_absent(os, "plain", "w", 1), STRATA_EEXIST); /* a plain loss is EEXIST */
+	CHECK_EQ(objstore_last_indeterminate(), 0);
+	/* The manifest path reads it back: version 1 at epoch 1 is ours, not a lost race. */
+	atomic_store(&p.armed, 1);
+	struct manifest m;
+	memset(&m, 0, sizeof(m));
+	CHECK_EQ(manifest_claim_epoch(os, "shard-0000/", &m), 0);
+	CHECK_EQ(atomic_load(&p.dropped), 2);
+	CHECK_EQ(m.version, 1);
+	CHECK_EQ(m.writer_epoch, 1);
+	manifest_destroy(&m);
+	struct oshttp_stats st;
+	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_PUT, &st);
+	CHECK_EQ(st.indeterminate, 2);
+	objstore_destroy(os);
+	shutdown(p.lfd, SHUT_RDWR);
+	close(p.lfd);
+	pthread_join(t, NULL);
+}
+
 /* ---------------------------------------------------------------- the engine */
 
 static char *
@@ -549,6 +680,7 @@ main(int argc, char **argv)
 	RUN(bad_urls_are_refused_naming_what_is_wrong);
 	RUN(a_timeout_after_send_is_indeterminate_and_a_refused_connect_is_not);
 	RUN(backoff_sleep_returns_under_a_frozen_manual_clock);
+	RUN(a_manifest_put_whose_answer_is_lost_is_resolved_by_reading_back);
 	RUN(engine_round_trip_on_azure_append_seal_merge_compact_reopen);
 	return HARNESS_END("objstore_azure");
 }
