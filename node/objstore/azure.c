@@ -595,8 +595,7 @@ az_writer_open(struct objstore *os, const char *key, struct objstore_writer **ou
 		return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", os->name, key);
 	w->base.os = os;
 	snprintf(w->key, sizeof(w->key), "%s", key);
-	w->id = (env.random != NULL ? env.random() : (uint64_t)rand() << 32 ^ (uint64_t)rand()) ^
-		env.mono_ns() ^ (uint64_t)(uintptr_t)w;
+	w->id = oshttp_random() ^ (uint64_t)(uintptr_t)w;
 	*out = &w->base;
 	return 0;
 }

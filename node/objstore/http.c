@@ -183,8 +183,7 @@ oshttp_give(struct oshttp_client *cl, CURL *h)
 		curl_easy_cleanup(h);
 }
 
-/** A per-thread xorshift for the jitter when the environment has no random source. */
-static uint64_t
+uint64_t
 oshttp_random(void)
 {
 	if (env.random != NULL)

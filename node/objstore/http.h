@@ -155,6 +155,10 @@ const char *oshttp_op_name(enum oshttp_op op);
  *  manual one that does not move. */
 void oshttp_sleep(uint64_t ns);
 
+/** A random number: env.random, or a per-thread xorshift when the environment has none
+ *  (backoff jitter, block ids). */
+uint64_t oshttp_random(void);
+
 /** Append s to out percent-encoded (RFC 3986 unreserved kept; '/' kept when keep_slash). */
 int oshttp_escape(struct buf *out, const char *s, size_t n, int keep_slash);
 
