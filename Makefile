@@ -10,10 +10,10 @@ SAN      ?=
 BUILD    ?= build
 PREFIX   ?= /usr/local
 DESTDIR  ?=
-PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl
+PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl libcrypto expat
 DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
             luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
-            libjansson-dev clang libclang-rt-14-dev curl prometheus luarocks
+            libjansson-dev clang libclang-rt-14-dev curl prometheus luarocks libssl-dev libexpat1-dev
 BENCH_PKGS := librocksdb-dev wrk
 
 comma := ,
@@ -39,8 +39,14 @@ DEPFLAGS := -MMD -MP
 # shown as usual; tests/build/check_build.sh fails when one is not empty.
 KEEP_WARN = 2>$@.warn; rc=$$?; cat $@.warn >&2; exit $$rc
 
-LIB_SRC  := $(wildcard node/lib/*.c node/objstore/*.c node/core/*.c node/policy/*.c node/host/*.c) \
-            node/strata.c
+# The remote object stores (azure://) need libcurl, libcrypto and expat. They are in
+# libstrata.a when those are found, but linked into a program only when it asks for them
+# (node/objstore/url.c refers to them weakly): the strata binary and strata.so do.
+OBJSTORE_REMOTE := node/objstore/azure.c node/objstore/azure_xml.c node/objstore/http.c
+REMOTE   := $(shell pkg-config --exists libcurl libcrypto expat 2>/dev/null && echo yes)
+REMOTE_OBJ := $(if $(REMOTE),$(OBJSTORE_REMOTE:%.c=$(BUILD)/obj/%.o))
+LIB_SRC  := $(filter-out $(if $(REMOTE),,$(OBJSTORE_REMOTE)),$(wildcard node/lib/*.c node/objstore/*.c \
+            node/core/*.c node/policy/*.c node/host/*.c)) node/strata.c
 # Lua compiled into the library: NAME FILE pairs for node/policy/gen_lua_c.sh (policy_lua.h).
 GEN_DIR  := $(BUILD)/gen
 GEN_LUA  := policy_builtin_source policies/default.lua \
@@ -49,8 +55,10 @@ GEN_LUA  := policy_builtin_source policies/default.lua \
 GEN_OBJ  := $(BUILD)/obj/gen/policy_lua.o
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
 # The core alone, for embedders without the policy runtime (no LuaJIT, no libev):
-# node/strata.c compiled again with -DSTRATA_CORE_ONLY, pool.c (libev) left out.
-CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) $(wildcard node/objstore/*.c node/core/*.c)
+# node/strata.c compiled again with -DSTRATA_CORE_ONLY, pool.c (libev) left out, and of the
+# object stores only fs.
+CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) \
+            $(filter-out $(OBJSTORE_REMOTE),$(wildcard node/objstore/*.c)) $(wildcard node/core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o
 CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c)
 CLI_SRC  += $(wildcard node/sim/*.c)
@@ -150,13 +158,20 @@ $(BUILD)/strata.pc: FORCE
 	} >$@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; echo "wrote $@ (prefix $(PREFIX))"; fi
 
-$(BUILD)/strata: $(CLI_OBJ) $(BUILD)/libstrata.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libstrata.a $(LDLIBS)
+$(BUILD)/strata: $(CLI_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a $(LDLIBS)
 
 # The LuaJIT module: `require "strata.core"` finds it through the all-in-one loader.
-$(BUILD)/strata.so: $(LUA_OBJ) $(BUILD)/libstrata.a
-	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(BUILD)/libstrata.a -Wl,--exclude-libs,ALL \
-	  $(foreach p,libzstd libisal libxxhash,$(shell pkg-config --libs $(p) 2>/dev/null)) -lev -lpthread -lm
+$(BUILD)/strata.so: $(LUA_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a
+	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a -Wl,--exclude-libs,ALL \
+	  $(foreach p,libzstd libisal libxxhash $(if $(REMOTE),libcurl libcrypto expat),$(shell pkg-config --libs $(p) 2>/dev/null)) \
+	  -lev -lpthread -lm
+
+# The remote object stores' suite, run against a real server by tests/objstore/azure.sh.
+OBJSTORE_TESTS := $(if $(REMOTE),$(BUILD)/tests/objstore_azure)
+$(BUILD)/tests/objstore_azure: tests/objstore/test_azure.c $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
@@ -166,11 +181,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstrata.a
 # .d (built before -MMD, or the .d deleted) is rebuilt once, since its headers are unknown;
 # so is one without its .warn (built before the diagnostics were kept).
 ALL_OBJ  := $(sort $(LIB_OBJ) $(CORE_OBJ) $(CLI_OBJ) $(LUA_OBJ))
--include $(ALL_OBJ:.o=.d) $(UNIT_BIN:=.d)
+-include $(ALL_OBJ:.o=.d) $(UNIT_BIN:=.d) $(OBJSTORE_TESTS:=.d)
 $(foreach o,$(ALL_OBJ),$(if $(and $(wildcard $(o:.o=.d)),$(wildcard $o.warn)),,$(wildcard $o))) \
 $(foreach t,$(UNIT_BIN),$(if $(and $(wildcard $t.d),$(wildcard $t.warn)),,$(wildcard $t))): FORCE
 
-unit: deps all $(UNIT_BIN)
+unit: deps all $(UNIT_BIN) $(OBJSTORE_TESTS)
 
 # Lua suites load build/strata.so into the stock LuaJIT, and the fuzz corpora replay
 # through their own ASan+UBSan libFuzzer builds, so both run in plain builds only.
@@ -196,7 +211,7 @@ suites: unit
 
 # Every suite reports "N passed, N failed"; tests/run.sh adds them up and prints the total last.
 test: suites
-	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault \
+	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault "sh tests/objstore/azure.sh" \
 	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES) \
 	  $(BUILD_CHECK) "sh tests/sim/sim.sh $(BUILD)"
 

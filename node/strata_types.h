@@ -78,6 +78,9 @@ typedef struct strata_plan strata_plan;
 typedef struct strata_options {
 	/** Data directory: WAL segments and (for the fs object store) objects live here. */
 	const char *dir;
+	/** Object store URL (azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=...; README "Object
+	 *  stores"); NULL = the data directory's objects/. The WAL stays in dir. */
+	const char *store;
 	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
 	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */
 	uint32_t shards;

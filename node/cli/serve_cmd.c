@@ -67,6 +67,10 @@ static const struct serve_flag serve_flags[] = {
 	{"--listen", SERVE_STR, SO(listen), 0, 0, "HOST:PORT", "address to listen on (port 0 picks a free port)",
 	 NULL, NULL},
 	{"--data", SERVE_STR, SO(data_dir), 0, 0, "DIR", "data directory, created when missing", NULL, "dir"},
+	{"--store", SERVE_STR, ST(store), 0, 0, "URL",
+	 "object store of the run and manifest files: azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=URL "
+	 "(credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_KEY_FILE or key_file=, never the command "
+	 "line)", "the data directory's objects/", "store"},
 	{"--shards", SERVE_U32, ST(shards), 1, 65536, "N", "number of shards, 1..65536",
 	 "the store's; 4 for a new one", "shards"},
 	{"--policy", SERVE_STR, SO(policy_path), 0, 0, "FILE", "merge policy script",

@@ -318,7 +318,8 @@ store_open_in(const strata_options *o, struct store **out)
 	}
 	if (rc == 0) {
 		snprintf(path, sizeof(path), "%s/objects", o->dir);
-		rc = env.objstore_new != NULL ? env.objstore_new(path, &db->os) : objstore_fs_new(path, &db->os);
+		rc = o->store != NULL ? objstore_url_new(o->store, &db->os)
+		     : env.objstore_new != NULL ? env.objstore_new(path, &db->os) : objstore_fs_new(path, &db->os);
 	}
 	/* sync = none syncs nothing: neither the WAL nor the objects. */
 	if (rc == 0 && o->sync == STRATA_SYNC_NONE && objstore_fs_set_sync(db->os, 0) != 0)

@@ -235,7 +235,7 @@ static const struct lstrata_code lstrata_codes[] = {
 static const char *const lstrata_open_keys[] = {
 	"dir", "shards", "sync", "sync_interval_ms", "max_value_bytes", "wal_segment_bytes",
 	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "merge_max_inputs", "policy",
-	"clock", "threads", "seed", "step_meter", NULL,
+	"clock", "threads", "seed", "step_meter", "store", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -570,7 +570,13 @@ lstrata_open(lua_State *L)
 		luaL_argerror(L, 1, lua_pushfstring(L, "policy must be a file path, true (the built-in "
 						    "default) or false, not %s", luaL_typename(L, 3)));
 
-	struct lstrata_db *d = lua_newuserdata(L, sizeof(*d)); /* 4 */
+	lua_getfield(L, 1, "store"); /* 4: kept on the stack while the store opens */
+	if (lua_type(L, 4) == LUA_TSTRING)
+		o.store = lua_tostring(L, 4);
+	else if (!lua_isnil(L, 4))
+		luaL_argerror(L, 1, lua_pushfstring(L, "store must be a URL string, not %s", luaL_typename(L, 4)));
+
+	struct lstrata_db *d = lua_newuserdata(L, sizeof(*d)); /* 5 */
 	memset(d, 0, sizeof(*d));
 	luaL_getmetatable(L, LSTRATA_DB_MT);
 	lua_setmetatable(L, -2);
@@ -579,7 +585,7 @@ lstrata_open(lua_State *L)
 		d->db = NULL;
 		return lstrata_fail(L, rc);
 	}
-	lua_settop(L, 4);
+	lua_settop(L, 5);
 	return 1;
 }
 

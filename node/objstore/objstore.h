@@ -1,8 +1,12 @@
 /*
  * objstore.h — the object-store seam. All run and manifest IO goes through it.
  * Keys are '/'-separated relative names ("shard-0000/gen/...."). Implementations:
- * fs (a local directory, objstore_fs_new). Every call returns 0 or a negative
- * STRATA_E* code with a message recorded through diag_set naming the key.
+ * fs (a local directory, objstore_fs_new) and azure (Azure Blob, objstore_azure_new),
+ * chosen by a store URL (objstore_url_new). Every call returns 0 or a negative
+ * STRATA_E* code with a message recorded through diag_set naming the key. A remote
+ * store's failure after its request was sent may or may not have been applied: it
+ * returns STRATA_EIO and objstore_last_indeterminate() says so (a caller that must
+ * know reads back, as the manifest path does).
  */
 #ifndef STRATA_OBJSTORE_H
 #define STRATA_OBJSTORE_H
@@ -11,6 +15,7 @@
 #include <stdint.h>
 
 #include "../lib/buf.h"
+#include "../lib/diag.h"
 
 struct objstore;
 struct objstore_writer;
@@ -31,6 +36,14 @@ struct objstore_ops {
 	int (*put)(struct objstore *os, const char *key, const void *data, size_t len);
 	/** Write a whole object only if key does not exist; STRATA_EEXIST if it does. */
 	int (*put_if_absent)(struct objstore *os, const char *key, const void *data, size_t len);
+	/** Compare-and-swap: replace key only while its ETag is etag (as etag() gave it);
+	 *  STRATA_ECONFLICT when it changed or is gone. NULL: not supported (fs). */
+	int (*put_if_match)(struct objstore *os, const char *key, const void *data, size_t len,
+			    const char *etag);
+	/** The current ETag of key into etag (at most cap bytes with the NUL), an opaque
+	 *  token that changes with every write; STRATA_NOTFOUND if absent. NULL: not
+	 *  supported (fs). */
+	int (*etag)(struct objstore *os, const char *key, char *etag, size_t cap);
 	/** Start a streamed write of key; the object appears only at writer_commit. */
 	int (*writer_open)(struct objstore *os, const char *key, struct objstore_writer **w);
 	/** Append bytes to a streamed write. */
@@ -65,6 +78,9 @@ struct objstore {
 	char name[256];
 };
 
+/** Room for an ETag, with the NUL. */
+#define OBJSTORE_ETAG_MAX 128
+
 /** Open a local-directory store rooted at dir (created if missing). */
 int objstore_fs_new(const char *dir, struct objstore **out);
 /** Incremental writeback of a local-directory store's streamed writes (run files): the
@@ -86,6 +102,17 @@ int objstore_fs_set_read_fds(struct objstore *os, unsigned n);
  *  for a local-directory store. */
 void objstore_fs_read_fd_stats(struct objstore *os, unsigned *open, uint64_t *hits, uint64_t *misses);
 
+/** Open an Azure Blob store: azure://ACCOUNT/CONTAINER[/PREFIX][?endpoint=URL&key_file=PATH&...]
+ *  (node/objstore/azure.c lists the parameters). The container is created when missing;
+ *  a refused key fails here, naming the account. */
+int objstore_azure_new(const char *url, struct objstore **out);
+/** Open the store a URL names (azure://...). STRATA_EINVAL naming the URL for another
+ *  scheme, or for a build without the remote stores (libstrata-core). */
+int objstore_url_new(const char *url, struct objstore **out);
+/** Whether the last failed call of a remote store on this thread may have been applied
+ *  (a timeout or a dropped connection after the request was sent). */
+int objstore_last_indeterminate(void);
+
 static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
 { return os->ops->get(os, key, out); }
 static inline int objstore_get_range(struct objstore *os, const char *key, uint64_t off, size_t len,
@@ -97,6 +124,20 @@ static inline int objstore_put(struct objstore *os, const char *key, const void 
 { return os->ops->put(os, key, d, n); }
 static inline int objstore_put_if_absent(struct objstore *os, const char *key, const void *d, size_t n)
 { return os->ops->put_if_absent(os, key, d, n); }
+static inline int objstore_put_if_match(struct objstore *os, const char *key, const void *d, size_t n,
+					const char *etag)
+{
+	if (os->ops->put_if_match == NULL)
+		return diag_set(STRATA_EINVAL, "%s: put_if_match %s: this store has no compare-and-swap",
+				os->name, key);
+	return os->ops->put_if_match(os, key, d, n, etag);
+}
+static inline int objstore_etag(struct objstore *os, const char *key, char *etag, size_t cap)
+{
+	if (os->ops->etag == NULL)
+		return diag_set(STRATA_EINVAL, "%s: etag %s: this store has no ETags", os->name, key);
+	return os->ops->etag(os, key, etag, cap);
+}
 static inline int objstore_writer_open(struct objstore *os, const char *key, struct objstore_writer **w)
 { return os->ops->writer_open(os, key, w); }
 static inline int objstore_del(struct objstore *os, const char *key)

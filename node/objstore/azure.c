@@ -1,0 +1,1049 @@
+/*
+ * azure.c — the Azure Blob object store: azure://ACCOUNT/CONTAINER[/PREFIX][?k=v&...].
+ * Every request is signed with SharedKey (HMAC-SHA256 through libcrypto). put_if_absent
+ * is Put Blob with If-None-Match: *, put_if_match is Put Blob with If-Match: ETAG, a
+ * streamed write is Put Block per block_bytes and one Put Block List (a write that fits
+ * one block is one Put Blob), list is List Blobs by prefix and marker (byte order).
+ * With endpoint=URL the service is addressed path-style (URL/ACCOUNT/CONTAINER, as
+ * Azurite and the emulators are); without it https://ACCOUNT.blob.core.windows.net.
+ * The key comes from key_file=PATH, AZURE_STORAGE_KEY_FILE or AZURE_STORAGE_KEY (with
+ * AZURE_STORAGE_ACCOUNT, when set, naming the same account); it never appears in a URL,
+ * a message or a log line.
+ */
+#include "objstore.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "azure_xml.h"
+#include "http.h"
+#include "../lib/base64.h"
+#include "../lib/diag.h"
+#include "../lib/env.h"
+
+/** The API version requests ask for. */
+#define AZ_VERSION "2021-12-02"
+/** Longest key accepted (the service's limit on a blob name, with the prefix). */
+#define AZ_KEY_MAX 1024
+/** Default and limits of a streamed write's block. */
+#define AZ_BLOCK_DEFAULT (8u << 20)
+#define AZ_BLOCK_MIN (64u << 10)
+#define AZ_BLOCK_MAX (256u << 20)
+/** Most blocks of one blob (the service's limit). */
+#define AZ_BLOCKS_MAX 50000u
+/** Default and largest List Blobs page. */
+#define AZ_LIST_PAGE 5000u
+
+/** An Azure Blob store. */
+struct az_store {
+	/** Generic header; must be first. */
+	struct objstore base;
+	/** The HTTP client (pooled connections, retries, counters). */
+	struct oshttp_client *http;
+	/** Storage account. */
+	char account[64];
+	/** Container. */
+	char container[64];
+	/** Key prefix inside the container ("" or "dir/"). */
+	char prefix[256];
+	/** Its length. */
+	size_t prefix_len;
+	/** scheme://host[:port] of the service. */
+	char origin[256];
+	/** Path before /CONTAINER: "/ACCOUNT" path-style, "" on the public endpoint. */
+	char path0[80];
+	/** The decoded account key. */
+	uint8_t key[128];
+	/** Its length. */
+	size_t key_len;
+	/** Block size of streamed writes. */
+	uint64_t block_bytes;
+	/** Blobs per List Blobs page. */
+	uint32_t list_page;
+};
+
+/** A streamed write: blocks of block_bytes, then the block list. */
+struct az_writer {
+	/** Generic header; must be first. */
+	struct objstore_writer base;
+	/** The blob's key (without the store prefix). */
+	char key[AZ_KEY_MAX + 1];
+	/** Bytes not yet sent as a block. */
+	struct buf pending;
+	/** Blocks put so far. */
+	uint32_t nblocks;
+	/** Random part of this write's block ids. */
+	uint64_t id;
+};
+
+/** One signed request being built. */
+struct az_call {
+	/** The store. */
+	struct az_store *az;
+	/** The HTTP request. */
+	struct oshttp_req http;
+	/** Content-Type (NULL: none). */
+	const char *content_type;
+	/** If-Match and If-None-Match (NULL: none). */
+	const char *if_match, *if_none_match;
+	/** x-ms-range ("" none). */
+	char range[64];
+	/** x-ms-blob-type (NULL: none). */
+	const char *blob_type;
+	/** The encoded path (/ACCOUNT/CONTAINER/BLOB or /CONTAINER/BLOB). */
+	struct buf path;
+	/** Query parameters, sorted by name, values not encoded. */
+	const char *qn[6], *qv[6];
+	/** How many. */
+	int nq;
+	/** The full URL. */
+	struct buf url;
+	/** The message prefix. */
+	char what[AZ_KEY_MAX + 384];
+};
+
+static const struct objstore_ops az_ops;
+
+/* ---------------------------------------------------------------- requests */
+
+/** Start a call of method on key (NULL: the container itself). */
+static int
+az_call_init(struct az_call *c, struct az_store *az, enum oshttp_op op, const char *method,
+	     const char *opname, const char *key)
+{
+	memset(c, 0, sizeof(*c));
+	c->az = az;
+	c->http.op = op;
+	c->http.method = method;
+	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", az->base.name, opname, key ? " " : "", key ? key : "");
+	c->http.what = c->what;
+	int rc = buf_append(&c->path, az->path0, strlen(az->path0));
+	if (rc == 0)
+		rc = buf_append(&c->path, "/", 1);
+	if (rc == 0)
+		rc = buf_append(&c->path, az->container, strlen(az->container));
+	if (rc == 0 && key != NULL) {
+		rc = buf_append(&c->path, "/", 1);
+		if (rc == 0)
+			rc = oshttp_escape(&c->path, az->prefix, az->prefix_len, 1);
+		if (rc == 0)
+			rc = oshttp_escape(&c->path, key, strlen(key), 1);
+	}
+	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
+}
+
+static void
+az_call_destroy(struct az_call *c)
+{
+	buf_destroy(&c->path);
+	buf_destroy(&c->url);
+	oshttp_req_destroy(&c->http);
+}
+
+/** Add a query parameter; callers add them in name order. */
+static void
+az_query(struct az_call *c, const char *name, const char *value)
+{
+	c->qn[c->nq] = name;
+	c->qv[c->nq] = value;
+	c->nq++;
+}
+
+/** The full URL from origin, path and query. */
+static int
+az_url(struct az_call *c)
+{
+	struct buf *u = &c->url;
+	buf_reset(u);
+	int rc = buf_append(u, c->az->origin, strlen(c->az->origin));
+	if (rc == 0)
+		rc = buf_append(u, c->path.data, c->path.len);
+	for (int i = 0; rc == 0 && i < c->nq; i++) {
+		rc = buf_append(u, i == 0 ? "?" : "&", 1);
+		if (rc == 0)
+			rc = buf_append(u, c->qn[i], strlen(c->qn[i]));
+		if (rc == 0)
+			rc = buf_append(u, "=", 1);
+		if (rc == 0)
+			rc = oshttp_escape(u, c->qv[i], strlen(c->qv[i]), 0);
+	}
+	if (rc == 0)
+		rc = buf_append(u, "", 1);
+	if (rc)
+		return diag_set(STRATA_ENOMEM, "%s: out of memory", c->what);
+	c->http.url = (const char *)u->data;
+	return 0;
+}
+
+/** RFC 1123 date of the environment's wall clock. */
+static void
+az_date(char *dst, size_t cap)
+{
+	static const char *const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+	static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+	time_t t = (time_t)(env.wall_ns() / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	snprintf(dst, cap, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday % 7], tm.tm_mday,
+		 months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+static int
+az_add(struct curl_slist **h, const char *name, const char *value)
+{
+	char line[1024];
+	snprintf(line, sizeof(line), "%s: %s", name, value);
+	struct curl_slist *t = curl_slist_append(*h, line);
+	if (t == NULL)
+		return STRATA_ENOMEM;
+	*h = t;
+	return 0;
+}
+
+/** The headers of one attempt, signed (SharedKey) with a fresh date. */
+static int
+az_headers(void *ctx, struct curl_slist **h)
+{
+	struct az_call *c = ctx;
+	struct az_store *az = c->az;
+	char date[64], len[32] = "";
+	az_date(date, sizeof(date));
+	if (c->http.body_len > 0)
+		snprintf(len, sizeof(len), "%zu", c->http.body_len);
+	struct buf s = {0};
+	int rc = 0;
+	char head[2048];
+	snprintf(head, sizeof(head), "%s\n\n\n%s\n\n%s\n\n\n%s\n%s\n\n\n", c->http.method, len,
+		 c->content_type ? c->content_type : "", c->if_match ? c->if_match : "",
+		 c->if_none_match ? c->if_none_match : "");
+	rc |= buf_append(&s, head, strlen(head));
+	if (c->blob_type != NULL) {
+		snprintf(head, sizeof(head), "x-ms-blob-type:%s\n", c->blob_type);
+		rc |= buf_append(&s, head, strlen(head));
+	}
+	snprintf(head, sizeof(head), "x-ms-date:%s\n", date);
+	rc |= buf_append(&s, head, strlen(head));
+	if (c->range[0] != '\0') {
+		snprintf(head, sizeof(head), "x-ms-range:%s\n", c->range);
+		rc |= buf_append(&s, head, strlen(head));
+	}
+	snprintf(head, sizeof(head), "x-ms-version:%s\n/%s", AZ_VERSION, az->account);
+	rc |= buf_append(&s, head, strlen(head));
+	rc |= buf_append(&s, c->path.data, c->path.len);
+	for (int i = 0; i < c->nq; i++) {
+		rc |= buf_append(&s, "\n", 1);
+		rc |= buf_append(&s, c->qn[i], strlen(c->qn[i]));
+		rc |= buf_append(&s, ":", 1);
+		rc |= buf_append(&s, c->qv[i], strlen(c->qv[i]));
+	}
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+	if (rc == 0 && HMAC(EVP_sha256(), az->key, (int)az->key_len, s.data, s.len, mac, &maclen) == NULL) {
+		buf_destroy(&s);
+		return diag_set(STRATA_EIO, "%s: HMAC-SHA256 failed", c->what);
+	}
+	buf_destroy(&s);
+	struct buf sig = {0};
+	if (rc == 0)
+		rc = b64_encode(&sig, mac, maclen);
+	if (rc == 0)
+		rc = buf_append(&sig, "", 1);
+	if (rc == 0) {
+		snprintf(head, sizeof(head), "SharedKey %s:%s", az->account, (const char *)sig.data);
+		rc = az_add(h, "Authorization", head);
+	}
+	buf_destroy(&sig);
+	rc = rc ? rc : az_add(h, "x-ms-date", date);
+	rc = rc ? rc : az_add(h, "x-ms-version", AZ_VERSION);
+	if (rc == 0 && c->content_type != NULL)
+		rc = az_add(h, "Content-Type", c->content_type);
+	if (rc == 0 && c->if_match != NULL)
+		rc = az_add(h, "If-Match", c->if_match);
+	if (rc == 0 && c->if_none_match != NULL)
+		rc = az_add(h, "If-None-Match", c->if_none_match);
+	if (rc == 0 && c->range[0] != '\0')
+		rc = az_add(h, "x-ms-range", c->range);
+	if (rc == 0 && c->blob_type != NULL)
+		rc = az_add(h, "x-ms-blob-type", c->blob_type);
+	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
+}
+
+/** Send c (after its URL is built); 0 when an answer arrived. */
+static int
+az_send(struct az_call *c)
+{
+	int rc = az_url(c);
+	if (rc)
+		return rc;
+	c->http.headers = az_headers;
+	c->http.headers_ctx = c;
+	rc = oshttp_perform(c->az->http, &c->http);
+	if (rc != 0 && c->http.indeterminate)
+		oshttp_set_indeterminate(1);
+	return rc;
+}
+
+/** The service's error code of an answer (the header, else the body's <Code>). */
+static void
+az_error_code(struct az_call *c, char *code, size_t cap, char *msg, size_t mcap)
+{
+	msg[0] = '\0';
+	snprintf(code, cap, "%s", c->http.error_code);
+	if (c->http.error_body.len > 0) {
+		char bcode[128];
+		if (azxml_parse_error(c->http.error_body.data, c->http.error_body.len, bcode, sizeof(bcode), msg,
+				      mcap) == 0) {
+			if (code[0] == '\0')
+				snprintf(code, cap, "%s", bcode);
+		} else {
+			diag_clear();
+		}
+	}
+	for (char *p = msg; *p != '\0'; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+}
+
+/** Map an answer that is not the expected success to a code and a message. */
+static int
+az_fail(struct az_call *c)
+{
+	char code[128], msg[512];
+	az_error_code(c, code, sizeof(code), msg, sizeof(msg));
+	long st = c->http.status;
+	if (st == 403)
+		return diag_set(STRATA_EIO, "%s: HTTP 403 %s: the service refused the credentials of account '%s' "
+				"(check its key: key_file=, AZURE_STORAGE_KEY_FILE or AZURE_STORAGE_KEY)%s%s",
+				c->what, code, c->az->account, msg[0] ? ": " : "", msg);
+	if (st == 404 && strcmp(code, "ContainerNotFound") == 0)
+		return diag_set(STRATA_EIO, "%s: container '%s' of account '%s' does not exist", c->what,
+				c->az->container, c->az->account);
+	if (c->http.indeterminate) {
+		oshttp_set_indeterminate(1);
+		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld %s after %u attempts, an earlier one "
+				"may have been applied", c->what, st, code, c->http.attempts);
+	}
+	return diag_set(STRATA_EIO, "%s: HTTP %ld %s%s%s (after %u attempts)", c->what, st, code,
+			msg[0] ? ": " : "", msg, c->http.attempts);
+}
+
+/** Check a key: non-empty, at most AZ_KEY_MAX with the prefix, no "//" or leading '/'. */
+static int
+az_check_key(struct az_store *az, const char *key, int is_prefix)
+{
+	if (key == NULL)
+		return diag_set(STRATA_EINVAL, "%s: NULL key", az->base.name);
+	size_t n = strlen(key);
+	if (n == 0 && !is_prefix)
+		return diag_set(STRATA_EINVAL, "%s: empty key", az->base.name);
+	if (n + az->prefix_len > AZ_KEY_MAX)
+		return diag_set(STRATA_EINVAL, "%s: key '%.64s...' longer than %d bytes with the prefix",
+				az->base.name, key, AZ_KEY_MAX);
+	if (n > 0 && (key[0] == '/' || strstr(key, "//") != NULL))
+		return diag_set(STRATA_EINVAL, "%s: key '%s' has an empty component", az->base.name, key);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- reads */
+
+static int
+az_get(struct objstore *os, const char *key, struct buf *out)
+{
+	struct az_store *az = (struct az_store *)os;
+	oshttp_set_indeterminate(0);
+	int rc = az_check_key(az, key, 0);
+	if (rc)
+		return rc;
+	struct az_call c;
+	rc = az_call_init(&c, az, OSHTTP_OP_GET, "GET", "get", key);
+	size_t start = out->len;
+	c.http.out = out;
+	if (rc == 0)
+		rc = az_send(&c);
+	if (rc == 0 && c.http.status == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0)
+		rc = STRATA_NOTFOUND;
+	else if (rc == 0 && c.http.status != 200)
+		rc = az_fail(&c);
+	if (rc != 0)
+		out->len = start;
+	az_call_destroy(&c);
+	return rc;
+}
+
+static int
+az_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
+{
+	struct az_store *az = (struct az_store *)os;
+	oshttp_set_indeterminate(0);
+	*got = 0;
+	int rc = az_check_key(az, key, 0);
+	if (rc || len == 0)
+		return rc;
+	struct az_call c;
+	rc = az_call_init(&c, az, OSHTTP_OP_GET, "GET", "get_range", key);
+	snprintf(c.range, sizeof(c.range), "bytes=%llu-%llu", (unsigned long long)off,
+		 (unsigned long long)(off + len - 1));
+	c.http.dst = dst;
+	c.http.dst_cap = len;
+	c.http.skip = off;
+	if (rc == 0)
+		rc = az_send(&c);
+	if (rc == 0) {
+		long st = c.http.status;
+		if (st == 206 || st == 200)
+			*got = c.http.got;
+		else if (st == 416)
+			*got = 0; /* at or past the end */
+		else if (st == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0)
+			rc = STRATA_NOTFOUND;
+		else
+			rc = az_fail(&c);
+	}
+	az_call_destroy(&c);
+	return rc;
+}
+
+/** HEAD a blob: its size and ETag. */
+static int
+az_head(struct az_store *az, const char *key, const char *opname, uint64_t *size, char *etag, size_t cap)
+{
+	oshttp_set_indeterminate(0);
+	int rc = az_check_key(az, key, 0);
+	if (rc)
+		return rc;
+	struct az_call c;
+	rc = az_call_init(&c, az, OSHTTP_OP_HEAD, "HEAD", opname, key);
+	if (rc == 0)
+		rc = az_send(&c);
+	if (rc == 0) {
+		if (c.http.status == 200) {
+			if (size != NULL) {
+				if (c.http.content_length < 0)
+					rc = diag_set(STRATA_EIO, "%s: no Content-Length in the answer", c.what);
+				else
+					*size = (uint64_t)c.http.content_length;
+			}
+			if (etag != NULL)
+				snprintf(etag, cap, "%s", c.http.etag);
+		} else if (c.http.status == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0) {
+			rc = STRATA_NOTFOUND;
+		} else {
+			rc = az_fail(&c);
+		}
+	}
+	az_call_destroy(&c);
+	return rc;
+}
+
+static int
+az_size(struct objstore *os, const char *key, uint64_t *size)
+{
+	return az_head((struct az_store *)os, key, "size", size, NULL, 0);
+}
+
+static int
+az_etag(struct objstore *os, const char *key, char *etag, size_t cap)
+{
+	return az_head((struct az_store *)os, key, "etag", NULL, etag, cap);
+}
+
+/* ---------------------------------------------------------------- writes */
+
+/** Put Blob of data at key, with an optional condition (if_match / if_none_match). */
+static int
+az_put_blob(struct az_store *az, const char *opname, const char *key, const void *data, size_t len,
+	    const char *if_match, const char *if_none_match)
+{
+	oshttp_set_indeterminate(0);
+	int rc = az_check_key(az, key, 0);
+	if (rc)
+		return rc;
+	struct az_call c;
+	rc = az_call_init(&c, az, OSHTTP_OP_PUT, "PUT", opname, key);
+	c.content_type = "application/octet-stream";
+	c.blob_type = "BlockBlob";
+	c.if_match = if_match;
+	c.if_none_match = if_none_match;
+	c.http.body = data;
+	c.http.body_len = len;
+	if (rc == 0)
+		rc = az_send(&c);
+	if (rc == 0) {
+		long st = c.http.status;
+		int lost = (if_none_match != NULL && (st == 409 || st == 412)) ||
+			   (if_match != NULL && (st == 412 || st == 404 || st == 409));
+		if (st == 201) {
+			rc = 0;
+		} else if (lost && c.http.indeterminate) {
+			/* An earlier attempt may have written it: the condition now fails on our own
+			 * object. Only a read-back can tell. */
+			oshttp_set_indeterminate(1);
+			rc = diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld after an attempt that may have "
+				      "been applied", c.what, st);
+		} else if (lost && if_none_match != NULL) {
+			rc = diag_set(STRATA_EEXIST, "%s: already exists", c.what);
+		} else if (lost) {
+			rc = diag_set(STRATA_ECONFLICT, "%s: the ETag %s is stale (HTTP %ld)", c.what, if_match, st);
+		} else {
+			rc = az_fail(&c);
+		}
+	}
+	az_call_destroy(&c);
+	return rc;
+}
+
+static int
+az_put(struct objstore *os, const char *key, const void *data, size_t len)
+{
+	return az_put_blob((struct az_store *)os, "put", key, data, len, NULL, NULL);
+}
+
+static int
+az_put_if_absent(struct objstore *os, const char *key, const void *data, size_t len)
+{
+	return az_put_blob((struct az_store *)os, "put_if_absent", key, data, len, NULL, "*");
+}
+
+static int
+az_put_if_match(struct objstore *os, const char *key, const void *data, size_t len, const char *etag)
+{
+	if (etag == NULL || etag[0] == '\0')
+		return diag_set(STRATA_EINVAL, "%s: put_if_match %s: an ETag is required", os->name,
+				key ? key : "(null)");
+	return az_put_blob((struct az_store *)os, "put_if_match", key, data, len, etag, NULL);
+}
+
+static int
+az_del(struct objstore *os, const char *key)
+{
+	struct az_store *az = (struct az_store *)os;
+	oshttp_set_indeterminate(0);
+	int rc = az_check_key(az, key, 0);
+	if (rc)
+		return rc;
+	struct az_call c;
+	rc = az_call_init(&c, az, OSHTTP_OP_DELETE, "DELETE", "delete", key);
+	if (rc == 0)
+		rc = az_send(&c);
+	if (rc == 0 && c.http.status != 202 && c.http.status != 200 &&
+	    !(c.http.status == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0))
+		rc = az_fail(&c);
+	az_call_destroy(&c);
+	return rc;
+}
+
+/** The block id of block i of w (fixed length, base64). */
+static int
+az_block_id(const struct az_writer *w, uint32_t i, struct buf *out)
+{
+	char raw[32];
+	int n = snprintf(raw, sizeof(raw), "%016llx%08x", (unsigned long long)w->id, i);
+	buf_reset(out);
+	int rc = b64_encode(out, (const uint8_t *)raw, (size_t)n);
+	return rc ? rc : buf_append(out, "", 1);
+}
+
+/** Put Block of w's pending bytes. */
+static int
+az_put_block(struct az_writer *w)
+{
+	struct az_store *az = (struct az_store *)w->base.os;
+	if (w->nblocks >= AZ_BLOCKS_MAX)
+		return diag_set(STRATA_ETOOBIG, "%s: write %s: more than %u blocks of %llu bytes", az->base.name,
+				w->key, AZ_BLOCKS_MAX, (unsigned long long)az->block_bytes);
+	struct buf id = {0};
+	struct az_call c;
+	int rc = az_call_init(&c, az, OSHTTP_OP_PART, "PUT", "put_block", w->key);
+	if (rc == 0 && az_block_id(w, w->nblocks, &id) != 0)
+		rc = diag_set(STRATA_ENOMEM, "%s: out of memory", c.what);
+	if (rc == 0) {
+		az_query(&c, "blockid", (const char *)id.data);
+		az_query(&c, "comp", "block");
+		c.content_type = "application/octet-stream";
+		c.http.body = w->pending.data;
+		c.http.body_len = w->pending.len;
+		rc = az_send(&c);
+	}
+	if (rc == 0 && c.http.status != 201)
+		rc = az_fail(&c);
+	if (rc == 0) {
+		w->nblocks++;
+		buf_reset(&w->pending);
+	}
+	az_call_destroy(&c);
+	buf_destroy(&id);
+	return rc;
+}
+
+static int
+az_writer_open(struct objstore *os, const char *key, struct objstore_writer **out)
+{
+	struct az_store *az = (struct az_store *)os;
+	int rc = az_check_key(az, key, 0);
+	if (rc)
+		return rc;
+	struct az_writer *w = env.calloc(1, sizeof(*w));
+	if (w == NULL)
+		return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", os->name, key);
+	w->base.os = os;
+	snprintf(w->key, sizeof(w->key), "%s", key);
+	w->id = oshttp_random() ^ (uint64_t)(uintptr_t)w;
+	*out = &w->base;
+	return 0;
+}
+
+static int
+az_writer_write(struct objstore_writer *base, const void *data, size_t len)
+{
+	struct az_writer *w = (struct az_writer *)base;
+	struct az_store *az = (struct az_store *)base->os;
+	const uint8_t *p = data;
+	while (len > 0) {
+		size_t room = (size_t)az->block_bytes - w->pending.len;
+		size_t n = len < room ? len : room;
+		if (buf_append(&w->pending, p, n) != 0)
+			return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", az->base.name, w->key);
+		p += n;
+		len -= n;
+		if (w->pending.len == az->block_bytes) {
+			int rc = az_put_block(w);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static void
+az_writer_free(struct az_writer *w)
+{
+	buf_destroy(&w->pending);
+	env.free(w);
+}
+
+static int
+az_writer_commit(struct objstore_writer *base)
+{
+	struct az_writer *w = (struct az_writer *)base;
+	struct az_store *az = (struct az_store *)base->os;
+	int rc;
+	if (w->nblocks == 0) {
+		rc = az_put_blob(az, "put", w->key, w->pending.data, w->pending.len, NULL, NULL);
+		az_writer_free(w);
+		return rc;
+	}
+	rc = w->pending.len > 0 ? az_put_block(w) : 0;
+	struct buf xml = {0}, id = {0};
+	static const char head[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>";
+	if (rc == 0 && buf_append(&xml, head, sizeof(head) - 1) != 0)
+		rc = STRATA_ENOMEM;
+	for (uint32_t i = 0; rc == 0 && i < w->nblocks; i++) {
+		if (az_block_id(w, i, &id) != 0 || buf_append(&xml, "<Latest>", 8) != 0 ||
+		    buf_append(&xml, id.data, id.len - 1) != 0 || buf_append(&xml, "</Latest>", 9) != 0)
+			rc = STRATA_ENOMEM;
+	}
+	if (rc == 0 && buf_append(&xml, "</BlockList>", 12) != 0)
+		rc = STRATA_ENOMEM;
+	if (rc == STRATA_ENOMEM)
+		diag_set(rc, "%s: write %s: out of memory", az->base.name, w->key);
+	if (rc == 0) {
+		oshttp_set_indeterminate(0);
+		struct az_call c;
+		rc = az_call_init(&c, az, OSHTTP_OP_COMMIT, "PUT", "put_block_list", w->key);
+		if (rc == 0) {
+			az_query(&c, "comp", "blocklist");
+			c.content_type = "application/xml";
+			c.http.body = xml.data;
+			c.http.body_len = xml.len;
+			rc = az_send(&c);
+		}
+		if (rc == 0 && c.http.status != 201)
+			rc = az_fail(&c);
+		az_call_destroy(&c);
+	}
+	buf_destroy(&xml);
+	buf_destroy(&id);
+	az_writer_free(w);
+	return rc;
+}
+
+static void
+az_writer_abort(struct objstore_writer *base)
+{
+	/* Blocks never committed are not part of any blob; the service drops them. */
+	az_writer_free((struct az_writer *)base);
+}
+
+/* ---------------------------------------------------------------- list */
+
+static int
+az_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
+{
+	struct az_store *az = (struct az_store *)os;
+	oshttp_set_indeterminate(0);
+	int rc = az_check_key(az, prefix, 1);
+	if (rc)
+		return rc;
+	char full[AZ_KEY_MAX + 1], page[16];
+	snprintf(full, sizeof(full), "%s%s", az->prefix, prefix);
+	snprintf(page, sizeof(page), "%u", az->list_page);
+	struct azxml_list l = {0};
+	char *marker = env.malloc(sizeof(l.next_marker));
+	if (marker == NULL)
+		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", os->name);
+	marker[0] = '\0';
+	struct buf body = {0};
+	do {
+		struct az_call c;
+		rc = az_call_init(&c, az, OSHTTP_OP_LIST, "GET", "list", NULL);
+		snprintf(c.what, sizeof(c.what), "%s: list '%s'", os->name, prefix);
+		if (rc) {
+			az_call_destroy(&c);
+			break;
+		}
+		az_query(&c, "comp", "list");
+		if (marker[0] != '\0')
+			az_query(&c, "marker", marker);
+		az_query(&c, "maxresults", page);
+		if (full[0] != '\0')
+			az_query(&c, "prefix", full);
+		az_query(&c, "restype", "container");
+		buf_reset(&body);
+		c.http.out = &body;
+		rc = az_send(&c);
+		if (rc == 0 && c.http.status != 200)
+			rc = az_fail(&c);
+		if (rc == 0)
+			rc = azxml_parse_list(body.data, body.len, az->list_page, c.what, &l);
+		az_call_destroy(&c);
+		for (size_t i = 0; rc == 0 && i < l.n; i++) {
+			const char *name = l.v[i].name;
+			if (strncmp(name, full, strlen(full)) != 0) {
+				rc = diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
+					      os->name, prefix, name);
+				break;
+			}
+			rc = cb(ctx, name + az->prefix_len, l.v[i].size);
+		}
+		if (rc == 0)
+			memcpy(marker, l.next_marker, sizeof(l.next_marker));
+		azxml_list_destroy(&l);
+	} while (rc == 0 && marker[0] != '\0');
+	buf_destroy(&body);
+	env.free(marker);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- open */
+
+static void
+az_destroy(struct objstore *os)
+{
+	struct az_store *az = (struct az_store *)os;
+	oshttp_client_delete(az->http);
+	memset(az->key, 0, sizeof(az->key));
+	env.free(az);
+}
+
+static const struct objstore_ops az_ops = {
+	.get = az_get,
+	.get_range = az_get_range,
+	.size = az_size,
+	.put = az_put,
+	.put_if_absent = az_put_if_absent,
+	.put_if_match = az_put_if_match,
+	.etag = az_etag,
+	.writer_open = az_writer_open,
+	.writer_write = az_writer_write,
+	.writer_commit = az_writer_commit,
+	.writer_abort = az_writer_abort,
+	.del = az_del,
+	.list = az_list,
+	.destroy = az_destroy,
+};
+
+/** Read a key file (base64, surrounding whitespace ignored) into dst. */
+static int
+az_read_key_file(const char *path, char *dst, size_t cap, const char *account)
+{
+	int fd = env.open(path, O_RDONLY, 0);
+	if (fd < 0)
+		return diag_sys(errno, "open the key file of account", path);
+	ssize_t n = env_pread_full(fd, dst, cap - 1, 0);
+	int err = errno;
+	env.close(fd);
+	if (n < 0)
+		return diag_sys(err, "read the key file", path);
+	dst[n] = '\0';
+	if ((size_t)n == cap - 1)
+		return diag_set(STRATA_EINVAL, "key file %s of account '%s' is larger than a key", path, account);
+	return 0;
+}
+
+/** Find and decode the account key. */
+static int
+az_load_key(struct az_store *az, const char *key_file)
+{
+	char text[512];
+	const char *src = NULL;
+	if (key_file == NULL)
+		key_file = getenv("AZURE_STORAGE_KEY_FILE");
+	if (key_file != NULL && key_file[0] != '\0') {
+		int rc = az_read_key_file(key_file, text, sizeof(text), az->account);
+		if (rc)
+			return rc;
+		src = text;
+	} else {
+		const char *acct = getenv("AZURE_STORAGE_ACCOUNT");
+		const char *k = getenv("AZURE_STORAGE_KEY");
+		if (k == NULL || k[0] == '\0')
+			return diag_set(STRATA_EINVAL, "%s: no key for account '%s': set key_file=PATH in the URL, "
+					"AZURE_STORAGE_KEY_FILE, or AZURE_STORAGE_KEY (with AZURE_STORAGE_ACCOUNT)",
+					az->base.name, az->account);
+		if (acct != NULL && acct[0] != '\0' && strcmp(acct, az->account) != 0)
+			return diag_set(STRATA_EINVAL, "%s: AZURE_STORAGE_KEY is the key of account '%s' "
+					"(AZURE_STORAGE_ACCOUNT), not of '%s'", az->base.name, acct, az->account);
+		snprintf(text, sizeof(text), "%s", k);
+		src = text;
+	}
+	while (*src == ' ' || *src == '\t' || *src == '\n' || *src == '\r')
+		src++;
+	size_t n = strlen(src);
+	while (n > 0 && (src[n - 1] == ' ' || src[n - 1] == '\t' || src[n - 1] == '\n' || src[n - 1] == '\r'))
+		n--;
+	size_t got = 0;
+	if (n == 0 || b64_decoded_max(n) > sizeof(az->key) ||
+	    b64_decode(src, n, 0, az->key, &got) != 0 || got == 0) {
+		memset(text, 0, sizeof(text));
+		diag_clear();
+		return diag_set(STRATA_EINVAL, "%s: the key of account '%s' is not base64", az->base.name,
+				az->account);
+	}
+	memset(text, 0, sizeof(text));
+	az->key_len = got;
+	return 0;
+}
+
+/** Parse a decimal parameter value in [lo, hi]. */
+static int
+az_param_u64(const char *url, const char *name, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
+		return diag_set(STRATA_EINVAL, "store URL %s: %s must be a number in %llu..%llu, not '%s'", url,
+				name, (unsigned long long)lo, (unsigned long long)hi, v);
+	*out = x;
+	return 0;
+}
+
+/** Set one URL parameter. */
+static int
+az_param(struct az_store *az, struct oshttp_config *hc, const char *url, const char *name, const char *v,
+	 const char **endpoint, const char **key_file)
+{
+	static const struct {
+		const char *name;
+		uint64_t lo, hi;
+	} nums[] = {
+		{"connect_timeout_ms", 1, 3600000}, {"timeout_ms", 0, 86400000}, {"stall_timeout_ms", 0, 86400000},
+		{"retries", 0, 100}, {"backoff_base_ms", 0, 60000}, {"backoff_max_ms", 0, 600000},
+		{"pool", 1, 1024}, {"max_response_bytes", 4096, 1ull << 40},
+		{"block_bytes", AZ_BLOCK_MIN, AZ_BLOCK_MAX}, {"list_page", 1, AZ_LIST_PAGE},
+	};
+	if (strcmp(name, "endpoint") == 0) {
+		*endpoint = v;
+		return 0;
+	}
+	if (strcmp(name, "key_file") == 0) {
+		*key_file = v;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (strcmp(name, nums[i].name) != 0)
+			continue;
+		uint64_t x = 0;
+		int rc = az_param_u64(url, name, v, nums[i].lo, nums[i].hi, &x);
+		if (rc)
+			return rc;
+		switch (i) {
+		case 0: hc->connect_timeout_ms = (uint32_t)x; break;
+		case 1: hc->timeout_ms = (uint32_t)x; break;
+		case 2: hc->stall_timeout_ms = (uint32_t)x; break;
+		case 3: hc->retries = (uint32_t)x; break;
+		case 4: hc->backoff_base_ms = (uint32_t)x; break;
+		case 5: hc->backoff_max_ms = (uint32_t)x; break;
+		case 6: hc->pool_max = (uint32_t)x; break;
+		case 7: hc->max_response_bytes = x; break;
+		case 8: az->block_bytes = x; break;
+		default: az->list_page = (uint32_t)x; break;
+		}
+		return 0;
+	}
+	return diag_set(STRATA_EINVAL, "store URL %s: unknown parameter '%s' (endpoint, key_file, "
+			"connect_timeout_ms, timeout_ms, stall_timeout_ms, retries, backoff_base_ms, "
+			"backoff_max_ms, pool, max_response_bytes, block_bytes, list_page)", url, name);
+}
+
+/** Make sure the container exists (create it when it does not) and the key is accepted. */
+static int
+az_probe(struct az_store *az)
+{
+	struct az_call c;
+	int rc = az_call_init(&c, az, OSHTTP_OP_OTHER, "GET", "open: container properties", NULL);
+	az_query(&c, "restype", "container");
+	if (rc == 0)
+		rc = az_send(&c);
+	int create = 0;
+	if (rc == 0 && c.http.status == 404)
+		create = 1;
+	else if (rc == 0 && c.http.status != 200)
+		rc = az_fail(&c);
+	az_call_destroy(&c);
+	if (rc || !create)
+		return rc;
+	rc = az_call_init(&c, az, OSHTTP_OP_OTHER, "PUT", "open: create container", NULL);
+	az_query(&c, "restype", "container");
+	if (rc == 0)
+		rc = az_send(&c);
+	if (rc == 0 && c.http.status != 201 && c.http.status != 409)
+		rc = az_fail(&c);
+	az_call_destroy(&c);
+	return rc;
+}
+
+/** Whether s is 3..max of [a-z0-9] (hyphens allowed, not first or last, when hyphen). */
+static int
+az_valid_name(const char *s, size_t n, size_t max, int hyphen)
+{
+	if (n < 3 || n > max)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
+			continue;
+		if (hyphen && ch == '-' && i > 0 && i + 1 < n && s[i - 1] != '-')
+			continue;
+		return 0;
+	}
+	return 1;
+}
+
+int
+objstore_azure_new(const char *url, struct objstore **out)
+{
+	*out = NULL;
+	static const char scheme[] = "azure://";
+	if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
+		return diag_set(STRATA_EINVAL, "store URL %s: not an azure:// URL", url ? url : "(null)");
+	if (strlen(url) > 4096)
+		return diag_set(STRATA_EINVAL, "store URL: longer than 4096 bytes");
+	struct az_store *az = env.calloc(1, sizeof(*az));
+	char *copy = env.malloc(strlen(url) + 1);
+	if (az == NULL || copy == NULL) {
+		env.free(az);
+		env.free(copy);
+		return diag_set(STRATA_ENOMEM, "store URL %s: out of memory", url);
+	}
+	strcpy(copy, url);
+	az->base.ops = &az_ops;
+	az->block_bytes = AZ_BLOCK_DEFAULT;
+	az->list_page = AZ_LIST_PAGE;
+	struct oshttp_config hc;
+	oshttp_config_init(&hc);
+	int rc = 0;
+	char *query = strchr(copy, '?');
+	if (query != NULL)
+		*query++ = '\0';
+	char *acct = copy + sizeof(scheme) - 1;
+	char *ctr = strchr(acct, '/');
+	char *pfx = ctr != NULL ? strchr(ctr + 1, '/') : NULL;
+	if (ctr != NULL)
+		*ctr++ = '\0';
+	if (pfx != NULL)
+		*pfx++ = '\0';
+	if (!az_valid_name(acct, strlen(acct), 24, 0))
+		rc = diag_set(STRATA_EINVAL, "store URL %s: the account must be 3 to 24 lowercase letters "
+			      "and digits, not '%s' (azure://ACCOUNT/CONTAINER[/PREFIX])", url, acct);
+	else if (ctr == NULL || !az_valid_name(ctr, strlen(ctr), 63, 1))
+		rc = diag_set(STRATA_EINVAL, "store URL %s: the container must be 3 to 63 lowercase letters, "
+			      "digits and single hyphens (azure://ACCOUNT/CONTAINER[/PREFIX])", url);
+	if (rc == 0) {
+		snprintf(az->account, sizeof(az->account), "%s", acct);
+		snprintf(az->container, sizeof(az->container), "%s", ctr);
+		size_t pl = pfx != NULL ? strlen(pfx) : 0;
+		while (pl > 0 && pfx[pl - 1] == '/')
+			pfx[--pl] = '\0';
+		if (pl + 2 > sizeof(az->prefix))
+			rc = diag_set(STRATA_EINVAL, "store URL %s: prefix longer than %zu bytes", url,
+				      sizeof(az->prefix) - 2);
+		else if (pl > 0 && (pfx[0] == '/' || strstr(pfx, "//") != NULL))
+			rc = diag_set(STRATA_EINVAL, "store URL %s: the prefix has an empty component", url);
+		else if (pl > 0)
+			snprintf(az->prefix, sizeof(az->prefix), "%s/", pfx);
+		az->prefix_len = strlen(az->prefix);
+		snprintf(az->base.name, sizeof(az->base.name), "azure://%s/%s%s%.*s", az->account,
+			 az->container, pl ? "/" : "", (int)pl, pl ? pfx : "");
+	}
+	const char *endpoint = NULL, *key_file = NULL;
+	for (char *q = query; rc == 0 && q != NULL && *q != '\0';) {
+		char *amp = strchr(q, '&');
+		if (amp != NULL)
+			*amp = '\0';
+		char *eq = strchr(q, '=');
+		if (eq == NULL || eq == q) {
+			rc = diag_set(STRATA_EINVAL, "store URL %s: parameter '%s' is not NAME=VALUE", url, q);
+			break;
+		}
+		*eq = '\0';
+		rc = az_param(az, &hc, url, q, eq + 1, &endpoint, &key_file);
+		q = amp != NULL ? amp + 1 : NULL;
+	}
+	if (rc == 0) {
+		if (endpoint != NULL) {
+			const char *hs = strstr(endpoint, "://");
+			size_t el = strlen(endpoint);
+			while (el > 0 && endpoint[el - 1] == '/')
+				el--;
+			if ((strncmp(endpoint, "http://", 7) != 0 && strncmp(endpoint, "https://", 8) != 0) ||
+			    hs == NULL || memchr(hs + 3, '/', el - (size_t)(hs + 3 - endpoint)) != NULL ||
+			    el >= sizeof(az->origin) || el <= (size_t)(hs + 3 - endpoint))
+				rc = diag_set(STRATA_EINVAL, "store URL %s: endpoint must be http://HOST[:PORT] or "
+					      "https://HOST[:PORT] (no path)", url);
+			else {
+				snprintf(az->origin, sizeof(az->origin), "%.*s", (int)el, endpoint);
+				snprintf(az->path0, sizeof(az->path0), "/%s", az->account);
+			}
+		} else {
+			snprintf(az->origin, sizeof(az->origin), "https://%s.blob.core.windows.net", az->account);
+		}
+	}
+	if (rc == 0)
+		rc = az_load_key(az, key_file);
+	if (rc == 0)
+		rc = oshttp_client_new(&hc, &az->http);
+	env.free(copy);
+	if (rc == 0)
+		rc = az_probe(az);
+	if (rc) {
+		az_destroy(&az->base);
+		return rc;
+	}
+	*out = &az->base;
+	return 0;
+}
+
+struct oshttp_client *
+objstore_azure_client(struct objstore *os)
+{
+	return os != NULL && os->ops == &az_ops ? ((struct az_store *)os)->http : NULL;
+}

@@ -1,0 +1,551 @@
+/*
+ * http.c — the remote object stores' HTTP client over libcurl: a pool of easy handles
+ * (connection reuse), timeouts, retries with jittered backoff, indeterminate results
+ * and per-operation counters. libcurl allocates its own memory; everything of ours goes
+ * through env.
+ */
+#include "http.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "objstore.h"
+#include "../lib/diag.h"
+#include "../lib/env.h"
+#include "../lib/fiber.h"
+
+/** Most bytes of a non-2xx body kept for error parsing. */
+#define OSHTTP_ERROR_BODY_MAX (64u << 10)
+/** Longest single sleep of a backoff: a tick of a manual clock is seen this often. */
+#define OSHTTP_MAX_SLEEP_NS 50000000ull
+
+struct oshttp_client {
+	/** Limits. */
+	struct oshttp_config cfg;
+	/** Guards idle and nidle. */
+	pthread_mutex_t mu;
+	/** Easy handles not in use (each keeps its live connections). */
+	CURL **idle;
+	/** How many. */
+	uint32_t nidle;
+	/** Counters per operation kind (updated with atomic adds). */
+	struct oshttp_stats stats[OSHTTP_OP_COUNT];
+};
+
+/** State of one attempt, seen by the callbacks. */
+struct oshttp_attempt {
+	/** The request. */
+	struct oshttp_req *r;
+	/** Its client. */
+	struct oshttp_client *cl;
+	/** r->out->len when the attempt started (a retry starts over there). */
+	size_t out_start;
+	/** Bytes of a 200 answer skipped so far. */
+	uint64_t skipped;
+	/** Body bytes received. */
+	uint64_t received;
+	/** The body went over max_response_bytes. */
+	int too_big;
+	/** dst is full and the rest of a 200 answer was not wanted. */
+	int full;
+	/** Out of memory in a callback. */
+	int nomem;
+	/** Times the request's headers went out: over 1 when libcurl re-sent it by itself
+	 *  (a reused connection that died after the request was written). */
+	int header_sends;
+};
+
+static pthread_once_t oshttp_once = PTHREAD_ONCE_INIT;
+static CURLcode oshttp_init_rc;
+static __thread uint64_t oshttp_rand_state;
+
+static void
+oshttp_global_init(void)
+{
+	oshttp_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void
+oshttp_set_indeterminate(int on)
+{
+	objstore_indeterminate_tls = on;
+}
+
+void
+oshttp_config_init(struct oshttp_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->connect_timeout_ms = 5000;
+	c->timeout_ms = 120000;
+	c->stall_timeout_ms = 30000;
+	c->retries = 5;
+	c->backoff_base_ms = 50;
+	c->backoff_max_ms = 2000;
+	c->pool_max = 16;
+	c->max_response_bytes = 256ull << 20;
+}
+
+const char *
+oshttp_op_name(enum oshttp_op op)
+{
+	static const char *const names[OSHTTP_OP_COUNT] = {"get", "head", "put", "part", "commit",
+							     "delete", "list", "other"};
+	return (unsigned)op < OSHTTP_OP_COUNT ? names[op] : "?";
+}
+
+int
+oshttp_client_new(const struct oshttp_config *c, struct oshttp_client **out)
+{
+	pthread_once(&oshttp_once, oshttp_global_init);
+	if (oshttp_init_rc != CURLE_OK)
+		return diag_set(STRATA_EIO, "libcurl: global init failed: %s", curl_easy_strerror(oshttp_init_rc));
+	struct oshttp_client *cl = env.calloc(1, sizeof(*cl));
+	if (cl == NULL)
+		return diag_set(STRATA_ENOMEM, "http client: out of memory");
+	if (c != NULL)
+		cl->cfg = *c;
+	else
+		oshttp_config_init(&cl->cfg);
+	if (cl->cfg.pool_max == 0)
+		cl->cfg.pool_max = 1;
+	cl->idle = env.calloc(cl->cfg.pool_max, sizeof(*cl->idle));
+	if (cl->idle == NULL) {
+		env.free(cl);
+		return diag_set(STRATA_ENOMEM, "http client: out of memory");
+	}
+	pthread_mutex_init(&cl->mu, NULL);
+	*out = cl;
+	return 0;
+}
+
+void
+oshttp_client_delete(struct oshttp_client *cl)
+{
+	if (cl == NULL)
+		return;
+	for (uint32_t i = 0; i < cl->nidle; i++)
+		curl_easy_cleanup(cl->idle[i]);
+	pthread_mutex_destroy(&cl->mu);
+	env.free(cl->idle);
+	env.free(cl);
+}
+
+const struct oshttp_config *
+oshttp_client_config(const struct oshttp_client *cl)
+{
+	return &cl->cfg;
+}
+
+void
+oshttp_client_stats(struct oshttp_client *cl, enum oshttp_op op, struct oshttp_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if ((unsigned)op >= OSHTTP_OP_COUNT)
+		return;
+	const uint64_t *src = (const uint64_t *)&cl->stats[op];
+	uint64_t *dst = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+#define OSHTTP_COUNT(cl, op, field, n) __atomic_fetch_add(&(cl)->stats[op].field, (n), __ATOMIC_RELAXED)
+
+static CURL *
+oshttp_take(struct oshttp_client *cl)
+{
+	CURL *h = NULL;
+	pthread_mutex_lock(&cl->mu);
+	if (cl->nidle > 0)
+		h = cl->idle[--cl->nidle];
+	pthread_mutex_unlock(&cl->mu);
+	if (h == NULL)
+		h = curl_easy_init();
+	else
+		curl_easy_reset(h); /* keeps its live connections */
+	return h;
+}
+
+static void
+oshttp_give(struct oshttp_client *cl, CURL *h)
+{
+	pthread_mutex_lock(&cl->mu);
+	if (cl->nidle < cl->cfg.pool_max) {
+		cl->idle[cl->nidle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&cl->mu);
+	if (h != NULL)
+		curl_easy_cleanup(h);
+}
+
+uint64_t
+oshttp_random(void)
+{
+	if (env.random != NULL)
+		return env.random();
+	if (oshttp_rand_state == 0)
+		oshttp_rand_state = (uint64_t)(uintptr_t)&oshttp_rand_state ^ env.mono_ns() ^ 0x9e3779b97f4a7c15ull;
+	uint64_t x = oshttp_rand_state;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	oshttp_rand_state = x;
+	return x;
+}
+
+void
+oshttp_sleep(uint64_t ns)
+{
+	/* Over when the environment's clock moved ns, or when ns of real time were slept:
+	 * a manual clock that does not move cannot hold a thread that only it could tick. */
+	uint64_t start = env.mono_ns(), slept = 0;
+	while (slept < ns) {
+		uint64_t moved = env.mono_ns() - start;
+		if (moved >= ns)
+			return;
+		if (fiber_active()) {
+			if (fiber_block() != 0)
+				return; /* a forced run: nobody will move the clock for us */
+			continue;
+		}
+		uint64_t left = ns - (moved > slept ? moved : slept);
+		if (left > OSHTTP_MAX_SLEEP_NS)
+			left = OSHTTP_MAX_SLEEP_NS;
+		struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+		nanosleep(&ts, NULL);
+		slept += left;
+	}
+}
+
+int
+oshttp_escape(struct buf *out, const char *s, size_t n, int keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			    c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/');
+		if (plain) {
+			if (buf_append(out, &c, 1) != 0)
+				return STRATA_ENOMEM;
+		} else {
+			char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+			if (buf_append(out, e, 3) != 0)
+				return STRATA_ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/** Copy a header value (trimmed) into dst. */
+static void
+oshttp_header_value(const char *v, size_t n, char *dst, size_t cap)
+{
+	while (n > 0 && (*v == ' ' || *v == '\t')) {
+		v++;
+		n--;
+	}
+	while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+		n--;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, v, n);
+	dst[n] = '\0';
+}
+
+static size_t
+oshttp_header_cb(char *b, size_t size, size_t nitems, void *ud)
+{
+	struct oshttp_attempt *a = ud;
+	struct oshttp_req *r = a->r;
+	size_t n = size * nitems;
+	if (n >= 5 && memcmp(b, "HTTP/", 5) == 0) {
+		const char *sp = memchr(b, ' ', n);
+		r->status = sp != NULL ? strtol(sp + 1, NULL, 10) : 0;
+		r->etag[0] = '\0';
+		r->error_code[0] = '\0';
+		r->content_length = -1;
+		return n;
+	}
+	const char *colon = memchr(b, ':', n);
+	if (colon == NULL)
+		return n;
+	size_t nl = (size_t)(colon - b);
+	const char *v = colon + 1;
+	size_t vl = n - nl - 1;
+	char tmp[32];
+	if (nl == 4 && strncasecmp(b, "etag", 4) == 0) {
+		oshttp_header_value(v, vl, r->etag, sizeof(r->etag));
+	} else if (nl == 15 && strncasecmp(b, "x-ms-error-code", 15) == 0) {
+		oshttp_header_value(v, vl, r->error_code, sizeof(r->error_code));
+	} else if (nl == 14 && strncasecmp(b, "content-length", 14) == 0) {
+		oshttp_header_value(v, vl, tmp, sizeof(tmp));
+		char *end;
+		long long cl = strtoll(tmp, &end, 10);
+		r->content_length = end != tmp && cl >= 0 ? cl : -1;
+	}
+	return n;
+}
+
+static size_t
+oshttp_write_cb(char *p, size_t size, size_t nitems, void *ud)
+{
+	struct oshttp_attempt *a = ud;
+	struct oshttp_req *r = a->r;
+	size_t n = size * nitems;
+	a->received += n;
+	if (r->status < 200 || r->status >= 300) {
+		size_t room = OSHTTP_ERROR_BODY_MAX - r->error_body.len;
+		if (room > 0 && buf_append(&r->error_body, p, n < room ? n : room) != 0) {
+			a->nomem = 1;
+			return 0;
+		}
+		return n;
+	}
+	if (r->out != NULL) {
+		if (r->out->len - a->out_start + n > a->cl->cfg.max_response_bytes) {
+			a->too_big = 1;
+			return 0;
+		}
+		if (buf_append(r->out, p, n) != 0) {
+			a->nomem = 1;
+			return 0;
+		}
+		return n;
+	}
+	if (r->dst == NULL)
+		return n;
+	size_t off = 0;
+	if (r->status == 200 && a->skipped < r->skip) {
+		uint64_t s = r->skip - a->skipped;
+		off = s < n ? (size_t)s : n;
+		a->skipped += off;
+	}
+	size_t want = n - off, room = r->dst_cap - r->got;
+	if (want > room) {
+		memcpy((char *)r->dst + r->got, p + off, room);
+		r->got += room;
+		if (r->status == 206) {
+			a->too_big = 1; /* more than the range asked for */
+			return 0;
+		}
+		a->full = 1; /* the rest of a whole-object answer is not wanted */
+		return 0;
+	}
+	memcpy((char *)r->dst + r->got, p + off, want);
+	r->got += want;
+	return n;
+}
+
+static int
+oshttp_debug_cb(CURL *h, curl_infotype type, char *data, size_t size, void *ud)
+{
+	if (type == CURLINFO_HEADER_OUT)
+		((struct oshttp_attempt *)ud)->header_sends++;
+	return 0;
+}
+
+/** Whether a status is worth another attempt. */
+static int
+oshttp_retryable(long status)
+{
+	return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+	       status == 504;
+}
+
+/** Jittered exponential backoff before attempt number attempt (1 = the first retry). */
+static uint64_t
+oshttp_backoff_ns(const struct oshttp_config *c, uint32_t attempt)
+{
+	uint64_t cap = (uint64_t)c->backoff_base_ms;
+	for (uint32_t i = 1; i < attempt && cap < c->backoff_max_ms; i++)
+		cap *= 2;
+	if (cap > c->backoff_max_ms)
+		cap = c->backoff_max_ms;
+	uint64_t ns = cap * 1000000ull;
+	if (ns == 0)
+		return 0;
+	return ns / 2 + oshttp_random() % (ns / 2 + 1); /* half fixed, half jitter */
+}
+
+/** What one attempt came to. */
+enum { OSHTTP_ANSWER, OSHTTP_TRANSPORT, OSHTTP_FATAL };
+
+static int
+oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *err, size_t errcap,
+	       int *sent, int *fatal_rc)
+{
+	struct oshttp_attempt a = {.r = r, .cl = cl, .out_start = r->out != NULL ? r->out->len : 0};
+	struct curl_slist *hdrs = NULL;
+	*sent = 0;
+	r->status = 0;
+	r->got = 0;
+	r->etag[0] = '\0';
+	r->error_code[0] = '\0';
+	r->content_length = -1;
+	buf_reset(&r->error_body);
+	if (r->headers != NULL) {
+		int rc = r->headers(r->headers_ctx, &hdrs);
+		if (rc != 0) {
+			curl_slist_free_all(hdrs);
+			*fatal_rc = rc;
+			return OSHTTP_FATAL;
+		}
+	}
+	/* No Expect: 100-continue; and a body without a Content-Type of the caller's gets none
+	 * (libcurl would add one the signature does not cover). */
+	int has_type = 0;
+	for (struct curl_slist *x = hdrs; x != NULL; x = x->next)
+		has_type |= strncasecmp(x->data, "content-type:", 13) == 0;
+	struct curl_slist *t = curl_slist_append(hdrs, "Expect:");
+	if (t != NULL && !has_type)
+		t = curl_slist_append(t, "Content-Type:");
+	if (t == NULL) {
+		curl_slist_free_all(hdrs);
+		*fatal_rc = diag_set(STRATA_ENOMEM, "%s: out of memory", r->what);
+		return OSHTTP_FATAL;
+	}
+	hdrs = t;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_URL, r->url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)cl->cfg.connect_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)cl->cfg.timeout_ms);
+	if (cl->cfg.stall_timeout_ms > 0) {
+		long s = (long)((cl->cfg.stall_timeout_ms + 999) / 1000);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, s);
+	}
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, oshttp_header_cb);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, oshttp_write_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	int write = strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0;
+	if (write) {
+		/* libcurl re-sends a request by itself when a reused connection dies before an
+		 * answer; the first one may have been applied. Count the sends to know. */
+		curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, oshttp_debug_cb);
+		curl_easy_setopt(h, CURLOPT_DEBUGDATA, &a);
+		curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
+	}
+	if (strcmp(r->method, "HEAD") == 0) {
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(r->method, "GET") == 0) {
+		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	} else {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
+		if (r->body != NULL || strcmp(r->method, "PUT") == 0 || strcmp(r->method, "POST") == 0) {
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body != NULL ? r->body : "");
+			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+		}
+	}
+	OSHTTP_COUNT(cl, r->op, requests, 1);
+	CURLcode cc = curl_easy_perform(h);
+	curl_slist_free_all(hdrs);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	long reqsize = 0;
+	curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &reqsize);
+	*sent = reqsize > 0;
+	if (*sent)
+		OSHTTP_COUNT(cl, r->op, bytes_sent, r->body_len);
+	OSHTTP_COUNT(cl, r->op, bytes_received, a.received);
+	if (a.header_sends > 1) {
+		r->indeterminate = 1;
+		OSHTTP_COUNT(cl, r->op, indeterminate, 1);
+	}
+	if (a.nomem) {
+		*fatal_rc = diag_set(STRATA_ENOMEM, "%s: out of memory reading the answer", r->what);
+		return OSHTTP_FATAL;
+	}
+	if (a.too_big) {
+		*fatal_rc = diag_set(STRATA_EIO, "%s: the answer is larger than %s (%llu bytes)", r->what,
+			 r->out != NULL ? "max_response_bytes" : "the range asked for",
+			 (unsigned long long)(r->out != NULL ? cl->cfg.max_response_bytes : r->dst_cap));
+		return OSHTTP_FATAL;
+	}
+	if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && a.full)) {
+		long st = 0;
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+		r->status = st;
+		return OSHTTP_ANSWER;
+	}
+	snprintf(err, errcap, "%s", errbuf[0] != '\0' ? errbuf : curl_easy_strerror(cc));
+	return OSHTTP_TRANSPORT;
+}
+
+int
+oshttp_perform(struct oshttp_client *cl, struct oshttp_req *r)
+{
+	r->indeterminate = 0;
+	r->attempts = 0;
+	int write = strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0;
+	char err[CURL_ERROR_SIZE + 64] = "";
+	for (uint32_t attempt = 0;; attempt++) {
+		if (attempt > 0) {
+			OSHTTP_COUNT(cl, r->op, retries, 1);
+			oshttp_sleep(oshttp_backoff_ns(&cl->cfg, attempt));
+		}
+		CURL *h = oshttp_take(cl);
+		if (h == NULL)
+			return diag_set(STRATA_ENOMEM, "%s: curl_easy_init failed", r->what);
+		int sent = 0, fatal_rc = STRATA_EIO;
+		int what = oshttp_attempt(cl, r, h, err, sizeof(err), &sent, &fatal_rc);
+		r->attempts++;
+		if (what == OSHTTP_TRANSPORT) {
+			curl_easy_cleanup(h); /* its connection is in an unknown state */
+		} else {
+			oshttp_give(cl, h);
+		}
+		if (what == OSHTTP_FATAL)
+			return fatal_rc;
+		int last = attempt >= cl->cfg.retries;
+		if (what == OSHTTP_TRANSPORT) {
+			OSHTTP_COUNT(cl, r->op, transport_errors, 1);
+			if (sent && write) {
+				r->indeterminate = 1;
+				OSHTTP_COUNT(cl, r->op, indeterminate, 1);
+			}
+			if (!last)
+				continue;
+			return diag_set(STRATA_EIO, "%s: %s (after %u attempts; %s)", r->what, err, r->attempts,
+					r->indeterminate ? "a request was sent: it may have been applied"
+							 : "not applied");
+		}
+		long st = r->status;
+		if (st >= 200 && st < 400) {
+			OSHTTP_COUNT(cl, r->op, ok, 1);
+			return 0;
+		}
+		if (st == 429 || st == 503) {
+			OSHTTP_COUNT(cl, r->op, throttled, 1);
+		} else if (st >= 500) {
+			OSHTTP_COUNT(cl, r->op, server_errors, 1);
+			if (write && st != 501) {
+				r->indeterminate = 1;
+				OSHTTP_COUNT(cl, r->op, indeterminate, 1);
+			}
+		}
+		if (oshttp_retryable(st) && !last)
+			continue;
+		if (st >= 400 && st < 500)
+			OSHTTP_COUNT(cl, r->op, client_errors, 1);
+		return 0;
+	}
+}
+
+void
+oshttp_req_destroy(struct oshttp_req *r)
+{
+	buf_destroy(&r->error_body);
+}

@@ -1,0 +1,174 @@
+/*
+ * http.h — the HTTP client of the remote object stores (azure, s3), over libcurl.
+ * A client keeps a small pool of easy handles (each keeps its connections alive, so
+ * requests reuse them), applies timeouts, retries 5xx, throttling (429, 503) and
+ * transport failures with jittered exponential backoff, and counts every request per
+ * operation kind. A failure after the request was sent (a timeout, a dropped
+ * connection, a 500/502/504) may or may not have been applied by the server: the
+ * request says so (oshttp_req.indeterminate) and the backend reports it as such
+ * (objstore_last_indeterminate).
+ */
+#ifndef STRATA_OSHTTP_H
+#define STRATA_OSHTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/buf.h"
+
+struct curl_slist;
+struct oshttp_client;
+
+/** Operation kinds, for the counters. */
+enum oshttp_op {
+	OSHTTP_OP_GET,     /**< whole-object and ranged reads */
+	OSHTTP_OP_HEAD,    /**< size and ETag reads */
+	OSHTTP_OP_PUT,     /**< whole-object writes (plain and conditional) */
+	OSHTTP_OP_PART,    /**< one part of a streamed write (Put Block, UploadPart) */
+	OSHTTP_OP_COMMIT,  /**< the end of a streamed write (Put Block List, CompleteMultipartUpload) */
+	OSHTTP_OP_DELETE,  /**< deletes */
+	OSHTTP_OP_LIST,    /**< listing pages */
+	OSHTTP_OP_OTHER,   /**< container/bucket probes and creation */
+	OSHTTP_OP_COUNT
+};
+
+/** Counters of one operation kind. */
+struct oshttp_stats {
+	/** Requests sent (each attempt counts). */
+	uint64_t requests;
+	/** Attempts answered 2xx or 3xx. */
+	uint64_t ok;
+	/** Final answers 4xx (not found, exists, conflict, auth). */
+	uint64_t client_errors;
+	/** Attempts answered 500, 502 or 504. */
+	uint64_t server_errors;
+	/** Attempts answered 429 or 503 (throttling). */
+	uint64_t throttled;
+	/** Attempts that failed in transport (connect, timeout, reset). */
+	uint64_t transport_errors;
+	/** Attempts whose outcome is unknown: failed after the request was sent. */
+	uint64_t indeterminate;
+	/** Attempts repeated after a retryable failure. */
+	uint64_t retries;
+	/** Request body bytes sent. */
+	uint64_t bytes_sent;
+	/** Response body bytes received. */
+	uint64_t bytes_received;
+};
+
+/** Limits of a client; every one is settable from the store URL. */
+struct oshttp_config {
+	/** Connect timeout, ms. */
+	uint32_t connect_timeout_ms;
+	/** Whole-request timeout, ms (0 = none). */
+	uint32_t timeout_ms;
+	/** A transfer slower than 1 KiB/s for this long is aborted, ms (0 = never). */
+	uint32_t stall_timeout_ms;
+	/** Retries after the first attempt. */
+	uint32_t retries;
+	/** First backoff, ms; doubled per retry, with full jitter. */
+	uint32_t backoff_base_ms;
+	/** Longest backoff, ms. */
+	uint32_t backoff_max_ms;
+	/** Idle easy handles kept for reuse. */
+	uint32_t pool_max;
+	/** Largest response body read into memory (list pages, error bodies, whole gets). */
+	uint64_t max_response_bytes;
+};
+
+/** Defaults: 5 s connect, 120 s request, 30 s stall, 5 retries from 50 ms to 2 s, 16
+ *  pooled handles, 256 MiB responses. */
+void oshttp_config_init(struct oshttp_config *c);
+
+/** Fills in the headers of one attempt (signing needs a fresh date each time): append
+ *  to *h with curl_slist_append. 0 or a STRATA_E* code with a message. */
+typedef int (*oshttp_headers_fn)(void *ctx, struct curl_slist **h);
+
+/** One request and its answer. */
+struct oshttp_req {
+	/** Operation kind (counters). */
+	enum oshttp_op op;
+	/** "GET", "PUT", "HEAD", "DELETE", "POST". */
+	const char *method;
+	/** The full URL. */
+	const char *url;
+	/** What the request is about, for messages ("azure acct/ctr: get KEY"). */
+	const char *what;
+	/** Request body (NULL: none). */
+	const void *body;
+	/** Its length. */
+	size_t body_len;
+	/** Builds the headers of each attempt. */
+	oshttp_headers_fn headers;
+	/** Its context. */
+	void *headers_ctx;
+	/** A 2xx body goes here, appended (NULL: to dst, or discarded). */
+	struct buf *out;
+	/** Or into this fixed buffer (a ranged read). */
+	void *dst;
+	/** Room in dst. */
+	size_t dst_cap;
+	/** Bytes of a 200 answer to skip before dst (a server that ignored Range). */
+	uint64_t skip;
+	/** Answer: the final HTTP status (0: none arrived). */
+	long status;
+	/** Answer: bytes written to dst. */
+	size_t got;
+	/** Answer: the ETag header, quotes kept ("" when absent). */
+	char etag[128];
+	/** Answer: the service's error code header (x-ms-error-code), "" when absent. */
+	char error_code[128];
+	/** Answer: Content-Length (-1 when absent). */
+	int64_t content_length;
+	/** Answer: the body of a non-2xx answer (at most 64 KiB), for error parsing. */
+	struct buf error_body;
+	/** Answer: some attempt failed after it was sent, so it may have been applied. */
+	int indeterminate;
+	/** Answer: attempts made. */
+	uint32_t attempts;
+};
+
+/** A client with config c (NULL: defaults). */
+int oshttp_client_new(const struct oshttp_config *c, struct oshttp_client **out);
+/** Safe on NULL. */
+void oshttp_client_delete(struct oshttp_client *cl);
+/** The client's limits. */
+const struct oshttp_config *oshttp_client_config(const struct oshttp_client *cl);
+
+/*
+ * Run r, retrying what is retryable. 0 when an answer arrived (r->status: the caller
+ * maps it; after the retries a 5xx or throttled status is returned as it is); STRATA_EIO
+ * with a message naming r->what when none did (r->indeterminate tells whether one may
+ * have been applied), STRATA_ENOMEM. Release r->error_body with oshttp_req_destroy.
+ */
+int oshttp_perform(struct oshttp_client *cl, struct oshttp_req *r);
+/** Release what an answer holds. */
+void oshttp_req_destroy(struct oshttp_req *r);
+
+/** The counters of operation kind op. */
+void oshttp_client_stats(struct oshttp_client *cl, enum oshttp_op op, struct oshttp_stats *out);
+/** Name of an operation kind ("get", "put", ...). */
+const char *oshttp_op_name(enum oshttp_op op);
+
+/** Wait ns nanoseconds of the environment's clock: on a fiber until a tick moved it that
+ *  far; elsewhere sleeping, but never longer than the real time asked when the clock is a
+ *  manual one that does not move. */
+void oshttp_sleep(uint64_t ns);
+
+/** A random number: env.random, or a per-thread xorshift when the environment has none
+ *  (backoff jitter, block ids). */
+uint64_t oshttp_random(void);
+
+/** Append s to out percent-encoded (RFC 3986 unreserved kept; '/' kept when keep_slash). */
+int oshttp_escape(struct buf *out, const char *s, size_t n, int keep_slash);
+
+struct objstore;
+/** The HTTP client of an azure store (its counters), NULL for another kind of store. */
+struct oshttp_client *objstore_azure_client(struct objstore *os);
+
+/** Record on this thread whether the last failed object-store call may have been applied. */
+void oshttp_set_indeterminate(int on);
+/** What objstore_last_indeterminate returns (node/objstore/url.c). */
+extern __thread int objstore_indeterminate_tls;
+
+#endif

@@ -1,0 +1,686 @@
+/*
+ * test_azure.c — the Azure Blob object store (node/objstore/azure.c) and its HTTP client
+ * (node/objstore/http.c) against a real Azurite, which tests/objstore/azure.sh starts
+ * and names in STRATA_TEST_AZURE_ENDPOINT (http://127.0.0.1:PORT), with the well-known
+ * development account's key in AZURE_STORAGE_KEY. Each test uses its own container.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "../unit/harness.h"
+#include "../../node/core/manifest.h"
+#include "../../node/lib/diag.h"
+#include "../../node/lib/env.h"
+#include "../../node/objstore/http.h"
+#include "../../node/objstore/objstore.h"
+#include "../../node/strata.h"
+
+#define ACCOUNT "devstoreaccount1"
+
+static const char *endpoint;
+static unsigned container_seq;
+
+/** A fresh container's URL, with extra parameters (may be ""). */
+static void
+fresh_url(char *dst, size_t cap, const char *prefix, const char *extra)
+{
+	snprintf(dst, cap, "azure://" ACCOUNT "/t%u-%u%s%s?endpoint=%s%s", (unsigned)getpid(), ++container_seq,
+		 prefix ? "/" : "", prefix ? prefix : "", endpoint, extra);
+}
+
+static int
+put_str(struct objstore *os, const char *key, const char *v)
+{
+	return objstore_put(os, key, v, strlen(v));
+}
+
+static int
+get_eq(struct objstore *os, const char *key, const char *want)
+{
+	struct buf b = {0};
+	int rc = objstore_get(os, key, &b);
+	int ok = rc == 0 && b.len == strlen(want) && (b.len == 0 || memcmp(b.data, want, b.len) == 0);
+	if (!ok)
+		fprintf(stderr, "  get %s: rc %d (%s), %zu bytes\n", key, rc, diag_last(), b.len);
+	buf_destroy(&b);
+	return ok;
+}
+
+TEST(get_range_put_size_delete_roundtrip)
+{
+	char url[512];
+	fresh_url(url, sizeof(url), NULL, "");
+	struct objstore *os = NULL;
+	int orc = objstore_url_new(url, &os);
+	if (orc != 0)
+		fprintf(stderr, "  open %s: %s\n", url, diag_last());
+	REQUIRE_EQ(orc, 0);
+	CHECK(strncmp(os->name, "azure://" ACCOUNT "/", 8 + strlen(ACCOUNT) + 1) == 0);
+	CHECK_EQ(put_str(os, "a/b/c", "hello, world"), 0);
+	CHECK(get_eq(os, "a/b/c", "hello, world"));
+	uint64_t sz = 0;
+	CHECK_EQ(objstore_size(os, "a/b/c", &sz), 0);
+	CHECK_EQ(sz, 12);
+	char dst[16];
+	size_t got = 99;
+	CHECK_EQ(objstore_get_range(os, "a/b/c", 7, 5, dst, &got), 0); /* 206 */
+	CHECK(got == 5 && memcmp(dst, "world", 5) == 0);
+	CHECK_EQ(objstore_get_range(os, "a/b/c", 10, 10, dst, &got), 0); /* short at the end */
+	CHECK(got == 2 && memcmp(dst, "ld", 2) == 0);
+	CHECK_EQ(objstore_get_range(os, "a/b/c", 12, 4, dst, &got), 0); /* past the end */
+	CHECK_EQ(got, 0);
+	CHECK_EQ(put_str(os, "a/b/c", "replaced"), 0);
+	CHECK(get_eq(os, "a/b/c", "replaced"));
+	CHECK_EQ(objstore_put(os, "empty", "", 0), 0);
+	CHECK(get_eq(os, "empty", ""));
+	struct buf b = {0};
+	CHECK_EQ(objstore_get(os, "missing", &b), STRATA_NOTFOUND);
+	CHECK_EQ(objstore_size(os, "missing", &sz), STRATA_NOTFOUND);
+	CHECK_EQ(objstore_get_range(os, "missing", 0, 4, dst, &got), STRATA_NOTFOUND);
+	buf_destroy(&b);
+	CHECK_EQ(objstore_put_if_absent(os, "once", "1", 1), 0);
+	CHECK_EQ(objstore_put_if_absent(os, "once", "2", 1), STRATA_EEXIST);
+	CHECK(get_eq(os, "once", "1"));
+	CHECK_EQ(objstore_del(os, "once"), 0);
+	CHECK_EQ(objstore_del(os, "once"), 0); /* absent is fine */
+	CHECK_EQ(objstore_get(os, "once", &b), STRATA_NOTFOUND);
+	CHECK_EQ(objstore_put_if_absent(os, "once", "3", 1), 0); /* absent again: it may be created */
+	buf_destroy(&b);
+	struct oshttp_stats st;
+	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_GET, &st);
+	CHECK(st.requests >= 8 && st.ok >= 5 && st.bytes_received >= 12);
+	objstore_destroy(os);
+}
+
+/** Keys and sizes seen by list, joined as "key=size;". */
+struct seen {
+	/** The joined listing. */
+	char text[4096];
+	/** Callbacks made. */
+	int n;
+};
+
+static int
+seen_cb(void *ctx, const char *key, uint64_t size)
+{
+	struct seen *s = ctx;
+	size_t l = strlen(s->text);
+	snprintf(s->text + l, sizeof(s->text) - l, "%s=%llu;", key, (unsigned long long)size);
+	s->n++;
+	return 0;
+}
+
+static int
+stop_cb(void *ctx, const char *key, uint64_t size)
+{
+	return ++*(int *)ctx == 3 ? 42 : 0;
+}
+
+TEST(list_is_byte_ordered_prefix_filtered_and_paged)
+{
+	char url[512];
+	fresh_url(url, sizeof(url), "node-a/store", "&list_page=2");
+	struct objstore *os = NULL, *other = NULL;
+	REQUIRE_EQ(objstore_url_new(url, &os), 0);
+	/* The same container without the prefix: what lies outside the prefix stays out. */
+	char bare[512];
+	snprintf(bare, sizeof(bare), "%.*s?endpoint=%s", (int)(strstr(url, "/node-a") - url), url, endpoint);
+	REQUIRE_EQ(objstore_url_new(bare, &other), 0);
+	CHECK_EQ(put_str(other, "outside", "x"), 0);
+	const char *keys[] = {"s/b", "s/a/2", "s/B", "s/a/10", "s/a/1", "t/z", "s/a-"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		CHECK_EQ(objstore_put(os, keys[i], "1234567890", i + 1), 0);
+	struct seen s = {{0}, 0};
+	int lrc = objstore_list(os, "s/", seen_cb, &s);
+	if (lrc != 0)
+		fprintf(stderr, "  list: %s\n", diag_last());
+	CHECK_EQ(lrc, 0);
+	CHECK(strcmp(s.text, "s/B=3;s/a-=7;s/a/1=5;s/a/10=4;s/a/2=2;s/b=1;") == 0);
+	if (strcmp(s.text, "s/B=3;s/a-=7;s/a/1=5;s/a/10=4;s/a/2=2;s/b=1;") != 0)
+		fprintf(stderr, "  listed: %s\n", s.text);
+	memset(&s, 0, sizeof(s));
+	CHECK_EQ(objstore_list(os, "", seen_cb, &s), 0);
+	CHECK_EQ(s.n, 7);
+	CHECK(strstr(s.text, "outside") == NULL);
+	memset(&s, 0, sizeof(s));
+	CHECK_EQ(objstore_list(os, "s/a/1", seen_cb, &s), 0);
+	CHECK(strcmp(s.text, "s/a/1=5;s/a/10=4;") == 0);
+	memset(&s, 0, sizeof(s));
+	CHECK_EQ(objstore_list(os, "nothing/", seen_cb, &s), 0);
+	CHECK_EQ(s.n, 0);
+	int calls = 0;
+	CHECK_EQ(objstore_list(os, "", stop_cb, &calls), 42); /* the callback's result stops it */
+	CHECK_EQ(calls, 3);
+	struct oshttp_stats st;
+	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_LIST, &st);
+	CHECK(st.requests >= 4 + 3); /* 7 keys at 2 a page: 4 pages, and 3 for the first */
+	objstore_destroy(other);
+	objstore_destroy(os);
+}
+
+TEST(writer_puts_blocks_then_the_block_list)
+{
+	char url[512];
+	fresh_url(url, sizeof(url), NULL, "&block_bytes=65536");
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_url_new(url, &os), 0);
+	size_t n = 200000;
+	uint8_t *data = malloc(n);
+	REQUIRE(data != NULL);
+	for (size_t i = 0; i < n; i++)
+		data[i] = (uint8_t)(i * 131 + (i >> 9));
+	struct objstore_writer *w = NULL;
+	REQUIRE_EQ(objstore_writer_open(os, "run/big", &w), 0);
+	for (size_t off = 0; off < n;) {
+		size_t k = n - off < 7777 ? n - off : 7777;
+		REQUIRE_EQ(objstore_writer_write(w, data + off, k), 0);
+		off += k;
+	}
+	struct buf b = {0};
+	CHECK_EQ(objstore_get(os, "run/big", &b), STRATA_NOTFOUND); /* not visible before commit */
+	CHECK_EQ(objstore_writer_commit(w), 0);
+	CHECK_EQ(objstore_get(os, "run/big", &b), 0);
+	CHECK(b.len == n && memcmp(b.data, data, n) == 0);
+	struct oshttp_stats st;
+	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_PART, &st);
+	CHECK_EQ(st.ok, 4); /* 3 full blocks of 64 KiB and the rest */
+	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_COMMIT, &st);
+	CHECK_EQ(st.ok, 1);
+	/* A small write is one Put Blob; an aborted one leaves nothing. */
+	REQUIRE_EQ(objstore_writer_open(os, "run/small", &w), 0);
+	CHECK_EQ(objstore_writer_write(w, "tiny", 4), 0);
+	CHECK_EQ(objstore_writer_commit(w), 0);
+	CHECK(get_eq(os, "run/small", "tiny"));
+	REQUIRE_EQ(objstore_writer_open(os, "run/aborted", &w), 0);
+	CHECK_EQ(objstore_writer_write(w, data, n), 0);
+	objstore_writer_abort(w);
+	buf_reset(&b);
+	CHECK_EQ(objstore_get(os, "run/aborted", &b), STRATA_NOTFOUND);
+	buf_destroy(&b);
+	free(data);
+	objstore_destroy(os);
+}
+
+/** A racer of the put-if-absent and CAS races. */
+struct racer {
+	/** The shared store. */
+	struct objstore *os;
+	/** The ETag to swap from (NULL: put_if_absent). */
+	const char *etag;
+	/** Its number. */
+	int id;
+	/** The result. */
+	int rc;
+};
+
+static atomic_int race_gate;
+
+static void *
+racer_main(void *arg)
+{
+	struct racer *r = arg;
+	while (atomic_load(&race_gate) == 0)
+		;
+	char v[32];
+	snprintf(v, sizeof(v), "racer-%d", r->id);
+	r->rc = r->etag == NULL ? objstore_put_if_absent(r->os, "contended", v, strlen(v))
+				: objstore_put_if_match(r->os, "contended", v, strlen(v), r->etag);
+	return NULL;
+}
+
+/** Run 16 racers; the number of winners, the others' results checked against lose_rc. */
+static int
+race(struct objstore *os, const char *etag, int lose_rc, int *winner)
+{
+	struct racer r[16];
+	pthread_t t[16];
+	atomic_store(&race_gate, 0);
+	for (int i = 0; i < 16; i++) {
+		r[i] = (struct racer){.os = os, .etag = etag, .id = i, .rc = 99};
+		pthread_create(&t[i], NULL, racer_main, &r[i]);
+	}
+	atomic_store(&race_gate, 1);
+	int wins = 0;
+	for (int i = 0; i < 16; i++) {
+		pthread_join(t[i], NULL);
+		if (r[i].rc == 0) {
+			wins++;
+			*winner = i;
+		} else if (r[i].rc != lose_rc) {
+			fprintf(stderr, "  racer %d: rc %d\n", i, r[i].rc);
+			wins += 100;
+		}
+	}
+	return wins;
+}
+
+TEST(put_if_absent_race_has_exactly_one_winner)
+{
+	char url[512];
+	fresh_url(url, sizeof(url), NULL, "");
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_url_new(url, &os), 0);
+	int winner = -1;
+	CHECK_EQ(race(os, NULL, STRATA_EEXIST, &winner), 1);
+	char want[32];
+	snprintf(want, sizeof(want), "racer-%d", winner);
+	CHECK(get_eq(os, "contended", want));
+	objstore_destroy(os);
+}
+
+TEST(compare_and_swap_race_has_exactly_one_winner)
+{
+	char url[512];
+	fresh_url(url, sizeof(url), NULL, "");
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_url_new(url, &os), 0);
+	REQUIRE_EQ(put_str(os, "contended", "v0"), 0);
+	char etag[OBJSTORE_ETAG_MAX], after[OBJSTORE_ETAG_MAX];
+	REQUIRE_EQ(objstore_etag(os, "contended", etag, sizeof(etag)), 0);
+	CHECK(etag[0] != '\0');
+	int winner = -1;
+	CHECK_EQ(race(os, etag, STRATA_ECONFLICT, &winner), 1);
+	char want[32];
+	snprintf(want, sizeof(want), "racer-%d", winner);
+	CHECK(get_eq(os, "contended", want));
+	CHECK_EQ(objstore_etag(os, "contended", after, sizeof(after)), 0);
+	CHECK(strcmp(etag, after) != 0);
+	CHECK_EQ(objstore_put_if_match(os, "contended", "late", 4, etag), STRATA_ECONFLICT);
+	CHECK(strstr(diag_last(), "stale") != NULL);
+	CHECK_EQ(objstore_put_if_match(os, "contended", "next", 4, after), 0);
+	CHECK(get_eq(os, "contended", "next"));
+	CHECK_EQ(objstore_put_if_match(os, "gone", "x", 1, after), STRATA_ECONFLICT);
+	CHECK_EQ(objstore_etag(os, "gone", after, sizeof(after)), STRATA_NOTFOUND);
+	objstore_destroy(os);
+}
+
+TEST(a_wrong_key_is_refused_at_open_naming_the_account)
+{
+	const char *good = getenv("AZURE_STORAGE_KEY");
+	REQUIRE(good != NULL);
+	char *saved = strdup(good);
+	/* A valid base64 key that is not the account's. */
+	setenv("AZURE_STORAGE_KEY", "c3RyYXRhLXRlc3Qtd3Jvbmcta2V5LXN0cmF0YS10ZXN0LXdyb25nLWtleQ==", 1);
+	char url[512];
+	fresh_url(url, sizeof(url), NULL, "&retries=0");
+	struct objstore *os = NULL;
+	int rc = objstore_url_new(url, &os);
+	CHECK_EQ(rc, STRATA_EIO);
+	CHECK(strstr(diag_last(), "403") != NULL);
+	CHECK(strstr(diag_last(), "account '" ACCOUNT "'") != NULL);
+	CHECK(strstr(diag_last(), "c3RyYXRh") == NULL); /* the key is never in a message */
+	if (rc == 0)
+		objstore_destroy(os);
+	setenv("AZURE_STORAGE_KEY", "not base64!", 1);
+	CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "not base64") != NULL && strstr(diag_last(), "not base64!") == NULL);
+	unsetenv("AZURE_STORAGE_KEY");
+	CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "no key for account '" ACCOUNT "'") != NULL);
+	setenv("AZURE_STORAGE_ACCOUNT", "someoneelse", 1);
+	setenv("AZURE_STORAGE_KEY", saved, 1);
+	CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "someoneelse") != NULL);
+	unsetenv("AZURE_STORAGE_ACCOUNT");
+	/* The key from a file. */
+	char *dir = harness_tmpdir("azkey");
+	char path[600];
+	snprintf(path, sizeof(path), "%s/key", dir);
+	FILE *f = fopen(path, "w");
+	fprintf(f, "%s\n", saved);
+	fclose(f);
+	unsetenv("AZURE_STORAGE_KEY");
+	char withfile[1200];
+	snprintf(withfile, sizeof(withfile), "%s&key_file=%s", url, path);
+	CHECK_EQ(objstore_url_new(withfile, &os), 0);
+	if (os != NULL) {
+		CHECK_EQ(put_str(os, "k", "v"), 0);
+		objstore_destroy(os);
+	}
+	setenv("AZURE_STORAGE_KEY", saved, 1);
+	harness_rmrf(dir);
+	free(dir);
+	free(saved);
+}
+
+TEST(bad_urls_are_refused_naming_what_is_wrong)
+{
+	struct objstore *os = NULL;
+	char url[512];
+	snprintf(url, sizeof(url), "azure://" ACCOUNT "/cfg1?endpoint=%s&colour=blue", endpoint);
+	CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "unknown parameter 'colour'") != NULL);
+	snprintf(url, sizeof(url), "azure://" ACCOUNT "/Bad_Container?endpoint=%s", endpoint);
+	CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "container") != NULL);
+	snprintf(url, sizeof(url), "azure://" ACCOUNT "/cfg1?endpoint=%s&retries=lots", endpoint);
+	CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "retries") != NULL);
+	CHECK_EQ(objstore_url_new("azure://" ACCOUNT "/cfg1?endpoint=ftp://x", &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "endpoint") != NULL);
+	CHECK_EQ(objstore_url_new("gcs://bucket", &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "unknown scheme 'gcs'") != NULL);
+	CHECK_EQ(objstore_url_new("s3://bucket", &os), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "not supported yet") != NULL);
+}
+
+/* ---------------------------------------------------------------- the HTTP client */
+
+/** A listener that accepts connections and never answers. */
+static int
+silent_listener(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 16) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+		return -1;
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+TEST(a_timeout_after_send_is_indeterminate_and_a_refused_connect_is_not)
+{
+	int port = 0;
+	int fd = silent_listener(&port);
+	REQUIRE(fd >= 0);
+	struct oshttp_config c;
+	oshttp_config_init(&c);
+	c.timeout_ms = 300;
+	c.retries = 1;
+	c.backoff_base_ms = 1;
+	struct oshttp_client *cl = NULL;
+	REQUIRE_EQ(oshttp_client_new(&c, &cl), 0);
+	char url[128];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", port);
+	struct oshttp_req r = {.op = OSHTTP_OP_PUT, .method = "PUT", .url = url, .what = "put x",
+			       .body = "data", .body_len = 4};
+	CHECK_EQ(oshttp_perform(cl, &r), STRATA_EIO);
+	CHECK_EQ(r.indeterminate, 1);
+	CHECK_EQ(r.attempts, 2);
+	CHECK(strstr(diag_last(), "may have been applied") != NULL);
+	oshttp_req_destroy(&r);
+	struct oshttp_stats st;
+	oshttp_client_stats(cl, OSHTTP_OP_PUT, &st);
+	CHECK_EQ(st.indeterminate, 2);
+	CHECK_EQ(st.retries, 1);
+	CHECK_EQ(st.transport_errors, 2);
+	/* A read that times out is retried too but is never "applied". */
+	struct oshttp_req g = {.op = OSHTTP_OP_GET, .method = "GET", .url = url, .what = "get x"};
+	CHECK_EQ(oshttp_perform(cl, &g), STRATA_EIO);
+	CHECK_EQ(g.indeterminate, 0);
+	oshttp_req_destroy(&g);
+	close(fd); /* now nothing listens there: connect is refused, nothing was sent */
+	struct oshttp_req p = {.op = OSHTTP_OP_PUT, .method = "PUT", .url = url, .what = "put y",
+			       .body = "data", .body_len = 4};
+	CHECK_EQ(oshttp_perform(cl, &p), STRATA_EIO);
+	CHECK_EQ(p.indeterminate, 0);
+	CHECK(strstr(diag_last(), "not applied") != NULL);
+	oshttp_req_destroy(&p);
+	oshttp_client_delete(cl);
+}
+
+static uint64_t frozen_ns(void) { return 12345; }
+
+TEST(backoff_sleep_returns_under_a_frozen_manual_clock)
+{
+	env_default.mono_ns = frozen_ns;
+	oshttp_sleep(20000000ull); /* would never end if it waited for the clock to move */
+	env_reset();
+	CHECK(1);
+}
+
+/*
+ * A TCP proxy in front of Azurite that, while armed, lets one request that carries
+ * `If-None-Match: *` through to the server and then drops the connection instead of
+ * passing the answer back: the write happened, the client cannot know.
+ */
+struct proxy {
+	/** Listening socket. */
+	int lfd;
+	/** Its port. */
+	int port;
+	/** Azurite's port. */
+	int upstream;
+	/** Answers still to drop. */
+	atomic_int armed;
+	/** Answers dropped. */
+	atomic_int dropped;
+};
+
+struct proxy_conn {
+	struct proxy *p;
+	int cfd;
+};
+
+static void *
+proxy_conn_main(void *arg)
+{
+	struct proxy_conn *pc = arg;
+	struct proxy *p = pc->p;
+	int cfd = pc->cfd;
+	free(pc);
+	int ufd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)p->upstream)};
+	if (ufd < 0 || connect(ufd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(cfd);
+		if (ufd >= 0)
+			close(ufd);
+		return NULL;
+	}
+	int conditional = 0; /* the request in flight carries If-None-Match: * */
+	char b[65536];
+	for (;;) {
+		struct pollfd f[2] = {{.fd = cfd, .events = POLLIN}, {.fd = ufd, .events = POLLIN}};
+		if (poll(f, 2, 10000) <= 0)
+			break;
+		if (f[0].revents) {
+			ssize_t n = read(cfd, b, sizeof(b));
+			if (n <= 0)
+				break;
+			if (memmem(b, (size_t)n, "If-None-Match: *", 16) != NULL)
+				conditional = 1;
+			if (write(ufd, b, (size_t)n) != n)
+				break;
+		}
+		if (f[1].revents) {
+			ssize_t n = read(ufd, b, sizeof(b));
+			if (n <= 0)
+				break;
+			if (conditional && atomic_load(&p->armed) > 0) {
+				atomic_fetch_sub(&p->armed, 1);
+				atomic_fetch_add(&p->dropped, 1);
+				break; /* applied upstream; the answer is lost */
+			}
+			conditional = 0;
+			if (write(cfd, b, (size_t)n) != n)
+				break;
+		}
+	}
+	close(cfd);
+	close(ufd);
+	return NULL;
+}
+
+static void *
+proxy_main(void *arg)
+{
+	struct proxy *p = arg;
+	for (;;) {
+		int cfd = accept(p->lfd, NULL, NULL);
+		if (cfd < 0)
+			return NULL;
+		struct proxy_conn *pc = malloc(sizeof(*pc));
+		pc->p = p;
+		pc->cfd = cfd;
+		pthread_t t;
+		pthread_create(&t, NULL, proxy_conn_main, pc);
+		pthread_detach(t);
+	}
+}
+
+TEST(a_manifest_put_whose_answer_is_lost_is_resolved_by_reading_back)
+{
+	struct proxy p = {.upstream = atoi(strrchr(endpoint, ':') + 1)};
+	p.lfd = silent_listener(&p.port);
+	REQUIRE(p.lfd >= 0);
+	pthread_t t;
+	pthread_create(&t, NULL, proxy_main, &p);
+	char url[512];
+	snprintf(url, sizeof(url), "azure://" ACCOUNT "/t%u-lost?endpoint=http://127.0.0.1:%d&backoff_base_ms=1",
+		 (unsigned)getpid(), p.port);
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_url_new(url, &os), 0);
+	/* The backend alone: the retry finds its own blob, and says it cannot tell. */
+	atomic_store(&p.armed, 1);
+	CHECK_EQ(objstore_put_if_absent(os, "plain", "v", 1), STRATA_EIO);
+	CHECK_EQ(objstore_last_indeterminate(), 1);
+	CHECK(strstr(diag_last(), "indeterminate") != NULL);
+	CHECK_EQ(atomic_load(&p.dropped), 1);
+	CHECK(get_eq(os, "plain", "v"));
+	CHECK_EQ(objstore_put_if_absent(os, "plain", "w", 1), STRATA_EEXIST); /* a plain loss is EEXIST */
+	CHECK_EQ(objstore_last_indeterminate(), 0);
+	/* The manifest path reads it back: version 1 at epoch 1 is ours, not a lost race. */
+	atomic_store(&p.armed, 1);
+	struct manifest m;
+	memset(&m, 0, sizeof(m));
+	CHECK_EQ(manifest_claim_epoch(os, "shard-0000/", &m), 0);
+	CHECK_EQ(atomic_load(&p.dropped), 2);
+	CHECK_EQ(m.version, 1);
+	CHECK_EQ(m.writer_epoch, 1);
+	manifest_destroy(&m);
+	struct oshttp_stats st;
+	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_PUT, &st);
+	CHECK_EQ(st.indeterminate, 2);
+	objstore_destroy(os);
+	shutdown(p.lfd, SHUT_RDWR);
+	close(p.lfd);
+	pthread_join(t, NULL);
+}
+
+/* ---------------------------------------------------------------- the engine */
+
+static char *
+key_of(int i, char *dst)
+{
+	sprintf(dst, "key-%06d", i);
+	return dst;
+}
+
+/** Every row i < n of shard reads back as "value-i". */
+static int
+all_rows_read_back(strata *db, uint32_t shard, int n)
+{
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		char k[32], want[32];
+		key_of(i, k);
+		snprintf(want, sizeof(want), "value-%d-%u", i, shard);
+		void *v = NULL;
+		size_t len = 0;
+		int rc = strata_get(db, shard, k, strlen(k), &v, &len);
+		if (rc != 0 || len != strlen(want) || memcmp(v, want, len) != 0) {
+			if (bad++ < 3)
+				fprintf(stderr, "  shard %u %s: rc %d %s\n", shard, k, rc, strata_last_error());
+		}
+		strata_free(v);
+	}
+	return bad == 0;
+}
+
+TEST(engine_round_trip_on_azure_append_seal_merge_compact_reopen)
+{
+	char url[512];
+	fresh_url(url, sizeof(url), "db", "");
+	char *dir = harness_tmpdir("azengine");
+	REQUIRE(dir != NULL);
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = dir;
+	o.store = url;
+	o.shards = 2;
+	o.block_bytes = 1024;
+	strata *db = NULL;
+	int orc = strata_open(&o, &db);
+	if (orc != 0)
+		fprintf(stderr, "  open: %s\n", strata_last_error());
+	REQUIRE_EQ(orc, 0);
+	int n = 600;
+	for (uint32_t shard = 0; shard < 2; shard++) {
+		for (int pass = 0; pass < 3; pass++) {
+			for (int i = pass; i < n; i += 3) {
+				char k[32], v[32];
+				key_of(i, k);
+				snprintf(v, sizeof(v), "value-%d-%u", i, shard);
+				strata_row r = {k, strlen(k), v, strlen(v)};
+				REQUIRE_EQ(strata_append(db, shard, &r, 1), 0);
+			}
+			REQUIRE_EQ(strata_seal(db, shard), 0);
+			if (pass < 2) {
+				uint32_t merged = 0;
+				REQUIRE_EQ(strata_merge(db, shard, 0, &merged), 0);
+				CHECK_EQ(merged, 1);
+			}
+		}
+		strata_stats st;
+		REQUIRE_EQ(strata_shard_stats(db, shard, &st), 0);
+		CHECK_EQ(st.base_runs, 2);
+		CHECK_EQ(st.generations, 1);
+		strata_plan *plan = NULL;
+		REQUIRE_EQ(strata_prepare_compact(db, shard, 0, &plan), 0);
+		REQUIRE_EQ(strata_commit_merge(db, plan), 0);
+		REQUIRE_EQ(strata_shard_stats(db, shard, &st), 0);
+		CHECK_EQ(st.base_runs, 1);
+		CHECK(all_rows_read_back(db, shard, n));
+		CHECK_EQ(strata_check(db, shard), 0);
+	}
+	strata_close(db);
+	/* The objects are in the container: list them through a store of the same URL. */
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_url_new(url, &os), 0);
+	struct seen s = {{0}, 0};
+	CHECK_EQ(objstore_list(os, "shard-0001/", seen_cb, &s), 0);
+	CHECK(s.n >= 3); /* a run, a generation, manifest versions */
+	objstore_destroy(os);
+	db = NULL;
+	REQUIRE_EQ(strata_open(&o, &db), 0);
+	for (uint32_t shard = 0; shard < 2; shard++) {
+		CHECK(all_rows_read_back(db, shard, n));
+		CHECK_EQ(strata_check(db, shard), 0);
+	}
+	strata_close(db);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+	HARNESS_BEGIN(argc, argv);
+	endpoint = getenv("STRATA_TEST_AZURE_ENDPOINT");
+	if (endpoint == NULL || getenv("AZURE_STORAGE_KEY") == NULL) {
+		fprintf(stderr, "test_azure: set STRATA_TEST_AZURE_ENDPOINT and AZURE_STORAGE_KEY "
+				"(tests/objstore/azure.sh does)\n");
+		return 2;
+	}
+	RUN(get_range_put_size_delete_roundtrip);
+	RUN(list_is_byte_ordered_prefix_filtered_and_paged);
+	RUN(writer_puts_blocks_then_the_block_list);
+	RUN(put_if_absent_race_has_exactly_one_winner);
+	RUN(compare_and_swap_race_has_exactly_one_winner);
+	RUN(a_wrong_key_is_refused_at_open_naming_the_account);
+	RUN(bad_urls_are_refused_naming_what_is_wrong);
+	RUN(a_timeout_after_send_is_indeterminate_and_a_refused_connect_is_not);
+	RUN(backoff_sleep_returns_under_a_frozen_manual_clock);
+	RUN(a_manifest_put_whose_answer_is_lost_is_resolved_by_reading_back);
+	RUN(engine_round_trip_on_azure_append_seal_merge_compact_reopen);
+	return HARNESS_END("objstore_azure");
+}
