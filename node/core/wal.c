@@ -126,10 +126,12 @@ struct wal {
 	int leader;
 	/** Entries queued (q_head..q_tail). */
 	unsigned q_count;
-	/** The largest recent group commit, in 16ths: it decays by 1/16 of an entry per
-	 *  group, so how many writers the next leader waits for follows the writers that
-	 *  come back together, up and down. */
-	unsigned peak_group16;
+	/** Writers seen by the last group commit: the entries it carried plus those that
+	 *  queued while it synced (writers it did not carry). How many entries the next
+	 *  leader waits for; it follows the writers at once, up and down. */
+	unsigned active_writers;
+	/** Entries the group being flushed carried. */
+	unsigned flushing;
 	/** How long the last fdatasync took, ns (env.mono_ns). */
 	uint64_t last_sync_ns;
 	/** Longest a leader waits for the writers of the last group, ns (0: never waits). */
@@ -877,14 +879,16 @@ wal_datasync(int fd, const char *path, uint64_t *nsyncs)
  * group carried. Writers that were acknowledged together come back together, but
  * the first of them would otherwise start the next sync alone and the rest would wait
  * a whole sync for the one after: with 4 writers at one row each, groups averaged 2.4.
- * The wait ends when as many entries are queued as the recent peak group had, or after
- * half the last sync's duration (at most group_wait_ns), whichever comes first; groups
- * that come up short lower the peak by 1/16 of an entry each.
+ * The wait ends when as many entries are queued as the last group saw writers (those it
+ * carried and those that queued while it synced), or after half the last sync's
+ * duration (at most group_wait_ns), whichever comes first. (Waiting for the largest
+ * recent group instead settled at 3 of 4 writers: the fourth always came one entry
+ * late and never raised the target.)
  */
 static void
 wal_gather(struct wal *w)
 {
-	unsigned want = (w->peak_group16 + 15) / 16;
+	unsigned want = w->active_writers;
 	if (w->sync != STRATA_SYNC_FSYNC || w->group_wait_ns == 0 || want < 2 || w->q_count >= want)
 		return;
 	uint64_t wait = w->last_sync_ns / 2;
@@ -1201,10 +1205,7 @@ wal_lead(struct wal *w)
 	wal_gather(w);
 	struct wal_entry *head = w->q_head;
 	uint64_t end = w->submitted_off;
-	if (w->q_count * 16 >= w->peak_group16)
-		w->peak_group16 = w->q_count * 16;
-	else
-		w->peak_group16--;
+	w->flushing = w->q_count;
 	w->q_head = w->q_tail = NULL;
 	w->q_count = 0;
 	pthread_mutex_unlock(&w->mu);
@@ -1219,6 +1220,7 @@ wal_lead(struct wal *w)
 	pthread_mutex_lock(&w->mu);
 	w->leader = 0;
 	w->syncs += nsyncs;
+	w->active_writers = w->flushing + w->q_count; /* carried, and arrived meanwhile */
 	struct wal_seg *cur = &w->segs[w->nsegs - 1];
 	cur->last_seq = w->cur_last;
 	cur->bytes = w->cur_off;
