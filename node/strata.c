@@ -159,6 +159,34 @@ handle_setup(strata *db, const strata_options *o, struct strata_env *senv)
 	db->sync_interval_ms = o->sync_interval_ms;
 }
 
+/** The options a handle opens with: o, in the handle's own environment when it needs one
+ *  (*senv, NULL otherwise). */
+static int
+options_with_env(const strata_options *o, strata_options *o2, struct strata_env **senv)
+{
+	int rc = senv_new(o, senv);
+	if (rc)
+		return rc;
+	*o2 = *o;
+	if (*senv != NULL)
+		o2->env_ops = &(*senv)->ops;
+	return 0;
+}
+
+/** Inline mode with STRATA_SYNC_INTERVAL: the WAL sync a step owes, in the handle's
+ *  environment (entered by the caller). */
+static void
+step_sync(strata *db)
+{
+	if (!db->step_syncs)
+		return;
+	uint64_t now = env.mono_ns();
+	if (now - db->synced_at >= (uint64_t)db->sync_interval_ms * 1000000u) {
+		store_sync_written(db->store);
+		db->synced_at = now;
+	}
+}
+
 void
 strata_options_init(strata_options *o)
 {
@@ -264,12 +292,10 @@ strata_open_on(const strata_options *o, struct host *h, const struct strata_runt
 		return diag_set(STRATA_EINVAL, "strata_open: options, an output and a host are required");
 	*out = NULL;
 	struct strata_env *senv = NULL;
-	int rc = senv_new(o, &senv);
+	strata_options o2;
+	int rc = options_with_env(o, &o2, &senv);
 	if (rc)
 		return rc;
-	strata_options o2 = *o;
-	if (senv != NULL)
-		o2.env_ops = &senv->ops;
 	rc = open_on(&o2, h, ro, senv, out);
 	if (rc)
 		senv_delete(senv);
@@ -283,12 +309,10 @@ strata_open(const strata_options *o, strata **out)
 		return diag_set(STRATA_EINVAL, "strata_open: options and an output are required");
 	*out = NULL;
 	struct strata_env *senv = NULL;
-	int rc = senv_new(o, &senv);
+	strata_options o2;
+	int rc = options_with_env(o, &o2, &senv);
 	if (rc)
 		return rc;
-	strata_options o2 = *o;
-	if (senv != NULL)
-		o2.env_ops = &senv->ops;
 	/* Threads only where asked for, or where a policy runs by default; an inline host
 	 * has none and its work runs in strata_step. */
 	struct host_options ho;
@@ -326,13 +350,7 @@ strata_step(strata *db, uint64_t budget_us, strata_step_info *out)
 		return diag_set(STRATA_EINVAL, "strata_step: this handle runs its own threads "
 				"(options.threads); only an inline handle (threads = 0) steps");
 	struct env_ops *prev = env_enter(db->env_ops);
-	if (db->step_syncs) {
-		uint64_t now = env.mono_ns();
-		if (now - db->synced_at >= (uint64_t)db->sync_interval_ms * 1000000u) {
-			store_sync_written(db->store);
-			db->synced_at = now;
-		}
-	}
+	step_sync(db);
 	struct host_step_info info;
 	int rc = host_step(db->host, budget_us, db->work_meter ? NULL : db->real_ns, &info);
 	if (rc == 0 && out != NULL) {
@@ -511,12 +529,10 @@ strata_open(const strata_options *o, strata **out)
 		return diag_set(STRATA_EINVAL, "strata_open: this build (libstrata-core) has no policy "
 				"runtime; link libstrata for options.policy");
 	struct strata_env *senv = NULL;
-	int rc = senv_new(o, &senv);
+	strata_options o2;
+	int rc = options_with_env(o, &o2, &senv);
 	if (rc)
 		return rc;
-	strata_options o2 = *o;
-	if (senv != NULL)
-		o2.env_ops = &senv->ops;
 	struct env_ops *prev = env_enter((struct env_ops *)o2.env_ops);
 	strata *db = env.calloc(1, sizeof(*db));
 	rc = db != NULL ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
@@ -548,10 +564,7 @@ strata_step(strata *db, uint64_t budget_us, strata_step_info *out)
 		return diag_set(STRATA_EINVAL, "no store given");
 	/* No host: nothing runs in the background but the interval sync. */
 	struct env_ops *prev = env_enter(db->env_ops);
-	if (db->step_syncs && env.mono_ns() - db->synced_at >= (uint64_t)db->sync_interval_ms * 1000000u) {
-		store_sync_written(db->store);
-		db->synced_at = env.mono_ns();
-	}
+	step_sync(db);
 	env_leave(prev);
 	return 0;
 }
