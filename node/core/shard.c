@@ -464,11 +464,12 @@ flush_one(struct shard *s, struct slot *sl)
 	struct view *old = view_swap(s, v);
 	if (u.cut > s->last_cut)
 		s->last_cut = u.cut;
+	uint64_t version = s->man.version; /* a commit may replace s->man once we unlock */
 	pthread_mutex_unlock(&s->manifest_mu);
 	view_unref(old);
 	if (t != NULL) {
 		TRACE(s->cfg.trace, SEAL, s->cfg.id, u.obj.id, u.obj.rows, u.obj.bytes, u.cut,
-		      s->man.version);
+		      version);
 		atomic_fetch_add(&s->seals, 1);
 		atomic_fetch_add(&s->cb_inflight, 1);
 		const struct store_listener *l = atomic_load(&s->listener);
