@@ -78,8 +78,12 @@ typedef struct strata_plan strata_plan;
 typedef struct strata_options {
 	/** Data directory: WAL segments and (for the fs object store) objects live here. */
 	const char *dir;
+	/** Directory of the WAL (README "WAL directory"), e.g. on a device of its own; NULL = the
+	 *  one the store records, <dir>/wal for a new store. A new store records it in
+	 *  <dir>/STORE; opening with another one is refused. It gets a LOCK of its own. */
+	const char *wal_dir;
 	/** Object store URL (azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=...; README "Object
-	 *  stores"); NULL = the data directory's objects/. The WAL stays in dir. */
+	 *  stores"); NULL = the data directory's objects/. The WAL stays local (wal_dir). */
 	const char *store;
 	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
 	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */

@@ -12,6 +12,7 @@
 
 #include "../core/manifest.h"
 #include "../core/run.h"
+#include "../core/store.h"
 #include "../core/wal.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -110,11 +111,11 @@ fence_check(const char *wal_dir, int have_manifest, uint64_t writer_epoch, char 
 
 /** Inspect one shard into a JSON object; errors are reported inside it. */
 static json_t *
-inspect_shard(const char *dir, struct objstore *os, unsigned id, int verify, int *failures)
+inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify, int *failures)
 {
 	char prefix[32], wal_dir[4096];
 	snprintf(prefix, sizeof(prefix), "shard-%04u/", id);
-	snprintf(wal_dir, sizeof(wal_dir), "%s/wal/shard-%04u", dir, id);
+	snprintf(wal_dir, sizeof(wal_dir), "%s/shard-%04u", wal_root, id);
 	json_t *js = json_pack("{s:I}", "shard", (json_int_t)id);
 	struct manifest m;
 	memset(&m, 0, sizeof(m));
@@ -331,9 +332,12 @@ cmd_inspect(int argc, char **argv)
 	closedir(d);
 	static struct cli_shards sl;
 	sl.n = 0;
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/wal", dir);
-	cli_scan_shard_dirs(path, &sl);
+	char path[4096], wal_root[STORE_WAL_ROOT_MAX];
+	if (store_wal_root(dir, wal_root, sizeof(wal_root)) != 0) {
+		fprintf(stderr, "strata inspect: %s\n", diag_last());
+		return 1;
+	}
+	cli_scan_shard_dirs(wal_root, &sl);
 	snprintf(path, sizeof(path), "%s/objects", dir);
 	cli_scan_shard_dirs(path, &sl);
 	struct objstore *os = NULL;
@@ -347,7 +351,7 @@ cmd_inspect(int argc, char **argv)
 	int failures = 0;
 	json_t *shards = json_array();
 	for (unsigned i = 0; i < sl.n; i++)
-		json_array_append_new(shards, inspect_shard(dir, os, sl.ids[i], verify, &failures));
+		json_array_append_new(shards, inspect_shard(wal_root, os, sl.ids[i], verify, &failures));
 	objstore_destroy(os);
 	if (as_json) {
 		json_t *root = json_pack("{s:s, s:o}", "dir", dir, "shards", shards);

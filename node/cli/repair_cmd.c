@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "../core/manifest.h"
+#include "../core/store.h"
 #include "../core/run.h"
 #include "../core/wal.h"
 #include "../lib/diag.h"
@@ -94,6 +95,8 @@ struct repair_problem {
 struct repair_state {
 	/** The data directory. */
 	const char *dir;
+	/** The WAL's root: <dir>/wal, or the directory STORE records. */
+	char wal_root[STORE_WAL_ROOT_MAX];
 	/** Corrupt segments. */
 	struct repair_seg *segs;
 	/** Entries in segs, and their capacity. */
@@ -194,7 +197,7 @@ repair_check_shard(struct repair_state *st, struct objstore *os, unsigned id)
 {
 	char prefix[32], wal_dir[4096];
 	snprintf(prefix, sizeof(prefix), "shard-%04u/", id);
-	snprintf(wal_dir, sizeof(wal_dir), "%s/wal/shard-%04u", st->dir, id);
+	snprintf(wal_dir, sizeof(wal_dir), "%s/shard-%04u", st->wal_root, id);
 	struct manifest m;
 	memset(&m, 0, sizeof(m));
 	uint64_t replay_after = 0, claim = 1;
@@ -394,7 +397,7 @@ repair_apply(struct repair_state *st, struct repair_seg *g)
 			return -1;
 		}
 		char wal_dir[4096];
-		snprintf(wal_dir, sizeof(wal_dir), "%s/wal/shard-%04u", st->dir, g->shard);
+		snprintf(wal_dir, sizeof(wal_dir), "%s/shard-%04u", st->wal_root, g->shard);
 		if (repair_sync_dir(wal_dir, g->err, sizeof(g->err)) != 0)
 			return -1;
 		g->done = 1;
@@ -638,8 +641,12 @@ cmd_repair(int argc, char **argv)
 	st.dir = dir;
 	char path[4096];
 	static struct cli_shards found;
-	snprintf(path, sizeof(path), "%s/wal", dir);
-	cli_scan_shard_dirs(path, &found);
+	if (store_wal_root(dir, st.wal_root, sizeof(st.wal_root)) != 0) {
+		fprintf(stderr, "strata repair: %s\n", diag_last());
+		env.close(lock_fd);
+		return 1;
+	}
+	cli_scan_shard_dirs(st.wal_root, &found);
 	snprintf(path, sizeof(path), "%s/objects", dir);
 	cli_scan_shard_dirs(path, &found);
 	st.shards = found.ids;
@@ -675,7 +682,7 @@ cmd_repair(int argc, char **argv)
 		if (i > 0 && st.segs[i - 1].shard == st.segs[i].shard)
 			continue;
 		char wal_dir[4096];
-		snprintf(wal_dir, sizeof(wal_dir), "%s/wal/shard-%04u", dir, st.segs[i].shard);
+		snprintf(wal_dir, sizeof(wal_dir), "%s/shard-%04u", st.wal_root, st.segs[i].shard);
 		int rc = wal_check_dir(wal_dir, st.segs[i].replay_after, 0);
 		if (rc != 0)
 			after_failed = 1;

@@ -67,6 +67,9 @@ static const struct serve_flag serve_flags[] = {
 	{"--listen", SERVE_STR, SO(listen), 0, 0, "HOST:PORT", "address to listen on (port 0 picks a free port)",
 	 NULL, NULL},
 	{"--data", SERVE_STR, SO(data_dir), 0, 0, "DIR", "data directory, created when missing", NULL, "dir"},
+	{"--wal-dir", SERVE_STR, ST(wal_dir), 0, 0, "DIR",
+	 "directory of the WAL, e.g. on a device of its own (recorded in the store; reopening with "
+	 "another is refused)", "the one the store records; DIR/wal for a new store", "wal_dir"},
 	{"--store", SERVE_STR, ST(store), 0, 0, "URL",
 	 "object store of the run and manifest files: azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=URL "
 	 "(credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_KEY_FILE or key_file=, never the command "

@@ -435,7 +435,7 @@ ckpt_run(struct ckpt *ck, struct shard *const *shards, uint32_t n)
 		rc = ckpt_mkdir(ck, path);
 	for (uint32_t i = 0; rc == 0 && i < n; i++)
 		rc = ckpt_shard(ck, shards[i]);
-	if (rc == 0 && (rc = store_meta_write(ck->tmp, n, 1)) != 0) {
+	if (rc == 0 && (rc = store_meta_write(ck->tmp, n, NULL, 1)) != 0) {
 		char why[1024];
 		snprintf(why, sizeof(why), "%s", diag_last());
 		diag_set(rc, "checkpoint: writing the store's shape: %s", why);

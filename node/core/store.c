@@ -43,6 +43,10 @@ struct store {
 	uint32_t nold;
 	/** Descriptor of <dir>/LOCK, flock'ed for the life of the handle (-1: none). */
 	int lock_fd;
+	/** The WAL's root directory: <dir>/wal or the one STORE records (owned). */
+	char *wal_root;
+	/** Descriptor of <wal_root>/LOCK when the WAL lives outside dir (-1: none). */
+	int wal_lock_fd;
 	/** The environment every call of the store runs in (options.env_ops; NULL: default). */
 	struct env_ops *env_ops;
 	/** Deletes of objects no manifest names any more, run as background work. */
@@ -101,7 +105,7 @@ struct store_lock {
 
 /** Take <dir>/LOCK for this handle; STRATA_ELOCKED, naming the holder, when taken. */
 static int
-store_lock(const char *dir, struct store_lock *lk)
+store_lock(const char *dir, const char *what, struct store_lock *lk)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/" STORE_LOCK_FILE, dir);
@@ -128,10 +132,10 @@ store_lock(const char *dir, struct store_lock *lk)
 		char pid[64];
 		snprintf(pid, sizeof(pid), "%s", lk->prev);
 		pid[strcspn(pid, "\n")] = '\0';
-		return diag_set(STRATA_ELOCKED, "strata_open: the data directory %s is in use (pid %s holds "
+		return diag_set(STRATA_ELOCKED, "strata_open: the %s %s is in use (pid %s holds "
 				"%s); a directory has one owner at a time: close the other handle or stop "
 				"that node (read-only tools such as `strata inspect` still work)",
-				dir, pid[0] ? pid : "unknown", path);
+				what, dir, pid[0] ? pid : "unknown", path);
 	}
 	char line[32];
 	int len = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
@@ -164,13 +168,17 @@ store_unlock_undo(const char *dir, struct store_lock *lk)
 /** The shard count recorded in <dir>/STORE; STRATA_NOTFOUND when there is none. For a
  *  store from before the file existed, the count is that of its WAL directories. */
 static int
-store_meta_read(const char *dir, uint32_t *shards)
+store_meta_read(const char *dir, uint32_t *shards, char *wal, size_t wal_cap, int *recorded)
 {
+	if (wal != NULL && wal_cap > 0)
+		wal[0] = '\0';
+	if (recorded != NULL)
+		*recorded = 0;
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/" STORE_META_FILE, dir);
 	int fd = env.open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd >= 0) {
-		char text[256];
+		char text[4608];
 		ssize_t n = env_pread_full(fd, text, sizeof(text) - 1, 0);
 		env.close(fd);
 		if (n < 0)
@@ -185,6 +193,18 @@ store_meta_read(const char *dir, uint32_t *shards)
 			return diag_set(STRATA_ECORRUPT, "strata_open: %s does not say how many shards the "
 					"store has (expected \"strata store\" and a \"shards N\" line)", path);
 		*shards = (uint32_t)v;
+		const char *w = strstr(text, "\nwal ");
+		if (w != NULL && wal != NULL) {
+			w += 5;
+			size_t len = strcspn(w, "\n");
+			if (w[len] != '\n' || len == 0 || len >= wal_cap || w[0] != '/')
+				return diag_set(STRATA_ECORRUPT, "strata_open: %s has a \"wal\" line that is not "
+						"an absolute directory", path);
+			memcpy(wal, w, len);
+			wal[len] = '\0';
+		}
+		if (recorded != NULL)
+			*recorded = 1;
 		return 0;
 	}
 	if (errno != ENOENT)
@@ -210,12 +230,14 @@ store_meta_read(const char *dir, uint32_t *shards)
 }
 
 int
-store_meta_write(const char *dir, uint32_t shards, int sync)
+store_meta_write(const char *dir, uint32_t shards, const char *wal_root, int sync)
 {
-	char path[4096], tmp[4200], text[128];
+	char path[4096], tmp[4200], text[4400];
 	snprintf(path, sizeof(path), "%s/" STORE_META_FILE, dir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	int len = snprintf(text, sizeof(text), "strata store\nformat 1\nshards %u\n", shards);
+	if (wal_root != NULL)
+		len += snprintf(text + len, sizeof(text) - (size_t)len, "wal %s\n", wal_root);
 	int fd = env.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return diag_sys(errno, "strata_open: cannot create", tmp);
@@ -244,7 +266,95 @@ store_stored_shards(const char *dir, uint32_t *shards)
 {
 	if (dir == NULL || shards == NULL)
 		return diag_set(STRATA_EINVAL, "store_stored_shards: a directory and an output are required");
-	return store_meta_read(dir, shards);
+	return store_meta_read(dir, shards, NULL, 0, NULL);
+}
+
+int
+store_wal_root(const char *dir, char *out, size_t cap)
+{
+	uint32_t shards;
+	char wal[4096];
+	int rc = store_meta_read(dir, &shards, wal, sizeof(wal), NULL);
+	if (rc != 0 && rc != STRATA_NOTFOUND)
+		return rc;
+	if (rc == 0 && wal[0] != '\0')
+		snprintf(out, cap, "%s", wal);
+	else
+		snprintf(out, cap, "%s/wal", dir);
+	return 0;
+}
+
+/** Whether <dir>/wal holds a shard's WAL directory. */
+static int
+store_default_wal_used(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/wal", dir);
+	DIR *d = env.opendir(path);
+	if (d == NULL)
+		return 0;
+	int used = 0;
+	struct dirent *de;
+	while (!used && (de = env.readdir(d)) != NULL)
+		used = strncmp(de->d_name, "shard-", 6) == 0;
+	env.closedir(d);
+	return used;
+}
+
+/** Where the store in o->dir keeps its WAL, from what STORE records and the option:
+ *  root gets the directory, *external whether it is outside dir (then STORE records it). */
+static int
+store_resolve_wal(const strata_options *o, const char *recorded, char *root, size_t cap, int *external)
+{
+	char want[4096] = "";
+	if (o->wal_dir != NULL && o->wal_dir[0] != '\0') {
+		if (o->wal_dir[0] == '/') {
+			snprintf(want, sizeof(want), "%s", o->wal_dir);
+		} else {
+			char cwd[2048];
+			if (getcwd(cwd, sizeof(cwd)) == NULL)
+				return diag_sys(errno, "strata_open: cannot resolve the relative wal_dir",
+						o->wal_dir);
+			snprintf(want, sizeof(want), "%s/%s", cwd, o->wal_dir);
+		}
+		size_t len = strlen(want);
+		while (len > 1 && want[len - 1] == '/')
+			want[--len] = '\0';
+	}
+	char def[4096];
+	snprintf(def, sizeof(def), "%s/wal", o->dir);
+	if (recorded[0] != '\0') {
+		if (want[0] != '\0' && strcmp(want, recorded) != 0)
+			return diag_set(STRATA_EINVAL, "strata_open: the store in %s keeps its WAL in %s (its "
+					"STORE file says so), not in wal_dir %s: open it with that wal_dir, or "
+					"none; to move the WAL, stop the node, move the directory and edit the "
+					"\"wal\" line of STORE", o->dir, recorded, want);
+		if (strlen(recorded) >= cap)
+			return diag_set(STRATA_ECORRUPT, "strata_open: the WAL directory %s that STORE "
+					"records is longer than %zu bytes", recorded, cap - 1);
+		snprintf(root, cap, "%s", recorded);
+		*external = 1;
+		return 0;
+	}
+	if (want[0] == '\0' || strcmp(want, def) == 0) {
+		if (strlen(def) >= cap)
+			return diag_set(STRATA_EINVAL, "strata_open: the data directory %s is longer than "
+					"%zu bytes", o->dir, cap - 6);
+		memcpy(root, def, strlen(def) + 1);
+		*external = 0;
+		return 0;
+	}
+	if (store_default_wal_used(o->dir))
+		return diag_set(STRATA_EINVAL, "strata_open: the store in %s keeps its WAL in %s, not in "
+				"wal_dir %s: open it without wal_dir (a WAL moves only with the store "
+				"stopped: move the directory, then record it with a \"wal\" line in STORE)",
+				o->dir, def, want);
+	if (strlen(want) >= cap)
+		return diag_set(STRATA_EINVAL, "strata_open: wal_dir %s is longer than %zu bytes", want,
+				cap - 1);
+	snprintf(root, cap, "%s", want);
+	*external = 1;
+	return 0;
 }
 
 /** Add to the message of a failed open what a user can do about a damaged store. */
@@ -280,35 +390,40 @@ store_open_in(const strata_options *o, struct store **out)
 	if (db == NULL)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	db->lock_fd = -1;
+	db->wal_lock_fd = -1;
 	trace_create(&db->trace);
 	db->opt = *o;
 	db->env_ops = (struct env_ops *)o->env_ops;
 	db->dir = strdup(o->dir);
 	int rc = db->dir ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	char path[4096];
-	struct store_lock lk = {.fd = -1};
+	char path[4096], recorded_wal[4096], wal_root[STORE_WAL_ROOT_MAX];
+	struct store_lock lk = {.fd = -1}, wal_lk = {.fd = -1};
 	/* 1. Own the directory. */
 	if (rc == 0)
 		rc = env_mkdir_p(o->dir);
 	if (rc == 0)
-		rc = store_lock(o->dir, &lk);
-	/* 2. Its shape: the shard count is part of the store. */
+		rc = store_lock(o->dir, "data directory", &lk);
+	/* 2. Its shape: the shard count and the WAL's place are part of the store. */
 	uint32_t stored = 0;
-	int have_meta = 0;
+	int have_meta = 0, wal_external = 0;
 	if (rc == 0) {
-		rc = store_meta_read(o->dir, &stored);
+		rc = store_meta_read(o->dir, &stored, recorded_wal, sizeof(recorded_wal), &have_meta);
 		if (rc == STRATA_NOTFOUND) {
 			rc = 0;
 		} else if (rc == 0) {
-			have_meta = 1;
-			snprintf(path, sizeof(path), "%s/" STORE_META_FILE, o->dir);
-			have_meta = access(path, F_OK) == 0; /* else inferred: record it below */
 			if (o->shards != 0 && o->shards != stored)
 				rc = diag_set(STRATA_EINVAL, "strata_open: %s holds a store of %u shards, not %u: "
 					      "the shard count is part of the store (open it with %u shards, "
 					      "or 0 for the stored count)", o->dir, stored, o->shards, stored);
 		}
 	}
+	if (rc == 0)
+		rc = store_resolve_wal(o, have_meta ? recorded_wal : "", wal_root,
+				       sizeof(wal_root), &wal_external);
+	if (rc == 0 && (db->wal_root = strdup(wal_root)) == NULL)
+		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	if (rc == 0 && wal_external && (rc = env_mkdir_p(wal_root)) == 0)
+		rc = store_lock(wal_root, "WAL directory", &wal_lk);
 	uint32_t nshards = o->shards ? o->shards : stored ? stored : 1;
 	db->opt.shards = nshards;
 	if (rc == 0) {
@@ -346,7 +461,7 @@ store_open_in(const strata_options *o, struct store **out)
 		memset(&cfg, 0, sizeof(cfg));
 		cfg.os = db->os;
 		cfg.id = i;
-		snprintf(cfg.wal_dir, sizeof(cfg.wal_dir), "%s/wal/shard-%04u", o->dir, i);
+		snprintf(cfg.wal_dir, sizeof(cfg.wal_dir), "%s/shard-%04u", wal_root, i);
 		snprintf(cfg.prefix, sizeof(cfg.prefix), "shard-%04u/", i);
 		cfg.sync = o->sync;
 		cfg.sync_interval_ms = o->sync_interval_ms;
@@ -374,11 +489,10 @@ store_open_in(const strata_options *o, struct store **out)
 	}
 	/* 4. Take ownership: record the shape, claim and fence each shard. */
 	if (rc == 0 && !have_meta)
-		rc = store_meta_write(o->dir, nshards, o->sync != STRATA_SYNC_NONE);
-	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
-		snprintf(path, sizeof(path), "%s/wal/shard-%04u", o->dir, i);
+		rc = store_meta_write(o->dir, nshards, wal_external ? wal_root : NULL,
+				      o->sync != STRATA_SYNC_NONE);
+	for (uint32_t i = 0; rc == 0 && i < nshards; i++)
 		rc = shard_start(db->shards[i]);
-	}
 	if (rc == 0) {
 		/* Temp files of object writes a crash interrupted are never published: every
 		 * shard is ours now (older writers fenced), so they can go. */
@@ -394,9 +508,12 @@ store_open_in(const strata_options *o, struct store **out)
 		rc = store_open_failed(rc, o->dir);
 		store_close(db);
 		store_unlock_undo(o->dir, &lk);
+		if (wal_external)
+			store_unlock_undo(wal_root, &wal_lk);
 		return rc;
 	}
 	db->lock_fd = lk.fd;
+	db->wal_lock_fd = wal_lk.fd;
 	db->opt.dir = db->dir;
 	if (o->sync == STRATA_SYNC_INTERVAL && o->threads != 0 && (rc = store_syncer_start(db)) != 0) {
 		store_close(db);
@@ -487,7 +604,10 @@ store_close_in(struct store *db)
 	env.free(db->shards);
 	if (db->lock_fd >= 0)
 		env.close(db->lock_fd); /* the directory is free for the next owner */
+	if (db->wal_lock_fd >= 0)
+		env.close(db->wal_lock_fd);
 	free(db->dir);
+	free(db->wal_root);
 	trace_destroy(&db->trace);
 	env.free(db);
 }

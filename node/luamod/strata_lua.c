@@ -235,7 +235,9 @@ static const struct lstrata_code lstrata_codes[] = {
 static const char *const lstrata_open_keys[] = {
 	"dir", "shards", "sync", "sync_interval_ms", "max_value_bytes", "wal_segment_bytes",
 	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "merge_max_inputs", "policy",
-	"clock", "threads", "seed", "step_meter", "store", NULL,
+	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
+	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
+	"max_open_object_files", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -557,6 +559,24 @@ lstrata_open(lua_State *L)
 	o.bloom_bits_per_key = (uint32_t)lstrata_opt_int(L, 1, 1, "bloom_bits_per_key", 0, 64,
 							 o.bloom_bits_per_key);
 	o.manifest_keep = (uint32_t)lstrata_opt_int(L, 1, 1, "manifest_keep", 0, 1000000, o.manifest_keep);
+	o.delete_bytes_per_s = (uint64_t)lstrata_opt_int(L, 1, 1, "delete_bytes_per_s", 0, 9007199254740992.0,
+							 (lua_Number)o.delete_bytes_per_s);
+	o.background_io_bytes_per_s = (uint64_t)lstrata_opt_int(L, 1, 1, "background_io_bytes_per_s", 0,
+								9007199254740992.0,
+								(lua_Number)o.background_io_bytes_per_s);
+	lua_getfield(L, 1, "background_io_auto");
+	if (lua_isboolean(L, -1))
+		o.background_io_auto = lua_toboolean(L, -1);
+	else if (!lua_isnil(L, -1))
+		luaL_argerror(L, 1, lua_pushfstring(L, "background_io_auto must be a boolean, not %s",
+						    luaL_typename(L, -1)));
+	lua_pop(L, 1);
+	o.group_commit_wait_us = (uint32_t)lstrata_opt_int(L, 1, 1, "group_commit_wait_us", 0, 10000000,
+							   o.group_commit_wait_us);
+	o.max_open_wal_files = (uint32_t)lstrata_opt_int(L, 1, 1, "max_open_wal_files", 0, 10000000,
+							 o.max_open_wal_files);
+	o.max_open_object_files = (uint32_t)lstrata_opt_int(L, 1, 1, "max_open_object_files", 0, 10000000,
+							    o.max_open_object_files);
 	o.clock = lstrata_opt_enum(L, 1, "clock", lstrata_clocks, o.clock);
 	o.step_meter = lstrata_opt_enum(L, 1, "step_meter", lstrata_meters, o.step_meter);
 	o.threads = (int)lstrata_opt_int(L, 1, 1, "threads", -1, 1024, o.threads);
@@ -576,7 +596,14 @@ lstrata_open(lua_State *L)
 	else if (!lua_isnil(L, 4))
 		luaL_argerror(L, 1, lua_pushfstring(L, "store must be a URL string, not %s", luaL_typename(L, 4)));
 
-	struct lstrata_db *d = lua_newuserdata(L, sizeof(*d)); /* 5 */
+	lua_getfield(L, 1, "wal_dir"); /* 5: kept on the stack while the store opens */
+	if (lua_type(L, 5) == LUA_TSTRING)
+		o.wal_dir = lua_tostring(L, 5);
+	else if (!lua_isnil(L, 5))
+		luaL_argerror(L, 1, lua_pushfstring(L, "wal_dir must be a directory path, not %s",
+						    luaL_typename(L, 5)));
+
+	struct lstrata_db *d = lua_newuserdata(L, sizeof(*d)); /* 6 */
 	memset(d, 0, sizeof(*d));
 	luaL_getmetatable(L, LSTRATA_DB_MT);
 	lua_setmetatable(L, -2);
@@ -585,7 +612,7 @@ lstrata_open(lua_State *L)
 		d->db = NULL;
 		return lstrata_fail(L, rc);
 	}
-	lua_settop(L, 5);
+	lua_settop(L, 6);
 	return 1;
 }
 

@@ -68,7 +68,7 @@ n=0
 for f in $fields; do
 	case " $noflag " in *" $f "*) continue ;; esac
 	# Paths and URLs are strings the open checks (and names in its message).
-	case $f in dir | policy | store) continue ;; esac
+	case $f in dir | wal_dir | policy | store) continue ;; esac
 	flag=$(awk -v f="[$f]" '/^  --/ { flag = $1 } index($0, f) { print flag; exit }' "$tmp/serve-help")
 	n=$((n + 1))
 	out=$("$S" serve "$flag" not-a-number 2>&1)

@@ -327,6 +327,31 @@ describe("strata module", function()
 		end)
 	end)
 
+	describe("open options", function()
+		it("puts the WAL in wal_dir, which the store remembers", function()
+			local wal = tmpdir()
+			local db, dir = open({ wal_dir = wal, sync = "fsync", group_commit_wait_us = 0,
+				max_open_wal_files = 8, max_open_object_files = 4, background_io_auto = true,
+				delete_bytes_per_s = 1048576 })
+			assert.truthy(db:append(0, "k", "v"))
+			db:close()
+			assert.is_true(count_entries(wal .. "/shard-0000") > 0)
+			assert.equals(0, count_entries(dir .. "/wal"))
+			db = open({ dir = dir })
+			assert.equals("v", db:get(0, "k"))
+			db:close()
+			local other = tmpdir()
+			local none, err, code = strata.open({ dir = dir, wal_dir = other })
+			assert.is_nil(none)
+			assert.truthy(err:find(wal, 1, true), err)
+			assert.equals(strata.EINVAL, code)
+			assert.error_matches(function() strata.open({ dir = dir, wal_dir = 7 }) end,
+				"wal_dir must be a directory path")
+			assert.error_matches(function() strata.open({ dir = dir, background_io_auto = 1 }) end,
+				"background_io_auto must be a boolean")
+		end)
+	end)
+
 	describe("argument errors raise", function()
 		it("for wrong types and unknown options", function()
 			local db = open()
