@@ -2,7 +2,7 @@
 # luacheck over the shipped Lua (lua/, policies/, Lua tests) as one suite for tests/run.sh.
 cd "$(dirname "$0")/.." || exit 1
 dirs=""
-for d in lua policies tests/spec tests/integration tests/load; do
+for d in lua policies tests/spec tests/integration tests/load tests/bench; do
 	[ -d "$d" ] && dirs="$dirs $d"
 done
 # shellcheck disable=SC2086

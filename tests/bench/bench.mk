@@ -14,7 +14,7 @@
 # BENCH_STALL_ENGINES, BENCH_STALL_BYTES_PER_SYNC, BENCH_STALL_SFR,
 # BENCH_STALL_ROCKSDB_BYTES_PER_SYNC, BENCH_STALL_MERGE_IOPRIO, BENCH_STALL_SAMPLES
 # (bench_stall; a quick run: BENCH_STALL_GENS=8 BENCH_STALL_GEN_MB=16);
-# BENCH_ONLY=append|merge|policy|http|stall runs one of them.
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|frame|sim runs one of them.
 
 CC      ?= cc
 BUILD   ?= build
