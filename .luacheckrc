@@ -18,3 +18,10 @@ files["tests/integration"] = { read_globals = busted }
 
 -- policy scripts run in the node's sandbox, which provides the `strata` helpers
 files["policies"] = { read_globals = { "strata" } }
+
+-- wrk scripts: wrk calls these globals and provides `wrk` (and `tid` set in setup)
+files["tests/bench/wrk_append.lua"] = {
+	globals = { "setup", "init", "request", "done", "tid" },
+	read_globals = { "wrk" },
+	unused_args = false,
+}
