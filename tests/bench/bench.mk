@@ -14,7 +14,9 @@
 # BENCH_STALL_ENGINES, BENCH_STALL_BYTES_PER_SYNC, BENCH_STALL_SFR,
 # BENCH_STALL_ROCKSDB_BYTES_PER_SYNC, BENCH_STALL_MERGE_IOPRIO, BENCH_STALL_SAMPLES
 # (bench_stall; a quick run: BENCH_STALL_GENS=8 BENCH_STALL_GEN_MB=16);
-# BENCH_ONLY=append|merge|policy|http|stall|stall-http|frame|sim runs one of them.
+# BENCH_GROWTH_GENS, BENCH_GROWTH_SHARDS, BENCH_GROWTH_ROWS, BENCH_GROWTH_REPLAY_MB,
+# BENCH_GROWTH_ENGINES, BENCH_GROWTH_SVG (bench_growth);
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|frame|sim runs one of them.
 
 CC      ?= cc
 BUILD   ?= build
@@ -36,7 +38,7 @@ BENCH_LDLIBS := $(shell pkg-config --libs $(BENCH_PC)) -lev -lpthread -lm
 BENCH_ROCKSDB_LDLIBS := -lrocksdb
 
 BENCH_BIN := $(BUILD)/bench/bench_append $(BUILD)/bench/bench_merge $(BUILD)/bench/bench_policy \
-             $(BUILD)/bench/bench_stall
+             $(BUILD)/bench/bench_stall $(BUILD)/bench/bench_growth
 
 .PHONY: bench bench-build
 
