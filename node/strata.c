@@ -206,6 +206,7 @@ strata_options_init(strata_options *o)
 	o->group_commit_wait_us = 200;
 	o->max_open_wal_files = 512;
 	o->max_open_object_files = 64;
+	o->memtable_huge_pages = 1;
 }
 
 #ifndef STRATA_CORE_ONLY

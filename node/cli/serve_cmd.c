@@ -132,6 +132,9 @@ static const struct serve_flag serve_flags[] = {
 	{"--max-open-object-files", SERVE_U32, ST(max_open_object_files), 0, 10000000, "N",
 	 "run and generation files kept open for reads (0 = open and close the file on every block "
 	 "read)", NULL, "max_open_object_files"},
+	{"--memtable-huge-pages", SERVE_INT, ST(memtable_huge_pages), 0, 1, "0|1",
+	 "memtable arenas past their first MiB in 16 MiB chunks advised as transparent huge pages",
+	 NULL, "memtable_huge_pages"},
 	{"--seed", SERVE_U64, ST(seed), 0, UINT64_MAX, "N",
 	 "seed of the engine's random source (memtable tower heights; 0 = unseeded)", NULL, "seed"},
 	{"--max-body", SERVE_U64, SO(max_body_bytes), 1, 4ull << 30, "BYTES", "largest request body", NULL,

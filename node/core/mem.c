@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -68,6 +69,8 @@ struct mem {
 	struct mem_chunk *chunks;
 	/** Every dedicated entry allocation that holds a linked node, newest first. */
 	struct mem_chunk *bigs;
+	/** Chunks after the first are MEM_HUGE_CHUNK_BYTES, advised as huge pages. */
+	int huge_pages;
 };
 
 /** Entries larger than this get a dedicated allocation instead of chunk space. */
@@ -176,6 +179,18 @@ mem_find_ge(struct mem *m, const void *key, size_t klen, uint64_t seq)
 	return n;
 }
 
+/** Advise the 2 MiB-aligned interior of [p, p + n) as transparent huge pages (a hint:
+ *  a kernel without them, or with them off, keeps normal pages). */
+static void
+mem_advise_huge(void *p, size_t n)
+{
+	const uintptr_t huge = 2u << 20;
+	uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+	uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
+	if (e > a)
+		(void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
+
 /** Space for a node of size n from the current chunk, switching chunks when full. */
 static void *
 mem_arena_alloc(struct mem *m, size_t n)
@@ -193,7 +208,10 @@ mem_arena_alloc(struct mem *m, size_t n)
 			pthread_mutex_unlock(&m->lock);
 			continue;
 		}
-		size_t total = sizeof(struct mem_chunk) + MEM_CHUNK_BYTES;
+		/* The first chunk is small: an idle shard's memtable costs 1 MiB at most. One that
+		 * fills it is busy: its next chunks come as huge pages, one fault per 2 MiB. */
+		size_t cap = m->huge_pages && m->chunks != NULL ? MEM_HUGE_CHUNK_BYTES : MEM_CHUNK_BYTES;
+		size_t total = sizeof(struct mem_chunk) + cap;
 		struct mem_chunk *nc = env.malloc(total);
 		if (nc == NULL) {
 			pthread_mutex_unlock(&m->lock);
@@ -201,7 +219,9 @@ mem_arena_alloc(struct mem *m, size_t n)
 				 total);
 			return NULL;
 		}
-		nc->cap = MEM_CHUNK_BYTES;
+		nc->cap = cap;
+		if (cap == MEM_HUGE_CHUNK_BYTES)
+			mem_advise_huge(nc, total);
 		atomic_init(&nc->used, n);
 		nc->prev = m->chunks;
 		m->chunks = nc;
@@ -213,7 +233,7 @@ mem_arena_alloc(struct mem *m, size_t n)
 }
 
 struct mem *
-mem_new(void)
+mem_new(int huge_pages)
 {
 	struct mem *m = env.malloc(sizeof(*m));
 	if (m == NULL) {
@@ -232,6 +252,7 @@ mem_new(void)
 	pthread_mutex_init(&m->lock, NULL);
 	m->chunks = NULL;
 	m->bigs = NULL;
+	m->huge_pages = huge_pages;
 	return m;
 }
 

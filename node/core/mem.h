@@ -30,9 +30,13 @@ struct mem_batch;
 #define MEM_MAX_HEIGHT 16
 /** Arena chunk size; an entry over a quarter of it gets a dedicated allocation. */
 #define MEM_CHUNK_BYTES (1u << 20)
+/** Size of the chunks after the first with huge pages on; their 2 MiB-aligned interior
+ *  is advised MADV_HUGEPAGE. */
+#define MEM_HUGE_CHUNK_BYTES (16u << 20)
 
-/** Create an empty memtable with one reference. NULL on ENOMEM. */
-struct mem *mem_new(void);
+/** Create an empty memtable with one reference (huge_pages: chunks after the first are
+ *  MEM_HUGE_CHUNK_BYTES, advised as huge pages). NULL on ENOMEM. */
+struct mem *mem_new(int huge_pages);
 /** Take a reference. */
 void mem_ref(struct mem *m);
 /** Drop a reference; the last one frees the memtable. Safe on NULL. */

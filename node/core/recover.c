@@ -195,7 +195,7 @@ shard_load_state(struct shard *s)
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
 	atomic_init(&v->refs, 1);
 	s->view = v;
-	v->active = slot_new();
+	v->active = slot_new(s->cfg.memtable_huge_pages);
 	v->sealed = env.calloc(1, sizeof(*v->sealed));
 	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
 	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));

@@ -519,7 +519,7 @@ shard_seal(struct shard *s)
 		pthread_mutex_unlock(&s->seal_mu);
 		return rc;
 	}
-	struct slot *fresh = slot_new();
+	struct slot *fresh = slot_new(s->cfg.memtable_huge_pages);
 	struct view *v = NULL;
 	if (fresh == NULL) {
 		pthread_mutex_unlock(&s->seal_mu);

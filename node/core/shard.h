@@ -57,6 +57,8 @@ struct shard_config {
 	struct wal_fdcache *wal_fds;
 	/** Longest a group commit waits for the previous group's writers, us (0: never). */
 	uint32_t group_commit_wait_us;
+	/** Memtables grow in huge-page chunks (strata_options.memtable_huge_pages). */
+	int memtable_huge_pages;
 	/** STRATA_SYNC_INTERVAL without a WAL thread: the store calls shard_sync_written. */
 	int external_sync;
 	/** The store's event trace. */

@@ -194,7 +194,7 @@ int shard_resync(struct shard *s);
 
 /* view.c */
 /** A fresh empty memtable slot with one reference; NULL on ENOMEM. */
-struct slot *slot_new(void);
+struct slot *slot_new(int huge_pages);
 void slot_unref(struct slot *sl);
 /** Open the table of a manifest entry (kind MANIFEST_GEN or MANIFEST_RUN). */
 int table_open(struct shard *s, int kind, const struct manifest_obj *o, struct table **out);

@@ -479,6 +479,7 @@ store_open_in(const strata_options *o, struct store **out)
 		 * at all, strata_step) syncs them every interval. */
 		cfg.external_sync = 1;
 		cfg.group_commit_wait_us = o->group_commit_wait_us;
+		cfg.memtable_huge_pages = o->memtable_huge_pages;
 		cfg.wal_fds = db->wal_fds;
 		cfg.trace = &db->trace;
 		cfg.excl_hold_ns = db->excl_hold_ns;

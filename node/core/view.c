@@ -20,12 +20,12 @@
 /* ---------- refcounted pieces ---------- */
 
 struct slot *
-slot_new(void)
+slot_new(int huge_pages)
 {
 	struct slot *sl = env.calloc(1, sizeof(*sl));
 	if (sl == NULL)
 		return NULL;
-	sl->mem = mem_new();
+	sl->mem = mem_new(huge_pages);
 	if (sl->mem == NULL) {
 		env.free(sl);
 		return NULL;

@@ -237,7 +237,7 @@ static const char *const lstrata_open_keys[] = {
 	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "merge_max_inputs", "policy",
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
-	"max_open_object_files", NULL,
+	"max_open_object_files", "memtable_huge_pages", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -564,6 +564,13 @@ lstrata_open(lua_State *L)
 	o.background_io_bytes_per_s = (uint64_t)lstrata_opt_int(L, 1, 1, "background_io_bytes_per_s", 0,
 								9007199254740992.0,
 								(lua_Number)o.background_io_bytes_per_s);
+	lua_getfield(L, 1, "memtable_huge_pages");
+	if (lua_isboolean(L, -1))
+		o.memtable_huge_pages = lua_toboolean(L, -1);
+	else if (!lua_isnil(L, -1))
+		luaL_argerror(L, 1, lua_pushfstring(L, "memtable_huge_pages must be a boolean, not %s",
+						    luaL_typename(L, -1)));
+	lua_pop(L, 1);
 	lua_getfield(L, 1, "background_io_auto");
 	if (lua_isboolean(L, -1))
 		o.background_io_auto = lua_toboolean(L, -1);

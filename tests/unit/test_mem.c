@@ -63,7 +63,7 @@ check_contents(struct mem *m, const struct exp_row *want, size_t n)
 static void
 order_is_key_ascending_then_seq_descending(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	/* Inserted in a scrambled order. */
 	static const struct exp_row ins[] = {
@@ -87,7 +87,7 @@ order_is_key_ascending_then_seq_descending(void)
 static void
 prefix_keys_order_shorter_first(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, "ab", 2, 1, NULL, 0), 0);
 	REQUIRE_EQ(mem_insert(m, "a\0", 2, 2, NULL, 0), 0);
@@ -105,7 +105,7 @@ prefix_keys_order_shorter_first(void)
 static void
 get_returns_highest_seq(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, "key", 3, 5, "v5", 2), 0);
 	REQUIRE_EQ(mem_insert(m, "key", 3, 9, "v9", 2), 0);
@@ -130,7 +130,7 @@ get_returns_highest_seq(void)
 static void
 duplicate_key_seq_collapses(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, "k", 1, 5, "first", 5), 0);
 	uint64_t bytes = mem_bytes(m);
@@ -173,7 +173,7 @@ check_seek(struct mem *m, const char *key, size_t klen, const char *want, uint64
 static void
 seek_positions(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	struct mem_iter it;
 	mem_iter_seek(&it, m, NULL, 0);
@@ -211,7 +211,7 @@ seek_positions(void)
 static void
 byte_accounting_matches_formula(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	CHECK_EQ(mem_bytes(m), 0);
 	CHECK_EQ(mem_rows(m), 0);
@@ -238,7 +238,7 @@ byte_accounting_matches_formula(void)
 static void
 empty_key_and_empty_value(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, NULL, 0, 1, NULL, 0), 0);
 	REQUIRE_EQ(mem_insert(m, "", 0, 2, "x", 1), 0);
@@ -271,7 +271,7 @@ empty_key_and_empty_value(void)
 static void
 oversized_entry_is_rejected(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	CHECK_EQ(mem_insert(m, "k", (size_t)MEM_MAX_KEY + 1, 1, "v", 1), STRATA_ETOOBIG);
 	CHECK(strstr(diag_last(), "key of") != NULL);
@@ -292,7 +292,7 @@ large_value_round_trip(void)
 	REQUIRE(big != NULL);
 	for (size_t i = 0; i < n; i++)
 		big[i] = (unsigned char)(i * 2654435761u >> 13);
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, "a", 1, 1, "small", 5), 0);
 	REQUIRE_EQ(mem_insert(m, "big", 3, 2, big, n), 0);
@@ -403,7 +403,7 @@ enomem_on_new_returns_null(void)
 	env.malloc = test_malloc;
 	env.free = test_free;
 	fail_after = 0;
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	CHECK(m == NULL);
 	fail_after = -1;
 	env_reset();
@@ -440,7 +440,7 @@ enomem_leaves_memtable_consistent(void)
 	env.malloc = test_malloc;
 	env.free = test_free;
 	live_blocks = 0;
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	char val[100], key[16];
 	memset(val, 'v', sizeof(val));
@@ -501,7 +501,7 @@ last_unref_frees_every_allocation(void)
 	env.malloc = test_malloc;
 	env.free = test_free;
 	live_blocks = 0;
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	char *big = calloc(1, 600000);
 	REQUIRE(big != NULL);
@@ -716,7 +716,7 @@ static void
 concurrent_inserts_with_readers(void)
 {
 	struct conc c;
-	c.m = mem_new();
+	c.m = mem_new(0);
 	REQUIRE(c.m != NULL);
 	atomic_init(&c.done, 0);
 	atomic_init(&c.errors, 0);
@@ -758,7 +758,7 @@ check_unchanged(struct mem *m, const struct exp_row *want, size_t n, uint64_t ro
 static void
 batch_visible_only_after_insert(void)
 {
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, "b", 1, 1, "old", 3), 0);
 	size_t bn = MEM_CHUNK_BYTES / 2;
@@ -900,7 +900,7 @@ batch_free_without_insert_leaves_nothing(void)
 	struct brows br;
 	REQUIRE(brows_init(&br));
 	seams_install();
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, "a", 1, 1, "x", 1), 0);
 	static const struct exp_row only_a[] = {{"a", 1, 1}};
@@ -932,7 +932,7 @@ batch_free_without_insert_leaves_nothing(void)
 	mem_batch_free(b);
 	CHECK_EQ(live_blocks, 0);
 	/* Likewise when the batch is inserted. */
-	m = mem_new();
+	m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_batch_new(m, br.rows, BROWS, &b), 0);
 	mem_unref(m);
@@ -946,7 +946,7 @@ static void
 batch_rejects_bad_rows(void)
 {
 	seams_install();
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	long blocks = live_blocks;
 	struct mem_batch *b = (struct mem_batch *)&b;
@@ -990,7 +990,7 @@ batch_enomem_at_every_allocation(void)
 			break;
 		}
 		fail_after = -1;
-		struct mem *m = mem_new();
+		struct mem *m = mem_new(0);
 		REQUIRE(m != NULL);
 		REQUIRE_EQ(mem_insert(m, "pre", 3, 1000, "p", 1), 0);
 		struct mem_batch *b = (struct mem_batch *)&b;
@@ -1037,7 +1037,7 @@ static void
 batch_duplicate_key_seq_keeps_one(void)
 {
 	seams_install();
-	struct mem *m = mem_new();
+	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_insert(m, "k", 1, 5, "first", 5), 0);
 	const strata_row rows[] = {{"j", 1, "J", 1}, {"k", 1, "second", 6}, {"l", 1, "L", 1}};
@@ -1155,7 +1155,7 @@ static void
 concurrent_batch_inserts_with_readers(void)
 {
 	struct conc c;
-	c.m = mem_new();
+	c.m = mem_new(0);
 	REQUIRE(c.m != NULL);
 	atomic_init(&c.done, 0);
 	atomic_init(&c.errors, 0);
@@ -1180,11 +1180,49 @@ concurrent_batch_inserts_with_readers(void)
 	mem_unref(c.m);
 }
 
+/** With huge pages on, the first chunk stays 1 MiB (an idle memtable stays small) and
+ *  later ones are MEM_HUGE_CHUNK_BYTES; every row reads back across the switch. */
+static void
+huge_page_chunks_after_the_first(void)
+{
+	for (int huge = 0; huge <= 1; huge++) {
+		struct mem *m = mem_new(huge);
+		REQUIRE(m != NULL);
+		char key[16], val[1000];
+		memset(val, 'v', sizeof(val));
+		REQUIRE_EQ(mem_insert(m, "first", 5, 1, val, 10), 0);
+		uint64_t one = mem_arena_bytes(m);
+		CHECK(one > MEM_CHUNK_BYTES && one < MEM_CHUNK_BYTES + 4096);
+		int n = 3000; /* about 3 MiB of rows: past the first chunk */
+		for (int i = 0; i < n; i++) {
+			snprintf(key, sizeof(key), "k%08d", i);
+			REQUIRE_EQ(mem_insert(m, key, 9, (uint64_t)i + 2, val, sizeof(val)), 0);
+		}
+		uint64_t all = mem_arena_bytes(m);
+		if (huge)
+			CHECK(all > MEM_CHUNK_BYTES + MEM_HUGE_CHUNK_BYTES &&
+			      all < MEM_CHUNK_BYTES + MEM_HUGE_CHUNK_BYTES + 8192);
+		else
+			CHECK(all > 3 * MEM_CHUNK_BYTES && all < 5 * (MEM_CHUNK_BYTES + 4096));
+		for (int i = 0; i < n; i += 97) {
+			snprintf(key, sizeof(key), "k%08d", i);
+			uint64_t seq;
+			const void *v;
+			size_t vl;
+			CHECK_EQ(mem_get(m, key, 9, &seq, &v, &vl), 0);
+			CHECK_EQ(vl, sizeof(val));
+			CHECK_EQ(seq, (uint64_t)i + 2);
+		}
+		mem_unref(m);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
 	HARNESS_BEGIN(argc, argv);
 	RUN(order_is_key_ascending_then_seq_descending);
+	RUN(huge_page_chunks_after_the_first);
 	RUN(prefix_keys_order_shorter_first);
 	RUN(get_returns_highest_seq);
 	RUN(duplicate_key_seq_collapses);
