@@ -207,6 +207,7 @@ strata_options_init(strata_options *o)
 	o->max_open_wal_files = 512;
 	o->max_open_object_files = 64;
 	o->memtable_huge_pages = 1;
+	o->open_threads = 64;
 }
 
 #ifndef STRATA_CORE_ONLY

@@ -135,6 +135,8 @@ static const struct serve_flag serve_flags[] = {
 	{"--memtable-huge-pages", SERVE_INT, ST(memtable_huge_pages), 0, 1, "0|1",
 	 "memtable arenas past their first MiB in 16 MiB chunks advised as transparent huge pages",
 	 NULL, "memtable_huge_pages"},
+	{"--open-threads", SERVE_U32, ST(open_threads), 0, 1024, "N",
+	 "threads that load and claim the shards at open (0 or 1 = one)", NULL, "open_threads"},
 	{"--seed", SERVE_U64, ST(seed), 0, UINT64_MAX, "N",
 	 "seed of the engine's random source (memtable tower heights; 0 = unseeded)", NULL, "seed"},
 	{"--max-body", SERVE_U64, SO(max_body_bytes), 1, 4ull << 30, "BYTES", "largest request body", NULL,

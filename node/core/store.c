@@ -369,6 +369,132 @@ store_open_failed(int rc, const char *dir)
 			why, dir);
 }
 
+/* ---------- opening the shards ---------- */
+
+/** The configuration of shard i, from the store's options. */
+static void
+store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
+{
+	const strata_options *o = &db->opt;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->os = db->os;
+	cfg->id = i;
+	snprintf(cfg->wal_dir, sizeof(cfg->wal_dir), "%.*s/shard-%04u", STORE_WAL_ROOT_MAX, db->wal_root,
+		 i);
+	snprintf(cfg->prefix, sizeof(cfg->prefix), "shard-%04u/", i);
+	cfg->sync = o->sync;
+	cfg->sync_interval_ms = o->sync_interval_ms;
+	cfg->wal_segment_bytes = o->wal_segment_bytes;
+	cfg->max_value_bytes = o->max_value_bytes;
+	cfg->run.block_bytes = o->block_bytes;
+	cfg->run.zstd_level = o->zstd_level;
+	cfg->run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key : RUN_BLOOM_DISABLED;
+	cfg->manifest_keep = o->manifest_keep;
+	cfg->merge_max_inputs = o->merge_max_inputs;
+	cfg->reaper = db->reaper;
+	cfg->run.limiter = db->io_limit;
+	/* The WALs start no sync thread: the store's one syncer (or, with no threads at all,
+	 * strata_step) syncs them every interval. */
+	cfg->external_sync = 1;
+	cfg->group_commit_wait_us = o->group_commit_wait_us;
+	cfg->memtable_huge_pages = o->memtable_huge_pages;
+	cfg->wal_fds = db->wal_fds;
+	cfg->trace = &db->trace;
+	cfg->excl_hold_ns = db->excl_hold_ns;
+	cfg->excl_wait_ns = db->excl_wait_ns;
+}
+
+/** A step of the open that every shard goes through. */
+enum store_step { STORE_LOAD, STORE_START };
+
+/** Shards shared out between the threads of one step. */
+struct store_each {
+	struct store *db;
+	enum store_step step;
+	/** Next shard to take. */
+	atomic_uint next;
+	/** Set by the first failure: no thread takes another shard. */
+	atomic_int stop;
+	/** Guards the first failure's record. */
+	pthread_mutex_t mu;
+	/** The first failure: its result, shard and message (diag is per thread). */
+	int rc;
+	uint32_t shard;
+	char msg[1024];
+};
+
+static void
+store_each_run(struct store_each *e)
+{
+	struct store *db = e->db;
+	for (;;) {
+		if (atomic_load(&e->stop))
+			return;
+		uint32_t i = atomic_fetch_add(&e->next, 1);
+		if (i >= db->opt.shards)
+			return;
+		int rc;
+		if (e->step == STORE_LOAD) {
+			struct shard_config cfg;
+			store_shard_config(db, i, &cfg);
+			rc = shard_load(&cfg, &db->shards[i]);
+		} else {
+			rc = shard_start(db->shards[i]);
+		}
+		if (rc != 0) {
+			pthread_mutex_lock(&e->mu);
+			if (e->rc == 0 || i < e->shard) {
+				e->rc = rc;
+				e->shard = i;
+				snprintf(e->msg, sizeof(e->msg), "%s", diag_last());
+			}
+			pthread_mutex_unlock(&e->mu);
+			atomic_store(&e->stop, 1);
+			return;
+		}
+	}
+}
+
+static void *
+store_each_main(void *arg)
+{
+	struct store_each *e = arg;
+	struct env_ops *prev = env_enter(e->db->env_ops);
+	store_each_run(e);
+	env_leave(prev);
+	return NULL;
+}
+
+/** Run step on every shard: on up to options.open_threads threads at once (the claims'
+ *  syncs then share journal commits), on the caller's alone in inline mode. The first
+ *  failure (the lowest shard's, among those that failed) is the result. */
+static int
+store_each_shard(struct store *db, enum store_step step)
+{
+	struct store_each e = {.db = db, .step = step};
+	atomic_init(&e.next, 0);
+	atomic_init(&e.stop, 0);
+	pthread_mutex_init(&e.mu, NULL);
+	uint32_t nthreads = db->opt.threads == 0 ? 1 : db->opt.open_threads;
+	if (nthreads > db->opt.shards)
+		nthreads = db->opt.shards;
+	pthread_t *t = nthreads > 1 ? env.calloc(nthreads - 1, sizeof(*t)) : NULL;
+	uint32_t started = 0;
+	for (; t != NULL && started + 1 < nthreads; started++)
+		if (pthread_create(&t[started], NULL, store_each_main, &e) != 0)
+			break; /* fewer threads: the ones running take the rest */
+	store_each_run(&e);
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	env.free(t);
+	pthread_mutex_destroy(&e.mu);
+	if (step == STORE_LOAD)
+		db->nshards = db->opt.shards; /* store_close skips the shards that did not load */
+	if (e.rc != 0)
+		return diag_set(e.rc, "%s", e.msg);
+	return 0;
+}
+
 static int
 store_open_in(const strata_options *o, struct store **out)
 {
@@ -456,44 +582,14 @@ store_open_in(const strata_options *o, struct store **out)
 	if (rc == 0 && o->background_io_auto)
 		ratelimit_set_auto(db->io_limit, 1, o->background_io_bytes_per_s);
 	/* 3. Read and check every shard before writing anything. */
-	for (uint32_t i = 0; rc == 0 && i < nshards; i++) {
-		struct shard_config cfg;
-		memset(&cfg, 0, sizeof(cfg));
-		cfg.os = db->os;
-		cfg.id = i;
-		snprintf(cfg.wal_dir, sizeof(cfg.wal_dir), "%s/shard-%04u", wal_root, i);
-		snprintf(cfg.prefix, sizeof(cfg.prefix), "shard-%04u/", i);
-		cfg.sync = o->sync;
-		cfg.sync_interval_ms = o->sync_interval_ms;
-		cfg.wal_segment_bytes = o->wal_segment_bytes;
-		cfg.max_value_bytes = o->max_value_bytes;
-		cfg.run.block_bytes = o->block_bytes;
-		cfg.run.zstd_level = o->zstd_level;
-		cfg.run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key
-								    : RUN_BLOOM_DISABLED;
-		cfg.manifest_keep = o->manifest_keep;
-		cfg.merge_max_inputs = o->merge_max_inputs;
-		cfg.reaper = db->reaper;
-		cfg.run.limiter = db->io_limit;
-		/* The WALs start no sync thread: the store's one syncer (or, with no threads
-		 * at all, strata_step) syncs them every interval. */
-		cfg.external_sync = 1;
-		cfg.group_commit_wait_us = o->group_commit_wait_us;
-		cfg.memtable_huge_pages = o->memtable_huge_pages;
-		cfg.wal_fds = db->wal_fds;
-		cfg.trace = &db->trace;
-		cfg.excl_hold_ns = db->excl_hold_ns;
-		cfg.excl_wait_ns = db->excl_wait_ns;
-		rc = shard_load(&cfg, &db->shards[i]);
-		if (rc == 0)
-			db->nshards++;
-	}
+	if (rc == 0)
+		rc = store_each_shard(db, STORE_LOAD);
 	/* 4. Take ownership: record the shape, claim and fence each shard. */
 	if (rc == 0 && !have_meta)
 		rc = store_meta_write(o->dir, nshards, wal_external ? wal_root : NULL,
 				      o->sync != STRATA_SYNC_NONE);
-	for (uint32_t i = 0; rc == 0 && i < nshards; i++)
-		rc = shard_start(db->shards[i]);
+	if (rc == 0)
+		rc = store_each_shard(db, STORE_START);
 	if (rc == 0) {
 		/* Temp files of object writes a crash interrupted are never published: every
 		 * shard is ours now (older writers fenced), so they can go. */

@@ -237,7 +237,7 @@ static const char *const lstrata_open_keys[] = {
 	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "merge_max_inputs", "policy",
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
-	"max_open_object_files", "memtable_huge_pages", NULL,
+	"max_open_object_files", "memtable_huge_pages", "open_threads", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -564,6 +564,7 @@ lstrata_open(lua_State *L)
 	o.background_io_bytes_per_s = (uint64_t)lstrata_opt_int(L, 1, 1, "background_io_bytes_per_s", 0,
 								9007199254740992.0,
 								(lua_Number)o.background_io_bytes_per_s);
+	o.open_threads = (uint32_t)lstrata_opt_int(L, 1, 1, "open_threads", 0, 1024, o.open_threads);
 	lua_getfield(L, 1, "memtable_huge_pages");
 	if (lua_isboolean(L, -1))
 		o.memtable_huge_pages = lua_toboolean(L, -1);

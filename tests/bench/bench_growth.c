@@ -381,6 +381,7 @@ many_shards(uint64_t n, struct shard_point *p)
 	o.dir = dir;
 	o.shards = (uint32_t)n;
 	o.sync = STRATA_SYNC_INTERVAL;
+	o.open_threads = (uint32_t)bench_env_u64("BENCH_GROWTH_OPEN_THREADS", o.open_threads);
 	strata *db = NULL;
 	uint64_t t0 = bench_now_ns();
 	if (strata_open(&o, &db) != 0)

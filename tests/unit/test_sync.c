@@ -293,6 +293,106 @@ TEST(many_shards_share_a_budget_of_open_wal_files)
 		strata_close(none);
 }
 
+/** Threads seen opening files, while counting (thread ids, at most 64 kept). */
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t seen[64];
+static int nseen;
+static int (*real_open)(const char *path, int flags, mode_t mode);
+
+static int
+seeing_open(const char *path, int flags, mode_t mode)
+{
+	pthread_t me = pthread_self();
+	pthread_mutex_lock(&seen_mu);
+	int known = 0;
+	for (int i = 0; i < nseen && !known; i++)
+		known = pthread_equal(seen[i], me);
+	if (!known && nseen < 64)
+		seen[nseen++] = me;
+	pthread_mutex_unlock(&seen_mu);
+	return real_open(path, flags, mode);
+}
+
+/** Open o through an environment that counts the threads opening files. */
+static int
+threads_opening(strata_options o, strata **db)
+{
+	static struct env_ops e;
+	e = env_default;
+	real_open = env_default.open;
+	e.open = seeing_open;
+	o.env_ops = &e;
+	nseen = 0;
+	return strata_open(&o, db);
+}
+
+TEST(shards_open_on_many_threads_and_the_lowest_failure_is_reported)
+{
+	char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.shards = 64;
+	o.sync = STRATA_SYNC_FSYNC;
+	o.open_threads = 8;
+	strata *db = NULL;
+	REQUIRE_EQ(threads_opening(o, &db), 0);
+	CHECK(nseen > 1 && nseen <= 8);
+	fprintf(stderr, "  # 64 shards opened by %d threads\n", nseen);
+	char key[32];
+	for (uint32_t sh = 0; sh < 64; sh++) {
+		int kl = snprintf(key, sizeof(key), "s%u", sh);
+		strata_row row = {key, (size_t)kl, "v", 1};
+		REQUIRE_EQ(strata_append(db, sh, &row, 1), 0);
+	}
+	strata_close(db);
+	/* One thread when asked for one. */
+	o.open_threads = 1;
+	REQUIRE_EQ(threads_opening(o, &db), 0);
+	CHECK_EQ(nseen, 1);
+	strata_close(db);
+	/* Two damaged shards: the open fails naming the lower one, and leaves nothing open. */
+	o.open_threads = 8;
+	char path[4096], saved[2][4096];
+	int bad[2] = {50, 37};
+	for (int i = 0; i < 2; i++) {
+		char mdir[1024], newest[256] = "";
+		snprintf(mdir, sizeof(mdir), "%s/objects/shard-%04d/manifest", dir, bad[i]);
+		DIR *d = opendir(mdir);
+		REQUIRE(d != NULL);
+		struct dirent *de;
+		while ((de = readdir(d)) != NULL)
+			if (de->d_name[0] != '.' && strcmp(de->d_name, newest) > 0)
+				snprintf(newest, sizeof(newest), "%s", de->d_name);
+		closedir(d);
+		snprintf(path, sizeof(path), "%s/%s", mdir, newest);
+		snprintf(saved[i], sizeof(saved[i]), "%s/%s.saved", mdir, newest);
+		REQUIRE_EQ(rename(path, saved[i]), 0);
+		FILE *f = fopen(path, "w");
+		REQUIRE(f != NULL);
+		fputs("not a manifest", f);
+		fclose(f);
+	}
+	int before = fd_count();
+	int rc = threads_opening(o, &db);
+	CHECK_EQ(rc, STRATA_ECORRUPT);
+	CHECK(strstr(strata_last_error(), "shard-0037") != NULL);
+	fprintf(stderr, "  # %s\n", strata_last_error());
+	CHECK_EQ(fd_count(), before);
+	for (int i = 0; i < 2; i++) {
+		char orig[4096];
+		snprintf(orig, sizeof(orig), "%.*s", (int)(strlen(saved[i]) - 6), saved[i]);
+		REQUIRE_EQ(rename(saved[i], orig), 0);
+	}
+	REQUIRE_EQ(threads_opening(o, &db), 0);
+	for (uint32_t sh = 0; sh < 64; sh++) {
+		void *v = NULL;
+		size_t vl = 0;
+		int kl = snprintf(key, sizeof(key), "s%u", sh);
+		CHECK_EQ(strata_get(db, sh, key, (size_t)kl, &v, &vl), 0);
+		strata_free(v);
+	}
+	strata_close(db);
+}
+
 /** End a test: stop the watchdog, clean up. */
 static void
 t_end(void)
@@ -311,5 +411,6 @@ main(int argc, char **argv)
 	T(a_policy_turns_the_automatic_budget_on_with_auto);
 	T(one_thread_syncs_every_shard_in_interval_mode);
 	T(many_shards_share_a_budget_of_open_wal_files);
+	T(shards_open_on_many_threads_and_the_lowest_failure_is_reported);
 	return HARNESS_END("test_sync");
 }
