@@ -963,6 +963,8 @@ wal_roll(struct wal *w, uint64_t first_seq, uint64_t *nsyncs)
 
 /* ---- the descriptor budget ---- */
 
+static void wal_sync_written_locked(struct wal *w);
+
 struct wal_fdcache {
 	/** Guards the list and the count; taken before any WAL's mu, never after. */
 	pthread_mutex_t mu;
@@ -972,6 +974,8 @@ struct wal_fdcache {
 	struct wal *head, *tail;
 	/** Descriptors closed to make room, and reopened on a later append. */
 	uint64_t evictions, reopens;
+	/** Evictions that synced an interval-mode segment ahead of its interval. */
+	uint64_t early_syncs;
 };
 
 int
@@ -1041,7 +1045,8 @@ wal_fdc_push(struct wal_fdcache *c, struct wal *w)
  * Leader (or wal_start), no WAL mutex held: w's segment descriptor is (re)opened or
  * used. Mark it most recently used; while the budget is exceeded, close the least
  * recently used idle WAL's descriptor: one with no leader, no background sync and
- * nothing written but unsynced (sync = interval) — its next append reopens it.
+ * nothing written but unsynced (sync = interval) — its next append reopens it. When
+ * every other one holds unsynced bytes, the least recently used is synced first.
  */
 static void
 wal_fdc_use(struct wal *w, int opened)
@@ -1068,6 +1073,30 @@ wal_fdc_use(struct wal *w, int opened)
 				v->fdc_listed = 0;
 				c->open--;
 				c->evictions++;
+			}
+			pthread_mutex_unlock(&v->mu);
+		}
+		v = prev;
+	}
+	/* Every other WAL holds unsynced bytes (sync = interval, appends faster than the
+	 * interval): sync the least recently used one now, a little ahead of its interval,
+	 * rather than go past the budget and the process's descriptor limit. */
+	for (struct wal *v = c->tail; v != NULL && c->open > c->max;) {
+		struct wal *prev = v->fdc_prev;
+		if (v != w && pthread_mutex_trylock(&v->mu) == 0) {
+			if (!v->leader && !v->bg_syncing && !v->closing && v->cur_fd >= 0 &&
+			    v->sync == STRATA_SYNC_INTERVAL && v->written_off > v->synced_off) {
+				wal_sync_written_locked(v); /* drops v->mu while it syncs */
+				if (!v->leader && !v->bg_syncing && !v->closing && v->cur_fd >= 0 &&
+				    v->written_off <= v->synced_off) {
+					env.close(v->cur_fd);
+					v->cur_fd = v->sync_fd = -1;
+					wal_fdc_unlink(c, v);
+					v->fdc_listed = 0;
+					c->open--;
+					c->evictions++;
+					c->early_syncs++;
+				}
 			}
 			pthread_mutex_unlock(&v->mu);
 		}

@@ -326,6 +326,40 @@ threads_opening(strata_options o, strata **db)
 	return strata_open(&o, db);
 }
 
+TEST(interval_mode_stays_in_the_wal_file_budget_when_every_shard_is_dirty)
+{
+	strata_options o = opts_for(tdir());
+	o.shards = 300;
+	o.max_open_wal_files = 16;
+	o.sync = STRATA_SYNC_INTERVAL;
+	o.sync_interval_ms = 60000; /* nothing syncs by the clock during the test */
+	int before = fd_count();
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	char key[32];
+	int most = 0;
+	for (uint32_t sh = 0; sh < 300; sh++) {
+		int kl = snprintf(key, sizeof(key), "s%u", sh);
+		strata_row row = {key, (size_t)kl, "v", 1};
+		REQUIRE_EQ(strata_append(db, sh, &row, 1), 0);
+		int held = fd_count() - before;
+		most = held > most ? held : most;
+	}
+	CHECK(most <= 16 + 4);
+	fprintf(stderr, "  # 300 dirty shards, budget 16: at most %d descriptors\n", most);
+	db_close(db);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	for (uint32_t sh = 0; sh < 300; sh++) {
+		void *v = NULL;
+		size_t vl = 0;
+		int kl = snprintf(key, sizeof(key), "s%u", sh);
+		CHECK_EQ(strata_get(db, sh, key, (size_t)kl, &v, &vl), 0);
+		strata_free(v);
+	}
+	db_close(db);
+}
+
 TEST(shards_open_on_many_threads_and_the_lowest_failure_is_reported)
 {
 	char *dir = tdir();
@@ -411,6 +445,7 @@ main(int argc, char **argv)
 	T(a_policy_turns_the_automatic_budget_on_with_auto);
 	T(one_thread_syncs_every_shard_in_interval_mode);
 	T(many_shards_share_a_budget_of_open_wal_files);
+	T(interval_mode_stays_in_the_wal_file_budget_when_every_shard_is_dirty);
 	T(shards_open_on_many_threads_and_the_lowest_failure_is_reported);
 	return HARNESS_END("test_sync");
 }
