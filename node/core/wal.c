@@ -1271,7 +1271,11 @@ wal_lead(struct wal *w)
 static void
 wal_sync_written_locked(struct wal *w)
 {
-	if (w->failed || w->written_off <= w->synced_off)
+	/* One sync at a time: the budget's early sync and the interval's may meet here, and
+	 * the budget closes the descriptor once the first ends. */
+	while (w->bg_syncing)
+		pthread_cond_wait(&w->cond, &w->mu);
+	if (w->failed || w->written_off <= w->synced_off || w->sync_fd < 0)
 		return;
 	uint64_t target = w->written_off;
 	int fd = w->sync_fd;
