@@ -123,7 +123,8 @@ manifest_u64_cmp(const void *a, const void *b)
 }
 
 /*
- * Check ids: unique across gens and runs and below next_generation. Returns 0, or
+ * Check ids: unique across gens and runs and below next_generation (an external
+ * compactor's, MANIFEST_EXTERNAL_ID, only unique). Returns 0, or
  * 1 with *bad set to the offending id and *dup telling which rule it broke, or
  * STRATA_ENOMEM.
  */
@@ -132,14 +133,14 @@ manifest_check_ids(const struct manifest *m, uint64_t *bad, int *dup)
 {
 	size_t n = (size_t)m->ngens + m->nruns;
 	for (uint32_t i = 0; i < m->ngens; i++) {
-		if (m->gens[i].id >= m->next_generation) {
+		if (m->gens[i].id >= m->next_generation && !(m->gens[i].id & MANIFEST_EXTERNAL_ID)) {
 			*bad = m->gens[i].id;
 			*dup = 0;
 			return 1;
 		}
 	}
 	for (uint32_t i = 0; i < m->nruns; i++) {
-		if (m->runs[i].id >= m->next_generation) {
+		if (m->runs[i].id >= m->next_generation && !(m->runs[i].id & MANIFEST_EXTERNAL_ID)) {
 			*bad = m->runs[i].id;
 			*dup = 0;
 			return 1;

@@ -51,6 +51,11 @@ struct manifest {
 	uint32_t nruns;
 };
 
+/** Set in the id of a run an external compactor wrote (strata compact): such ids come
+ *  from outside the writer's sequence, so they never collide with the ids the writer
+ *  hands out, and they are exempt from the "below next_generation" rule. */
+#define MANIFEST_EXTERNAL_ID (1ull << 63)
+
 /** Kinds of object for manifest_obj_key. */
 enum { MANIFEST_GEN = 0, MANIFEST_RUN = 1 };
 
