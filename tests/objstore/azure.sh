@@ -85,5 +85,17 @@ else
 	echo "not ok - serve_store_url_rows_read_back_from_the_container"
 	failed=$((failed + 1))
 fi
+# strata compact next to strata serve on the container (tests/objstore/compact_live.sh).
+out=$(BUILD=$BUILD sh "$(dirname "$0")/compact_live.sh" azure \
+	"azure://devstoreaccount1/compact-$$?endpoint=http://127.0.0.1:$port" "$bin" 2>&1)
+printf '%s\n' "$out" | grep -v '^# compact-live-azure: [0-9]* passed'
+line=$(printf '%s\n' "$out" | grep -E '^# compact-live-azure: [0-9]+ passed, [0-9]+ failed' | tail -1)
+if [ -n "$line" ]; then
+	passed=$((passed + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+	failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+else
+	echo "not ok - compact-live-azure: printed no summary"
+	failed=$((failed + 1))
+fi
 echo "# objstore-azure: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

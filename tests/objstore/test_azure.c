@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -661,9 +662,61 @@ TEST(engine_round_trip_on_azure_append_seal_merge_compact_reopen)
 	free(dir);
 }
 
+/** State of the --leaks listing. */
+struct leaks {
+	/** The shard's manifest. */
+	struct manifest m;
+	/** Length of the shard prefix. */
+	size_t plen;
+	/** Objects the manifest does not name. */
+	int n;
+};
+
+static int
+leaks_cb(void *ctx, const char *key, uint64_t size)
+{
+	(void)size;
+	struct leaks *l = ctx;
+	int kind;
+	uint64_t id, epoch;
+	const char *rel = key + l->plen;
+	if (strncmp(rel, "manifest/", 9) == 0 || manifest_parse_obj_key(rel, &kind, &id, &epoch) != 0)
+		return 0;
+	int idx = kind == MANIFEST_GEN ? manifest_find_gen(&l->m, id) : manifest_find_run(&l->m, id);
+	if (idx < 0) {
+		printf("leaked: %s\n", key);
+		l->n++;
+	}
+	return 0;
+}
+
+/** `objstore_azure --leaks URL SHARD`: print every generation or run object of the shard
+ *  that its manifest does not name (tests/objstore/compact_live.sh); exit 1 when any. */
+static int
+leaks_main(const char *url, const char *shard)
+{
+	struct objstore *os = NULL;
+	struct leaks l = {.n = 0};
+	char prefix[32];
+	snprintf(prefix, sizeof(prefix), "shard-%04u/", (unsigned)atoi(shard));
+	l.plen = strlen(prefix);
+	int rc = objstore_url_new(url, &os);
+	if (rc == 0)
+		rc = manifest_load(os, prefix, &l.m);
+	if (rc == 0)
+		rc = objstore_list(os, prefix, leaks_cb, &l);
+	if (rc)
+		printf("--leaks %s: %s\n", url, diag_last());
+	manifest_destroy(&l.m);
+	objstore_destroy(os);
+	return rc || l.n ? 1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "--leaks") == 0)
+		return leaks_main(argv[2], argv[3]);
 	HARNESS_BEGIN(argc, argv);
 	endpoint = getenv("STRATA_TEST_AZURE_ENDPOINT");
 	if (endpoint == NULL || getenv("AZURE_STORAGE_KEY") == NULL) {
