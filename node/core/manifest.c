@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -562,6 +563,16 @@ manifest_load(struct objstore *os, const char *prefix, struct manifest *out)
 			os->name, dir, MANIFEST_LOAD_RETRIES);
 }
 
+/** Read-backs of manifest puts that reported a failure: stored intact, and not. */
+static _Atomic uint64_t manifest_readback_landed, manifest_readback_lost;
+
+void
+manifest_readbacks(uint64_t *landed, uint64_t *lost)
+{
+	*landed = atomic_load(&manifest_readback_landed);
+	*lost = atomic_load(&manifest_readback_lost);
+}
+
 /** Encode m and put-if-absent it as its version's object. */
 static int
 manifest_put_version(struct objstore *os, const char *prefix, const struct manifest *m)
@@ -585,7 +596,9 @@ manifest_put_version(struct objstore *os, const char *prefix, const struct manif
 				 "stored intact; taking it as written", key, why,
 				 (unsigned long long)m->version);
 			rc = 0;
+			atomic_fetch_add(&manifest_readback_landed, 1);
 		} else {
+			atomic_fetch_add(&manifest_readback_lost, 1);
 			diag_set(rc, "%s", why);
 		}
 		buf_destroy(&back);

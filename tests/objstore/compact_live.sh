@@ -118,6 +118,26 @@ if curl -sf -X POST --data-binary '{"key": "live:~", "value": "live:~=after"}' "
 else
 	not_ok "the node still serves, never fenced ($epoch0 before, $epoch1 after)" "$(cat "$tmp/serve.log")"
 fi
+if [ "$mode" = azure ]; then
+	# The node's object-store requests in /metrics, per operation kind.
+	curl -sf "http://$addr/metrics" >"$tmp/metrics.txt"
+	pia=$(grep '^strata_objstore_requests_total{op="put_if_absent"}' "$tmp/metrics.txt" | awk '{print $2}')
+	gr=$(grep -c '^strata_objstore_request_duration_seconds_count{op="get_range"}' "$tmp/metrics.txt")
+	if [ "${pia:-0}" -gt 0 ] && [ "$gr" = 1 ] && grep -q '^strata_objstore_errors_total{op="put_if_absent",class="4xx"}' "$tmp/metrics.txt"; then
+		ok "/metrics has the object-store requests per operation kind ($pia put_if_absent)"
+	else
+		not_ok "/metrics has the object-store requests per operation kind" "$(grep objstore "$tmp/metrics.txt")"
+	fi
+	if command -v promtool >/dev/null 2>&1; then
+		if promtool check metrics <"$tmp/metrics.txt" >"$tmp/promtool.out" 2>&1; then
+			ok "promtool check metrics is clean on a node with an azure store"
+		else
+			not_ok "promtool check metrics on a node with an azure store" "$(cat "$tmp/promtool.out")"
+		fi
+	else
+		echo "# skip promtool check: promtool is not installed"
+	fi
+fi
 stop_serve || not_ok "the node stops cleanly"
 # Restart: the open collects what the compactor merged and the node had not deleted yet.
 if serve && [ "$(curl -sf "http://$addr/v1/shards/0/rows/live:~")" = "live:~=after" ]; then
