@@ -46,7 +46,7 @@ export STRATA_TEST_AZURE_ENDPOINT=http://127.0.0.1:$port
 export AZURE_STORAGE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 out=$("$bin" "$@" 2>&1)
 rc=$?
-printf '%s\n' "$out" | grep -v '^# '
+printf '%s\n' "$out" | grep -v '^# objstore_azure: '
 line=$(printf '%s\n' "$out" | grep -E '^# objstore_azure: [0-9]+ passed, [0-9]+ failed' | tail -1)
 [ -n "$line" ] || fail "$bin printed no summary (exit $rc)"
 passed=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')

@@ -752,7 +752,7 @@ chaos_pick(struct chaos *c, const char *b, ssize_t n)
 	case 7: case 8: return CHAOS_500;
 	case 11: return CHAOS_DROP_AFTER;
 	case 15: return CHAOS_MIDBODY;
-	case 19: return k % 72 == 19 ? CHAOS_STALL : CHAOS_PASS;
+	case 19: return k % 120 == 19 ? CHAOS_STALL : CHAOS_PASS;
 	default: return CHAOS_PASS;
 	}
 }
@@ -881,7 +881,7 @@ TEST(appends_survive_object_store_faults_and_nothing_acknowledged_is_lost)
 	char container[64], url[512], direct[512];
 	snprintf(container, sizeof(container), "t%u-chaos", (unsigned)getpid());
 	snprintf(url, sizeof(url), "azure://" ACCOUNT "/%s?endpoint=http://127.0.0.1:%d&backoff_base_ms=1"
-		 "&backoff_max_ms=20&retries=8&timeout_ms=1500", container, c.port);
+		 "&backoff_max_ms=20&retries=8&timeout_ms=1000", container, c.port);
 	snprintf(direct, sizeof(direct), "azure://" ACCOUNT "/%s?endpoint=%s", container, endpoint);
 	char *dir = harness_tmpdir("azchaos");
 	REQUIRE(dir != NULL);
@@ -896,7 +896,7 @@ TEST(appends_survive_object_store_faults_and_nothing_acknowledged_is_lost)
 	uint64_t landed0, lost0;
 	manifest_readbacks(&landed0, &lost0);
 	atomic_store(&c.armed, 1);
-	int n = 1500, acked = 0, seal_fail = 0, merge_fail = 0, seals = 0, merges = 0;
+	int n = 1000, acked = 0, seal_fail = 0, merge_fail = 0, seals = 0, merges = 0;
 	for (int i = 0; i < n; i++) {
 		char k[32], v[32];
 		key_of(i, k);
