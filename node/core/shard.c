@@ -1093,6 +1093,7 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->seals = atomic_load(&s->seals);
 	out->merges = atomic_load(&s->merges);
 	out->merge_conflicts = atomic_load(&s->conflicts);
+	out->foreign_manifest_versions = atomic_load(&s->foreign_versions);
 	out->merged_generations = atomic_load(&s->merged_gens);
 	out->merge_bytes_in = atomic_load(&s->merge_in);
 	out->merge_bytes_out = atomic_load(&s->merge_out);

@@ -169,6 +169,7 @@ TEST(compactor_merges_next_to_a_live_writer)
 	REQUIRE_EQ(strata_seal(db, 0), 0);
 	strata_stats st = stats_of(db);
 	CHECK_EQ(st.writer_epoch, epoch);
+	CHECK(st.foreign_manifest_versions >= 1);
 	CHECK_EQ(st.generations, 1);
 	CHECK_EQ(st.base_runs, 1);
 	CHECK_EQ(strata_check(db, 0), 0);
