@@ -496,38 +496,35 @@ flush_one(struct shard *s, struct slot *sl)
 		return rc;
 	}
 	/* Publish: replace the sealed memtable by its generation (done already when the
-	 * update had to follow someone else's versions). */
+	 * update had to follow someone else's versions: the reconciled view holds t). */
+	struct view *old = NULL;
 	if (published) {
-		table_unref(t); /* the reconciled view holds its own reference */
-		if (u.cut > s->last_cut)
-			s->last_cut = u.cut;
-		pthread_mutex_unlock(&s->manifest_mu);
-		goto published;
+		table_unref(t);
+	} else {
+		struct view *v = view_clone(s->view, 1);
+		if (v == NULL) {
+			pthread_mutex_unlock(&s->manifest_mu);
+			table_unref(t); /* referenced by the manifest now: never delete it here */
+			return diag_set(STRATA_ENOMEM, "shard %u: out of memory publishing a generation",
+					s->cfg.id);
+		}
+		uint32_t j = 0;
+		for (uint32_t i = 0; i < v->nsealed; i++) {
+			if (v->sealed[i] == sl)
+				slot_unref(sl);
+			else
+				v->sealed[j++] = v->sealed[i];
+		}
+		v->nsealed = j;
+		if (t != NULL)
+			v->gens[v->ngens++] = t;
+		old = view_swap(s, v);
 	}
-	struct view *v = view_clone(s->view, 1);
-	if (v == NULL) {
-		pthread_mutex_unlock(&s->manifest_mu);
-		table_unref(t); /* referenced by the manifest now: never delete it here */
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory publishing a generation",
-				s->cfg.id);
-	}
-	uint32_t j = 0;
-	for (uint32_t i = 0; i < v->nsealed; i++) {
-		if (v->sealed[i] == sl)
-			slot_unref(sl);
-		else
-			v->sealed[j++] = v->sealed[i];
-	}
-	v->nsealed = j;
-	if (t != NULL)
-		v->gens[v->ngens++] = t;
-	struct view *old = view_swap(s, v);
 	if (u.cut > s->last_cut)
 		s->last_cut = u.cut;
 	uint64_t version = s->man.version; /* a commit may replace s->man once we unlock */
 	pthread_mutex_unlock(&s->manifest_mu);
 	view_unref(old);
-published:
 	if (t != NULL) {
 		TRACE(s->cfg.trace, SEAL, s->cfg.id, u.obj.id, u.obj.rows, u.obj.bytes, u.cut,
 		      version);
