@@ -211,7 +211,7 @@ cmd_compact(int argc, char **argv)
 		o.base_max_runs = runs;
 	struct compactor *c = NULL;
 	if (compactor_open(&o, &c) != 0) {
-		fprintf(stderr, "strata %s\n", diag_last());
+		fprintf(stderr, "strata compact: %s\n", diag_last());
 		return 1;
 	}
 	signal(SIGTERM, compact_on_signal);

@@ -31,18 +31,18 @@ compactor_open(const struct compactor_options *o, struct compactor **out)
 {
 	*out = NULL;
 	if (o->store == NULL && (o->dir == NULL || o->dir[0] == '\0'))
-		return diag_set(STRATA_EINVAL, "compact: a store URL or a data directory is required");
+		return diag_set(STRATA_EINVAL, "a store URL or a data directory is required");
 	if (o->shard > 65535)
-		return diag_set(STRATA_EINVAL, "compact: shard must be 0..65535, not %u", o->shard);
+		return diag_set(STRATA_EINVAL, "shard must be 0..65535, not %u", o->shard);
 	if (o->merge_max_inputs < 2)
-		return diag_set(STRATA_EINVAL, "compact: merge_max_inputs must be at least 2, not %u",
+		return diag_set(STRATA_EINVAL, "merge_max_inputs must be at least 2, not %u",
 				o->merge_max_inputs);
 	if (o->base_max_runs == 1)
-		return diag_set(STRATA_EINVAL, "compact: base_max_runs must be 0 (never fold the base) or "
+		return diag_set(STRATA_EINVAL, "base_max_runs must be 0 (never fold the base) or "
 				"at least 2, not 1");
 	struct compactor *c = env.calloc(1, sizeof(*c));
 	if (c == NULL)
-		return diag_set(STRATA_ENOMEM, "compact: out of memory");
+		return diag_set(STRATA_ENOMEM, "out of memory");
 	c->opt = *o;
 	int rc;
 	if (o->store != NULL) {
@@ -54,7 +54,7 @@ compactor_open(const struct compactor_options *o, struct compactor **out)
 		if (fd >= 0)
 			env.close(fd);
 		if (fd < 0)
-			rc = diag_set(STRATA_EINVAL, "compact: %s is not a store's object directory (no "
+			rc = diag_set(STRATA_EINVAL, "%s is not a store's object directory (no "
 				      "node has opened %s)", path, o->dir);
 		else
 			rc = objstore_fs_new(path, &c->os);
@@ -106,7 +106,7 @@ compactor_step(struct compactor *c, int kind, uint32_t max, struct compactor_pas
 		snprintf(why, sizeof(why), "%s", diag_last());
 		int frc = shard_refresh(s);
 		if (compactor_lost(rc) || (frc == 0 && s->man.version != version)) {
-			diag_log(LOG_LVL_INFO, "compact: shard %u: the %s lost to the writer: %s",
+			diag_log(LOG_LVL_INFO, "shard %u: the %s lost to the writer: %s",
 				 s->cfg.id, kind == PLAN_MERGE ? "merge" : "compaction", why);
 			r->lost++;
 			return 0;
@@ -117,7 +117,7 @@ compactor_step(struct compactor *c, int kind, uint32_t max, struct compactor_pas
 	uint64_t in = p->bytes_in, out = p->out != NULL ? p->out->obj.bytes : 0;
 	rc = shard_commit(s, p);
 	if (rc && compactor_lost(rc)) {
-		diag_log(LOG_LVL_INFO, "compact: shard %u: the %s's commit lost to the writer and was "
+		diag_log(LOG_LVL_INFO, "shard %u: the %s's commit lost to the writer and was "
 			 "dropped: %s", s->cfg.id, kind == PLAN_MERGE ? "merge" : "compaction", diag_last());
 		r->lost++;
 		return 0;

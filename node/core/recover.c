@@ -259,7 +259,7 @@ shard_load_as(const struct shard_config *cfg, int external, struct shard **out)
 	pthread_cond_init(&s->writers_cv, NULL);
 	int rc = shard_load_state(s);
 	if (rc == 0 && external && s->man.version == 0)
-		rc = diag_set(STRATA_EINVAL, "shard %u (%s%s): no manifest: nothing to compact (a "
+		rc = diag_set(STRATA_EINVAL, "shard %u (%s/%s): no manifest: nothing to compact (a "
 			      "node creates it when it first opens the shard)", cfg->id, cfg->os->name,
 			      cfg->prefix);
 	if (rc) {

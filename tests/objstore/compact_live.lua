@@ -4,13 +4,14 @@
 -- same inputs. Correctness only: every acknowledged row reads back (lost_rows == 0), no
 -- request fails, and a full scan at the end has strictly increasing keys, each with the
 -- value appended (scan_disorder == 0, scan_bad_values == 0, scan_rows == tracked rows).
--- The append p99.9 is printed by the summary (a figure, not an assertion).
+-- The append p99.9 is printed by the summary (a figure, not an assertion). shard=N picks
+-- the shard (compact_live.sh runs it on shard 1 first, with no compactor: the baseline).
 --
 --   strata load tests/objstore/compact_live.lua --target http://127.0.0.1:7070 -- rate=200
 
 local load = require "strata.load"
 
-local opt = load.options({ ... }, { rate = 200, batch = 4, value_bytes = 64, merge_every_ms = 700 })
+local opt = load.options({ ... }, { shard = 0, rate = 200, batch = 4, value_bytes = 64, merge_every_ms = 700 })
 
 local keys = load.keys.sequential{ prefix = "live:", width = 10 }
 -- Each value starts with its key, so the final scan can tell it belongs there.
@@ -32,13 +33,13 @@ return {
 		writers = {
 			rate = opt.rate,
 			exec = function(ctx)
-				assert(ctx:append(0, rows_of(opt.batch)))
+				assert(ctx:append(opt.shard, rows_of(opt.batch)))
 			end,
 		},
 		sealer = {
 			every = "150ms",
 			exec = function(ctx)
-				local ok, err, kind = ctx:seal(0)
+				local ok, err, kind = ctx:seal(opt.shard)
 				assert(ok or kind == "busy", err)
 			end,
 		},
@@ -46,7 +47,7 @@ return {
 		merger = {
 			every = opt.merge_every_ms .. "ms",
 			exec = function(ctx)
-				local merged, err, kind = ctx:merge_wal(0)
+				local merged, err, kind = ctx:merge_wal(opt.shard)
 				if kind == "busy" then
 					ctx:add("merges_busy", 1)
 				else
@@ -59,7 +60,7 @@ return {
 		local n, disorder, bad, prev = 0, 0, 0, nil
 		local start
 		while true do
-			local page = assert(ctx:scan_rows(0, { start = start, limit = 10000 }))
+			local page = assert(ctx:scan_rows(opt.shard, { start = start, limit = 10000 }))
 			local got = 0
 			for _, r in ipairs(page) do
 				if r.key ~= start then

@@ -51,7 +51,7 @@ fi
 serve() {
 	rm -f "$tmp/ready"
 	# shellcheck disable=SC2086
-	"$S" serve --listen 127.0.0.1:0 --data "$data" $store --shards 1 --sync fsync \
+	"$S" serve --listen 127.0.0.1:0 --data "$data" $store --shards 2 --sync fsync \
 		--ready-file "$tmp/ready" --log-level warn >>"$tmp/serve.log" 2>&1 &
 	spid=$!
 	i=0
@@ -71,6 +71,10 @@ serve || { not_ok "the node starts" "$(cat "$tmp/serve.log")"; finish; }
 curl -sf -X POST --data-binary '{"key": "live:", "value": "live:=first"}' "http://$addr/v1/shards/0/rows" >/dev/null &&
 	curl -sf -X POST "http://$addr/v1/shards/0/seal" >/dev/null || not_ok "the first append"
 epoch0=$(curl -sf "http://$addr/v1/stats" | grep -o '"writer_epoch":[0-9]*' | head -1)
+metric() { grep -o "\"$1\": *[0-9.e+-]*" "$2" | head -1 | sed 's/.*: *//'; }
+# The baseline: the same load on shard 1, with no compactor running.
+"$S" load "$root/tests/objstore/compact_live.lua" --target "http://$addr" --quiet -d 3s \
+	--json "$tmp/base.json" -- shard=1 >"$tmp/base.out" 2>&1 || not_ok "the baseline load on shard 1" "$(cat "$tmp/base.out")"
 # shellcheck disable=SC2086
 "$S" compact --shard 0 $cstore --interval 0.2 --max-generations 4 --base-max-runs 3 \
 	>"$tmp/compact.out" 2>"$tmp/compact.err" &
@@ -83,22 +87,24 @@ kill "$cpid" 2>/dev/null
 wait "$cpid"
 crc=$?
 cpid=
-metric() { grep -o "\"$1\": *[0-9.e+-]*" "$tmp/load.json" | head -1 | sed 's/.*: *//'; }
-p999=$(metric "writers.append.p999_ms")
-p99=$(metric "writers.append.p99_ms")
+p999=$(metric "writers.append.p999_ms" "$tmp/load.json")
+p99=$(metric "writers.append.p99_ms" "$tmp/load.json")
+b999=$(metric "writers.append.p999_ms" "$tmp/base.json")
+b99=$(metric "writers.append.p99_ms" "$tmp/base.json")
 passes=$(grep -c '^compact: ' "$tmp/compact.out")
 merged=$(grep -o 'merged [0-9]*' "$tmp/compact.out" | awk '{s += $2} END {print s + 0}')
 folded=$(grep -o 'folded [0-9]*' "$tmp/compact.out" | awk '{s += $2} END {print s + 0}')
 lost=$(grep -o '[0-9]* lost to' "$tmp/compact.out" | awk '{s += $1} END {print s + 0}')
 echo "# compact-live-$mode: append p99 ${p99:-?} ms, p99.9 ${p999:-?} ms during $passes compactor passes" \
-	"($merged generations merged, $folded runs folded, $lost lost to the node)"
+	"($merged generations merged, $folded runs folded, $lost lost to the node); with no compactor" \
+	"(shard 1, 3 s): p99 ${b99:-?} ms, p99.9 ${b999:-?} ms"
 if [ "$lrc" -eq 0 ]; then
-	ok "no acknowledged row lost, none duplicated, a full scan in key order ($(metric verified_rows | awk '{printf "%d", $1}') rows verified)"
+	ok "no acknowledged row lost, none duplicated, a full scan in key order ($(metric verified_rows "$tmp/load.json" | awk '{printf "%d", $1}') rows verified)"
 else
 	not_ok "the load's thresholds (lost_rows, errors, scan order)" "$(cat "$tmp/load.out")"
 fi
-tracked=$(metric tracked_rows | awk '{printf "%d", $1}')
-scanned=$(metric scan_rows | awk '{printf "%d", $1}')
+tracked=$(metric tracked_rows "$tmp/load.json" | awk '{printf "%d", $1}')
+scanned=$(metric scan_rows "$tmp/load.json" | awk '{printf "%d", $1}')
 # The scan also has the first row.
 if [ -n "$tracked" ] && [ "$tracked" -gt 0 ] && [ "$scanned" = "$((tracked + 1))" ]; then
 	ok "the scan has every tracked row once ($scanned rows)"
