@@ -211,7 +211,7 @@ suites: unit
 
 # Every suite reports "N passed, N failed"; tests/run.sh adds them up and prints the total last.
 test: suites
-	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault "sh tests/objstore/azure.sh" \
+	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault "sh tests/objstore/azure.sh" "sh tests/objstore/compact_live.sh fs" \
 	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES) \
 	  $(BUILD_CHECK) "sh tests/sim/sim.sh $(BUILD)"
 

@@ -221,6 +221,8 @@ typedef struct strata_row {
 	X(merges, "counter", "strata_merge_passes_total", 1, "Merge passes committed.")                \
 	X(merge_conflicts, "counter", "strata_merge_conflicts_total", 1,                              \
 	  "Merge plans refused at commit because they no longer applied.")                           \
+	X(foreign_manifest_versions, "counter", "strata_foreign_manifest_versions_total", 1,          \
+	  "Manifest versions another process wrote (strata compact) that this writer followed.")    \
 	X(merged_generations, "counter", "strata_merged_generations_total", 1,                        \
 	  "Generations folded into the base by merges.")                                             \
 	X(merge_bytes_in, "counter", "strata_merge_read_bytes_total", 1,                              \

@@ -1,6 +1,6 @@
 /*
  * main.c — the `strata` command: --help, --version, inspect, and the dispatch to
- * serve, policy, load and repair.
+ * serve, policy, load, repair, sim and compact.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,6 +47,10 @@ usage(FILE *f)
 		"                                   (refused while a node holds DIR; strata repair --help)\n"
 		"  sim --seed N [--steps M]         a deterministic simulation with faults and a model\n"
 		"                                   checker; prints a replay line (strata sim --help)\n"
+		"  compact --shard N (--store URL | --data DIR) [--once | --interval S]\n"
+		"                                   an external compactor next to a live node: merges\n"
+		"                                   with the node's epoch, never fences it\n"
+		"                                   (strata compact --help)\n"
 		"  --help                           this text\n"
 		"  --version                        print the version\n");
 }
@@ -402,6 +406,8 @@ main(int argc, char **argv)
 		return cmd_load(argc - 2, argv + 2);
 	if (strcmp(argv[1], "sim") == 0)
 		return cmd_sim(argc - 2, argv + 2);
+	if (strcmp(argv[1], "compact") == 0)
+		return cmd_compact(argc - 2, argv + 2);
 	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +124,8 @@ manifest_u64_cmp(const void *a, const void *b)
 }
 
 /*
- * Check ids: unique across gens and runs and below next_generation. Returns 0, or
+ * Check ids: unique across gens and runs and below next_generation (an external
+ * compactor's, MANIFEST_EXTERNAL_ID, only unique). Returns 0, or
  * 1 with *bad set to the offending id and *dup telling which rule it broke, or
  * STRATA_ENOMEM.
  */
@@ -132,14 +134,14 @@ manifest_check_ids(const struct manifest *m, uint64_t *bad, int *dup)
 {
 	size_t n = (size_t)m->ngens + m->nruns;
 	for (uint32_t i = 0; i < m->ngens; i++) {
-		if (m->gens[i].id >= m->next_generation) {
+		if (m->gens[i].id >= m->next_generation && !(m->gens[i].id & MANIFEST_EXTERNAL_ID)) {
 			*bad = m->gens[i].id;
 			*dup = 0;
 			return 1;
 		}
 	}
 	for (uint32_t i = 0; i < m->nruns; i++) {
-		if (m->runs[i].id >= m->next_generation) {
+		if (m->runs[i].id >= m->next_generation && !(m->runs[i].id & MANIFEST_EXTERNAL_ID)) {
 			*bad = m->runs[i].id;
 			*dup = 0;
 			return 1;
@@ -561,6 +563,16 @@ manifest_load(struct objstore *os, const char *prefix, struct manifest *out)
 			os->name, dir, MANIFEST_LOAD_RETRIES);
 }
 
+/** Read-backs of manifest puts that reported a failure: stored intact, and not. */
+static _Atomic uint64_t manifest_readback_landed, manifest_readback_lost;
+
+void
+manifest_readbacks(uint64_t *landed, uint64_t *lost)
+{
+	*landed = atomic_load(&manifest_readback_landed);
+	*lost = atomic_load(&manifest_readback_lost);
+}
+
 /** Encode m and put-if-absent it as its version's object. */
 static int
 manifest_put_version(struct objstore *os, const char *prefix, const struct manifest *m)
@@ -584,7 +596,9 @@ manifest_put_version(struct objstore *os, const char *prefix, const struct manif
 				 "stored intact; taking it as written", key, why,
 				 (unsigned long long)m->version);
 			rc = 0;
+			atomic_fetch_add(&manifest_readback_landed, 1);
 		} else {
+			atomic_fetch_add(&manifest_readback_lost, 1);
 			diag_set(rc, "%s", why);
 		}
 		buf_destroy(&back);

@@ -51,6 +51,11 @@ struct manifest {
 	uint32_t nruns;
 };
 
+/** Set in the id of a run an external compactor wrote (strata compact): such ids come
+ *  from outside the writer's sequence, so they never collide with the ids the writer
+ *  hands out, and they are exempt from the "below next_generation" rule. */
+#define MANIFEST_EXTERNAL_ID (1ull << 63)
+
 /** Kinds of object for manifest_obj_key. */
 enum { MANIFEST_GEN = 0, MANIFEST_RUN = 1 };
 
@@ -102,6 +107,9 @@ typedef int (*manifest_mutate_fn)(void *ctx, struct manifest *next);
  *  put-if-absent race, reload the latest and retry. On success *cur is the written version. */
 int manifest_commit_update(struct objstore *os, const char *prefix, uint64_t local_epoch,
 			   struct manifest *cur, manifest_mutate_fn mutate, void *ctx);
+/** Manifest puts, process-wide, that reported a failure and were read back: *landed
+ *  those found stored intact (taken as written), *lost the others. */
+void manifest_readbacks(uint64_t *landed, uint64_t *lost);
 /** Delete manifest versions below current - keep. */
 int manifest_gc(struct objstore *os, const char *prefix, uint64_t current, uint32_t keep);
 

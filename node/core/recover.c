@@ -215,6 +215,8 @@ shard_load_state(struct shard *s)
 			return rc;
 		v->nruns++;
 	}
+	if (s->external)
+		return 0; /* a compactor reads no WAL: it folds only what is flushed */
 	/* Replay after the cursor (never from flushed_generations: an external compactor
 	 * may have drained that list). */
 	struct wal_options wo = {
@@ -231,8 +233,9 @@ shard_load_state(struct shard *s)
 	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
 }
 
-int
-shard_load(const struct shard_config *cfg, struct shard **out)
+/** shard_load, or with external set shard_load_external. */
+static int
+shard_load_as(const struct shard_config *cfg, int external, struct shard **out)
 {
 	*out = NULL;
 	if (cfg->merge_max_inputs < 2)
@@ -242,6 +245,7 @@ shard_load(const struct shard_config *cfg, struct shard **out)
 	if (s == NULL)
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);
 	s->cfg = *cfg;
+	s->external = external;
 	s->cfg.run.waited_ns = &s->io_wait_ns;
 	atomic_init(&s->merge_cap, cfg->merge_max_inputs);
 	pthread_rwlockattr_t attr;
@@ -254,12 +258,33 @@ shard_load(const struct shard_config *cfg, struct shard **out)
 	pthread_mutex_init(&s->writers_mu, NULL);
 	pthread_cond_init(&s->writers_cv, NULL);
 	int rc = shard_load_state(s);
+	if (rc == 0 && external && s->man.version == 0)
+		rc = diag_set(STRATA_EINVAL, "shard %u (%s/%s): no manifest: nothing to compact (a "
+			      "node creates it when it first opens the shard)", cfg->id, cfg->os->name,
+			      cfg->prefix);
 	if (rc) {
 		shard_close(s);
 		return rc;
 	}
+	if (external) {
+		s->epoch = s->man.writer_epoch;
+		atomic_store(&s->next_id, s->man.next_generation);
+		s->last_cut = s->man.replay_after;
+	}
 	*out = s;
 	return 0;
+}
+
+int
+shard_load(const struct shard_config *cfg, struct shard **out)
+{
+	return shard_load_as(cfg, 0, out);
+}
+
+int
+shard_load_external(const struct shard_config *cfg, struct shard **out)
+{
+	return shard_load_as(cfg, 1, out);
 }
 
 /** Claim attempts before giving up on a manifest that keeps moving under the load. */

@@ -49,16 +49,18 @@ manifest_update_not_written(int rc)
 	       rc == STRATA_EINJECTED;
 }
 
-int
-shard_resync(struct shard *s)
+/** manifest_mu held: load the newest manifest and bring s->man and the view in line
+ *  with it. A newer epoch fences a writer (another one claimed the shard); the same
+ *  epoch at a newer version is an external compactor's commit: adopted, not a fence. A
+ *  compactor's handle adopts a newer epoch too (it never owns the shard). */
+static int
+shard_reload(struct shard *s)
 {
-	if (!s->man_uncertain)
-		return 0;
 	struct manifest m;
 	int rc = manifest_load(s->cfg.os, s->cfg.prefix, &m);
 	if (rc)
 		return rc;
-	if (m.writer_epoch > s->epoch) {
+	if (m.writer_epoch > s->epoch && !s->external) {
 		manifest_destroy(&m);
 		rc = fenced_error(s);
 		shard_fence(s);
@@ -69,6 +71,12 @@ shard_resync(struct shard *s)
 		return diag_set(STRATA_ECORRUPT, "shard %u: the manifest went back from version %llu",
 				s->cfg.id, (unsigned long long)s->man.version);
 	}
+	if (m.version == s->man.version && !s->man_uncertain) {
+		manifest_destroy(&m);
+		return 0;
+	}
+	if (s->external)
+		s->epoch = m.writer_epoch;
 	manifest_destroy(&s->man);
 	s->man = m;
 	rc = view_reconcile(s);
@@ -77,35 +85,78 @@ shard_resync(struct shard *s)
 	return rc;
 }
 
-/** Run a manifest update under manifest_mu (held by the caller). */
-static int
-shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx)
+int
+shard_resync(struct shard *s)
 {
+	if (!s->man_uncertain)
+		return 0;
+	return shard_reload(s);
+}
+
+int
+shard_refresh(struct shard *s)
+{
+	pthread_mutex_lock(&s->manifest_mu);
+	uint64_t before = s->man.version;
+	int rc = atomic_load(&s->fenced) ? fenced_error(s) : shard_reload(s);
+	if (rc == 0 && s->man.version != before)
+		atomic_fetch_add(&s->foreign_versions, 1);
+	pthread_mutex_unlock(&s->manifest_mu);
+	return rc;
+}
+
+uint64_t
+shard_foreign_versions(struct shard *s)
+{
+	return atomic_load(&s->foreign_versions);
+}
+
+/** Run a manifest update under manifest_mu (held by the caller) that publishes the
+ *  table mine. When the update found versions someone else wrote, the view is rebuilt
+ *  from the written manifest, mine included, in one swap, and *published is set: the
+ *  caller's own edit of the view is then done already. */
+static int
+shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx, struct table *mine,
+		      int *published)
+{
+	*published = 0;
 	int rc = shard_resync(s);
 	if (rc)
 		return rc;
 	uint64_t before = s->man.version;
 	rc = manifest_commit_update(s->cfg.os, s->cfg.prefix, s->epoch, &s->man, fn, ctx);
 	if (rc == STRATA_EFENCED) {
-		shard_fence(s);
+		if (s->external)
+			s->man_uncertain = 1; /* the writer moved on: adopt its epoch at the reload */
+		else
+			shard_fence(s);
 		return rc;
 	}
 	if (rc != 0 && !manifest_update_not_written(rc)) {
 		s->man_uncertain = 1;
 		return rc;
 	}
-	if (rc == 0 && s->man.version != before + 1) {
-		/* The update found newer versions than ours (one of our own writes that
-		 * reported failure had landed): what they changed is not in the view yet. */
-		diag_log(LOG_LVL_WARN, "shard %u: manifest moved from version %llu to %llu under us; "
+	if (s->man.version != before + (rc == 0)) {
+		/* The update found newer versions than ours: an external compactor's commit
+		 * (or, for a compactor, the writer's), or one of our own writes that reported
+		 * failure but had landed. What they changed is not in the view yet. Also when
+		 * this update then lost (its plan no longer applied): the view must follow. */
+		atomic_fetch_add(&s->foreign_versions, 1);
+		diag_log(LOG_LVL_INFO, "shard %u: manifest moved from version %llu to %llu under us; "
 			 "reconciling the view", s->cfg.id, (unsigned long long)before,
-			 (unsigned long long)s->man.version - 1);
-		int vrc = view_reconcile(s);
+			 (unsigned long long)s->man.version - (rc == 0));
+		char why[512];
+		snprintf(why, sizeof(why), "%s", rc ? diag_last() : "");
+		int vrc = view_reconcile_with(s, rc == 0 ? mine : NULL);
+		if (vrc == 0 && rc == 0)
+			*published = 1;
 		if (vrc) {
 			s->man_uncertain = 1;
 			diag_log(LOG_LVL_WARN, "shard %u: reconciling the view: %s (retried before the "
 				 "next manifest update)", s->cfg.id, diag_last());
 		}
+		if (rc)
+			diag_set(rc, "%s", why);
 	}
 	return rc;
 }
@@ -399,6 +450,7 @@ flush_one(struct shard *s, struct slot *sl)
 		return rc;
 
 	struct table *t = NULL;
+	int published = 0;
 	struct seal_update u = {.cut = sl->cut};
 	if (mem_rows(sl->mem) > 0) {
 		u.obj.id = atomic_fetch_add(&s->next_id, 1);
@@ -431,7 +483,7 @@ flush_one(struct shard *s, struct slot *sl)
 	/* An empty memtable (its appends all failed) publishes nothing: the cursor stays
 	 * and the unacknowledged entries may reappear on replay, which is allowed. */
 	if (t != NULL)
-		rc = shard_manifest_update(s, seal_mutate, &u);
+		rc = shard_manifest_update(s, seal_mutate, &u, t, &published);
 	if (rc) {
 		pthread_mutex_unlock(&s->manifest_mu);
 		if (t != NULL) {
@@ -443,25 +495,31 @@ flush_one(struct shard *s, struct slot *sl)
 		}
 		return rc;
 	}
-	/* Publish: replace the sealed memtable by its generation. */
-	struct view *v = view_clone(s->view, 1);
-	if (v == NULL) {
-		pthread_mutex_unlock(&s->manifest_mu);
-		table_unref(t); /* referenced by the manifest now: never delete it here */
-		return diag_set(STRATA_ENOMEM, "shard %u: out of memory publishing a generation",
-				s->cfg.id);
+	/* Publish: replace the sealed memtable by its generation (done already when the
+	 * update had to follow someone else's versions: the reconciled view holds t). */
+	struct view *old = NULL;
+	if (published) {
+		table_unref(t);
+	} else {
+		struct view *v = view_clone(s->view, 1);
+		if (v == NULL) {
+			pthread_mutex_unlock(&s->manifest_mu);
+			table_unref(t); /* referenced by the manifest now: never delete it here */
+			return diag_set(STRATA_ENOMEM, "shard %u: out of memory publishing a generation",
+					s->cfg.id);
+		}
+		uint32_t j = 0;
+		for (uint32_t i = 0; i < v->nsealed; i++) {
+			if (v->sealed[i] == sl)
+				slot_unref(sl);
+			else
+				v->sealed[j++] = v->sealed[i];
+		}
+		v->nsealed = j;
+		if (t != NULL)
+			v->gens[v->ngens++] = t;
+		old = view_swap(s, v);
 	}
-	uint32_t j = 0;
-	for (uint32_t i = 0; i < v->nsealed; i++) {
-		if (v->sealed[i] == sl)
-			slot_unref(sl);
-		else
-			v->sealed[j++] = v->sealed[i];
-	}
-	v->nsealed = j;
-	if (t != NULL)
-		v->gens[v->ngens++] = t;
-	struct view *old = view_swap(s, v);
 	if (u.cut > s->last_cut)
 		s->last_cut = u.cut;
 	uint64_t version = s->man.version; /* a commit may replace s->man once we unlock */
@@ -610,7 +668,12 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	p->s = s;
 	p->kind = kind;
 	pthread_mutex_lock(&s->manifest_mu);
-	int rc = shard_resync(s);
+	/* Read the manifest anew: an external compactor may have merged what s->man still
+	 * lists (picking it again would cost the whole merge and then lose at commit). */
+	uint64_t before = s->man.version;
+	int rc = shard_reload(s);
+	if (rc == 0 && s->man.version != before)
+		atomic_fetch_add(&s->foreign_versions, 1);
 	if (rc) {
 		pthread_mutex_unlock(&s->manifest_mu);
 		plan_free(p);
@@ -667,11 +730,29 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	return 0;
 }
 
+/** A fresh id for an external compactor's run: MANIFEST_EXTERNAL_ID, then the wall
+ *  clock's microseconds and a random byte (two compactors of one shard would have to
+ *  start a run in the same microsecond and draw the same byte to collide). */
+static uint64_t
+external_id(void)
+{
+	static atomic_uint_fast64_t last;
+	uint64_t r = env.random != NULL ? env.random() : (uint64_t)rand();
+	uint64_t id = ((env.wall_ns() / 1000) << 8 | (r & 0xff)) & ~MANIFEST_EXTERNAL_ID;
+	uint_fast64_t prev = atomic_load(&last);
+	do {
+		if (id <= prev)
+			id = prev + 1;
+	} while (!atomic_compare_exchange_weak(&last, &prev, id));
+	return id | MANIFEST_EXTERNAL_ID;
+}
+
 /** Stream a k-way merge of the plan's inputs into a new run. O(k x block) memory. */
 static int
 plan_write(struct shard *s, struct shard_plan *p)
 {
-	struct manifest_obj obj = {.id = atomic_fetch_add(&s->next_id, 1), .epoch = s->epoch};
+	struct manifest_obj obj = {.id = s->external ? external_id() : atomic_fetch_add(&s->next_id, 1),
+				   .epoch = s->epoch};
 	char key[160];
 	manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &obj);
 	struct merge_cursor c = {.win = NULL};
@@ -762,7 +843,7 @@ shard_prepare(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	/* Seal first, then read the manifest: with no time-based sealing nothing else
 	 * would move the memtable's rows into a generation this merge can see. */
 	int rc = 0;
-	if (kind == PLAN_MERGE) {
+	if (kind == PLAN_MERGE && !s->external) {
 		rc = shard_seal(s);
 		if (rc == 0 && env_point(ENV_POINT_PREPARE_SEALED, s) != 0)
 			rc = diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.sealed",
@@ -831,7 +912,7 @@ commit_mutate(void *ctx, struct manifest *next)
 	if (rc)
 		return diag_set(STRATA_ECONFLICT, "shard %u: plan no longer applies: its inputs are not "
 				"all in the manifest", p->s->cfg.id);
-	if (next->next_generation <= p->out->obj.id)
+	if (next->next_generation <= p->out->obj.id && !(p->out->obj.id & MANIFEST_EXTERNAL_ID))
 		next->next_generation = p->out->obj.id + 1;
 	return 0;
 }
@@ -845,9 +926,16 @@ shard_commit(struct shard *s, struct shard_plan *p)
 	}
 	pthread_mutex_lock(&s->manifest_mu);
 	struct commit_update u = {p};
+	int published = 0;
 	int rc = atomic_load(&s->fenced) ? fenced_error(s) : 0;
+	if (rc == 0 && s->external && p->out->obj.epoch != s->epoch)
+		/* Written under an epoch the handle has since left: a new owner's open may
+		 * have collected it as an orphan. */
+		rc = diag_set(STRATA_EFENCED, "shard %u: the plan's run was written under epoch %llu, "
+			      "the writer's is now %llu: dropped", s->cfg.id,
+			      (unsigned long long)p->out->obj.epoch, (unsigned long long)s->epoch);
 	if (rc == 0)
-		rc = shard_manifest_update(s, commit_mutate, &u);
+		rc = shard_manifest_update(s, commit_mutate, &u, p->out, &published);
 	if (rc) {
 		pthread_mutex_unlock(&s->manifest_mu);
 		if (rc == STRATA_ECONFLICT)
@@ -872,6 +960,17 @@ shard_commit(struct shard *s, struct shard_plan *p)
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at commit.manifest_updated",
 				s->cfg.id);
 	}
+	struct view *old = NULL;
+	uint64_t out_bytes = p->out->obj.bytes;
+	if (published) {
+		/* The reconciled view shows the commit already (it holds its own reference). */
+		TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, p->out->obj.id, p->nids,
+		      s->man.version);
+		table_unref(p->out);
+		p->out = NULL;
+		pthread_mutex_unlock(&s->manifest_mu);
+		goto published;
+	}
 	/* Build the new view outside the exclusive section; the swap itself is O(1). */
 	struct view *v = view_clone(s->view, 1);
 	if (v == NULL) {
@@ -890,7 +989,10 @@ shard_commit(struct shard *s, struct shard_plan *p)
 		for (uint32_t k = 0; k < p->nids; k++)
 			merged |= list[i] == p->inputs[k];
 		if (merged) {
-			atomic_store(&list[i]->obsolete, 1);
+			/* A compactor never deletes what it merged: the writer may still read it
+			 * until it reconciles, and deletes it then. */
+			if (!s->external)
+				atomic_store(&list[i]->obsolete, 1);
 			table_unref(list[i]);
 		} else {
 			list[j++] = list[i];
@@ -904,12 +1006,12 @@ shard_commit(struct shard *s, struct shard_plan *p)
 		v->runs[0] = p->out;
 		v->nruns++;
 	}
-	uint64_t out_bytes = p->out->obj.bytes;
 	TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, p->out->obj.id, p->nids,
 	      s->man.version);
 	p->out = NULL;
-	struct view *old = view_swap(s, v);
+	old = view_swap(s, v);
 	pthread_mutex_unlock(&s->manifest_mu);
+published:
 	atomic_store(&s->busy[p->kind], 0); /* published: the next plan picks what is left */
 	if (p->kind == PLAN_MERGE) {
 		atomic_fetch_add(&s->merges, 1);
@@ -974,19 +1076,21 @@ shard_stats(struct shard *s, strata_stats *out)
 	for (uint32_t i = 0; i < v->nruns; i++)
 		out->base_bytes += v->runs[i]->obj.bytes;
 	view_unref(v);
-	wal_usage(s->wal, &out->wal_segments, &out->wal_bytes, &out->wal_syncs);
+	if (s->wal != NULL)
+		wal_usage(s->wal, &out->wal_segments, &out->wal_bytes, &out->wal_syncs);
 	pthread_mutex_lock(&s->manifest_mu);
 	out->writer_epoch = s->epoch;
 	out->manifest_version = s->man.version;
 	out->replay_after = s->man.replay_after;
 	out->next_generation = atomic_load(&s->next_id);
 	pthread_mutex_unlock(&s->manifest_mu);
-	out->last_seq = wal_next_seq(s->wal) - 1;
+	out->last_seq = s->wal != NULL ? wal_next_seq(s->wal) - 1 : s->man.replay_after;
 	out->appends = atomic_load(&s->appends);
 	out->rows_appended = atomic_load(&s->rows_appended);
 	out->seals = atomic_load(&s->seals);
 	out->merges = atomic_load(&s->merges);
 	out->merge_conflicts = atomic_load(&s->conflicts);
+	out->foreign_manifest_versions = atomic_load(&s->foreign_versions);
 	out->merged_generations = atomic_load(&s->merged_gens);
 	out->merge_bytes_in = atomic_load(&s->merge_in);
 	out->merge_bytes_out = atomic_load(&s->merge_out);

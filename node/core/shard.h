@@ -73,6 +73,21 @@ struct shard_config {
  *  names, validate its WAL and replay it into a memtable. The shard serves nothing until
  *  shard_start; shard_close discards it. */
 int shard_load(const struct shard_config *cfg, struct shard **out);
+/** Open a shard as an external compactor does (strata compact): read its manifest and
+ *  open its tables, without its WAL, without claiming the epoch and without writing
+ *  anything. Such a handle only prepares (a merge seals nothing), commits and aborts:
+ *  its commits carry the writer's current epoch unchanged (a newer epoch than the one
+ *  it read refuses the commit, STRATA_EFENCED, and the handle adopts it at its next
+ *  shard_refresh; it is never terminal), its runs take MANIFEST_EXTERNAL_ID ids, and it
+ *  never deletes what it merged: the writer does, once it sees the new version.
+  STRATA_EINVAL when the shard has no manifest yet. */
+int shard_load_external(const struct shard_config *cfg, struct shard **out);
+/** Bring the handle's manifest and view up to the newest version in the store: a newer
+ *  version of the same epoch (an external compactor's commit) is adopted; a newer epoch
+ *  fences a writer (STRATA_EFENCED) and is adopted by a compactor's handle. */
+int shard_refresh(struct shard *s);
+/** Manifest versions this handle found written by someone else and followed. */
+uint64_t shard_foreign_versions(struct shard *s);
 /** Take ownership of a loaded shard: claim its epoch (reloading first if the manifest
  *  moved since shard_load), fence the WAL's older writers and catch up with what they
  *  wrote, check no newer owner appeared, then collect orphans. */

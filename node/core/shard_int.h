@@ -123,6 +123,13 @@ struct shard {
 	atomic_uint_fast64_t next_id;
 	/** The WAL. */
 	struct wal *wal;
+	/** An external compactor's handle (shard_load_external): no WAL, no memtable, the
+	 *  writer's epoch adopted and never claimed, runs with MANIFEST_EXTERNAL_ID ids,
+	 *  and nothing it merged deleted by it (the shard's writer does that). */
+	int external;
+	/** Manifest versions this handle found written by someone else (a compactor, or
+	 *  for a compactor the writer) and reconciled its view with. */
+	atomic_uint_fast64_t foreign_versions;
 	/** Set once this writer learned that another one claimed the shard: terminal,
 	 *  appends and reads are refused with STRATA_EFENCED. */
 	atomic_int fenced;
@@ -214,6 +221,10 @@ void excl_unlock(struct shard *s, uint64_t t0);
 struct view *view_swap(struct shard *s, struct view *v);
 /** manifest_mu held: rebuild the view's tables from s->man (see view.c). */
 int view_reconcile(struct shard *s);
+/** view_reconcile where the manifest names mine (the table the caller's own update just
+ *  published): mine is used, not opened again, so one swap shows the foreign change
+ *  and the caller's at once. NULL: view_reconcile. */
+int view_reconcile_with(struct shard *s, struct table *mine);
 
 /* merge_iter.c */
 /** Byte order of keys (a shorter prefix first). */

@@ -1144,6 +1144,12 @@ store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t
 	return rc;
 }
 
+struct objstore *
+store_objstore(struct store *db)
+{
+	return db->os;
+}
+
 void
 store_lock_hists(struct store *db, const struct hist **hold_ns, const struct hist **wait_ns)
 {

@@ -86,6 +86,9 @@ struct hist;
 /** Histograms (2 significant digits, ns) of every shard's exclusive-lock holds and of the
  *  waits to take it, since the open; read them from any thread. */
 void store_lock_hists(struct store *db, const struct hist **hold_ns, const struct hist **wait_ns);
+struct objstore;
+/** The store's object store (its request counters: objstore_request_stats). */
+struct objstore *store_objstore(struct store *db);
 /** Put the budget of background writes in its automatic mode under ceiling (bytes per
  *  second, 0: 1 GiB/s): it backs off while the WAL's syncs slow down (ratelimit.h). */
 void store_set_io_auto(struct store *db, uint64_t ceiling);

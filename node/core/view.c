@@ -213,10 +213,13 @@ view_find(struct table **tabs, uint32_t n, const struct manifest_obj *o)
 /** Fill list with a table per manifest entry, reusing the current view's. */
 static int
 view_fill(struct shard *s, int kind, const struct manifest_obj *objs, uint32_t n, struct table **cur,
-	  uint32_t ncur, struct table **list, uint32_t *count)
+	  uint32_t ncur, struct table **list, uint32_t *count, struct table *mine)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		struct table *t = view_find(cur, ncur, &objs[i]);
+		if (t == NULL && mine != NULL && mine->kind == kind && mine->obj.id == objs[i].id &&
+		    mine->obj.epoch == objs[i].epoch)
+			t = mine;
 		if (t != NULL) {
 			atomic_fetch_add(&t->refs, 1);
 		} else {
@@ -235,6 +238,12 @@ view_fill(struct shard *s, int kind, const struct manifest_obj *objs, uint32_t n
 int
 view_reconcile(struct shard *s)
 {
+	return view_reconcile_with(s, NULL);
+}
+
+int
+view_reconcile_with(struct shard *s, struct table *mine)
+{
 	struct view *cur = s->view;
 	struct view *v = env.calloc(1, sizeof(*v));
 	if (v == NULL)
@@ -250,10 +259,10 @@ view_reconcile(struct shard *s)
 			 : diag_set(STRATA_ENOMEM, "shard %u: out of memory reconciling the view", s->cfg.id);
 	if (rc == 0)
 		rc = view_fill(s, MANIFEST_GEN, s->man.gens, s->man.ngens, cur->gens, cur->ngens, v->gens,
-			       &v->ngens);
+			       &v->ngens, mine);
 	if (rc == 0)
 		rc = view_fill(s, MANIFEST_RUN, s->man.runs, s->man.nruns, cur->runs, cur->nruns, v->runs,
-			       &v->nruns);
+			       &v->nruns, mine);
 	if (rc) {
 		view_unref(v);
 		return rc;
@@ -264,11 +273,12 @@ view_reconcile(struct shard *s)
 			atomic_fetch_add(&cur->sealed[i]->refs, 1);
 		}
 	}
-	/* What the manifest no longer names is ours to delete once nothing holds it. */
-	for (uint32_t i = 0; i < cur->ngens; i++)
+	/* What the manifest no longer names is ours to delete once nothing holds it (not a
+	 * compactor's: the writer deletes what leaves its view). */
+	for (uint32_t i = 0; i < cur->ngens && !s->external; i++)
 		if (view_find(v->gens, v->ngens, &cur->gens[i]->obj) == NULL)
 			atomic_store(&cur->gens[i]->obsolete, 1);
-	for (uint32_t i = 0; i < cur->nruns; i++)
+	for (uint32_t i = 0; i < cur->nruns && !s->external; i++)
 		if (view_find(v->runs, v->nruns, &cur->runs[i]->obj) == NULL)
 			atomic_store(&cur->runs[i]->obsolete, 1);
 	if (s->man.replay_after > s->last_cut)

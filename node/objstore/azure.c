@@ -388,7 +388,7 @@ az_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, voi
 	if (rc || len == 0)
 		return rc;
 	struct az_call c;
-	rc = az_call_init(&c, az, OSHTTP_OP_GET, "GET", "get_range", key);
+	rc = az_call_init(&c, az, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
 	snprintf(c.range, sizeof(c.range), "bytes=%llu-%llu", (unsigned long long)off,
 		 (unsigned long long)(off + len - 1));
 	c.http.dst = dst;
@@ -467,7 +467,9 @@ az_put_blob(struct az_store *az, const char *opname, const char *key, const void
 	if (rc)
 		return rc;
 	struct az_call c;
-	rc = az_call_init(&c, az, OSHTTP_OP_PUT, "PUT", opname, key);
+	rc = az_call_init(&c, az, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
+				  : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
+			  "PUT", opname, key);
 	c.content_type = "application/octet-stream";
 	c.blob_type = "BlockBlob";
 	c.if_match = if_match;
@@ -753,6 +755,32 @@ az_destroy(struct objstore *os)
 	env.free(az);
 }
 
+static size_t
+az_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
+{
+	struct oshttp_client *cl = objstore_azure_client(os);
+	size_t n = 0;
+	for (int op = 0; op < OSHTTP_OP_COUNT && n < cap; op++, n++) {
+		struct oshttp_stats st;
+		oshttp_client_stats(cl, (enum oshttp_op)op, &st);
+		out[n] = (struct objstore_op_stats){
+			.op = oshttp_op_name((enum oshttp_op)op),
+			.requests = st.requests,
+			.client_errors = st.client_errors,
+			.server_errors = st.server_errors,
+			.throttled = st.throttled,
+			.transport_errors = st.transport_errors - st.timeouts,
+			.timeouts = st.timeouts,
+			.indeterminate = st.indeterminate,
+			.retries = st.retries,
+			.bytes_sent = st.bytes_sent,
+			.bytes_received = st.bytes_received,
+			.latency_ns = oshttp_client_latency(cl, (enum oshttp_op)op),
+		};
+	}
+	return n;
+}
+
 static const struct objstore_ops az_ops = {
 	.get = az_get,
 	.get_range = az_get_range,
@@ -767,6 +795,7 @@ static const struct objstore_ops az_ops = {
 	.writer_abort = az_writer_abort,
 	.del = az_del,
 	.list = az_list,
+	.request_stats = az_request_stats,
 	.destroy = az_destroy,
 };
 

@@ -18,6 +18,7 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/fiber.h"
+#include "../lib/hist.h"
 
 /** Most bytes of a non-2xx body kept for error parsing. */
 #define OSHTTP_ERROR_BODY_MAX (64u << 10)
@@ -35,6 +36,8 @@ struct oshttp_client {
 	uint32_t nidle;
 	/** Counters per operation kind (updated with atomic adds). */
 	struct oshttp_stats stats[OSHTTP_OP_COUNT];
+	/** Request durations per operation kind, ns. */
+	struct hist *latency[OSHTTP_OP_COUNT];
 };
 
 /** State of one attempt, seen by the callbacks. */
@@ -93,8 +96,9 @@ oshttp_config_init(struct oshttp_config *c)
 const char *
 oshttp_op_name(enum oshttp_op op)
 {
-	static const char *const names[OSHTTP_OP_COUNT] = {"get", "head", "put", "part", "commit",
-							     "delete", "list", "other"};
+	static const char *const names[OSHTTP_OP_COUNT] = {
+		"get", "get_range", "head", "put", "put_if_absent", "put_if_match", "part", "commit",
+		"delete", "list", "other"};
 	return (unsigned)op < OSHTTP_OP_COUNT ? names[op] : "?";
 }
 
@@ -118,9 +122,24 @@ oshttp_client_new(const struct oshttp_config *c, struct oshttp_client **out)
 		env.free(cl);
 		return diag_set(STRATA_ENOMEM, "http client: out of memory");
 	}
+	for (int op = 0; op < OSHTTP_OP_COUNT; op++) {
+		if (hist_new(1000, OSHTTP_LATENCY_HIGHEST_NS, 2, &cl->latency[op]) != 0) {
+			for (int i = 0; i < op; i++)
+				hist_delete(cl->latency[i]);
+			env.free(cl->idle);
+			env.free(cl);
+			return diag_set(STRATA_ENOMEM, "http client: out of memory");
+		}
+	}
 	pthread_mutex_init(&cl->mu, NULL);
 	*out = cl;
 	return 0;
+}
+
+const struct hist *
+oshttp_client_latency(struct oshttp_client *cl, enum oshttp_op op)
+{
+	return (unsigned)op < OSHTTP_OP_COUNT ? cl->latency[op] : NULL;
 }
 
 void
@@ -131,6 +150,8 @@ oshttp_client_delete(struct oshttp_client *cl)
 	for (uint32_t i = 0; i < cl->nidle; i++)
 		curl_easy_cleanup(cl->idle[i]);
 	pthread_mutex_destroy(&cl->mu);
+	for (int op = 0; op < OSHTTP_OP_COUNT; op++)
+		hist_delete(cl->latency[op]);
 	env.free(cl->idle);
 	env.free(cl);
 }
@@ -481,11 +502,26 @@ oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *er
 		return OSHTTP_ANSWER;
 	}
 	snprintf(err, errcap, "%s", errbuf[0] != '\0' ? errbuf : curl_easy_strerror(cc));
+	if (cc == CURLE_OPERATION_TIMEDOUT)
+		OSHTTP_COUNT(cl, r->op, timeouts, 1);
 	return OSHTTP_TRANSPORT;
 }
 
+static int oshttp_perform_attempts(struct oshttp_client *cl, struct oshttp_req *r);
+
 int
 oshttp_perform(struct oshttp_client *cl, struct oshttp_req *r)
+{
+	uint64_t t0 = env.mono_ns();
+	int rc = oshttp_perform_attempts(cl, r);
+	if ((unsigned)r->op < OSHTTP_OP_COUNT)
+		hist_record(cl->latency[r->op], env.mono_ns() - t0);
+	return rc;
+}
+
+/** oshttp_perform without the latency record. */
+static int
+oshttp_perform_attempts(struct oshttp_client *cl, struct oshttp_req *r)
 {
 	r->indeterminate = 0;
 	r->attempts = 0;

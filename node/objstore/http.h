@@ -17,13 +17,17 @@
 #include "../lib/buf.h"
 
 struct curl_slist;
+struct hist;
 struct oshttp_client;
 
 /** Operation kinds, for the counters. */
 enum oshttp_op {
-	OSHTTP_OP_GET,     /**< whole-object and ranged reads */
+	OSHTTP_OP_GET,     /**< whole-object reads */
+	OSHTTP_OP_GET_RANGE, /**< ranged reads */
 	OSHTTP_OP_HEAD,    /**< size and ETag reads */
-	OSHTTP_OP_PUT,     /**< whole-object writes (plain and conditional) */
+	OSHTTP_OP_PUT,     /**< plain whole-object writes */
+	OSHTTP_OP_PUT_IF_ABSENT, /**< whole-object writes if absent (If-None-Match: *) */
+	OSHTTP_OP_PUT_IF_MATCH,  /**< compare-and-swap writes (If-Match: ETag) */
 	OSHTTP_OP_PART,    /**< one part of a streamed write (Put Block, UploadPart) */
 	OSHTTP_OP_COMMIT,  /**< the end of a streamed write (Put Block List, CompleteMultipartUpload) */
 	OSHTTP_OP_DELETE,  /**< deletes */
@@ -46,6 +50,8 @@ struct oshttp_stats {
 	uint64_t throttled;
 	/** Attempts that failed in transport (connect, timeout, reset). */
 	uint64_t transport_errors;
+	/** Of those, attempts that timed out (connect, whole-request or stall timeout). */
+	uint64_t timeouts;
 	/** Attempts whose outcome is unknown: failed after the request was sent. */
 	uint64_t indeterminate;
 	/** Attempts repeated after a retryable failure. */
@@ -149,6 +155,11 @@ void oshttp_req_destroy(struct oshttp_req *r);
 void oshttp_client_stats(struct oshttp_client *cl, enum oshttp_op op, struct oshttp_stats *out);
 /** Name of an operation kind ("get", "put", ...). */
 const char *oshttp_op_name(enum oshttp_op op);
+/** Durations of the requests of kind op, ns, from the first attempt to the answer (the
+ *  retries and their backoff included). */
+const struct hist *oshttp_client_latency(struct oshttp_client *cl, enum oshttp_op op);
+/** Longest request duration the latency histograms tell apart, ns. */
+#define OSHTTP_LATENCY_HIGHEST_NS (600ull * 1000000000ull)
 
 /** Wait ns nanoseconds of the environment's clock: on a fiber until a tick moved it that
  *  far; elsewhere sleeping, but never longer than the real time asked when the clock is a

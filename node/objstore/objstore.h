@@ -20,6 +20,34 @@
 struct objstore;
 struct objstore_writer;
 
+struct hist;
+
+/** Requests of one operation kind of a remote store (objstore_request_stats). */
+struct objstore_op_stats {
+	/** Operation kind ("get", "get_range", "put", "put_if_absent", "list", "delete", ...). */
+	const char *op;
+	/** Attempts sent (a retry counts again). */
+	uint64_t requests;
+	/** Final answers 4xx (not found, exists, conflict, auth). */
+	uint64_t client_errors;
+	/** Attempts answered 500, 502 or 504. */
+	uint64_t server_errors;
+	/** Attempts answered 429 or 503 (throttled). */
+	uint64_t throttled;
+	/** Attempts that failed in transport (refused, reset, dropped), timeouts apart. */
+	uint64_t transport_errors;
+	/** Attempts that timed out. */
+	uint64_t timeouts;
+	/** Attempts that failed after they were sent (may have been applied). */
+	uint64_t indeterminate;
+	/** Attempts repeated after a retryable failure. */
+	uint64_t retries;
+	/** Request and response body bytes. */
+	uint64_t bytes_sent, bytes_received;
+	/** Request durations, ns, retries included (NULL: none kept). */
+	const struct hist *latency_ns;
+};
+
 /** Called once per key by list; nonzero stops the listing and is returned. */
 typedef int (*objstore_list_cb)(void *ctx, const char *key, uint64_t size);
 
@@ -66,6 +94,9 @@ struct objstore_ops {
 	 *  *removed and *bytes count it. Only the store's one owner calls it, before it
 	 *  writes. NULL = nothing to do. */
 	int (*recover)(struct objstore *os, uint64_t *removed, uint64_t *bytes);
+	/** Fill up to cap entries of out with the requests per operation kind; how many.
+	 *  NULL: the store makes no requests (fs). */
+	size_t (*request_stats)(struct objstore *os, struct objstore_op_stats *out, size_t cap);
 	/** Release the store. */
 	void (*destroy)(struct objstore *os);
 };
@@ -166,6 +197,11 @@ static inline int objstore_recover(struct objstore *os, uint64_t *removed, uint6
 		*bytes = b;
 	return rc;
 }
+/** Most operation kinds objstore_request_stats reports. */
+#define OBJSTORE_MAX_OP_KINDS 16
+/** The store's requests per operation kind (0 kinds for a local store). */
+static inline size_t objstore_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
+{ return os != NULL && os->ops->request_stats != NULL ? os->ops->request_stats(os, out, cap) : 0; }
 static inline void objstore_destroy(struct objstore *os)
 { if (os) os->ops->destroy(os); }
 

@@ -16,6 +16,7 @@
 #include "../lib/env.h"
 #include "../lib/pool.h"
 #include "../core/store.h"
+#include "../objstore/objstore.h"
 #include "../policy/runtime.h"
 #include "../strata_host.h"
 #include "http.h"
@@ -245,6 +246,76 @@ metrics_exported(size_t off)
 	return 1;
 }
 
+/** One counter family of the object store's requests, a series per operation kind. */
+static void
+mo_objstore_counter(struct metrics_out *m, const char *name, const char *help,
+		    const struct objstore_op_stats *st, size_t n, size_t off)
+{
+	mo_head(m, name, "counter", help);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)&st[i] + off, sizeof(v));
+		mo_printf(m, "%s{op=\"%s\"} %llu\n", name, st[i].op, (unsigned long long)v);
+	}
+}
+
+/** The object store's requests per operation kind (none for a local store). */
+static void
+mo_objstore(struct metrics_out *m, struct objstore *os)
+{
+	struct objstore_op_stats st[OBJSTORE_MAX_OP_KINDS];
+	size_t n = objstore_request_stats(os, st, OBJSTORE_MAX_OP_KINDS);
+	if (n == 0)
+		return;
+	mo_objstore_counter(m, "strata_objstore_requests_total",
+			    "Object-store requests by operation kind (each attempt counts, retries too).", st, n,
+			    offsetof(struct objstore_op_stats, requests));
+	static const struct {
+		const char *cls;
+		size_t off;
+	} classes[] = {
+		{"4xx", offsetof(struct objstore_op_stats, client_errors)},
+		{"5xx", offsetof(struct objstore_op_stats, server_errors)},
+		{"throttled", offsetof(struct objstore_op_stats, throttled)},
+		{"transport", offsetof(struct objstore_op_stats, transport_errors)},
+		{"timeout", offsetof(struct objstore_op_stats, timeouts)},
+	};
+	mo_head(m, "strata_objstore_errors_total", "counter",
+		"Failed object-store attempts by operation kind and class: 4xx (final answers: not found, "
+		"exists, conflict, auth), 5xx (500, 502, 504), throttled (429, 503), transport (refused, "
+		"reset, dropped) and timeout.");
+	for (size_t i = 0; i < n; i++)
+		for (size_t c = 0; c < METRICS_LEN(classes); c++) {
+			uint64_t v;
+			memcpy(&v, (const char *)&st[i] + classes[c].off, sizeof(v));
+			mo_printf(m, "strata_objstore_errors_total{op=\"%s\",class=\"%s\"} %llu\n", st[i].op,
+				  classes[c].cls, (unsigned long long)v);
+		}
+	mo_objstore_counter(m, "strata_objstore_retries_total",
+			    "Object-store attempts repeated after a retryable failure.", st, n,
+			    offsetof(struct objstore_op_stats, retries));
+	mo_objstore_counter(m, "strata_objstore_indeterminate_total",
+			    "Object-store attempts that failed after they were sent (they may have been applied; "
+			    "a manifest write is then read back).", st, n,
+			    offsetof(struct objstore_op_stats, indeterminate));
+	mo_objstore_counter(m, "strata_objstore_sent_bytes_total", "Object-store request body bytes sent.", st,
+			    n, offsetof(struct objstore_op_stats, bytes_sent));
+	mo_objstore_counter(m, "strata_objstore_received_bytes_total",
+			    "Object-store response body bytes received.", st, n,
+			    offsetof(struct objstore_op_stats, bytes_received));
+	mo_head(m, "strata_objstore_request_duration_seconds", "histogram",
+		"Object-store request durations by operation kind, from the first attempt to the answer "
+		"(retries and their backoff included).");
+	for (size_t i = 0; i < n; i++) {
+		if (st[i].latency_ns == NULL)
+			continue;
+		char lab[64];
+		snprintf(lab, sizeof(lab), "op=\"%s\"", st[i].op);
+		mo_hist_series(m, "strata_objstore_request_duration_seconds", lab, st[i].latency_ns,
+			       metrics_bounds, METRICS_LEN(metrics_bounds));
+	}
+}
+
 int
 metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 {
@@ -274,6 +345,8 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 	mo_hist_in(&m, "strata_exclusive_lock_wait_seconds",
 		   "Waits to take a shard's exclusive lock (behind appends and readers), every shard.", wait,
 		   metrics_lock_bounds, METRICS_LEN(metrics_lock_bounds));
+
+	mo_objstore(&m, store_objstore(strata_store(a->db)));
 
 	uint32_t n = strata_shards(a->db);
 	strata_stats *st = env.calloc(n ? n : 1, sizeof(*st));

@@ -46,7 +46,7 @@ export STRATA_TEST_AZURE_ENDPOINT=http://127.0.0.1:$port
 export AZURE_STORAGE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 out=$("$bin" "$@" 2>&1)
 rc=$?
-printf '%s\n' "$out" | grep -v '^# '
+printf '%s\n' "$out" | grep -v '^# objstore_azure: '
 line=$(printf '%s\n' "$out" | grep -E '^# objstore_azure: [0-9]+ passed, [0-9]+ failed' | tail -1)
 [ -n "$line" ] || fail "$bin printed no summary (exit $rc)"
 passed=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
@@ -83,6 +83,18 @@ if [ "$serve_ok" = 1 ]; then
 else
 	tail -20 "$loc/serve.log"
 	echo "not ok - serve_store_url_rows_read_back_from_the_container"
+	failed=$((failed + 1))
+fi
+# strata compact next to strata serve on the container (tests/objstore/compact_live.sh).
+out=$(BUILD=$BUILD sh "$(dirname "$0")/compact_live.sh" azure \
+	"azure://devstoreaccount1/compact-$$?endpoint=http://127.0.0.1:$port" "$bin" 2>&1)
+printf '%s\n' "$out" | grep -v '^# compact-live-azure: [0-9]* passed'
+line=$(printf '%s\n' "$out" | grep -E '^# compact-live-azure: [0-9]+ passed, [0-9]+ failed' | tail -1)
+if [ -n "$line" ]; then
+	passed=$((passed + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+	failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+else
+	echo "not ok - compact-live-azure: printed no summary"
 	failed=$((failed + 1))
 fi
 echo "# objstore-azure: $passed passed, $failed failed"

@@ -72,7 +72,7 @@ local STATS_FIELDS = {
 	"memtable_rows", "memtable_bytes", "sealed_memtables", "generations", "base_runs",
 	"wal_bytes", "wal_segments", "writer_epoch", "manifest_version", "replay_after",
 	"last_seq", "next_generation", "appends", "rows_appended", "wal_syncs", "seals",
-	"merges", "merge_conflicts", "merged_generations", "merge_bytes_in", "merge_bytes_out",
+	"merges", "merge_conflicts", "foreign_manifest_versions", "merged_generations", "merge_bytes_in", "merge_bytes_out",
 	"compactions", "max_exclusive_ns", "max_exclusive_wait_ns", "background_io_bytes_per_s",
 	"background_io_wait_ns", "generation_bytes", "base_bytes",
 }
