@@ -1209,8 +1209,8 @@ policy_hook_errors(struct node *n)
 
 /* Hooks run on the policy runtime's own loop thread, never on the one serving clients:
  * with a hook that loops until its CPU budget (200 ms) stops it, once a second on every
- * shard, appends and /healthz still answer in a fraction of that budget, in all but
- * at most 2% of the rounds. (The limit is an order of magnitude, not a benchmark: on the old arrangement, where the hook ran
+ * shard, appends and /healthz still answer in a fraction of that budget (all but 2%
+ * of the rounds under 100 ms, every one under the budget). (The limit is an order of magnitude, not a benchmark: on the old arrangement, where the hook ran
  * on the HTTP loop, requests waited for up to a whole budget.) --sync none keeps the
  * disk out of what is measured. */
 TEST(looping_hook_never_delays_clients)
@@ -1255,10 +1255,12 @@ TEST(looping_hook_never_delays_clients)
 	       ROUNDS, (unsigned long long)elapsed, (unsigned long long)worst_append,
 	       (unsigned long long)worst_health, slow, ROUNDS, LIMIT_MS);
 	CHECK_EQ(failed, 0);
-	/* Hooks on the serving loop would hold it 400 ms of every second (two shards, a
-	 * 200 ms run each): about 40% of the rounds slow. A round or two over the limit is
-	 * the machine (seen: one 111 ms append while 5 builds ran on 2 cores). */
+	/* Hooks on the serving loop hold it for whole runs: requests wait up to a budget
+	 * and more (seen: 1129 ms, in 3 rounds of 200). A round or two over the limit but
+	 * under the budget is the machine (seen: one 111 ms append while 5 builds ran on
+	 * 2 cores). */
 	CHECK(slow <= ROUNDS / 50);
+	CHECK(worst_append < 200 && worst_health < 200);
 	long long errors = policy_hook_errors(&n);
 	for (int i = 0; i < 300 && errors <= errors0; i++) {
 		sleep_ms(10);
