@@ -439,6 +439,8 @@ struct fake {
 	pthread_mutex_t mu;
 	/** The server thread. */
 	pthread_t t;
+	/** The connection being served (-1: none), shut down by fake_stop. */
+	atomic_int cfd;
 };
 
 static void
@@ -559,6 +561,7 @@ fake_main(void *arg)
 		int cfd = accept(f->lfd, NULL, NULL);
 		if (cfd < 0)
 			return NULL;
+		atomic_store(&f->cfd, cfd);
 		static char b[1 << 20];
 		for (;;) { /* requests of one kept-alive connection */
 			size_t len = 0;
@@ -604,6 +607,7 @@ fake_main(void *arg)
 				break;
 		}
 	closed:
+		atomic_store(&f->cfd, -1);
 		close(cfd);
 	}
 }
@@ -615,6 +619,7 @@ fake_start(struct fake *f, const struct canned *script, int n)
 	f->script = script;
 	f->n = n;
 	f->secret = "fake-secret/with+chars";
+	atomic_store(&f->cfd, -1);
 	pthread_mutex_init(&f->mu, NULL);
 	f->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -633,6 +638,9 @@ fake_stop(struct fake *f)
 {
 	shutdown(f->lfd, SHUT_RDWR);
 	close(f->lfd);
+	int cfd = atomic_load(&f->cfd);
+	if (cfd >= 0)
+		shutdown(cfd, SHUT_RDWR); /* a kept-alive connection of a store never destroyed */
 	pthread_join(f->t, NULL);
 	pthread_mutex_destroy(&f->mu);
 }
@@ -777,11 +785,14 @@ TEST(an_open_is_refused_when_the_probe_write_succeeds_twice)
 	CHECK_EQ(fake_open(&f, "", &os), STRATA_EINVAL);
 	CHECK(strstr(diag_last(), "does not enforce If-None-Match") != NULL);
 	CHECK(strstr(diag_last(), "single_writer=1") != NULL);
+	objstore_destroy(os);
+	os = NULL;
 	CHECK_EQ(atomic_load(&f.served), 5); /* the probe object was deleted all the same */
 	CHECK(strstr(f.seen, "DELETE /bkt/pre/.strata-probe/") != NULL);
 	/* If-None-Match enforced, a stale If-Match accepted: refused too. */
 	CHECK_EQ(fake_open(&f, "", &os), STRATA_EINVAL);
 	CHECK(strstr(diag_last(), "does not enforce If-Match") != NULL);
+	objstore_destroy(os);
 	CHECK_EQ(atomic_load(&f.bad_signatures), 0);
 	fake_stop(&f);
 }
