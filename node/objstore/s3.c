@@ -255,7 +255,7 @@ s3_error_code(const struct oshttp_req *r, char *code, size_t cap, char *msg, siz
 	code[0] = '\0';
 	if (msg != NULL)
 		msg[0] = '\0';
-	char m[512];
+	char m[512] = "";
 	if (r->error_body.len > 0 &&
 	    azxml_parse_error(r->error_body.data, r->error_body.len, code, cap, m, sizeof(m)) != 0)
 		diag_clear();
