@@ -376,6 +376,10 @@ s3xml_run(enum s3xml_kind kind, const void *data, size_t len, const char *what, 
 	c->id = id;
 	c->id_cap = id_cap;
 	if (list != NULL) {
+		for (size_t i = 0; i < list->n; i++) { /* a page parsed into before */
+			env.free(list->v[i].name);
+			env.free(list->v[i].upload_id);
+		}
 		list->n = 0;
 		list->truncated = 0;
 		list->next[0] = '\0';
