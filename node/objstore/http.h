@@ -167,6 +167,10 @@ void oshttp_req_destroy(struct oshttp_req *r);
 void oshttp_client_stats(struct oshttp_client *cl, enum oshttp_op op, struct oshttp_stats *out);
 /** Name of an operation kind ("get", "put", ...). */
 const char *oshttp_op_name(enum oshttp_op op);
+struct objstore_op_stats;
+/** The client's counters as a remote store's request_stats reports them: up to cap entries
+ *  of out, one per operation kind; how many. */
+size_t oshttp_client_request_stats(struct oshttp_client *cl, struct objstore_op_stats *out, size_t cap);
 /** Durations of the requests of kind op, ns, from the first attempt to the answer (the
  *  retries and their backoff included). */
 const struct hist *oshttp_client_latency(struct oshttp_client *cl, enum oshttp_op op);

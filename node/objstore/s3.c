@@ -412,7 +412,7 @@ s3_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, voi
 	if (rc || len == 0)
 		return rc;
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, OSHTTP_OP_GET, "GET", "get_range", key);
+	rc = s3_call_init(&c, s3, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
 	snprintf(c.range, sizeof(c.range), "bytes=%llu-%llu", (unsigned long long)off,
 		 (unsigned long long)(off + len - 1));
 	c.http.dst = dst;
@@ -517,7 +517,9 @@ s3_put_object_raw(struct s3_store *s3, const char *opname, const char *key, cons
 	if (rc)
 		return rc;
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, OSHTTP_OP_PUT, "PUT", opname, key);
+	rc = s3_call_init(&c, s3, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
+				  : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
+			  "PUT", opname, key);
 	c.content_type = "application/octet-stream";
 	c.if_match = if_match;
 	c.if_none_match = if_none_match;
@@ -1112,6 +1114,12 @@ s3_destroy(struct objstore *os)
 	env.free(s3);
 }
 
+static size_t
+s3_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
+{
+	return oshttp_client_request_stats(((struct s3_store *)os)->http, out, cap);
+}
+
 static const struct objstore_ops s3_ops = {
 	.get = s3_get,
 	.get_range = s3_get_range,
@@ -1128,6 +1136,7 @@ static const struct objstore_ops s3_ops = {
 	.del_batch = s3_del_batch,
 	.list = s3_list,
 	.recover = s3_recover,
+	.request_stats = s3_request_stats,
 	.destroy = s3_destroy,
 };
 

@@ -769,7 +769,13 @@ TEST(an_enforcing_server_opens_for_shared_use_and_maps_its_answers)
 		fprintf(stderr, "  seen: %s\n", f.seen);
 	struct oshttp_stats st;
 	oshttp_client_stats(objstore_s3_client(os), OSHTTP_OP_PUT, &st);
-	CHECK(st.throttled == 2 && st.retries >= 3); /* 2 SlowDown and the 409 */
+	CHECK(st.throttled == 2 && st.retries == 2); /* 2 SlowDown */
+	oshttp_client_stats(objstore_s3_client(os), OSHTTP_OP_PUT_IF_ABSENT, &st);
+	CHECK(st.retries == 1 && st.client_errors == 2); /* the 409, then 412; and the probe's 412 */
+	struct objstore_op_stats ops[OBJSTORE_MAX_OP_KINDS];
+	size_t nops = objstore_request_stats(os, ops, OBJSTORE_MAX_OP_KINDS);
+	CHECK(nops == OSHTTP_OP_COUNT && strcmp(ops[OSHTTP_OP_PUT_IF_ABSENT].op, "put_if_absent") == 0 &&
+	      ops[OSHTTP_OP_PUT_IF_ABSENT].retries == 1);
 	objstore_destroy(os);
 	fake_stop(&f);
 }
