@@ -39,10 +39,11 @@ DEPFLAGS := -MMD -MP
 # shown as usual; tests/build/check_build.sh fails when one is not empty.
 KEEP_WARN = 2>$@.warn; rc=$$?; cat $@.warn >&2; exit $$rc
 
-# The remote object stores (azure://) need libcurl, libcrypto and expat. They are in
+# The remote object stores (azure://, s3://) need libcurl, libcrypto and expat. They are in
 # libstrata.a when those are found, but linked into a program only when it asks for them
 # (node/objstore/url.c refers to them weakly): the strata binary and strata.so do.
-OBJSTORE_REMOTE := node/objstore/azure.c node/objstore/azure_xml.c node/objstore/http.c
+OBJSTORE_REMOTE := node/objstore/azure.c node/objstore/azure_xml.c node/objstore/http.c \
+                   node/objstore/s3.c node/objstore/s3_xml.c
 REMOTE   := $(shell pkg-config --exists libcurl libcrypto expat 2>/dev/null && echo yes)
 REMOTE_OBJ := $(if $(REMOTE),$(OBJSTORE_REMOTE:%.c=$(BUILD)/obj/%.o))
 LIB_SRC  := $(filter-out $(if $(REMOTE),,$(OBJSTORE_REMOTE)),$(wildcard node/lib/*.c node/objstore/*.c \
@@ -167,9 +168,13 @@ $(BUILD)/strata.so: $(LUA_OBJ) $(REMOTE_OBJ) $(BUILD)/libstrata.a
 	  $(foreach p,libzstd libisal libxxhash $(if $(REMOTE),libcurl libcrypto expat),$(shell pkg-config --libs $(p) 2>/dev/null)) \
 	  -lev -lpthread -lm
 
-# The remote object stores' suite, run against a real server by tests/objstore/azure.sh.
-OBJSTORE_TESTS := $(if $(REMOTE),$(BUILD)/tests/objstore_azure)
+# The remote object stores' suites, run against real servers by tests/objstore/azure.sh
+# (Azurite) and tests/objstore/s3.sh (s3rver).
+OBJSTORE_TESTS := $(if $(REMOTE),$(BUILD)/tests/objstore_azure $(BUILD)/tests/objstore_s3)
 $(BUILD)/tests/objstore_azure: tests/objstore/test_azure.c $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
+$(BUILD)/tests/objstore_s3: tests/objstore/test_s3.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
@@ -212,6 +217,7 @@ suites: unit
 # Every suite reports "N passed, N failed"; tests/run.sh adds them up and prints the total last.
 test: suites
 	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault "sh tests/objstore/azure.sh" "sh tests/objstore/compact_live.sh fs" \
+	  "sh tests/objstore/s3.sh" \
 	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES) \
 	  $(BUILD_CHECK) "sh tests/sim/sim.sh $(BUILD)"
 

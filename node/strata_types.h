@@ -82,8 +82,9 @@ typedef struct strata_options {
 	 *  one the store records, <dir>/wal for a new store. A new store records it in
 	 *  <dir>/STORE; opening with another one is refused. It gets a LOCK of its own. */
 	const char *wal_dir;
-	/** Object store URL (azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=...; README "Object
-	 *  stores"); NULL = the data directory's objects/. The WAL stays local (wal_dir). */
+	/** Object store URL (azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=... or
+	 *  s3://BUCKET[/PREFIX]?region=...; README "Object stores"); NULL = the data
+	 *  directory's objects/. The WAL stays local (wal_dir). */
 	const char *store;
 	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
 	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */

@@ -72,8 +72,8 @@ static const struct serve_flag serve_flags[] = {
 	 "another is refused)", "the one the store records; DIR/wal for a new store", "wal_dir"},
 	{"--store", SERVE_STR, ST(store), 0, 0, "URL",
 	 "object store of the run and manifest files: azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=URL "
-	 "(credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_KEY_FILE or key_file=, never the command "
-	 "line)", "the data directory's objects/", "store"},
+	 "or s3://BUCKET[/PREFIX]?region=R&endpoint=URL (credentials from the environment or a file the "
+	 "URL names, never the command line)", "the data directory's objects/", "store"},
 	{"--shards", SERVE_U32, ST(shards), 1, 65536, "N", "number of shards, 1..65536",
 	 "the store's; 4 for a new one", "shards"},
 	{"--policy", SERVE_STR, SO(policy_path), 0, 0, "FILE", "merge policy script",

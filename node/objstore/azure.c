@@ -758,27 +758,7 @@ az_destroy(struct objstore *os)
 static size_t
 az_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
 {
-	struct oshttp_client *cl = objstore_azure_client(os);
-	size_t n = 0;
-	for (int op = 0; op < OSHTTP_OP_COUNT && n < cap; op++, n++) {
-		struct oshttp_stats st;
-		oshttp_client_stats(cl, (enum oshttp_op)op, &st);
-		out[n] = (struct objstore_op_stats){
-			.op = oshttp_op_name((enum oshttp_op)op),
-			.requests = st.requests,
-			.client_errors = st.client_errors,
-			.server_errors = st.server_errors,
-			.throttled = st.throttled,
-			.transport_errors = st.transport_errors - st.timeouts,
-			.timeouts = st.timeouts,
-			.indeterminate = st.indeterminate,
-			.retries = st.retries,
-			.bytes_sent = st.bytes_sent,
-			.bytes_received = st.bytes_received,
-			.latency_ns = oshttp_client_latency(cl, (enum oshttp_op)op),
-		};
-	}
-	return n;
+	return oshttp_client_request_stats(objstore_azure_client(os), out, cap);
 }
 
 static const struct objstore_ops az_ops = {

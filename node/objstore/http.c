@@ -398,10 +398,12 @@ oshttp_backoff_ns(const struct oshttp_config *c, uint32_t attempt)
 enum { OSHTTP_ANSWER, OSHTTP_TRANSPORT, OSHTTP_FATAL };
 
 static int
-oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *err, size_t errcap,
-	       int *sent, int *fatal_rc)
+oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, size_t out_start, char *err,
+	       size_t errcap, int *sent, int *fatal_rc)
 {
-	struct oshttp_attempt a = {.r = r, .cl = cl, .out_start = r->out != NULL ? r->out->len : 0};
+	if (r->out != NULL)
+		r->out->len = out_start; /* a retry starts over: drop what a failed attempt appended */
+	struct oshttp_attempt a = {.r = r, .cl = cl, .out_start = out_start};
 	struct curl_slist *hdrs = NULL;
 	*sent = 0;
 	r->status = 0;
@@ -423,10 +425,13 @@ oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *er
 	int has_type = 0;
 	for (struct curl_slist *x = hdrs; x != NULL; x = x->next)
 		has_type |= strncasecmp(x->data, "content-type:", 13) == 0;
-	struct curl_slist *t = curl_slist_append(hdrs, "Expect:");
-	if (t != NULL && !has_type)
-		t = curl_slist_append(t, "Content-Type:");
-	if (t == NULL) {
+	struct curl_slist *t = hdrs;
+	if (r->aws_sigv4 == NULL) {
+		t = curl_slist_append(hdrs, "Expect:");
+		if (t != NULL && !has_type)
+			t = curl_slist_append(t, "Content-Type:");
+	}
+	if (t == NULL && r->aws_sigv4 == NULL) {
 		curl_slist_free_all(hdrs);
 		*fatal_rc = diag_set(STRATA_ENOMEM, "%s: out of memory", r->what);
 		return OSHTTP_FATAL;
@@ -451,6 +456,11 @@ oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *er
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, oshttp_write_cb);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	if (r->aws_sigv4 != NULL) {
+		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->aws_sigv4);
+		curl_easy_setopt(h, CURLOPT_USERNAME, r->aws_key_id);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, r->aws_secret);
+	}
 	int write = strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0;
 	if (write) {
 		/* libcurl re-sends a request by itself when a reused connection dies before an
@@ -475,6 +485,10 @@ oshttp_attempt(struct oshttp_client *cl, struct oshttp_req *r, CURL *h, char *er
 	curl_slist_free_all(hdrs);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	if (r->aws_sigv4 != NULL) {
+		curl_easy_setopt(h, CURLOPT_USERNAME, NULL);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, NULL);
+	}
 	long reqsize = 0;
 	curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &reqsize);
 	*sent = reqsize > 0;
@@ -527,6 +541,7 @@ oshttp_perform_attempts(struct oshttp_client *cl, struct oshttp_req *r)
 	r->attempts = 0;
 	int write = strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0;
 	char err[CURL_ERROR_SIZE + 64] = "";
+	size_t out_start = r->out != NULL ? r->out->len : 0;
 	for (uint32_t attempt = 0;; attempt++) {
 		if (attempt > 0) {
 			OSHTTP_COUNT(cl, r->op, retries, 1);
@@ -536,7 +551,7 @@ oshttp_perform_attempts(struct oshttp_client *cl, struct oshttp_req *r)
 		if (h == NULL)
 			return diag_set(STRATA_ENOMEM, "%s: curl_easy_init failed", r->what);
 		int sent = 0, fatal_rc = STRATA_EIO;
-		int what = oshttp_attempt(cl, r, h, err, sizeof(err), &sent, &fatal_rc);
+		int what = oshttp_attempt(cl, r, h, out_start, err, sizeof(err), &sent, &fatal_rc);
 		r->attempts++;
 		if (what == OSHTTP_TRANSPORT) {
 			curl_easy_cleanup(h); /* its connection is in an unknown state */
@@ -572,12 +587,38 @@ oshttp_perform_attempts(struct oshttp_client *cl, struct oshttp_req *r)
 				OSHTTP_COUNT(cl, r->op, indeterminate, 1);
 			}
 		}
-		if (oshttp_retryable(st) && !last)
+		if ((oshttp_retryable(st) || (st >= 400 && r->retry_answer != NULL &&
+					      r->retry_answer(r->headers_ctx, r))) && !last)
 			continue;
 		if (st >= 400 && st < 500)
 			OSHTTP_COUNT(cl, r->op, client_errors, 1);
 		return 0;
 	}
+}
+
+size_t
+oshttp_client_request_stats(struct oshttp_client *cl, struct objstore_op_stats *out, size_t cap)
+{
+	size_t n = 0;
+	for (int op = 0; op < OSHTTP_OP_COUNT && n < cap; op++, n++) {
+		struct oshttp_stats st;
+		oshttp_client_stats(cl, (enum oshttp_op)op, &st);
+		out[n] = (struct objstore_op_stats){
+			.op = oshttp_op_name((enum oshttp_op)op),
+			.requests = st.requests,
+			.client_errors = st.client_errors,
+			.server_errors = st.server_errors,
+			.throttled = st.throttled,
+			.transport_errors = st.transport_errors - st.timeouts,
+			.timeouts = st.timeouts,
+			.indeterminate = st.indeterminate,
+			.retries = st.retries,
+			.bytes_sent = st.bytes_sent,
+			.bytes_received = st.bytes_received,
+			.latency_ns = oshttp_client_latency(cl, (enum oshttp_op)op),
+		};
+	}
+	return n;
 }
 
 void

@@ -106,8 +106,20 @@ struct oshttp_req {
 	size_t body_len;
 	/** Builds the headers of each attempt. */
 	oshttp_headers_fn headers;
-	/** Its context. */
+	/** Its context (also retry_answer's). */
 	void *headers_ctx;
+	/** Whether a final answer that its status alone does not make retryable is worth
+	 *  another attempt (S3's 409 ConditionalRequestConflict, 400 RequestTimeout); its body
+	 *  is in error_body. NULL: never. */
+	int (*retry_answer)(void *ctx, const struct oshttp_req *r);
+	/** Sign with AWS SigV4 through libcurl: "aws:amz:REGION:SERVICE" (NULL: the caller
+	 *  signs in headers). libcurl (7.88, Debian bookworm) signs every header of the
+	 *  request as given, an empty one that removes a default too, so a signed request
+	 *  gets no removals: it names its Content-Type, and an Expect: 100-continue libcurl
+	 *  adds to a large body goes out unsigned. */
+	const char *aws_sigv4;
+	/** The access key id and secret of aws_sigv4 (never logged). */
+	const char *aws_key_id, *aws_secret;
 	/** A 2xx body goes here, appended (NULL: to dst, or discarded). */
 	struct buf *out;
 	/** Or into this fixed buffer (a ranged read). */
@@ -155,6 +167,10 @@ void oshttp_req_destroy(struct oshttp_req *r);
 void oshttp_client_stats(struct oshttp_client *cl, enum oshttp_op op, struct oshttp_stats *out);
 /** Name of an operation kind ("get", "put", ...). */
 const char *oshttp_op_name(enum oshttp_op op);
+struct objstore_op_stats;
+/** The client's counters as a remote store's request_stats reports them: up to cap entries
+ *  of out, one per operation kind; how many. */
+size_t oshttp_client_request_stats(struct oshttp_client *cl, struct objstore_op_stats *out, size_t cap);
 /** Durations of the requests of kind op, ns, from the first attempt to the answer (the
  *  retries and their backoff included). */
 const struct hist *oshttp_client_latency(struct oshttp_client *cl, enum oshttp_op op);
@@ -176,6 +192,8 @@ int oshttp_escape(struct buf *out, const char *s, size_t n, int keep_slash);
 struct objstore;
 /** The HTTP client of an azure store (its counters), NULL for another kind of store. */
 struct oshttp_client *objstore_azure_client(struct objstore *os);
+/** The HTTP client of an s3 store (its counters), NULL for another kind of store. */
+struct oshttp_client *objstore_s3_client(struct objstore *os);
 
 /** Record on this thread whether the last failed object-store call may have been applied. */
 void oshttp_set_indeterminate(int on);

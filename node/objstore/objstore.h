@@ -1,9 +1,9 @@
 /*
  * objstore.h — the object-store seam. All run and manifest IO goes through it.
  * Keys are '/'-separated relative names ("shard-0000/gen/...."). Implementations:
- * fs (a local directory, objstore_fs_new) and azure (Azure Blob, objstore_azure_new),
- * chosen by a store URL (objstore_url_new). Every call returns 0 or a negative
- * STRATA_E* code with a message recorded through diag_set naming the key. A remote
+ * fs (a local directory, objstore_fs_new), azure (Azure Blob, objstore_azure_new) and s3
+ * (objstore_s3_new), chosen by a store URL (objstore_url_new). Every call returns 0 or a
+ * negative STRATA_E* code with a message recorded through diag_set naming the key. A remote
  * store's failure after its request was sent may or may not have been applied: it
  * returns STRATA_EIO and objstore_last_indeterminate() says so (a caller that must
  * know reads back, as the manifest path does).
@@ -137,7 +137,19 @@ void objstore_fs_read_fd_stats(struct objstore *os, unsigned *open, uint64_t *hi
  *  (node/objstore/azure.c lists the parameters). The container is created when missing;
  *  a refused key fails here, naming the account. */
 int objstore_azure_new(const char *url, struct objstore **out);
-/** Open the store a URL names (azure://...). STRATA_EINVAL naming the URL for another
+/** Open an S3 store: s3://BUCKET[/PREFIX][?region=R&endpoint=URL&credentials_file=PATH&...]
+ *  (node/objstore/s3.c lists the parameters). The bucket is created when missing; refused
+ *  credentials fail here, naming the bucket; so does a server that does not enforce
+ *  conditional writes (the probe), unless single_writer=1. */
+int objstore_s3_new(const char *url, struct objstore **out);
+/** A streamed write of an s3 store that publishes only if key does not exist yet
+ *  (If-None-Match: * on the PutObject or CompleteMultipartUpload): STRATA_EEXIST at commit
+ *  if it does. STRATA_EINVAL for another kind of store. */
+int objstore_s3_writer_open_if_absent(struct objstore *os, const char *key, struct objstore_writer **w);
+/** 1 when an s3 store's server enforces If-None-Match and If-Match (the probe at open),
+ *  0 when they are checked by a HEAD first (single_writer=1), -1 for another kind of store. */
+int objstore_s3_conditions_enforced(struct objstore *os);
+/** Open the store a URL names (azure://..., s3://...). STRATA_EINVAL naming the URL for another
  *  scheme, or for a build without the remote stores (libstrata-core). */
 int objstore_url_new(const char *url, struct objstore **out);
 /** Whether the last failed call of a remote store on this thread may have been applied

@@ -13,6 +13,8 @@
 
 /* Weak: linked only when the program has the remote stores (node/objstore/azure.o). */
 extern int objstore_azure_new(const char *url, struct objstore **out) __attribute__((weak));
+/* Weak: linked only when the program has the remote stores (node/objstore/s3.o). */
+extern int objstore_s3_new(const char *url, struct objstore **out) __attribute__((weak));
 
 __thread int objstore_indeterminate_tls;
 
@@ -35,9 +37,15 @@ objstore_url_new(const char *url, struct objstore **out)
 					"binary has them)", url);
 		return objstore_azure_new(url, out);
 	}
-	if (strncmp(url, "s3://", 5) == 0)
-		return diag_set(STRATA_EINVAL, "store URL %.64s: s3:// is not supported yet (azure:// is)", url);
+	if (strncmp(url, "s3://", 5) == 0) {
+		if (objstore_s3_new == NULL)
+			return diag_set(STRATA_EINVAL, "store URL %.64s: this program is linked without the "
+					"remote object stores (they need libcurl, libcrypto and expat; the strata "
+					"binary has them)", url);
+		return objstore_s3_new(url, out);
+	}
 	const char *colon = strstr(url, "://");
 	return diag_set(STRATA_EINVAL, "store URL %.64s: unknown scheme '%.*s' (azure://ACCOUNT/CONTAINER"
-			"[/PREFIX]?endpoint=...)", url, colon ? (int)(colon - url) : 0, url);
+			"[/PREFIX]?endpoint=... or s3://BUCKET[/PREFIX]?region=...)", url,
+			colon ? (int)(colon - url) : 0, url);
 }

@@ -21,7 +21,7 @@ FUZZ_PC      := libzstd libisal libxxhash
 # LuaJIT, for the policy target (its headers are harmless to the others).
 FUZZ_LUA_PC  := $(shell pkg-config --exists luajit 2>/dev/null && echo luajit)
 # Targets: the parsers of the core always; HTTP and policy once their subsystems exist.
-FUZZ_TARGETS ?= wal run manifest azxml $(if $(wildcard tests/fuzz/fuzz_http.c),http) \
+FUZZ_TARGETS ?= wal run manifest azxml s3xml $(if $(wildcard tests/fuzz/fuzz_http.c),http) \
                 $(if $(and $(FUZZ_LUA_PC),$(wildcard node/policy/policy.c)),policy)
 FUZZ_LIB_SRC ?= node/lib/buf.c node/lib/crc.c node/lib/diag.c node/lib/env.c node/lib/ratelimit.c node/lib/fiber.c \
                 node/objstore/fs.c node/core/wal.c node/core/run.c node/core/manifest.c
@@ -73,6 +73,10 @@ $(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ)
 # The Azure XML target adds its parser and expat.
 $(FUZZ_DIR)/fuzz_azxml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/azure_xml.o $(shell pkg-config --libs expat)
 $(FUZZ_DIR)/fuzz_azxml: $(FUZZ_DIR)/obj/node/objstore/azure_xml.o
+
+# The S3 XML target adds its parser and expat.
+$(FUZZ_DIR)/fuzz_s3xml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/s3_xml.o $(shell pkg-config --libs expat)
+$(FUZZ_DIR)/fuzz_s3xml: $(FUZZ_DIR)/obj/node/objstore/s3_xml.o
 
 # The policy target adds the policy loader and LuaJIT.
 $(FUZZ_DIR)/fuzz_policy: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/policy/policy.o \
