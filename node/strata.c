@@ -730,6 +730,12 @@ strata_checkpoint(strata *db, const char *dir)
 }
 
 int
+strata_shard_served(const strata *db, uint32_t shard)
+{
+	return db != NULL && store_serves_shard(db->store, shard);
+}
+
+int
 strata_shard_claim(strata *db, uint32_t shard)
 {
 	if (db == NULL)

@@ -121,6 +121,8 @@ int strata_check(strata *db, uint32_t shard);
  *  opened afresh. Needs wal = STRATA_WAL_STORE on a remote store (a local WAL's rows are
  *  on the node that wrote them). Does IO: never call it from a loop thread. */
 int strata_shard_claim(strata *db, uint32_t shard);
+/** 1 when this handle has shard open (in its serve range, or claimed since), else 0. */
+int strata_shard_served(const strata *db, uint32_t shard);
 /** Number of shards of an open store. */
 uint32_t strata_shards(const strata *db);
 /** Release memory returned by strata_get. */

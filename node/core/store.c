@@ -1067,6 +1067,13 @@ store_shard_stats_in(struct store *db, uint32_t shard, strata_stats *out)
 	return 0;
 }
 
+int
+store_serves_shard(const struct store *db, uint32_t shard)
+{
+	return db != NULL && shard < db->nshards &&
+	       __atomic_load_n(&((struct store *)db)->shards[shard], __ATOMIC_ACQUIRE) != NULL;
+}
+
 /** Take shard over: open it here (claim its epoch in the manifest, put a fence at the next
  *  WAL position, replay), unless this handle owns it already. */
 static int
