@@ -238,6 +238,10 @@ struct wal {
 	uint64_t gaps_closed;
 	/** wal = store: objects below the cursor found by the open and queued for deletion. */
 	uint64_t stale_collected;
+	/** wal = store, leader-private: when the epoch object was last read (env.mono_ns), and
+	 *  group commits since. */
+	uint64_t epoch_checked_ns;
+	unsigned commits_unchecked;
 };
 
 /** A segment file found by a survey of the directory. */
@@ -1377,6 +1381,13 @@ wal_bg_main(void *arg)
 #define WAL_OBJ_VERSION 1u
 /** Walks of the listing wal_start makes before giving up on a WAL that keeps moving. */
 #define WAL_STORE_ATTEMPTS 64
+/** Objects a fence chases past (an older writer appending at the tail) per walk. */
+#define WAL_STORE_CHASE 4096
+/** Name (under the prefix) of the epoch object: the newest owner's epoch. */
+#define WAL_STORE_EPOCH "epoch"
+/** A writer reads the epoch object at least this often (ns) and every this many commits. */
+#define WAL_STORE_EPOCH_CHECK_NS (20u * 1000u * 1000u)
+#define WAL_STORE_EPOCH_CHECK_COMMITS 32u
 
 static const char wal_obj_magic[8] = {'S', 'T', 'R', 'W', 'A', 'L', 'O', 'B'};
 
@@ -1550,6 +1561,8 @@ wal_listing_cb(void *ctx, const char *key, uint64_t size)
 {
 	struct wal_listing *l = ctx;
 	const char *rel = key + strlen(l->w->prefix);
+	if (strcmp(rel, WAL_STORE_EPOCH) == 0)
+		return 0;
 	uint64_t first = 0;
 	size_t i = 0;
 	for (; rel[i] >= '0' && rel[i] <= '9' && i < 20; i++)
@@ -1718,6 +1731,76 @@ wal_store_walk(struct wal *w, wal_replay_cb cb, void *ctx, int owner, struct wal
 	return 0;
 }
 
+/** The epoch the epoch object names (0 when there is none). */
+static int
+wal_store_epoch_read(struct wal *w, uint64_t *epoch)
+{
+	char key[512];
+	snprintf(key, sizeof(key), "%s" WAL_STORE_EPOCH, w->prefix);
+	uint8_t b[WAL_FENCE_BYTES];
+	size_t got = 0;
+	*epoch = 0;
+	int rc = objstore_get_range(w->os, key, 0, sizeof(b), b, &got);
+	if (rc == STRATA_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (got != sizeof(b) || memcmp(b, wal_fence_magic, 8) != 0 || crc32c(0, b, 16) != dec_u32(b + 16))
+		return diag_set(STRATA_ECORRUPT, "wal: the epoch object %s (%s) is damaged", key, w->os->name);
+	*epoch = dec_u64(b + 8);
+	return 0;
+}
+
+/**
+ * Leader, after a batch's put: now and then, read the epoch object. A newer owner writes
+ * it before it walks the WAL to fence it, so an older writer that still appends stops
+ * within a few commits and the new owner's fence, chasing the tail, gets ahead of it.
+ * (Correctness rests on the fence: a put that finds its position taken; this is what
+ * makes the chase end.) The batch just put is then not acknowledged: its outcome is
+ * unknown, the new owner replays it or not.
+ */
+static int
+wal_store_epoch_check(struct wal *w)
+{
+	uint64_t now = env.mono_ns();
+	if (++w->commits_unchecked < WAL_STORE_EPOCH_CHECK_COMMITS &&
+	    now - w->epoch_checked_ns < WAL_STORE_EPOCH_CHECK_NS)
+		return 0;
+	w->commits_unchecked = 0;
+	w->epoch_checked_ns = now;
+	uint64_t owner = 0;
+	int rc = wal_store_epoch_read(w, &owner);
+	if (rc)
+		return rc;
+	if (owner > w->epoch)
+		return diag_set(STRATA_EFENCED, "wal: %s is fenced: a newer owner (epoch %" PRIu64 ") is taking "
+				"the shard over from this writer (epoch %" PRIu64 "); appends in flight have an "
+				"unknown outcome and no later append is accepted", w->prefix, owner, w->epoch);
+	return 0;
+}
+
+/** wal_start: write epoch into the epoch object, unless it names a newer owner. */
+static int
+wal_store_epoch_take(struct wal *w, uint64_t epoch)
+{
+	uint64_t owner = 0;
+	int rc = wal_store_epoch_read(w, &owner);
+	if (rc == STRATA_ECORRUPT) {
+		diag_log(LOG_LVL_WARN, "%s: rewriting it", diag_last());
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	if (owner > epoch)
+		return diag_set(STRATA_EFENCED, "wal: %s is owned by a newer epoch %" PRIu64 " than ours (%" PRIu64
+				")", w->prefix, owner, epoch);
+	char key[512];
+	snprintf(key, sizeof(key), "%s" WAL_STORE_EPOCH, w->prefix);
+	uint8_t b[WAL_FENCE_BYTES];
+	wal_fence_encode(b, epoch);
+	return objstore_put(w->os, key, b, sizeof(b));
+}
+
 /**
  * Leader: put one object by put-if-absent. A position already taken, or a put whose
  * outcome is unknown, is read back: our own bytes there are our write (a retry that
@@ -1781,6 +1864,8 @@ wal_store_flush(struct wal *w, struct wal_entry *head, uint64_t *nputs)
 	}
 	rc = wal_store_put(w, first, w->stg.data, w->stg.len, nputs);
 	buf_reset(&w->stg);
+	if (rc == 0)
+		rc = wal_store_epoch_check(w);
 	if (rc)
 		return rc;
 	struct wal_obj o = {first, last, len, WAL_OBJ_BATCH};
@@ -1808,23 +1893,44 @@ wal_store_marker(struct wal *w, int kind, uint64_t first, uint64_t last)
 		return wal_obj_insert(w, &o);
 	}
 	if (rc == STRATA_EEXIST || objstore_last_indeterminate()) {
-		diag_log(LOG_LVL_INFO, "wal: %s: the %s at position %" PRIu64 " did not take (%s): walking "
-			 "the WAL again", w->prefix, wal_obj_kind_name(kind), first, diag_last());
+		diag_log(LOG_LVL_DEBUG, "wal: %s: the %s at position %" PRIu64 " did not take (%s)", w->prefix,
+			 wal_obj_kind_name(kind), first, diag_last());
 		return STRATA_EEXIST;
 	}
 	return rc;
 }
 
+/** Read the object at position first (the one that took the position a fence wanted),
+ *  replay it through the start's callback and track it; its epoch into *epoch. */
+static int
+wal_store_read_at(struct wal *w, uint64_t first, struct wal_obj *o, uint64_t *epoch)
+{
+	char key[512];
+	wal_obj_key(w, first, key, sizeof(key));
+	struct buf b = {0};
+	int rc = objstore_get(w->os, key, &b);
+	if (rc == 0)
+		rc = wal_obj_replay(w, key, first, b.data, b.len, w->replay_after, w->cb, w->cb_ctx, o, epoch);
+	buf_destroy(&b);
+	if (rc == 0 && wal_obj_find(w, first) < 0)
+		rc = wal_obj_insert(w, o);
+	return rc;
+}
+
 /**
  * wal_start of a WAL on the store: walk (replaying what appeared since the scan), close
- * every gap with a void object, then put a fence at the next position. A put that finds
- * its position taken walks again: whoever took it is read and replayed first.
+ * every gap with a void object, then put a fence at the next position. A fence that
+ * finds its position taken (the older writer still appends) reads and replays the object
+ * there and tries the position after it, chasing the tail object by object; an object
+ * that vanished, or a void that did not take, walks again.
  */
 static int
 wal_store_start(struct wal *w, uint64_t epoch, uint64_t floor)
 {
 	w->epoch = epoch;
-	int rc = 0;
+	int rc = wal_store_epoch_take(w, epoch);
+	if (rc)
+		return rc;
 	for (int attempt = 0;; attempt++) {
 		if (attempt == WAL_STORE_ATTEMPTS)
 			return diag_set(STRATA_EBUSY, "wal: %s (%s): %d walks and the WAL still moves: another "
@@ -1846,11 +1952,30 @@ wal_store_start(struct wal *w, uint64_t epoch, uint64_t floor)
 			return rc;
 		}
 		uint64_t next = w->covered + 1 > floor ? w->covered + 1 : floor;
-		rc = wal_store_marker(w, WAL_OBJ_FENCE, next, next);
-		if (rc == STRATA_EEXIST)
+		int fenced = 0;
+		for (int chase = 0; chase < WAL_STORE_CHASE; chase++) {
+			rc = wal_store_marker(w, WAL_OBJ_FENCE, next, next);
+			if (rc == 0) {
+				fenced = 1;
+				break;
+			}
+			if (rc != STRATA_EEXIST)
+				return rc;
+			struct wal_obj o;
+			uint64_t oe = 0;
+			rc = wal_store_read_at(w, next, &o, &oe);
+			if (rc == STRATA_NOTFOUND)
+				break; /* walk again */
+			if (rc)
+				return rc;
+			if (o.kind == WAL_OBJ_FENCE && oe == epoch) {
+				fenced = 1; /* our own put whose answer was lost */
+				break;
+			}
+			next = o.last_seq + 1;
+		}
+		if (!fenced)
 			continue;
-		if (rc)
-			return rc;
 		w->next_seq = next + 1;
 		w->cur_last = next;
 		break;

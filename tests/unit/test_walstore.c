@@ -158,7 +158,7 @@ TEST(store_wal_round_trip_one_object_per_group_commit)
 	CHECK_EQ(put1(w, "b", &seq[1]), 0);
 	CHECK_EQ(put1(w, "c", &seq[2]), 0);
 	CHECK(seq[0] < seq[1] && seq[1] < seq[2]);
-	CHECK_EQ(count_objects(os, PFX), 4); /* the fence and three batches */
+	CHECK_EQ(count_objects(os, PFX), 5); /* the epoch object, the fence and three batches */
 	wal_close(w);
 	struct seen s2 = {0};
 	REQUIRE(wal_at(wd, os, 2, 1, &s2, &w) == 0);
@@ -190,6 +190,13 @@ TEST(newer_owner_fences_older_writer_at_next_position)
 	CHECK_EQ(put1(a, "acked-by-a", NULL), 0);
 	REQUIRE(wal_at(wd, os2, 2, 1, &s2, &b) == 0);
 	CHECK(seen_find(&s2, "acked-by-a") >= 0);
+	/* The epoch object b wrote is what stops a still appending a soon (so that b's fence
+	 * can get ahead of it); put it back to a's epoch, so that only the fence at the next
+	 * position stands between a and an acknowledged row nobody will read. */
+	uint8_t ep[24] = "STRFENCE";
+	enc_u64(ep + 8, 1);
+	enc_u32(ep + 16, crc32c(0, ep, 16));
+	REQUIRE(objstore_put(os2, PFX "epoch", ep, sizeof(ep)) == 0);
 	/* a's next put finds its position taken by b's fence: fenced, terminal. */
 	CHECK_EQ(put1(a, "lost-by-a", NULL), STRATA_EFENCED);
 	CHECK_EQ(wal_failed(a), STRATA_EFENCED);
@@ -395,11 +402,11 @@ TEST(store_wal_round_trip_through_seal_merge_reopen)
 	}
 	CHECK(reads(db, 0, "tail", "unsealed"));
 	strata_close(db);
-	/* What the seals covered went to the reaper: only the fences of the two opens and
-	 * the unsealed tail's batch are left. */
+	/* What the seals covered went to the reaper: only the epoch object, the fences of
+	 * the two opens and the unsealed tail's batch are left. */
 	struct objstore *os;
 	REQUIRE(objstore_fs_new(shared_objects, &os) == 0);
-	CHECK_EQ(count_objects(os, PFX), 3);
+	CHECK_EQ(count_objects(os, PFX), 4);
 	objstore_destroy(os);
 	/* The local WAL directory holds nothing: opening it with wal = local would lose
 	 * the tail, and the reverse switch is refused by the store-mode open. */
