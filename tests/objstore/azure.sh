@@ -115,7 +115,6 @@ start_node() {
 # exists; the keys acknowledged go to OUT, the refusal's status and body to OUT.stop/.body.
 appender() {
 	n=0
-	: >"$4"
 	while [ ! -e "$4.halt" ] && [ $n -lt 20000 ]; do
 		code=$(curl -s -o "$4.resp" -w '%{http_code}' -X POST --data-binary \
 			"{\"key\": \"$3$n\", \"value\": \"v$n\"}" "http://$1/v1/shards/$2/rows")
@@ -157,6 +156,7 @@ wurl="azure://devstoreaccount1/walkill-$$?endpoint=http://127.0.0.1:$port"
 start_node "$loc/k1" --shards 1
 r=1
 if [ -n "$addr" ]; then
+	: >"$loc/kill.acked"
 	appender "$addr" 0 kill- "$loc/kill.acked" &
 	apid=$!
 	wait_lines "$loc/kill.acked" 30
@@ -186,6 +186,7 @@ r=1
 detail=""
 if [ -n "$aaddr" ] && [ -n "$baddr" ]; then
 	notserved=$(curl -s -o /dev/null -w '%{http_code}' "http://$baddr/v1/shards/0/rows/x")
+	: >"$loc/claim.acked"
 	appender "$aaddr" 0 claim- "$loc/claim.acked" &
 	apid=$!
 	wait_lines "$loc/claim.acked" 30
