@@ -2,7 +2,9 @@
 # tests/objstore/azure.sh — the Azure Blob store against a real Azurite: installs azurite
 # with npm into $BUILD/npm (once; not globally), starts azurite-blob on a free port with a
 # fresh location, runs $BUILD/tests/objstore_azure against it and `strata serve --store` (rows
-# read back from the container after a restart), stops it by its PID.
+# read back from the container after a restart; with --wal store: kill -9 during appends
+# and a restart on an empty data directory, and two nodes on one container where node B
+# claims shard 0 while a client appends to node A), stops it by its PID.
 # Without npm the suite is skipped with one line. Ends "# objstore-azure: N passed, N failed".
 BUILD=${BUILD:-build}
 bin=$BUILD/tests/objstore_azure
