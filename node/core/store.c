@@ -37,8 +37,11 @@ struct store {
 	 *  claimed); an entry changes only under claim_mu, read with acquire. */
 	struct shard **shards;
 	uint32_t nshards;
-	/** Serialises strata_shard_claim. */
+	/** Guards shards[] changes, retired, mem_limit, merge_cap and the listener (short
+	 *  holds, no IO). */
 	pthread_mutex_t claim_mu;
+	/** Serialises strata_shard_claim, held across its IO (nothing else takes it). */
+	pthread_mutex_t claim_io_mu;
 	/** Shards a claim replaced (fenced ones), kept until close: callers may hold them. */
 	struct shard **retired;
 	uint32_t nretired;
@@ -580,6 +583,7 @@ store_open_in(const strata_options *o, struct store **out)
 	uint32_t nshards = o->shards ? o->shards : stored ? stored : 1;
 	db->opt.shards = nshards;
 	pthread_mutex_init(&db->claim_mu, NULL);
+	pthread_mutex_init(&db->claim_io_mu, NULL);
 	db->merge_cap = o->merge_max_inputs;
 	if (rc == 0 && (o->serve_first >= nshards || o->serve_count > nshards - o->serve_first))
 		rc = diag_set(STRATA_EINVAL, "strata_open: the serve range (%u shards from shard %u) is "
@@ -727,6 +731,7 @@ store_close_in(struct store *db)
 		shard_close(db->retired[i]);
 	env.free(db->retired);
 	pthread_mutex_destroy(&db->claim_mu);
+	pthread_mutex_destroy(&db->claim_io_mu);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
 	wal_fdcache_delete(db->wal_fds);
 	ratelimit_delete(db->io_limit);
@@ -1088,35 +1093,38 @@ store_claim_in(struct store *db, uint32_t shard)
 		return diag_set(STRATA_EINVAL, "claim of shard %u: this node keeps its WAL locally (wal = "
 				"local), so the rows another node acknowledged and has not sealed are on that "
 				"node only; take shards over with wal = store", shard);
-	pthread_mutex_lock(&db->claim_mu);
-	struct shard *old = db->shards[shard];
-	int rc = 0;
+	pthread_mutex_lock(&db->claim_io_mu);
+	struct shard *old = __atomic_load_n(&db->shards[shard], __ATOMIC_ACQUIRE);
 	if (old != NULL && !shard_is_fenced(old)) {
-		pthread_mutex_unlock(&db->claim_mu);
+		pthread_mutex_unlock(&db->claim_io_mu);
 		return 0;
-	}
-	if (old != NULL) {
-		struct shard **r = env.realloc(db->retired, (db->nretired + 1) * sizeof(*r));
-		if (r == NULL) {
-			pthread_mutex_unlock(&db->claim_mu);
-			return diag_set(STRATA_ENOMEM, "claim of shard %u: out of memory", shard);
-		}
-		db->retired = r;
 	}
 	struct shard_config cfg;
 	store_shard_config(db, shard, &cfg);
 	struct shard *s = NULL;
-	rc = shard_open(&cfg, &s);
+	int rc = shard_open(&cfg, &s);
 	if (rc == 0) {
-		shard_set_listener(s, db->listener, db->mem_limit);
-		shard_set_merge_cap(s, db->merge_cap);
-		__atomic_store_n(&db->shards[shard], s, __ATOMIC_RELEASE);
-		if (old != NULL)
-			db->retired[db->nretired++] = old;
-		diag_log(LOG_LVL_INFO, "shard %u: claimed (epoch %llu)", shard,
-			 (unsigned long long)shard_epoch(s));
+		pthread_mutex_lock(&db->claim_mu);
+		struct shard **r = old != NULL ? env.realloc(db->retired, (db->nretired + 1) * sizeof(*r))
+					       : db->retired;
+		if (old != NULL && r == NULL) {
+			rc = diag_set(STRATA_ENOMEM, "claim of shard %u: out of memory", shard);
+		} else {
+			db->retired = r;
+			shard_set_listener(s, db->listener, db->mem_limit);
+			shard_set_merge_cap(s, db->merge_cap);
+			__atomic_store_n(&db->shards[shard], s, __ATOMIC_RELEASE);
+			if (old != NULL)
+				db->retired[db->nretired++] = old;
+		}
+		pthread_mutex_unlock(&db->claim_mu);
+		if (rc)
+			shard_close(s);
+		else
+			diag_log(LOG_LVL_INFO, "shard %u: claimed (epoch %llu)", shard,
+				 (unsigned long long)shard_epoch(s));
 	}
-	pthread_mutex_unlock(&db->claim_mu);
+	pthread_mutex_unlock(&db->claim_io_mu);
 	return rc;
 }
 
