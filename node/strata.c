@@ -730,6 +730,20 @@ strata_checkpoint(strata *db, const char *dir)
 }
 
 int
+strata_shard_served(const strata *db, uint32_t shard)
+{
+	return db != NULL && store_serves_shard(db->store, shard);
+}
+
+int
+strata_shard_claim(strata *db, uint32_t shard)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	return store_claim(db->store, shard);
+}
+
+int
 strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
 {
 	if (db == NULL)

@@ -115,6 +115,14 @@ int strata_shard_stats(strata *db, uint32_t shard, strata_stats *out);
 /** Walk a shard's invariants (view against manifest, seq order, replay cursor);
  *  0 or STRATA_ECORRUPT with a message. Meant for tests and `strata inspect`. */
 int strata_check(strata *db, uint32_t shard);
+/** Take shard over on this handle: claim its epoch in the manifest (fencing the writer
+ *  that owned it, on whatever node), put a fence at the next WAL position, replay the WAL.
+ *  0 at once when this handle owns it already; a shard this handle was fenced out of is
+ *  opened afresh. Needs wal = STRATA_WAL_STORE on a remote store (a local WAL's rows are
+ *  on the node that wrote them). Does IO: never call it from a loop thread. */
+int strata_shard_claim(strata *db, uint32_t shard);
+/** 1 when this handle has shard open (in its serve range, or claimed since), else 0. */
+int strata_shard_served(const strata *db, uint32_t shard);
 /** Number of shards of an open store. */
 uint32_t strata_shards(const strata *db);
 /** Release memory returned by strata_get. */

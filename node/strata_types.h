@@ -47,6 +47,12 @@ enum {
 	STRATA_SYNC_INTERVAL = 2, /**< acknowledge after write; sync every sync_interval_ms */
 };
 
+/** Where a store keeps its WALs (strata_options.wal). */
+enum {
+	STRATA_WAL_LOCAL = 0, /**< segment files in the data directory */
+	STRATA_WAL_STORE = 1, /**< one object per group commit on the object store */
+};
+
 /** Clocks (strata_options.clock). */
 enum {
 	STRATA_CLOCK_REAL = 0,   /**< the environment's clocks (CLOCK_MONOTONIC, the wall clock) */
@@ -84,8 +90,17 @@ typedef struct strata_options {
 	const char *wal_dir;
 	/** Object store URL (azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=... or
 	 *  s3://BUCKET[/PREFIX]?region=...; README "Object stores"); NULL = the data
-	 *  directory's objects/. The WAL stays local (wal_dir). */
+	 *  directory's objects/. The WAL stays local (wal_dir) unless wal is STRATA_WAL_STORE. */
 	const char *store;
+	/** Where the WALs are: STRATA_WAL_LOCAL (default: segment files in dir) or
+	 *  STRATA_WAL_STORE (each group commit one object on the store, so a shard survives
+	 *  the loss of its node and another node can take it over). */
+	int wal;
+	/** The shards this handle opens: serve_count shards from serve_first (0 = every
+	 *  shard from serve_first on). The others are not opened and answer STRATA_ERANGE
+	 *  until claimed (strata_shard_claim). */
+	uint32_t serve_first;
+	uint32_t serve_count;
 	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
 	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */
 	uint32_t shards;

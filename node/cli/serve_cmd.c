@@ -37,6 +37,10 @@ enum serve_kind {
 	SERVE_LEVEL,
 	/** No value: sets an int to 0. */
 	SERVE_OFF,
+	/** local|store (int, STRATA_WAL_*). */
+	SERVE_WAL,
+	/** N (the shard count, uint32_t) or A-B (serve_first and serve_count instead). */
+	SERVE_SHARDS,
 };
 
 /** One flag of `strata serve`. */
@@ -74,8 +78,17 @@ static const struct serve_flag serve_flags[] = {
 	 "object store of the run and manifest files: azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=URL "
 	 "or s3://BUCKET[/PREFIX]?region=R&endpoint=URL (credentials from the environment or a file the "
 	 "URL names, never the command line)", "the data directory's objects/", "store"},
-	{"--shards", SERVE_U32, ST(shards), 1, 65536, "N", "number of shards, 1..65536",
-	 "the store's; 4 for a new one", "shards"},
+	{"--shards", SERVE_SHARDS, ST(shards), 1, 65536, "N|A-B",
+	 "number of shards, 1..65536; or A-B: serve only shards A..B of the store (as --serve-first A "
+	 "--serve-count B-A+1; the others answer 421 until claimed)", "the store's; 4 for a new one",
+	 "shards"},
+	{"--serve-first", SERVE_U32, ST(serve_first), 0, 65535, "N", "first shard this node opens",
+	 NULL, "serve_first"},
+	{"--serve-count", SERVE_U32, ST(serve_count), 0, 65536, "N",
+	 "shards this node opens from --serve-first (0 = through the last)", NULL, "serve_count"},
+	{"--wal", SERVE_WAL, ST(wal), 0, 0, "local|store",
+	 "where the WALs are: segment files in the data directory, or one object per group commit on "
+	 "the store (a shard survives its node and can be claimed by another)", NULL, "wal"},
 	{"--policy", SERVE_STR, SO(policy_path), 0, 0, "FILE", "merge policy script",
 	 "the built-in default policy", "policy"},
 	{"--no-watch-policy", SERVE_OFF, SO(watch_policy), 0, 0, "",
@@ -187,6 +200,7 @@ static const struct {
 static const char *const serve_sync_names[] = {[STRATA_SYNC_FSYNC] = "fsync", [STRATA_SYNC_INTERVAL] = "interval",
 					       [STRATA_SYNC_NONE] = "none"};
 static const char *const serve_level_names[] = {"debug", "info", "warn", "error"};
+static const char *const serve_wal_names[] = {[STRATA_WAL_LOCAL] = "local", [STRATA_WAL_STORE] = "store"};
 
 /** The value of flag f in o as text, for --help. */
 static void
@@ -222,12 +236,21 @@ serve_flag_value(const struct serve_flag *f, const struct server_options *o, cha
 			snprintf(buf, len, "%" PRIu64, v);
 		break;
 	}
+	case SERVE_SHARDS: {
+		uint32_t v32;
+		memcpy(&v32, p, sizeof(v32));
+		snprintf(buf, len, "%u", v32);
+		break;
+	}
 	case SERVE_INT:
 	case SERVE_SYNC:
+	case SERVE_WAL:
 	case SERVE_LOGFMT: {
 		int v;
 		memcpy(&v, p, sizeof(v));
-		if (f->kind == SERVE_SYNC)
+		if (f->kind == SERVE_WAL)
+			snprintf(buf, len, "%s", v >= 0 && v <= 1 ? serve_wal_names[v] : "?");
+		else if (f->kind == SERVE_SYNC)
 			snprintf(buf, len, "%s", v >= 0 && v <= 2 ? serve_sync_names[v] : "?");
 		else if (f->kind == SERVE_LOGFMT)
 			snprintf(buf, len, "%s", v == SERVER_LOG_JSON ? "json" : "logfmt");
@@ -395,6 +418,35 @@ serve_flag_set(const struct serve_flag *f, struct server_options *o, const char 
 		memcpy(p, &i, sizeof(i));
 		return 0;
 	}
+	case SERVE_WAL:
+		for (int i = 0; i < 2; i++)
+			if (strcmp(val, serve_wal_names[i]) == 0) {
+				memcpy(p, &i, sizeof(i));
+				return 0;
+			}
+		return -1;
+	case SERVE_SHARDS: {
+		const char *dash = strchr(val, '-');
+		if (dash == NULL) {
+			if (parse_size(val, &v) != 0 || v < (uint64_t)f->min || v > f->max)
+				return -1;
+			uint32_t v32 = (uint32_t)v;
+			memcpy(p, &v32, sizeof(v32));
+			return 0;
+		}
+		char a[24];
+		uint64_t lo, hi;
+		size_t n = (size_t)(dash - val);
+		if (n == 0 || n >= sizeof(a))
+			return -1;
+		memcpy(a, val, n);
+		a[n] = '\0';
+		if (parse_size(a, &lo) != 0 || parse_size(dash + 1, &hi) != 0 || lo > hi || hi >= f->max)
+			return -1;
+		o->store.serve_first = (uint32_t)lo;
+		o->store.serve_count = (uint32_t)(hi - lo + 1);
+		return 0;
+	}
 	case SERVE_LEVEL:
 		return parse_level(val, &diag_log_level);
 	default:
@@ -466,7 +518,10 @@ cmd_serve(int argc, char **argv)
 		}
 		if (serve_flag_set(f, &o, val) != 0) {
 			char range[96] = "";
-			if (f->kind == SERVE_U32 || f->kind == SERVE_U64 || f->kind == SERVE_INT)
+			if (f->kind == SERVE_SHARDS)
+				snprintf(range, sizeof(range), ": a count 1..65536 or a range A-B of shard numbers "
+					 "(A <= B < 65536)");
+			else if (f->kind == SERVE_U32 || f->kind == SERVE_U64 || f->kind == SERVE_INT)
 				snprintf(range, sizeof(range), ": %s must be %" PRId64 "..%" PRIu64, f->arg, f->min,
 					 f->max);
 			else

@@ -48,7 +48,7 @@ orphan_cb(void *ctx, const char *key, uint64_t size)
 	int kind;
 	uint64_t id, epoch;
 	const char *rel = key + strlen(s->cfg.prefix);
-	if (strncmp(rel, "manifest/", 9) == 0)
+	if (strncmp(rel, "manifest/", 9) == 0 || strncmp(rel, "wal/", 4) == 0)
 		return 0;
 	if (manifest_parse_obj_key(rel, &kind, &id, &epoch) != 0) {
 		diag_log(LOG_LVL_WARN, "shard %u: unknown object %s left alone", s->cfg.id, key);
@@ -230,6 +230,22 @@ shard_load_state(struct shard *s)
 		.observe = cfg->run.limiter,
 		.fdcache = cfg->wal_fds,
 	};
+	char wal_prefix[64];
+	snprintf(wal_prefix, sizeof(wal_prefix), "%swal/", cfg->prefix);
+	if (cfg->wal_store) {
+		wo.os = cfg->os;
+		wo.prefix = wal_prefix;
+		wo.reaper = cfg->reaper;
+	} else if (cfg->wal_check_store) {
+		int has = 0;
+		rc = wal_store_has_rows(cfg->os, wal_prefix, s->man.replay_after, &has);
+		if (rc)
+			return rc;
+		if (has)
+			return diag_set(STRATA_EINVAL, "shard %u: its WAL is on the store (%s%s holds rows "
+					"after the cursor %llu): open it with wal = store", cfg->id,
+					cfg->os->name, wal_prefix, (unsigned long long)s->man.replay_after);
+	}
 	return wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
 }
 

@@ -40,6 +40,18 @@ shard_fence(struct shard *s)
 	}
 }
 
+int
+shard_is_fenced(struct shard *s)
+{
+	return atomic_load(&s->fenced) || (s->wal != NULL && wal_failed(s->wal) == STRATA_EFENCED);
+}
+
+uint64_t
+shard_epoch(struct shard *s)
+{
+	return s->epoch;
+}
+
 /** 1 when a failed manifest update surely wrote nothing (fenced, or the plan no longer
  *  applied); other failures may have published the new version. */
 static int

@@ -38,6 +38,11 @@ struct shard_config {
 	char wal_dir[4096];
 	/** Object key prefix of this shard ("shard-0000/"). */
 	char prefix[32];
+	/** The WAL is objects under prefix + "wal/" on os (wal = store), not files in wal_dir. */
+	int wal_store;
+	/** wal = local on a shared store: refuse to open while WAL objects on the store hold
+	 *  rows after the cursor (the shard was written with wal = store). */
+	int wal_check_store;
 	/** WAL sync mode and interval. */
 	int sync;
 	uint32_t sync_interval_ms;
@@ -94,6 +99,10 @@ uint64_t shard_foreign_versions(struct shard *s);
 int shard_start(struct shard *s);
 /** shard_load then shard_start. */
 int shard_open(const struct shard_config *cfg, struct shard **out);
+/** Whether this writer learned that a newer owner claimed the shard (terminal). */
+int shard_is_fenced(struct shard *s);
+/** The epoch this writer owns the shard with. */
+uint64_t shard_epoch(struct shard *s);
 /** Sync the WAL and free everything. Sealed-but-unflushed rows stay in the WAL. */
 void shard_close(struct shard *s);
 int shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_seq);

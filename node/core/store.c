@@ -33,9 +33,22 @@ struct store {
 	char *dir;
 	/** Object store of every shard. */
 	struct objstore *os;
-	/** The shards. */
+	/** The shards (NULL: not opened by this handle: outside its serve range, until
+	 *  claimed); an entry changes only under claim_mu, read with acquire. */
 	struct shard **shards;
 	uint32_t nshards;
+	/** Guards shards[] changes, retired, mem_limit, merge_cap and the listener (short
+	 *  holds, no IO). */
+	pthread_mutex_t claim_mu;
+	/** Serialises strata_shard_claim, held across its IO (nothing else takes it). */
+	pthread_mutex_t claim_io_mu;
+	/** Shards a claim replaced (fenced ones), kept until close: callers may hold them. */
+	struct shard **retired;
+	uint32_t nretired;
+	/** What store_set_listener / store_set_memtable_limit / store_set_merge_cap gave
+	 *  last, for shards claimed later. */
+	uint64_t mem_limit;
+	uint32_t merge_cap;
 	/** The listener installed by store_set_listener (copied; NULL = none). */
 	struct store_listener *listener;
 	/** Listeners replaced while shards might still be calling them; freed at close. */
@@ -80,6 +93,8 @@ struct store {
 struct strata_plan {
 	/** Store the plan was prepared on. */
 	struct store *db;
+	/** The shard it was prepared on (a claim may since have replaced db's entry). */
+	struct shard *s;
 	/** The shard-level plan. */
 	struct shard_plan *p;
 	/** Shard number. */
@@ -402,6 +417,16 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->trace = &db->trace;
 	cfg->excl_hold_ns = db->excl_hold_ns;
 	cfg->excl_wait_ns = db->excl_wait_ns;
+	cfg->wal_store = o->wal == STRATA_WAL_STORE;
+	cfg->wal_check_store = !cfg->wal_store && o->store != NULL;
+}
+
+/** Whether this handle opens shard i at strata_open (its serve range). */
+static int
+store_serves(const struct store *db, uint32_t i)
+{
+	const strata_options *o = &db->opt;
+	return i >= o->serve_first && (o->serve_count == 0 || i - o->serve_first < o->serve_count);
 }
 
 /** A step of the open that every shard goes through. */
@@ -434,7 +459,9 @@ store_each_run(struct store_each *e)
 		if (i >= db->opt.shards)
 			return;
 		int rc;
-		if (e->step == STORE_LOAD) {
+		if (!store_serves(db, i)) {
+			continue; /* not opened here (claimed later, perhaps) */
+		} else if (e->step == STORE_LOAD) {
 			struct shard_config cfg;
 			store_shard_config(db, i, &cfg);
 			rc = shard_load(&cfg, &db->shards[i]);
@@ -512,6 +539,9 @@ store_open_in(const strata_options *o, struct store **out)
 	if (o->merge_max_inputs < 2)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_max_inputs must be at least 2 (a pass "
 				"folds at least two inputs), not %u", o->merge_max_inputs);
+	if (o->wal != STRATA_WAL_LOCAL && o->wal != STRATA_WAL_STORE)
+		return diag_set(STRATA_EINVAL, "strata_open: wal must be STRATA_WAL_LOCAL (%d) or "
+				"STRATA_WAL_STORE (%d), not %d", STRATA_WAL_LOCAL, STRATA_WAL_STORE, o->wal);
 	struct store *db = env.calloc(1, sizeof(*db));
 	if (db == NULL)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
@@ -552,6 +582,12 @@ store_open_in(const strata_options *o, struct store **out)
 		rc = store_lock(wal_root, "WAL directory", &wal_lk);
 	uint32_t nshards = o->shards ? o->shards : stored ? stored : 1;
 	db->opt.shards = nshards;
+	pthread_mutex_init(&db->claim_mu, NULL);
+	pthread_mutex_init(&db->claim_io_mu, NULL);
+	db->merge_cap = o->merge_max_inputs;
+	if (rc == 0 && (o->serve_first >= nshards || o->serve_count > nshards - o->serve_first))
+		rc = diag_set(STRATA_EINVAL, "strata_open: the serve range (%u shards from shard %u) is "
+			      "outside the store's shards 0..%u", o->serve_count, o->serve_first, nshards - 1);
 	if (rc == 0) {
 		db->shards = env.calloc(nshards, sizeof(*db->shards));
 		if (db->shards == NULL)
@@ -639,8 +675,11 @@ store_syncer_main(void *arg)
 		if (db->syncer_stop)
 			break;
 		pthread_mutex_unlock(&db->syncer_mu);
-		for (uint32_t i = 0; i < db->nshards; i++)
-			shard_sync_written(db->shards[i]);
+		for (uint32_t i = 0; i < db->nshards; i++) {
+			struct shard *sh = __atomic_load_n(&db->shards[i], __ATOMIC_ACQUIRE);
+			if (sh != NULL)
+				shard_sync_written(sh);
+		}
 		pthread_mutex_lock(&db->syncer_mu);
 	}
 	pthread_mutex_unlock(&db->syncer_mu);
@@ -686,8 +725,13 @@ store_close_in(struct store *db)
 	if (db == NULL)
 		return;
 	store_syncer_stop(db); /* before the shards: it syncs them */
-	for (uint32_t i = 0; i < db->nshards; i++)
+	for (uint32_t i = 0; db->shards != NULL && i < db->nshards; i++)
 		shard_close(db->shards[i]);
+	for (uint32_t i = 0; i < db->nretired; i++)
+		shard_close(db->retired[i]);
+	env.free(db->retired);
+	pthread_mutex_destroy(&db->claim_mu);
+	pthread_mutex_destroy(&db->claim_io_mu);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
 	wal_fdcache_delete(db->wal_fds);
 	ratelimit_delete(db->io_limit);
@@ -721,8 +765,11 @@ store_set_listener_in(struct store *db, const struct store_listener *l, uint64_t
 		}
 		*copy = *l;
 	}
+	pthread_mutex_lock(&db->claim_mu);
+	db->mem_limit = memtable_max_bytes;
 	for (uint32_t i = 0; i < db->nshards; i++)
-		shard_set_listener(db->shards[i], copy, memtable_max_bytes);
+		if (db->shards[i] != NULL)
+			shard_set_listener(db->shards[i], copy, memtable_max_bytes);
 	if (db->listener != NULL) {
 		/* A shard may be inside a callback of the old one: keep it until close. */
 		struct store_listener **old = env.realloc(db->old_listeners,
@@ -733,20 +780,29 @@ store_set_listener_in(struct store *db, const struct store_listener *l, uint64_t
 		}
 	}
 	db->listener = copy;
+	pthread_mutex_unlock(&db->claim_mu);
 }
 
 void
 store_set_memtable_limit(struct store *db, uint64_t memtable_max_bytes)
 {
+	pthread_mutex_lock(&db->claim_mu);
+	db->mem_limit = memtable_max_bytes;
 	for (uint32_t i = 0; i < db->nshards; i++)
-		shard_set_memtable_limit(db->shards[i], memtable_max_bytes);
+		if (db->shards[i] != NULL)
+			shard_set_memtable_limit(db->shards[i], memtable_max_bytes);
+	pthread_mutex_unlock(&db->claim_mu);
 }
 
 void
 store_set_merge_cap(struct store *db, uint32_t max_inputs)
 {
+	pthread_mutex_lock(&db->claim_mu);
+	db->merge_cap = max_inputs;
 	for (uint32_t i = 0; i < db->nshards; i++)
-		shard_set_merge_cap(db->shards[i], max_inputs);
+		if (db->shards[i] != NULL)
+			shard_set_merge_cap(db->shards[i], max_inputs);
+	pthread_mutex_unlock(&db->claim_mu);
 }
 
 
@@ -772,7 +828,14 @@ shard_of(struct store *db, uint32_t shard, struct shard **s)
 	if (shard >= db->nshards)
 		return diag_set(STRATA_ERANGE, "shard %u out of range (the store has %u shards)", shard,
 				db->nshards);
-	*s = db->shards[shard];
+	*s = __atomic_load_n(&db->shards[shard], __ATOMIC_ACQUIRE);
+	if (*s == NULL) {
+		const strata_options *o = &db->opt;
+		uint32_t last = o->serve_count ? o->serve_first + o->serve_count - 1 : db->nshards - 1;
+		return diag_set(STRATA_ERANGE, "shard %u is not served by this node (it serves shards "
+				"%u..%u); another node may own it, or claim it here first", shard,
+				o->serve_first, last);
+	}
 	return 0;
 }
 
@@ -903,11 +966,12 @@ wrap_plan(struct store *db, uint32_t shard, struct shard_plan *p, strata_plan **
 {
 	strata_plan *sp = env.calloc(1, sizeof(*sp));
 	if (sp == NULL) {
-		shard_abort(db->shards[shard], p);
+		shard_abort(shard_plan_shard(p), p);
 		return diag_set(STRATA_ENOMEM, "out of memory wrapping a plan");
 	}
 	sp->db = db;
 	sp->p = p;
+	sp->s = shard_plan_shard(p);
 	sp->shard = shard;
 	*plan = sp;
 	return 0;
@@ -964,7 +1028,7 @@ store_commit_in(struct store *db, strata_plan *plan)
 		/* Not ours to consume: leave it to the store it came from. */
 		return diag_set(STRATA_EINVAL, "commit: the plan belongs to another store");
 	}
-	int rc = shard_commit(db->shards[plan->shard], plan->p);
+	int rc = shard_commit(plan->s, plan->p);
 	env.free(plan);
 	return rc;
 }
@@ -974,7 +1038,7 @@ store_abort_in(struct store *db, strata_plan *plan)
 {
 	if (plan == NULL)
 		return;
-	shard_abort(plan->db->shards[plan->shard], plan->p);
+	shard_abort(plan->s, plan->p);
 	(void)db;
 	env.free(plan);
 }
@@ -1008,9 +1072,72 @@ store_shard_stats_in(struct store *db, uint32_t shard, strata_stats *out)
 	return 0;
 }
 
+int
+store_serves_shard(const struct store *db, uint32_t shard)
+{
+	return db != NULL && shard < db->nshards &&
+	       __atomic_load_n(&((struct store *)db)->shards[shard], __ATOMIC_ACQUIRE) != NULL;
+}
+
+/** Take shard over: open it here (claim its epoch in the manifest, put a fence at the next
+ *  WAL position, replay), unless this handle owns it already. */
+static int
+store_claim_in(struct store *db, uint32_t shard)
+{
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	if (shard >= db->nshards)
+		return diag_set(STRATA_ERANGE, "shard %u out of range (the store has %u shards)", shard,
+				db->nshards);
+	if (db->opt.wal != STRATA_WAL_STORE && db->opt.store != NULL)
+		return diag_set(STRATA_EINVAL, "claim of shard %u: this node keeps its WAL locally (wal = "
+				"local), so the rows another node acknowledged and has not sealed are on that "
+				"node only; take shards over with wal = store", shard);
+	pthread_mutex_lock(&db->claim_io_mu);
+	struct shard *old = __atomic_load_n(&db->shards[shard], __ATOMIC_ACQUIRE);
+	if (old != NULL && !shard_is_fenced(old)) {
+		pthread_mutex_unlock(&db->claim_io_mu);
+		return 0;
+	}
+	struct shard_config cfg;
+	store_shard_config(db, shard, &cfg);
+	struct shard *s = NULL;
+	int rc = shard_open(&cfg, &s);
+	if (rc == 0) {
+		pthread_mutex_lock(&db->claim_mu);
+		struct shard **r = old != NULL ? env.realloc(db->retired, (db->nretired + 1) * sizeof(*r))
+					       : db->retired;
+		if (old != NULL && r == NULL) {
+			rc = diag_set(STRATA_ENOMEM, "claim of shard %u: out of memory", shard);
+		} else {
+			db->retired = r;
+			shard_set_listener(s, db->listener, db->mem_limit);
+			shard_set_merge_cap(s, db->merge_cap);
+			__atomic_store_n(&db->shards[shard], s, __ATOMIC_RELEASE);
+			if (old != NULL)
+				db->retired[db->nretired++] = old;
+		}
+		pthread_mutex_unlock(&db->claim_mu);
+		if (rc)
+			shard_close(s);
+		else
+			diag_log(LOG_LVL_INFO, "shard %u: claimed (epoch %llu)", shard,
+				 (unsigned long long)shard_epoch(s));
+	}
+	pthread_mutex_unlock(&db->claim_io_mu);
+	return rc;
+}
+
 static int
 store_checkpoint_in(struct store *db, const char *dir)
 {
+	if (db->opt.wal == STRATA_WAL_STORE)
+		return diag_set(STRATA_EINVAL, "checkpoint: not supported with wal = store (the WAL is on "
+				"the object store, not in %s)", db->dir);
+	for (uint32_t i = 0; i < db->nshards; i++)
+		if (db->shards[i] == NULL)
+			return diag_set(STRATA_EINVAL, "checkpoint: shard %u is not open on this handle (a "
+					"checkpoint copies every shard)", i);
 	return checkpoint_write(db->dir, db->shards, db->nshards, dir);
 }
 
@@ -1189,8 +1316,11 @@ void
 store_sync_written(struct store *db)
 {
 	STORE_ENTER(db->env_ops);
-	for (uint32_t i = 0; i < db->nshards; i++)
-		shard_sync_written(db->shards[i]);
+	for (uint32_t i = 0; i < db->nshards; i++) {
+		struct shard *sh = __atomic_load_n(&db->shards[i], __ATOMIC_ACQUIRE);
+		if (sh != NULL)
+			shard_sync_written(sh);
+	}
 	STORE_LEAVE();
 }
 
@@ -1209,6 +1339,7 @@ store_reaper_stats(struct store *db, uint64_t *pending, uint64_t *pending_bytes,
 STORE_ENTRY(store_shard_stats, (struct store *db, uint32_t shard, strata_stats *out), (db, shard, out))
 STORE_ENTRY(store_check, (struct store *db, uint32_t shard), (db, shard))
 STORE_ENTRY(store_checkpoint, (struct store *db, const char *dir), (db, dir))
+STORE_ENTRY(store_claim, (struct store *db, uint32_t shard), (db, shard))
 
 void
 store_abort(struct store *db, strata_plan *plan)

@@ -71,6 +71,10 @@ int store_shard_stats(struct store *db, uint32_t shard, strata_stats *out);
 int store_check(struct store *db, uint32_t shard);
 /** Write a consistent, openable copy of the store into dir (see strata_checkpoint). */
 int store_checkpoint(struct store *db, const char *dir);
+/** Whether shard is open on this handle (strata_shard_served). */
+int store_serves_shard(const struct store *db, uint32_t shard);
+/** strata_shard_claim. */
+int store_claim(struct store *db, uint32_t shard);
 /** Record the shard count (and a WAL root outside dir, or NULL) in <dir>/STORE (a temp file renamed into place; with sync, the
  *  file and the directory fsynced). */
 int store_meta_write(const char *dir, uint32_t shards, const char *wal_root, int sync);

@@ -69,6 +69,8 @@
 
 struct wal;
 struct ratelimit;
+struct objstore;
+struct reaper;
 /** A budget of open segment descriptors shared by the WALs of a store. */
 struct wal_fdcache;
 
@@ -106,6 +108,13 @@ struct wal_options {
 	/** STRATA_SYNC_INTERVAL: start no sync thread; the owner calls wal_sync_written every
 	 *  interval (inline mode). */
 	int external_sync;
+	/** wal = store: the object store that holds the WAL as objects (NULL: segment files
+	 *  in dir; dir then only names the WAL in messages and is checked to hold no rows). */
+	struct objstore *os;
+	/** wal = store: key prefix of the WAL's objects ("shard-0000/wal/"). */
+	const char *prefix;
+	/** wal = store: where released objects are queued for deletion (NULL: at once). */
+	struct reaper *reaper;
 };
 
 /** fdatasync what is written and not yet synced (STRATA_SYNC_INTERVAL's periodic sync:
@@ -187,6 +196,13 @@ void wal_fence(struct wal *w, const char *why);
 int wal_fence_read(const char *dir, uint64_t *epoch);
 /** Write and sync what is queued, then close and free. Safe on NULL. */
 void wal_close(struct wal *w);
+
+/** wal = store: whether the WAL objects under prefix hold rows after replay_after (a
+ *  shard opened with wal = local must not ignore them). Read-only. */
+int wal_store_has_rows(struct objstore *os, const char *prefix, uint64_t replay_after, int *has);
+/** wal = store: gaps the open met, gaps this writer closed, and objects below the cursor
+ *  its open found left over and queued for deletion. */
+void wal_store_stats(struct wal *w, uint64_t *gaps, uint64_t *gaps_closed, uint64_t *stale_collected);
 
 /** One segment's contents as seen by wal_inspect_dir. */
 struct wal_segment_info {

@@ -237,7 +237,8 @@ static const char *const lstrata_open_keys[] = {
 	"block_bytes", "zstd_level", "bloom_bits_per_key", "manifest_keep", "merge_max_inputs", "policy",
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
-	"max_open_object_files", "memtable_huge_pages", "open_threads", NULL,
+	"max_open_object_files", "memtable_huge_pages", "open_threads", "wal", "serve_first", "serve_count",
+	NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -546,6 +547,19 @@ lstrata_open(lua_State *L)
 			luaL_argerror(L, 1, "sync must be \"fsync\", \"none\" or \"interval\"");
 	}
 	lua_pop(L, 1);
+	lua_getfield(L, 1, "wal");
+	if (!lua_isnil(L, -1)) {
+		const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+		if (strcmp(s, "local") == 0)
+			o.wal = STRATA_WAL_LOCAL;
+		else if (strcmp(s, "store") == 0)
+			o.wal = STRATA_WAL_STORE;
+		else
+			luaL_argerror(L, 1, "wal must be \"local\" or \"store\"");
+	}
+	lua_pop(L, 1);
+	o.serve_first = (uint32_t)lstrata_opt_int(L, 1, 1, "serve_first", 0, 65535, 0);
+	o.serve_count = (uint32_t)lstrata_opt_int(L, 1, 1, "serve_count", 0, 65536, 0);
 	o.sync_interval_ms = (uint32_t)lstrata_opt_int(L, 1, 1, "sync_interval_ms", 1, UINT32_MAX,
 						       o.sync_interval_ms);
 	o.max_value_bytes = (uint64_t)lstrata_opt_int(L, 1, 1, "max_value_bytes", 1, 9007199254740992.0,
@@ -1008,6 +1022,19 @@ lstrata_scan_batch(lua_State *L)
 
 /* ---------- seal, merge, plans ---------- */
 
+/** db:claim(shard) -> true | nil, message, code: strata_shard_claim. */
+static int
+lstrata_claim(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	uint32_t shard = lstrata_checkshard(L, 2);
+	int rc = strata_shard_claim(d->db, shard);
+	if (rc != 0)
+		return lstrata_fail(L, rc);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /** db:seal(shard) -> true | nil, message, code */
 static int
 lstrata_seal(lua_State *L)
@@ -1337,6 +1364,7 @@ static const luaL_Reg lstrata_db_methods[] = {
 	{"get", lstrata_get},
 	{"delete", lstrata_delete},
 	{"seal", lstrata_seal},
+	{"claim", lstrata_claim},
 	{"merge", lstrata_merge},
 	{"prepare", lstrata_prepare},
 	{"prepare_compact", lstrata_prepare_compact},

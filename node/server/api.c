@@ -33,6 +33,7 @@ enum api_route_id {
 	API_R_MERGE,
 	API_R_SHARD_STATS,
 	API_R_CHECKPOINT,
+	API_R_CLAIM,
 	/** Number of route ids (API_HANDLERS). */
 	API_R_COUNT
 };
@@ -42,7 +43,7 @@ static const char *const api_handler_names[API_R_COUNT] = {
 	[API_R_NONE] = "not_found",  [API_R_HEALTHZ] = "healthz", [API_R_METRICS] = "metrics",
 	[API_R_STATS] = "stats",     [API_R_POLICY] = "policy",   [API_R_ROWS] = "rows",
 	[API_R_ROW] = "row",         [API_R_SEAL] = "seal",       [API_R_MERGE] = "merge_wal",
-	[API_R_SHARD_STATS] = "shard_stats", [API_R_CHECKPOINT] = "checkpoint",
+	[API_R_SHARD_STATS] = "shard_stats", [API_R_CHECKPOINT] = "checkpoint", [API_R_CLAIM] = "claim",
 };
 
 /** Method label of each method index (api_method_index). */
@@ -343,6 +344,8 @@ api_route(const struct http_req *r, struct api_route *rt)
 		rt->id = API_R_MERGE;
 	else if (rl == 6 && memcmp(rest, "/stats", 6) == 0)
 		rt->id = API_R_SHARD_STATS;
+	else if (rl == 6 && memcmp(rest, "/claim", 6) == 0)
+		rt->id = API_R_CLAIM;
 }
 
 static int
@@ -358,6 +361,7 @@ route_methods(int id)
 	case API_R_SEAL:
 	case API_R_MERGE:
 	case API_R_CHECKPOINT:
+	case API_R_CLAIM:
 		return API_M_POST;
 	default:
 		return API_M_GET;
@@ -486,6 +490,14 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 		snprintf(d, sizeof(d), "shard %llu does not exist; this node has shards 0..%u",
 			 (unsigned long long)rt->shard, n ? n - 1 : 0);
 		api_error(a, r, 404, "unknown shard", d);
+		return 1;
+	}
+	if (rt->has_shard && rt->id != API_R_CLAIM && !strata_shard_served(a->db, (uint32_t)rt->shard)) {
+		char d[300];
+		snprintf(d, sizeof(d), "shard %llu is not served by this node (another node may own it); "
+			 "POST /v1/shards/%llu/claim takes it over here", (unsigned long long)rt->shard,
+			 (unsigned long long)rt->shard);
+		api_error(a, r, 421, "shard not served", d);
 		return 1;
 	}
 	if (rt->id == API_R_ROW && rt->key_len == 0) {
@@ -783,7 +795,8 @@ append_work(void *arg)
 	rc = strata_append_seq(j->a->db, j->shard, rows, n, &last);
 	hist_record(j->a->append_ns, env.mono_ns() - t0);
 	if (rc != 0) {
-		append_fail(j, api_status_of(rc), "append failed", "%s", strata_last_error());
+		append_fail(j, api_status_of(rc), rc == STRATA_EFENCED ? "fenced" : "append failed", "%s",
+			    strata_last_error());
 	} else {
 		j->status = 200;
 		j->appended = n;
@@ -909,7 +922,8 @@ get_done(void *arg)
 		snprintf(d, sizeof(d), "no row with that key (%zu bytes) in shard %u", j->key.len, j->shard);
 		api_error(a, j->r, 404, "not found", d);
 	} else {
-		api_error(a, j->r, api_status_of(j->rc), "read failed", j->detail);
+		api_error(a, j->r, api_status_of(j->rc), j->rc == STRATA_EFENCED ? "fenced" : "read failed",
+			  j->detail);
 	}
 	strata_free(j->value);
 	buf_destroy(&j->key);
@@ -1110,7 +1124,8 @@ scan_done(void *arg)
 	}
 	if (s->rc < 0) {
 		if (!r->responded) {
-			api_error(a, r, api_status_of(s->rc), "scan failed", s->detail);
+			api_error(a, r, api_status_of(s->rc), s->rc == STRATA_EFENCED ? "fenced" : "scan failed",
+				  s->detail);
 		} else {
 			diag_log(LOG_LVL_WARN, "scan of shard %u failed after streaming began: %s", s->shard,
 				 s->detail);
@@ -1667,6 +1682,75 @@ api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats 
  * background executor, so appends, reads and scans never queue behind its copying.
  */
 
+/** One claim of a shard on the background executor. */
+struct api_claim {
+	/** The API. */
+	struct api *a;
+	/** The request. */
+	struct http_req *r;
+	/** The shard. */
+	uint32_t shard;
+	/** strata_shard_claim's result. */
+	int rc;
+	/** Its message. */
+	char detail[600];
+	/** Time it took, ns. */
+	uint64_t ns;
+};
+
+static void
+claim_work(void *arg)
+{
+	struct api_claim *j = arg;
+	uint64_t t0 = env.mono_ns();
+	j->rc = strata_shard_claim(j->a->db, j->shard);
+	j->ns = env.mono_ns() - t0;
+	if (j->rc != 0)
+		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
+}
+
+static void
+claim_done(void *arg)
+{
+	struct api_claim *j = arg;
+	struct api *a = j->a;
+	a->jobs--;
+	if (j->rc == 0) {
+		strata_stats st;
+		memset(&st, 0, sizeof(st));
+		strata_shard_stats(a->db, j->shard, &st);
+		diag_log(LOG_LVL_INFO, "shard %u claimed in %.1f ms (epoch %llu)", j->shard, (double)j->ns / 1e6,
+			 (unsigned long long)st.writer_epoch);
+		api_json(a, j->r, 200, json_pack("{s:I, s:b, s:I, s:I, s:f}", "shard", (json_int_t)j->shard,
+						 "claimed", 1, "epoch", (json_int_t)st.writer_epoch, "replayed_rows",
+						 (json_int_t)st.memtable_rows, "ms", (double)j->ns / 1e6));
+	} else {
+		api_error(a, j->r, api_status_of(j->rc), "claim failed", j->detail);
+	}
+	env.free(j);
+}
+
+/** POST /v1/shards/{id}/claim: take the shard over (claim, fence, replay) off the loop. */
+static void
+api_claim(struct api *a, struct http_req *r, uint32_t shard)
+{
+	struct api_claim *j = env.calloc(1, sizeof(*j));
+	if (j == NULL) {
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+		return;
+	}
+	j->a = a;
+	j->r = r;
+	j->shard = shard;
+	int rc = pool_submit(host_exec(a->host, HOST_BG), claim_work, claim_done, j);
+	if (rc != 0) {
+		api_error(a, r, api_status_of(rc), "busy", diag_last());
+		env.free(j);
+		return;
+	}
+	a->jobs++;
+}
+
 /** One checkpoint on the background executor. */
 struct api_ckpt {
 	/** The API. */
@@ -1869,6 +1953,9 @@ api_on_request(void *ctx, struct http_req *r)
 		break;
 	case API_R_CHECKPOINT:
 		api_checkpoint(a, r);
+		break;
+	case API_R_CLAIM:
+		api_claim(a, r, (uint32_t)rt.shard);
 		break;
 	default:
 		api_error(a, r, 404, "not found", NULL);

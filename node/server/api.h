@@ -41,7 +41,7 @@ struct runtime;
  *  binary noise such as 0.1 printed as 0.10000000000000001). */
 #define API_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 /** Routes counted by handler in strata_http_requests_total (api_handler_name). */
-#define API_HANDLERS 11
+#define API_HANDLERS 12
 /** Methods counted there: GET, HEAD, POST, PUT, DELETE and any other (api_method_name). */
 #define API_METHODS 6
 /** value_len of a delete row in the binary batch format. */

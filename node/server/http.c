@@ -182,6 +182,7 @@ http_status_text(int status)
 	case 413: return "Payload Too Large";
 	case 414: return "URI Too Long";
 	case 415: return "Unsupported Media Type";
+	case 421: return "Misdirected Request";
 	case 422: return "Unprocessable Entity";
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
