@@ -559,7 +559,7 @@ TEST(a_manifest_put_whose_answer_is_lost_is_resolved_by_reading_back)
 	atomic_store(&p.armed, 1);
 	struct manifest m;
 	memset(&m, 0, sizeof(m));
-	CHECK_EQ(manifest_claim_epoch(os, "shard-0000/", &m), 0);
+	CHECK_EQ(manifest_claim_epoch(os, "shard-0000/", NULL, &m), 0);
 	CHECK_EQ(atomic_load(&p.dropped), 2);
 	CHECK_EQ(m.version, 1);
 	CHECK_EQ(m.writer_epoch, 1);

@@ -174,7 +174,7 @@ TEST(checksummed_but_inconsistent_content_is_rejected)
 	struct buf t = {0};
 
 	buf_append(&t, b.data, b.len);
-	enc_u32(t.data + 8, 2);
+	enc_u32(t.data + 8, 3);
 	reseal(&t);
 	CHECK_EQ(manifest_decode(t.data, t.len, "newer", &d), STRATA_EVERSION);
 	CHECK(strstr(diag_last(), "newer") != NULL);
@@ -337,7 +337,7 @@ TEST(corrupt_highest_version_fails_load_naming_object)
 	REQUIRE_EQ(fx_open(&fx), 0);
 	struct manifest m;
 	for (int i = 0; i < 3; i++) {
-		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &m), 0);
 		manifest_destroy(&m);
 	}
 	struct buf b = {0};
@@ -347,7 +347,7 @@ TEST(corrupt_highest_version_fails_load_naming_object)
 	diag_clear();
 	CHECK_EQ(manifest_load(fx.os, PFX, &m), STRATA_ECORRUPT);
 	CHECK(strstr(diag_last(), PFX "manifest/00000000000000000003") != NULL);
-	CHECK_EQ(manifest_claim_epoch(fx.os, PFX, &m), STRATA_ECORRUPT);
+	CHECK_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &m), STRATA_ECORRUPT);
 
 	/* A valid encoding stored under the wrong version's name is corrupt too. */
 	buf_reset(&b);
@@ -365,12 +365,12 @@ TEST(claim_epoch_bumps_epoch_each_time)
 	struct fixture fx = {0};
 	REQUIRE_EQ(fx_open(&fx), 0);
 	struct manifest m;
-	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &m), 0);
 	CHECK(m.version == 1 && m.writer_epoch == 1 && m.next_generation == 1);
 	CHECK(m.ngens == 0 && m.nruns == 0);
 	manifest_destroy(&m);
 	for (uint64_t i = 2; i <= 5; i++) {
-		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &m), 0);
 		CHECK_EQ(m.version, i);
 		CHECK_EQ(m.writer_epoch, i);
 		manifest_destroy(&m);
@@ -379,7 +379,7 @@ TEST(claim_epoch_bumps_epoch_each_time)
 	CHECK(m.version == 5 && m.writer_epoch == 5);
 	manifest_destroy(&m);
 	/* Another shard's prefix is independent. */
-	REQUIRE_EQ(manifest_claim_epoch(fx.os, "shard-0001/", &m), 0);
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, "shard-0001/", NULL, &m), 0);
 	CHECK(m.version == 1 && m.writer_epoch == 1);
 	manifest_destroy(&m);
 	fx_close(&fx);
@@ -411,7 +411,7 @@ claimer_main(void *arg)
 	struct claimer *me = arg;
 	struct manifest m;
 	pthread_barrier_wait(&me->c->go);
-	me->c->rc[me->i] = manifest_claim_epoch(me->c->os, PFX, &m);
+	me->c->rc[me->i] = manifest_claim_epoch(me->c->os, PFX, NULL, &m);
 	if (me->c->rc[me->i] == 0) {
 		me->c->epoch[me->i] = m.writer_epoch;
 		manifest_destroy(&m);
@@ -480,21 +480,21 @@ TEST(commit_update_by_older_epoch_after_claim_is_fenced)
 	struct fixture fx = {0};
 	REQUIRE_EQ(fx_open(&fx), 0);
 	struct manifest old, cur;
-	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &old), 0);
-	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &cur), 0);
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &old), 0);
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &cur), 0);
 	REQUIRE_EQ(cur.writer_epoch, 2);
 	struct add_gen_ctx ctx = {.epoch = 1};
 
 	/* The old owner, still holding v1: its put of v2 loses, the reload shows epoch 2. */
 	diag_clear();
-	CHECK_EQ(manifest_commit_update(fx.os, PFX, 1, &old, add_gen_mutate, &ctx), STRATA_EFENCED);
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, NULL, 1, &old, add_gen_mutate, &ctx), STRATA_EFENCED);
 	CHECK(strstr(diag_last(), PFX) != NULL);
 	CHECK(strstr(diag_last(), "epoch 2") != NULL && strstr(diag_last(), "ours is 1") != NULL);
 	CHECK_EQ(ctx.calls, 1);
 	CHECK(old.version == 2 && old.writer_epoch == 2);
 	/* Holding the fresh manifest, it is fenced before mutating. */
 	ctx.calls = 0;
-	CHECK_EQ(manifest_commit_update(fx.os, PFX, 1, &old, add_gen_mutate, &ctx), STRATA_EFENCED);
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, NULL, 1, &old, add_gen_mutate, &ctx), STRATA_EFENCED);
 	CHECK_EQ(ctx.calls, 0);
 	struct manifest m;
 	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
@@ -503,7 +503,7 @@ TEST(commit_update_by_older_epoch_after_claim_is_fenced)
 
 	/* The current owner commits. */
 	ctx = (struct add_gen_ctx){.epoch = 2};
-	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, 2, &cur, add_gen_mutate, &ctx), 0);
+	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, NULL, 2, &cur, add_gen_mutate, &ctx), 0);
 	REQUIRE(cur.version == 3 && cur.writer_epoch == 2 && cur.ngens == 1);
 	CHECK(cur.gens[0].id == 1 && cur.next_generation == 2);
 	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
@@ -512,7 +512,7 @@ TEST(commit_update_by_older_epoch_after_claim_is_fenced)
 
 	/* A stored epoch older than ours is not fenced; the stored epoch is kept. */
 	ctx.calls = 0;
-	CHECK_EQ(manifest_commit_update(fx.os, PFX, 9, &cur, add_gen_mutate, &ctx), 0);
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, NULL, 9, &cur, add_gen_mutate, &ctx), 0);
 	CHECK(cur.version == 4 && cur.writer_epoch == 2 && ctx.calls == 1);
 	manifest_destroy(&old);
 	manifest_destroy(&cur);
@@ -524,15 +524,15 @@ TEST(lost_race_is_retried_on_fresh_copy)
 	struct fixture fx = {0};
 	REQUIRE_EQ(fx_open(&fx), 0);
 	struct manifest a, b;
-	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &a), 0);
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &a), 0);
 	REQUIRE_EQ(manifest_copy(&b, &a), 0);
 	/* Another writer with the same epoch (e.g. a seal) commits v2 first. */
 	struct add_gen_ctx other = {.epoch = 1};
-	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, 1, &b, add_gen_mutate, &other), 0);
+	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, NULL, 1, &b, add_gen_mutate, &other), 0);
 	REQUIRE_EQ(b.version, 2);
 	/* Our update, based on v1, loses the put of v2, reloads v2 and re-applies. */
 	struct add_gen_ctx ours = {.epoch = 1};
-	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, 1, &a, add_gen_mutate, &ours), 0);
+	REQUIRE_EQ(manifest_commit_update(fx.os, PFX, NULL, 1, &a, add_gen_mutate, &ours), 0);
 	CHECK_EQ(ours.calls, 2);
 	CHECK_EQ(a.version, 3);
 	CHECK_EQ(a.ngens, 2);
@@ -554,9 +554,9 @@ TEST(failed_mutation_writes_nothing)
 	struct fixture fx = {0};
 	REQUIRE_EQ(fx_open(&fx), 0);
 	struct manifest a;
-	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &a), 0);
+	REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, NULL, &a), 0);
 	struct add_gen_ctx ctx = {.epoch = 1, .fail = STRATA_ECONFLICT};
-	CHECK_EQ(manifest_commit_update(fx.os, PFX, 1, &a, add_gen_mutate, &ctx), STRATA_ECONFLICT);
+	CHECK_EQ(manifest_commit_update(fx.os, PFX, NULL, 1, &a, add_gen_mutate, &ctx), STRATA_ECONFLICT);
 	CHECK_EQ(a.version, 1);
 	struct manifest m;
 	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
@@ -576,30 +576,47 @@ join_cb(void *ctx, const char *key, uint64_t size)
 	return 0;
 }
 
-TEST(gc_keeps_newest_keep_plus_one_versions)
+TEST(gc_keeps_the_snapshot_and_keep_positions_behind_current)
 {
 	struct fixture fx = {0};
 	REQUIRE_EQ(fx_open(&fx), 0);
 	struct manifest m;
+	struct manifest_opts never = {.snapshot_edits = 1000000, .snapshot_bytes = 1ull << 40};
 	for (int i = 0; i < 10; i++) {
-		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &m), 0);
+		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &never, &m), 0);
 		manifest_destroy(&m);
 	}
 	CHECK_EQ(objstore_put(fx.os, PFX "manifest/junk", "x", 1), 0);
-	CHECK_EQ(manifest_gc(fx.os, PFX, 10, 3), 0);
+	/* No snapshot yet: collecting puts one of the state it is given first. */
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK_EQ(m.version, 10);
+	CHECK_EQ(m.snap_version, 0);
+	CHECK_EQ(manifest_gc(fx.os, PFX, &m, 3), 0);
 	char s[1024] = "";
 	CHECK_EQ(objstore_list(fx.os, PFX "manifest/", join_cb, s), 0);
 	CHECK_EQ(strcmp(s, "00000000000000000007;00000000000000000008;00000000000000000009;"
-			   "00000000000000000010;junk;"),
+			   "00000000000000000010;junk;snap/00000000000000000010;"),
 		 0);
-	/* Versions above the given current are never touched. */
-	CHECK_EQ(manifest_gc(fx.os, PFX, 9, 0), 0);
+	manifest_destroy(&m);
+	/* Two more positions: the snapshot stays the floor; nothing above it goes. */
+	for (int i = 0; i < 2; i++) {
+		REQUIRE_EQ(manifest_claim_epoch(fx.os, PFX, &never, &m), 0);
+		manifest_destroy(&m);
+	}
+	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
+	CHECK_EQ(m.version, 12);
+	CHECK_EQ(m.snap_version, 10);
+	CHECK_EQ(m.snap_edits, 2);
+	CHECK_EQ(m.writer_epoch, 12);
+	CHECK_EQ(manifest_gc(fx.os, PFX, &m, 0), 0);
 	s[0] = '\0';
 	CHECK_EQ(objstore_list(fx.os, PFX "manifest/", join_cb, s), 0);
-	CHECK_EQ(strcmp(s, "00000000000000000009;00000000000000000010;junk;"), 0);
-	CHECK_EQ(manifest_gc(fx.os, PFX, 2, 5), 0);
+	CHECK_EQ(strcmp(s, "00000000000000000010;00000000000000000011;00000000000000000012;junk;"
+			   "snap/00000000000000000010;"),
+		 0);
+	manifest_destroy(&m);
 	REQUIRE_EQ(manifest_load(fx.os, PFX, &m), 0);
-	CHECK_EQ(m.version, 10);
+	CHECK_EQ(m.version, 12);
 	manifest_destroy(&m);
 	fx_close(&fx);
 }
@@ -620,6 +637,6 @@ main(int argc, char **argv)
 	RUN(commit_update_by_older_epoch_after_claim_is_fenced);
 	RUN(lost_race_is_retried_on_fresh_copy);
 	RUN(failed_mutation_writes_nothing);
-	RUN(gc_keeps_newest_keep_plus_one_versions);
+	RUN(gc_keeps_the_snapshot_and_keep_positions_behind_current);
 	return HARNESS_END("test_manifest");
 }

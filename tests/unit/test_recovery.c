@@ -403,7 +403,7 @@ TEST(recovery_replays_after_cursor_even_if_generations_drained)
 	uint32_t nkeys = 0;
 	for (uint32_t i = 0; i < m.ngens && nkeys < 8; i++)
 		manifest_obj_key(keys[nkeys++], sizeof(keys[0]), SHARD0, MANIFEST_GEN, &m.gens[i]);
-	rc = manifest_commit_update(os, SHARD0, m.writer_epoch, &m, drain_gens, NULL);
+	rc = manifest_commit_update(os, SHARD0, NULL, m.writer_epoch, &m, drain_gens, NULL);
 	CHECK_EQ(rc, 0);
 	CHECK_EQ(m.ngens, 0);
 	CHECK_EQ(m.replay_after, cursor);
