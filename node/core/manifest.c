@@ -208,7 +208,7 @@ manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 				(unsigned long long)m->version, (unsigned long long)bad,
 				dup ? "appears twice" : "is not below next_generation");
 	size_t start = out->len;
-	size_t total = MANIFEST_FIXED_BYTES + (format >= 2 ? 4 : 0) +
+	size_t total = MANIFEST_FIXED_BYTES + (format >= 2 ? 8 + 4 * MANIFEST_RECENT : 0) +
 		       ((size_t)m->ngens + m->nruns) * MANIFEST_OBJ_BYTES;
 	if (buf_reserve(out, total) != 0)
 		return diag_set(STRATA_ENOMEM, "manifest v%llu: no memory for %zu bytes",
@@ -219,8 +219,19 @@ manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 	rc = rc ? rc : buf_put_u64(out, m->writer_epoch);
 	rc = rc ? rc : buf_put_u64(out, m->replay_after);
 	rc = rc ? rc : buf_put_u64(out, m->next_generation);
-	if (format >= 2)
+	uint32_t nrecent = 0;
+	if (format >= 2) {
 		rc = rc ? rc : buf_put_u32(out, m->tip_crc);
+		uint32_t crc;
+		while (nrecent < MANIFEST_RECENT && nrecent < m->version &&
+		       manifest_recent_crc(m, m->version - nrecent, &crc))
+			nrecent++;
+		rc = rc ? rc : buf_put_u32(out, nrecent);
+		for (uint32_t i = nrecent; rc == 0 && i-- > 0;) {
+			manifest_recent_crc(m, m->version - i, &crc);
+			rc = buf_put_u32(out, crc);
+		}
+	}
 	rc = rc ? rc : buf_put_u32(out, m->ngens);
 	for (uint32_t i = 0; rc == 0 && i < m->ngens; i++)
 		rc = manifest_put_obj(out, &m->gens[i]);
@@ -233,7 +244,7 @@ manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 		return diag_set(rc, "manifest v%llu: no memory to encode",
 				(unsigned long long)m->version);
 	}
-	assert(out->len - start == total);
+	assert(out->len - start + (format >= 2 ? 4 * (MANIFEST_RECENT - nrecent) : 0) == total);
 	return 0;
 }
 
@@ -299,7 +310,20 @@ manifest_decode(const void *p, size_t n, const char *name, struct manifest *out)
 	m.writer_epoch = rd_u64(&r);
 	m.replay_after = rd_u64(&r);
 	m.next_generation = rd_u64(&r);
-	m.tip_crc = format >= 2 ? rd_u32(&r) : want;
+	if (format >= 2) {
+		m.tip_crc = rd_u32(&r);
+		uint32_t nrecent = rd_u32(&r);
+		if (nrecent > MANIFEST_RECENT || nrecent > m.version || (uint64_t)nrecent * 4 > rd_left(&r))
+			return diag_set(STRATA_ECORRUPT, "manifest %s: %u recent entry CRCs", name, nrecent);
+		for (uint32_t i = 0; i < nrecent; i++)
+			manifest_note_entry(&m, m.version - nrecent + 1 + i, rd_u32(&r));
+		if (nrecent > 0 && m.recent[m.version % MANIFEST_RECENT] != m.tip_crc)
+			return diag_set(STRATA_ECORRUPT, "manifest %s: the recent entry CRCs do not end "
+					"with its own", name);
+	} else {
+		m.tip_crc = want;
+		manifest_note_entry(&m, m.version, want);
+	}
 	m.ngens = rd_u32(&r);
 	if (m.ngens > MANIFEST_MAX_OBJS || (uint64_t)m.ngens * MANIFEST_OBJ_BYTES + 4 > rd_left(&r))
 		return diag_set(STRATA_ECORRUPT, "manifest %s: %u generations do not fit in %zu bytes",
@@ -336,6 +360,28 @@ manifest_decode(const void *p, size_t n, const char *name, struct manifest *out)
 	}
 	*out = m;
 	return 0;
+}
+
+void
+manifest_note_entry(struct manifest *m, uint64_t v, uint32_t crc)
+{
+	if (v == 0)
+		return;
+	if (m->recent_from == 0 || v < m->recent_from)
+		m->recent_from = v; /* positions are noted in order: this starts again */
+	m->recent[v % MANIFEST_RECENT] = crc;
+	if (v - m->recent_from >= MANIFEST_RECENT)
+		m->recent_from = v - MANIFEST_RECENT + 1;
+}
+
+int
+manifest_recent_crc(const struct manifest *m, uint64_t v, uint32_t *crc)
+{
+	if (m->recent_from == 0 || v < m->recent_from || v > m->version ||
+	    m->version - v >= MANIFEST_RECENT)
+		return 0;
+	*crc = m->recent[v % MANIFEST_RECENT];
+	return 1;
 }
 
 int
@@ -1144,6 +1190,7 @@ manifest_walk_once(struct objstore *os, const char *prefix, manifest_walk_fn fn,
 		if (rc)
 			break;
 		m.tip_crc = en[i].crc;
+		manifest_note_entry(&m, m.version, en[i].crc);
 		m.snap_edits++;
 		m.snap_bytes += en[i].bytes;
 		if (fn)
@@ -1238,15 +1285,13 @@ manifest_check_created(struct objstore *os, const char *prefix, uint64_t v, uint
 		return 0;
 	uint32_t theirs = 0;
 	int known = 0;
-	if (snap == v) {
-		struct manifest m;
-		rc = manifest_read_snapshot(os, prefix, v, &m, NULL);
-		if (rc == 0) {
-			theirs = m.tip_crc;
-			known = 1;
-			manifest_destroy(&m);
-		}
-	} else {
+	struct manifest m;
+	rc = manifest_read_snapshot(os, prefix, snap, &m, NULL);
+	if (rc == 0) {
+		known = manifest_recent_crc(&m, v, &theirs);
+		manifest_destroy(&m);
+	}
+	if (!known) {
 		struct manifest_entry en;
 		rc = manifest_read_entry(os, prefix, v + 1, &en);
 		if (rc == 0) {
@@ -1336,6 +1381,7 @@ manifest_append(struct objstore *os, const char *prefix, const struct manifest_o
 	if (rc)
 		return rc;
 	next->tip_crc = crc;
+	manifest_note_entry(next, next->version, crc);
 	next->snap_version = cur->snap_version;
 	next->snap_edits = cur->snap_edits + 1;
 	next->snap_bytes = cur->snap_bytes + len;

@@ -39,6 +39,9 @@ struct manifest_obj {
 	uint64_t min_seq, max_seq;
 };
 
+/** Log positions whose entry CRCs a state (and its snapshot) remembers. */
+#define MANIFEST_RECENT 64
+
 /** One manifest version. */
 struct manifest {
 	/** Version number; the object key's suffix. */
@@ -65,6 +68,12 @@ struct manifest {
 	uint32_t snap_edits;
 	/** Bytes of those entries. */
 	uint64_t snap_bytes;
+	/** Lowest position whose entry CRC is in recent (0: none); at most MANIFEST_RECENT
+	 *  behind version. */
+	uint64_t recent_from;
+	/** CRC32C of the entries at recent_from..version, at index position % MANIFEST_RECENT
+	 *  (a snapshot carries them: it tells which entry held a position it covers). */
+	uint32_t recent[MANIFEST_RECENT];
 };
 
 /** When a writer puts a snapshot and what it keeps (NULL or 0 members: the defaults). */
@@ -145,7 +154,7 @@ void manifest_snapshot_key(char *dst, size_t n, const char *prefix, uint64_t ver
 int manifest_encode(const struct manifest *m, struct buf *out);
 /** Decode; STRATA_ECORRUPT (message naming `name`) on any inconsistency. */
 int manifest_decode(const void *p, size_t n, const char *name, struct manifest *out);
-/** Encode m as a snapshot (format 2: with m->tip_crc). */
+/** Encode m as a snapshot (format 2: with m->tip_crc and the recent entry CRCs). */
 int manifest_encode_snapshot(const struct manifest *m, struct buf *out);
 
 /** The edit that turns cur into next (a fresh one in *e, version next->version, prev_crc
@@ -171,6 +180,11 @@ typedef int (*manifest_walk_fn)(void *ctx, uint64_t version, int is_snapshot,
 /** Load as manifest_load does, calling fn (if not NULL) for each snapshot and entry read. */
 int manifest_walk(struct objstore *os, const char *prefix, manifest_walk_fn fn, void *ctx,
 		  struct manifest *out);
+
+/** Record that the entry at position v (m->version) has CRC crc. */
+void manifest_note_entry(struct manifest *m, uint64_t v, uint32_t crc);
+/** The remembered CRC of the entry at position v into *crc: 1, or 0 when not known. */
+int manifest_recent_crc(const struct manifest *m, uint64_t v, uint32_t *crc);
 
 /** Deep copy. */
 int manifest_copy(struct manifest *dst, const struct manifest *src);
