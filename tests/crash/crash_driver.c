@@ -868,6 +868,7 @@ verify(struct crash_rng *rng)
 	o.sync = STRATA_SYNC_FSYNC;
 	o.block_bytes = CRASH_BLOCK_BYTES;
 	o.wal_segment_bytes = CRASH_SEGMENT_BYTES;
+	o.manifest_snapshot_edits = CRASH_SNAPSHOT_EDITS;
 	strata *db = NULL;
 	rc = strata_open(&o, &db);
 	if (rc) {
