@@ -610,6 +610,9 @@ store_opts(const char *dir)
 	o.sync = STRATA_SYNC_FSYNC;
 	o.block_bytes = 256;
 	o.wal_segment_bytes = 4096;
+	/* Snapshots (and the collection behind them) within the workload, so the sweeps
+	 * fail every write of the manifest log: entries, snapshots, deletes. */
+	o.manifest_snapshot_edits = 2;
 	return o;
 }
 
@@ -776,6 +779,8 @@ struct orphan_check {
 	int unreferenced;
 	/** First unreferenced key. */
 	char first[256];
+	/** Lowest manifest log position the reopen's collection keeps. */
+	uint64_t log_floor;
 };
 
 static int
@@ -786,9 +791,12 @@ orphan_check_cb(void *ctx, const char *key, uint64_t size)
 	int kind;
 	uint64_t id, epoch, v;
 	(void)size;
+	int is_snap;
 	if (strncmp(rel, "manifest/", 9) == 0) {
-		if (sscanf(rel + 9, "%llu", (unsigned long long *)&v) == 1 &&
-		    v + 4 >= oc->m->version && v <= oc->m->version)
+		/* Log entries and snapshots from the collection floor (the newest snapshot,
+		 * or keep = 4 behind current if lower) up to the current position. */
+		if (manifest_parse_log_key(rel, &v, &is_snap) == 0 && v >= oc->log_floor &&
+		    v <= oc->m->version)
 			return 0;
 	} else if (manifest_parse_obj_key(rel, &kind, &id, &epoch) == 0) {
 		int i = kind == MANIFEST_GEN ? manifest_find_gen(oc->m, id) : manifest_find_run(oc->m, id);
@@ -850,7 +858,11 @@ reopen_and_verify(struct trial *r, int expect_no_tmp)
 	if (objstore_fs_new(objdir, &os) == 0) {
 		struct manifest m;
 		if (manifest_load(os, "shard-0000/", &m) == 0) {
-			struct orphan_check oc = {&m, 0, ""};
+			struct orphan_check oc = {&m, 0, "", 0};
+			uint64_t snap;
+			if (manifest_gc_floor(os, "shard-0000/", m.version, o.manifest_keep, &oc.log_floor,
+					      &snap) != 0)
+				violation(r, "listing the manifest snapshots: %s", strata_last_error());
 			objstore_list(os, "shard-0000/", orphan_check_cb, &oc);
 			if (oc.unreferenced)
 				violation(r, "%d unreferenced objects after the reopen's orphan collection, "
