@@ -417,6 +417,7 @@ sim_options(struct sim *s, strata_options *o)
 	o->wal_segment_bytes = 16u << 10;
 	o->block_bytes = 1024;
 	o->manifest_keep = 2;
+	o->manifest_snapshot_edits = 4; /* snapshots and their collection inside short runs */
 	o->merge_max_inputs = 4;
 	o->delete_bytes_per_s = 0;
 	o->env_ops = sim_fs_env(s->fs);
