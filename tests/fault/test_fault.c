@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -899,6 +900,20 @@ static long totals[K_NKINDS][D_NDOMAINS + 1];
 static int measured;
 
 /** Run the workload once without faults and record how many calls of each kind it makes. */
+/** Manifest log entries and snapshots put during the clean run (its test points). */
+static atomic_int clean_entries, clean_snapshots;
+
+static int
+count_manifest_point(const char *name, const void *arg)
+{
+	(void)arg;
+	if (strcmp(name, "manifest.appended") == 0)
+		atomic_fetch_add(&clean_entries, 1);
+	else if (strcmp(name, "manifest.snapshot_written") == 0)
+		atomic_fetch_add(&clean_snapshots, 1);
+	return 0;
+}
+
 static int
 measure(void)
 {
@@ -907,10 +922,12 @@ measure(void)
 	snprintf(r.what, sizeof(r.what), "clean run");
 	r.dir = harness_tmpdir("fault");
 	fault_reset();
+	env_default.point = count_manifest_point;
 	int rc = phase1(&r);
 	fault_arm(-1, D_ANY, 0, M_FAIL, 0);
 	if (rc == 0)
 		phase2(&r);
+	env_default.point = NULL;
 	for (int k = 0; k < K_NKINDS; k++)
 		for (int d = 0; d <= D_ANY; d++)
 			totals[k][d] = fault_count(k, d);
@@ -1012,6 +1029,12 @@ TEST(clean_run_counts_calls)
 	CHECK(totals[K_PWRITE][D_WAL] >= 20);
 	CHECK(totals[K_FDATASYNC][D_WAL] >= 20);
 	CHECK(totals[K_PWRITE][D_OBJ] >= 3);
+	/* The sweeps over the objects' writes, links and unlinks reach the manifest log's
+	 * entries, its snapshots and the collection behind them. */
+	printf("#   clean run: %d manifest log entries, %d snapshots\n", atomic_load(&clean_entries),
+	       atomic_load(&clean_snapshots));
+	CHECK(atomic_load(&clean_entries) >= 3);
+	CHECK(atomic_load(&clean_snapshots) >= 1);
 }
 
 TEST(writeback_eio_fails_the_object_write_and_loses_nothing)
