@@ -749,6 +749,29 @@ TEST(an_edit_round_trips_and_applies_to_exactly_the_next_state)
 	manifest_edit_destroy(&e);
 	CHECK_EQ(manifest_diff(&cur, &dup, &e), STRATA_EINVAL);
 	manifest_destroy(&dup);
+	/* A seal (one generation appended, nothing else moved): one add, at the end. */
+	struct manifest sealed;
+	REQUIRE_EQ(manifest_copy(&sealed, &cur), 0);
+	sealed.version = 43;
+	sealed.next_generation = 21;
+	struct manifest_obj g20 = obj(20, 5);
+	REQUIRE_EQ(manifest_add_gen(&sealed, &g20), 0);
+	REQUIRE_EQ(manifest_diff(&cur, &sealed, &e), 0);
+	CHECK_EQ(e.nadd_gens, 1);
+	CHECK_EQ(e.add_gens[0].pos, 3);
+	CHECK_EQ(e.ndel_gens + e.ndel_runs + e.nadd_runs, 0);
+	REQUIRE_EQ(manifest_copy(&applied, &cur), 0);
+	REQUIRE_EQ(manifest_edit_apply(&applied, &e, "sealed"), 0);
+	CHECK(same(&applied, &sealed));
+	manifest_destroy(&applied);
+	manifest_edit_destroy(&e);
+	/* Appending an id the manifest holds (as a run here), or one not below
+	 * next_generation, is refused on that path too. */
+	sealed.gens[3].id = 7;
+	CHECK_EQ(manifest_diff(&cur, &sealed, &e), STRATA_EINVAL);
+	sealed.gens[3].id = 30;
+	CHECK_EQ(manifest_diff(&cur, &sealed, &e), STRATA_EINVAL);
+	manifest_destroy(&sealed);
 	/* Objects kept in another order are no edit: the writer puts the whole manifest. */
 	struct manifest swapped;
 	REQUIRE_EQ(manifest_copy(&swapped, &cur), 0);
