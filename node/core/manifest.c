@@ -631,7 +631,7 @@ manifest_diff_appended(const struct manifest *cur, const struct manifest *next,
 	for (uint32_t j = cur->ngens; j < next->ngens; j++) {
 		uint64_t id = next->gens[j].id;
 		int dup = manifest_find_run(cur, id) >= 0 || manifest_find(next->gens, j, id) >= 0;
-		if (dup || id >= next->next_generation)
+		if (dup || (id >= next->next_generation && !(id & MANIFEST_EXTERNAL_ID)))
 			return diag_set(STRATA_EINVAL, "manifest v%llu: id %llu %s",
 					(unsigned long long)next->version, (unsigned long long)id,
 					dup ? "appears twice" : "is not below next_generation");
@@ -851,7 +851,7 @@ manifest_edit_decode(const void *p, size_t n, const char *name, struct manifest_
 		const struct manifest_edit_add *a = k ? e.add_runs : e.add_gens;
 		uint32_t na = k ? e.nadd_runs : e.nadd_gens;
 		for (uint32_t i = 0; i < na && what == NULL; i++)
-			if (a[i].obj.id >= e.next_generation)
+			if (a[i].obj.id >= e.next_generation && !(a[i].obj.id & MANIFEST_EXTERNAL_ID))
 				what = "an added id is not below next_generation";
 	}
 	if (rc < 0) {
@@ -1277,6 +1277,16 @@ manifest_load(struct objstore *os, const char *prefix, struct manifest *out)
 	return manifest_walk(os, prefix, NULL, NULL, out);
 }
 
+/** Read-backs of manifest puts that reported a failure: stored intact, and not. */
+static _Atomic uint64_t manifest_readback_landed, manifest_readback_lost;
+
+void
+manifest_readbacks(uint64_t *landed, uint64_t *lost)
+{
+	*landed = atomic_load(&manifest_readback_landed);
+	*lost = atomic_load(&manifest_readback_lost);
+}
+
 /** Put-if-absent b at key; a failure after which the object is stored intact is success. */
 static int
 manifest_put_bytes(struct objstore *os, const char *key, const struct buf *b, const char *what)
@@ -1294,7 +1304,9 @@ manifest_put_bytes(struct objstore *os, const char *key, const struct buf *b, co
 			diag_log(LOG_LVL_WARN, "manifest %s: the put reported \"%s\" but the %s is "
 				 "stored intact; taking it as written", key, why, what);
 			rc = 0;
+			atomic_fetch_add(&manifest_readback_landed, 1);
 		} else {
+			atomic_fetch_add(&manifest_readback_lost, 1);
 			diag_set(rc, "%s", why);
 		}
 		buf_destroy(&back);
