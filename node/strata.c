@@ -200,6 +200,7 @@ strata_options_init(strata_options *o)
 	o->zstd_level = 1;
 	o->bloom_bits_per_key = 10;
 	o->manifest_keep = 4;
+	o->manifest_snapshot_edits = 128;
 	o->merge_max_inputs = 8;
 	o->delete_bytes_per_s = 256ull << 20;
 	o->threads = STRATA_THREADS_DEFAULT;

@@ -120,6 +120,10 @@ typedef struct strata_options {
 	uint32_t bloom_bits_per_key;
 	/** Manifest versions kept behind the current one (default 4). */
 	uint32_t manifest_keep;
+	/** Manifest log entries after which the writer puts a snapshot of the whole manifest
+	 *  (default 128, 1..1000000): a load reads the newest snapshot and at most about
+	 *  this many entries; each update writes only its edit. */
+	uint32_t manifest_snapshot_edits;
 	/** Most inputs (generations, or runs for a base compaction) one merge pass folds:
 	 *  what bounds a merge's memory and time however large the backlog (default 8,
 	 *  at least 2). A policy may narrow it; a call asking for 0 or more gets this. */

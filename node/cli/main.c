@@ -113,6 +113,52 @@ fence_check(const char *wal_dir, int have_manifest, uint64_t writer_epoch, char 
 	return -1;
 }
 
+/** Ids of a list of ids as a JSON array. */
+static json_t *
+ids_json(const uint64_t *ids, uint32_t n)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; i < n; i++)
+		json_array_append_new(a, json_integer((json_int_t)ids[i]));
+	return a;
+}
+
+/** Ids of added objects as a JSON array. */
+static json_t *
+adds_json(const struct manifest_edit_add *adds, uint32_t n)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; i < n; i++)
+		json_array_append_new(a, json_integer((json_int_t)adds[i].obj.id));
+	return a;
+}
+
+/** manifest_walk callback: what the load read, as the "log" object. */
+static int
+inspect_log_cb(void *ctx, uint64_t version, int is_snapshot, const struct manifest_edit *e,
+	       const struct manifest *m, size_t bytes)
+{
+	json_t *log = ctx;
+	if (is_snapshot) {
+		json_object_set_new(log, "snapshot", json_pack("{s:I, s:I, s:I, s:I}", "position",
+							       (json_int_t)version, "bytes", (json_int_t)bytes,
+							       "generations", (json_int_t)m->ngens, "runs",
+							       (json_int_t)m->nruns));
+		return 0;
+	}
+	json_t *en = json_pack("{s:I, s:s, s:I, s:I, s:I}", "position", (json_int_t)version, "kind",
+			       e ? "edit" : "whole", "bytes", (json_int_t)bytes, "writer_epoch",
+			       (json_int_t)m->writer_epoch, "replay_after", (json_int_t)m->replay_after);
+	if (e != NULL) {
+		json_object_set_new(en, "generations_in", adds_json(e->add_gens, e->nadd_gens));
+		json_object_set_new(en, "generations_out", ids_json(e->del_gens, e->ndel_gens));
+		json_object_set_new(en, "runs_in", adds_json(e->add_runs, e->nadd_runs));
+		json_object_set_new(en, "runs_out", ids_json(e->del_runs, e->ndel_runs));
+	}
+	json_array_append_new(json_object_get(log, "entries"), en);
+	return 0;
+}
+
 /** Inspect one shard into a JSON object; errors are reported inside it. */
 static json_t *
 inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify, int *failures)
@@ -124,7 +170,8 @@ inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify
 	struct manifest m;
 	memset(&m, 0, sizeof(m));
 	uint64_t replay_after = 0, writer_epoch = 0;
-	int rc = os ? manifest_load(os, prefix, &m) : STRATA_NOTFOUND;
+	json_t *log = json_pack("{s:n, s:[]}", "snapshot", "entries");
+	int rc = os ? manifest_walk(os, prefix, inspect_log_cb, log, &m) : STRATA_NOTFOUND;
 	json_t *bad = verify ? json_array() : NULL;
 	if (rc == 0) {
 		replay_after = m.replay_after;
@@ -141,6 +188,8 @@ inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify
 					      "replay_after_wal_entry_position", (json_int_t)m.replay_after,
 					      "next_generation", (json_int_t)m.next_generation,
 					      "flushed_generations", gens, "base_runs", runs));
+		json_object_set_new(json_object_get(js, "manifest"), "log", log);
+		log = NULL;
 		for (int k = 0; verify && k < 2; k++) {
 			uint32_t n = k ? m.nruns : m.ngens;
 			for (uint32_t i = 0; i < n; i++) {
@@ -161,6 +210,7 @@ inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify
 		json_object_set_new(js, "manifest_error", json_string(diag_last()));
 		(*failures)++;
 	}
+	json_decref(log);
 	if (verify)
 		json_object_set_new(js, "verify_errors", bad);
 
@@ -223,6 +273,41 @@ print_text(json_t *shard)
 		       (long long)json_integer_value(json_object_get(m, "writer_epoch")),
 		       (long long)json_integer_value(json_object_get(m, "replay_after_wal_entry_position")),
 		       (long long)json_integer_value(json_object_get(m, "next_generation")));
+		json_t *log = json_object_get(m, "log");
+		json_t *snap = json_object_get(log, "snapshot");
+		json_t *ents = json_object_get(log, "entries");
+		if (snap != NULL && !json_is_null(snap))
+			printf("  log: snapshot at %lld (%lld bytes, %lld generations, %lld runs), %zu entries after it\n",
+			       (long long)json_integer_value(json_object_get(snap, "position")),
+			       (long long)json_integer_value(json_object_get(snap, "bytes")),
+			       (long long)json_integer_value(json_object_get(snap, "generations")),
+			       (long long)json_integer_value(json_object_get(snap, "runs")),
+			       json_array_size(ents));
+		else
+			printf("  log: no snapshot, %zu entries read\n", json_array_size(ents));
+		size_t ei;
+		json_t *en;
+		json_array_foreach(ents, ei, en)
+		{
+			printf("    %lld %s %lld bytes  epoch %lld  replay_after %lld",
+			       (long long)json_integer_value(json_object_get(en, "position")),
+			       json_string_value(json_object_get(en, "kind")),
+			       (long long)json_integer_value(json_object_get(en, "bytes")),
+			       (long long)json_integer_value(json_object_get(en, "writer_epoch")),
+			       (long long)json_integer_value(json_object_get(en, "replay_after")));
+			const char *parts[4] = {"generations_in", "generations_out", "runs_in", "runs_out"};
+			for (int k = 0; k < 4; k++) {
+				json_t *ids = json_object_get(en, parts[k]);
+				if (ids == NULL || json_array_size(ids) == 0)
+					continue;
+				printf("  %s", parts[k]);
+				size_t ii;
+				json_t *id;
+				json_array_foreach(ids, ii, id)
+					printf("%s%lld", ii ? "," : " ", (long long)json_integer_value(id));
+			}
+			printf("\n");
+		}
 		const char *lists[2] = {"flushed_generations", "base_runs"};
 		for (int k = 0; k < 2; k++) {
 			json_t *arr = json_object_get(m, lists[k]);

@@ -3,10 +3,16 @@
  * versioned compare-and-swap protocol over an object store (put-if-absent of
  * "<prefix>manifest/<version %020llu>").
  *
- * Encoding (little-endian): "STRMANIF", u32 format, u64 version, u64 writer_epoch,
- * u64 replay_after, u64 next_generation, u32 ngens, ngens x obj, u32 nruns,
- * nruns x obj, u32 crc32c of all preceding bytes. obj = six u64: id, epoch, bytes,
- * rows, min_seq, max_seq.
+ * Whole manifest (little-endian): "STRMANIF", u32 format, u64 version, u64
+ * writer_epoch, u64 replay_after, u64 next_generation, [format 2: u32 tip_crc], u32
+ * ngens, ngens x obj, u32 nruns, nruns x obj, u32 crc32c of all preceding bytes.
+ * obj = six u64: id, epoch, bytes, rows, min_seq, max_seq.
+ *
+ * Edit: "STRMEDIT", u32 format, u64 version, u32 prev_crc, u64 writer_epoch, u64
+ * replay_after, u64 next_generation, u32 ngens, u32 nruns (after the edit), u32 n +
+ * n x u64 generation ids removed, the same for runs, u32 n + n x (u32 position, obj)
+ * generations added, the same for runs, u32 crc32c of all preceding bytes. Applying
+ * removes first, then inserts at the ascending positions of the result.
  */
 #include "manifest.h"
 
@@ -25,8 +31,9 @@
 #define MANIFEST_MAGIC "STRMANIF"
 /** Length of MANIFEST_MAGIC. */
 #define MANIFEST_MAGIC_LEN 8
-/** Format version written by this build; newer ones are refused with STRATA_EVERSION. */
-#define MANIFEST_FORMAT 1
+/** Highest whole-manifest format this build reads and writes (2: a snapshot, with tip_crc);
+ *  newer ones are refused with STRATA_EVERSION. */
+#define MANIFEST_FORMAT 2
 /** Encoded size of one manifest_obj. */
 #define MANIFEST_OBJ_BYTES 48
 /** Encoded size without objects: magic, format, 4 u64, 2 counts, crc. */
@@ -183,8 +190,9 @@ manifest_put_obj(struct buf *out, const struct manifest_obj *o)
 	return buf_append(out, t, sizeof(t));
 }
 
-int
-manifest_encode(const struct manifest *m, struct buf *out)
+/** Encode m as format 1 (a whole-manifest log entry) or 2 (a snapshot, with tip_crc). */
+static int
+manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 {
 	if (m->ngens > MANIFEST_MAX_OBJS || m->nruns > MANIFEST_MAX_OBJS)
 		return diag_set(STRATA_EINVAL, "manifest v%llu: %u generations, %u runs; limit %u each",
@@ -200,16 +208,30 @@ manifest_encode(const struct manifest *m, struct buf *out)
 				(unsigned long long)m->version, (unsigned long long)bad,
 				dup ? "appears twice" : "is not below next_generation");
 	size_t start = out->len;
-	size_t total = MANIFEST_FIXED_BYTES + ((size_t)m->ngens + m->nruns) * MANIFEST_OBJ_BYTES;
+	size_t total = MANIFEST_FIXED_BYTES + (format >= 2 ? 8 + 4 * MANIFEST_RECENT : 0) +
+		       ((size_t)m->ngens + m->nruns) * MANIFEST_OBJ_BYTES;
 	if (buf_reserve(out, total) != 0)
 		return diag_set(STRATA_ENOMEM, "manifest v%llu: no memory for %zu bytes",
 				(unsigned long long)m->version, total);
 	rc = buf_append(out, MANIFEST_MAGIC, MANIFEST_MAGIC_LEN);
-	rc = rc ? rc : buf_put_u32(out, MANIFEST_FORMAT);
+	rc = rc ? rc : buf_put_u32(out, format);
 	rc = rc ? rc : buf_put_u64(out, m->version);
 	rc = rc ? rc : buf_put_u64(out, m->writer_epoch);
 	rc = rc ? rc : buf_put_u64(out, m->replay_after);
 	rc = rc ? rc : buf_put_u64(out, m->next_generation);
+	uint32_t nrecent = 0;
+	if (format >= 2) {
+		rc = rc ? rc : buf_put_u32(out, m->tip_crc);
+		uint32_t crc;
+		while (nrecent < MANIFEST_RECENT && nrecent < m->version &&
+		       manifest_recent_crc(m, m->version - nrecent, &crc))
+			nrecent++;
+		rc = rc ? rc : buf_put_u32(out, nrecent);
+		for (uint32_t i = nrecent; rc == 0 && i-- > 0;) {
+			manifest_recent_crc(m, m->version - i, &crc);
+			rc = buf_put_u32(out, crc);
+		}
+	}
 	rc = rc ? rc : buf_put_u32(out, m->ngens);
 	for (uint32_t i = 0; rc == 0 && i < m->ngens; i++)
 		rc = manifest_put_obj(out, &m->gens[i]);
@@ -222,8 +244,20 @@ manifest_encode(const struct manifest *m, struct buf *out)
 		return diag_set(rc, "manifest v%llu: no memory to encode",
 				(unsigned long long)m->version);
 	}
-	assert(out->len - start == total);
+	assert(out->len - start + (format >= 2 ? 4 * (MANIFEST_RECENT - nrecent) : 0) == total);
 	return 0;
+}
+
+int
+manifest_encode(const struct manifest *m, struct buf *out)
+{
+	return manifest_encode_fmt(m, 1, out);
+}
+
+int
+manifest_encode_snapshot(const struct manifest *m, struct buf *out)
+{
+	return manifest_encode_fmt(m, MANIFEST_FORMAT, out);
 }
 
 /** Read n objects into a fresh array (NULL when n is 0). */
@@ -276,6 +310,20 @@ manifest_decode(const void *p, size_t n, const char *name, struct manifest *out)
 	m.writer_epoch = rd_u64(&r);
 	m.replay_after = rd_u64(&r);
 	m.next_generation = rd_u64(&r);
+	if (format >= 2) {
+		m.tip_crc = rd_u32(&r);
+		uint32_t nrecent = rd_u32(&r);
+		if (nrecent > MANIFEST_RECENT || nrecent > m.version || (uint64_t)nrecent * 4 > rd_left(&r))
+			return diag_set(STRATA_ECORRUPT, "manifest %s: %u recent entry CRCs", name, nrecent);
+		for (uint32_t i = 0; i < nrecent; i++)
+			manifest_note_entry(&m, m.version - nrecent + 1 + i, rd_u32(&r));
+		if (nrecent > 0 && m.recent[m.version % MANIFEST_RECENT] != m.tip_crc)
+			return diag_set(STRATA_ECORRUPT, "manifest %s: the recent entry CRCs do not end "
+					"with its own", name);
+	} else {
+		m.tip_crc = want;
+		manifest_note_entry(&m, m.version, want);
+	}
 	m.ngens = rd_u32(&r);
 	if (m.ngens > MANIFEST_MAX_OBJS || (uint64_t)m.ngens * MANIFEST_OBJ_BYTES + 4 > rd_left(&r))
 		return diag_set(STRATA_ECORRUPT, "manifest %s: %u generations do not fit in %zu bytes",
@@ -312,6 +360,28 @@ manifest_decode(const void *p, size_t n, const char *name, struct manifest *out)
 	}
 	*out = m;
 	return 0;
+}
+
+void
+manifest_note_entry(struct manifest *m, uint64_t v, uint32_t crc)
+{
+	if (v == 0)
+		return;
+	if (m->recent_from == 0 || v < m->recent_from)
+		m->recent_from = v; /* positions are noted in order: this starts again */
+	m->recent[v % MANIFEST_RECENT] = crc;
+	if (v - m->recent_from >= MANIFEST_RECENT)
+		m->recent_from = v - MANIFEST_RECENT + 1;
+}
+
+int
+manifest_recent_crc(const struct manifest *m, uint64_t v, uint32_t *crc)
+{
+	if (m->recent_from == 0 || v < m->recent_from || v > m->version ||
+	    m->version - v >= MANIFEST_RECENT)
+		return 0;
+	*crc = m->recent[v % MANIFEST_RECENT];
+	return 1;
 }
 
 int
@@ -444,27 +514,444 @@ manifest_remove_runs(struct manifest *m, const uint64_t *ids, uint32_t n)
 	return manifest_remove(m, m->runs, &m->nruns, ids, n, "run");
 }
 
-/** State of the listing that finds the highest version. */
+/* ---------------------------------------------------------------- edits */
+
+/** Magic at the start of every encoded edit. */
+#define MANIFEST_EDIT_MAGIC "STRMEDIT"
+/** Format of edits written by this build. */
+#define MANIFEST_EDIT_FORMAT 1
+/** Encoded edit without its lists: magic, format, version, prev_crc, 3 u64, 2 counts,
+ *  4 list lengths, crc. */
+#define MANIFEST_EDIT_FIXED (MANIFEST_MAGIC_LEN + 4 + 8 + 4 + 24 + 8 + 16 + 4)
+/** Encoded size of one added object: position and object. */
+#define MANIFEST_ADD_BYTES (4 + MANIFEST_OBJ_BYTES)
+
+void
+manifest_edit_destroy(struct manifest_edit *e)
+{
+	env.free(e->del_gens);
+	env.free(e->del_runs);
+	env.free(e->add_gens);
+	env.free(e->add_runs);
+	memset(e, 0, sizeof(*e));
+}
+
+/** One slot of the id table manifest_diff builds: an id of cur (or one added). */
+struct manifest_slot {
+	/** The id + 1 (0: empty). */
+	uint64_t key;
+	/** Index in cur's list (UINT32_MAX: not in cur). */
+	uint32_t idx;
+	/** MANIFEST_GEN or MANIFEST_RUN. */
+	uint8_t kind;
+	/** Already seen in next. */
+	uint8_t seen;
+};
+
+/** The slot of id in a table of cap (a power of two) slots: its own or the empty one. */
+static struct manifest_slot *
+manifest_slot_find(struct manifest_slot *t, size_t cap, uint64_t id)
+{
+	size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+	while (t[i].key != 0 && t[i].key != id + 1)
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+/** Append to a growable array of n elements of size sz. */
+static int
+manifest_push(void **v, uint32_t *n, size_t sz, const void *x)
+{
+	if ((*n & (*n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
+		size_t cap = *n ? (size_t)*n * 2 : 1;
+		void *nv = env.realloc(*v, cap * sz);
+		if (nv == NULL)
+			return STRATA_ENOMEM;
+		*v = nv;
+	}
+	memcpy((char *)*v + (size_t)*n * sz, x, sz);
+	(*n)++;
+	return 0;
+}
+
+/** Diff one list of next (kind) against the table of cur's ids. 1: a reorder. */
+static int
+manifest_diff_list(struct manifest_slot *t, size_t cap, const struct manifest *cur, int kind,
+		   const struct manifest_obj *v, uint32_t n, uint64_t next_generation,
+		   struct manifest_edit_add **adds, uint32_t *nadds)
+{
+	const struct manifest_obj *cv = kind == MANIFEST_GEN ? cur->gens : cur->runs;
+	int64_t last = -1;
+	for (uint32_t j = 0; j < n; j++) {
+		struct manifest_slot *sl = manifest_slot_find(t, cap, v[j].id);
+		if (sl->key != 0 && sl->seen)
+			return diag_set(STRATA_EINVAL, "manifest v%llu: id %llu appears twice",
+					(unsigned long long)cur->version + 1, (unsigned long long)v[j].id);
+		if (sl->key != 0 && sl->kind == kind && sl->idx != UINT32_MAX &&
+		    memcmp(&cv[sl->idx], &v[j], sizeof(v[j])) == 0) {
+			sl->seen = 1;
+			if ((int64_t)sl->idx < last)
+				return 1;
+			last = sl->idx;
+			continue;
+		}
+		if (v[j].id >= next_generation && !(v[j].id & MANIFEST_EXTERNAL_ID))
+			return diag_set(STRATA_EINVAL, "manifest v%llu: id %llu is not below next_generation",
+					(unsigned long long)cur->version + 1, (unsigned long long)v[j].id);
+		if (sl->key == 0) {
+			sl->key = v[j].id + 1;
+			sl->idx = UINT32_MAX;
+			sl->kind = (uint8_t)kind;
+		}
+		sl->seen = 2; /* in next as a new object: cur's, if any, goes */
+		struct manifest_edit_add a = {.pos = j, .obj = v[j]};
+		if (manifest_push((void **)adds, nadds, sizeof(a), &a) != 0)
+			return STRATA_ENOMEM;
+	}
+	return 0;
+}
+
+/** Most generations the fast path of manifest_diff takes as appended. */
+#define MANIFEST_DIFF_FAST_ADDS 8
+
+/*
+ * The common change without a table: every object of cur kept in place and a few
+ * generations appended (a seal), or none (a claim). 0 with the adds in e, 1 when the
+ * change is another kind, or an error.
+ */
+static int
+manifest_diff_appended(const struct manifest *cur, const struct manifest *next,
+		       struct manifest_edit *e)
+{
+	if (next->ngens < cur->ngens || next->ngens - cur->ngens > MANIFEST_DIFF_FAST_ADDS ||
+	    next->nruns != cur->nruns ||
+	    (cur->ngens && memcmp(next->gens, cur->gens, cur->ngens * sizeof(*cur->gens)) != 0) ||
+	    (cur->nruns && memcmp(next->runs, cur->runs, cur->nruns * sizeof(*cur->runs)) != 0))
+		return 1;
+	for (uint32_t j = cur->ngens; j < next->ngens; j++) {
+		uint64_t id = next->gens[j].id;
+		int dup = manifest_find_run(cur, id) >= 0 || manifest_find(next->gens, j, id) >= 0;
+		if (dup || (id >= next->next_generation && !(id & MANIFEST_EXTERNAL_ID)))
+			return diag_set(STRATA_EINVAL, "manifest v%llu: id %llu %s",
+					(unsigned long long)next->version, (unsigned long long)id,
+					dup ? "appears twice" : "is not below next_generation");
+		struct manifest_edit_add a = {.pos = j, .obj = next->gens[j]};
+		if (manifest_push((void **)&e->add_gens, &e->nadd_gens, sizeof(a), &a) != 0)
+			return diag_set(STRATA_ENOMEM, "manifest v%llu: no memory for an edit",
+					(unsigned long long)next->version);
+	}
+	return 0;
+}
+
+int
+manifest_diff(const struct manifest *cur, const struct manifest *next, struct manifest_edit *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->version = next->version;
+	e->prev_crc = cur->tip_crc;
+	e->writer_epoch = next->writer_epoch;
+	e->replay_after = next->replay_after;
+	e->next_generation = next->next_generation;
+	e->ngens = next->ngens;
+	e->nruns = next->nruns;
+	if (next->ngens > MANIFEST_MAX_OBJS || next->nruns > MANIFEST_MAX_OBJS)
+		return diag_set(STRATA_EINVAL, "manifest v%llu: %u generations, %u runs; limit %u each",
+				(unsigned long long)next->version, next->ngens, next->nruns,
+				MANIFEST_MAX_OBJS);
+	int rc = manifest_diff_appended(cur, next, e);
+	if (rc <= 0) {
+		if (rc < 0)
+			manifest_edit_destroy(e);
+		return rc;
+	}
+	size_t n = (size_t)cur->ngens + cur->nruns + next->ngens + next->nruns;
+	size_t cap = 16;
+	while (cap < 2 * n)
+		cap *= 2;
+	struct manifest_slot *t = env.calloc(cap, sizeof(*t));
+	if (t == NULL)
+		return diag_set(STRATA_ENOMEM, "manifest v%llu: no memory to diff %zu objects",
+				(unsigned long long)next->version, n);
+	for (int k = 0; k < 2; k++) {
+		const struct manifest_obj *v = k ? cur->runs : cur->gens;
+		uint32_t c = k ? cur->nruns : cur->ngens;
+		for (uint32_t i = 0; i < c; i++) {
+			struct manifest_slot *sl = manifest_slot_find(t, cap, v[i].id);
+			sl->key = v[i].id + 1;
+			sl->idx = i;
+			sl->kind = (uint8_t)k;
+		}
+	}
+	rc = manifest_diff_list(t, cap, cur, MANIFEST_GEN, next->gens, next->ngens,
+				    next->next_generation, &e->add_gens, &e->nadd_gens);
+	if (rc == 0)
+		rc = manifest_diff_list(t, cap, cur, MANIFEST_RUN, next->runs, next->nruns,
+					next->next_generation, &e->add_runs, &e->nadd_runs);
+	for (int k = 0; rc == 0 && k < 2; k++) {
+		const struct manifest_obj *v = k ? cur->runs : cur->gens;
+		uint32_t c = k ? cur->nruns : cur->ngens;
+		for (uint32_t i = 0; rc == 0 && i < c; i++) {
+			struct manifest_slot *sl = manifest_slot_find(t, cap, v[i].id);
+			if (sl->seen == 1 && sl->kind == k && sl->idx == i)
+				continue;
+			rc = k ? manifest_push((void **)&e->del_runs, &e->ndel_runs, 8, &v[i].id)
+			       : manifest_push((void **)&e->del_gens, &e->ndel_gens, 8, &v[i].id);
+			if (rc)
+				rc = STRATA_ENOMEM;
+		}
+	}
+	env.free(t);
+	if (rc == STRATA_ENOMEM)
+		diag_set(rc, "manifest v%llu: no memory for an edit", (unsigned long long)next->version);
+	if (rc != 0)
+		manifest_edit_destroy(e);
+	return rc;
+}
+
+static int
+manifest_put_adds(struct buf *out, const struct manifest_edit_add *a, uint32_t n)
+{
+	int rc = buf_put_u32(out, n);
+	for (uint32_t i = 0; rc == 0 && i < n; i++) {
+		rc = buf_put_u32(out, a[i].pos);
+		rc = rc ? rc : manifest_put_obj(out, &a[i].obj);
+	}
+	return rc;
+}
+
+static int
+manifest_put_ids(struct buf *out, const uint64_t *ids, uint32_t n)
+{
+	int rc = buf_put_u32(out, n);
+	for (uint32_t i = 0; rc == 0 && i < n; i++)
+		rc = buf_put_u64(out, ids[i]);
+	return rc;
+}
+
+int
+manifest_edit_encode(const struct manifest_edit *e, struct buf *out)
+{
+	size_t start = out->len;
+	int rc = buf_append(out, MANIFEST_EDIT_MAGIC, MANIFEST_MAGIC_LEN);
+	rc = rc ? rc : buf_put_u32(out, MANIFEST_EDIT_FORMAT);
+	rc = rc ? rc : buf_put_u64(out, e->version);
+	rc = rc ? rc : buf_put_u32(out, e->prev_crc);
+	rc = rc ? rc : buf_put_u64(out, e->writer_epoch);
+	rc = rc ? rc : buf_put_u64(out, e->replay_after);
+	rc = rc ? rc : buf_put_u64(out, e->next_generation);
+	rc = rc ? rc : buf_put_u32(out, e->ngens);
+	rc = rc ? rc : buf_put_u32(out, e->nruns);
+	rc = rc ? rc : manifest_put_ids(out, e->del_gens, e->ndel_gens);
+	rc = rc ? rc : manifest_put_ids(out, e->del_runs, e->ndel_runs);
+	rc = rc ? rc : manifest_put_adds(out, e->add_gens, e->nadd_gens);
+	rc = rc ? rc : manifest_put_adds(out, e->add_runs, e->nadd_runs);
+	rc = rc ? rc : buf_put_u32(out, crc32c(0, out->data + start, out->len - start));
+	if (rc) {
+		out->len = start;
+		return diag_set(rc, "manifest edit v%llu: no memory to encode",
+				(unsigned long long)e->version);
+	}
+	return 0;
+}
+
+/** Read a list of ids (length first) that must fit in what is left. */
+static int
+manifest_rd_ids(struct rd *r, uint64_t **ids, uint32_t *n)
+{
+	*n = rd_u32(r);
+	if (r->err || *n > MANIFEST_MAX_OBJS || (uint64_t)*n * 8 > rd_left(r))
+		return 1;
+	if (*n == 0)
+		return 0;
+	*ids = env.malloc((size_t)*n * 8);
+	if (*ids == NULL)
+		return STRATA_ENOMEM;
+	for (uint32_t i = 0; i < *n; i++)
+		(*ids)[i] = rd_u64(r);
+	return 0;
+}
+
+/** Read a list of added objects whose positions must ascend below count. */
+static int
+manifest_rd_adds(struct rd *r, uint32_t count, struct manifest_edit_add **adds, uint32_t *n)
+{
+	*n = rd_u32(r);
+	if (r->err || *n > count || (uint64_t)*n * MANIFEST_ADD_BYTES > rd_left(r))
+		return 1;
+	if (*n == 0)
+		return 0;
+	*adds = env.malloc((size_t)*n * sizeof(**adds));
+	if (*adds == NULL)
+		return STRATA_ENOMEM;
+	for (uint32_t i = 0; i < *n; i++) {
+		struct manifest_edit_add *a = &(*adds)[i];
+		a->pos = rd_u32(r);
+		a->obj.id = rd_u64(r);
+		a->obj.epoch = rd_u64(r);
+		a->obj.bytes = rd_u64(r);
+		a->obj.rows = rd_u64(r);
+		a->obj.min_seq = rd_u64(r);
+		a->obj.max_seq = rd_u64(r);
+		if (a->pos >= count || (i > 0 && a->pos <= (*adds)[i - 1].pos))
+			return 1;
+	}
+	return 0;
+}
+
+int
+manifest_edit_decode(const void *p, size_t n, const char *name, struct manifest_edit *out)
+{
+	memset(out, 0, sizeof(*out));
+	const uint8_t *b = p;
+	if (n < MANIFEST_EDIT_FIXED)
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: %zu bytes, shorter than the %d-byte "
+				"minimum", name, n, MANIFEST_EDIT_FIXED);
+	if (memcmp(b, MANIFEST_EDIT_MAGIC, MANIFEST_MAGIC_LEN) != 0)
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: bad magic", name);
+	uint32_t want = dec_u32(b + n - 4);
+	uint32_t got = crc32c(0, b, n - 4);
+	if (want != got)
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: crc32c mismatch (stored %08x, "
+				"computed %08x)", name, want, got);
+	struct rd r;
+	rd_init(&r, b + MANIFEST_MAGIC_LEN, n - MANIFEST_MAGIC_LEN - 4);
+	uint32_t format = rd_u32(&r);
+	if (format > MANIFEST_EDIT_FORMAT)
+		return diag_set(STRATA_EVERSION, "manifest edit %s: format %u, this build reads up to %d",
+				name, format, MANIFEST_EDIT_FORMAT);
+	if (format == 0)
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: format 0", name);
+	struct manifest_edit e = {0};
+	e.version = rd_u64(&r);
+	e.prev_crc = rd_u32(&r);
+	e.writer_epoch = rd_u64(&r);
+	e.replay_after = rd_u64(&r);
+	e.next_generation = rd_u64(&r);
+	e.ngens = rd_u32(&r);
+	e.nruns = rd_u32(&r);
+	int rc = 0;
+	const char *what = NULL;
+	if (e.ngens > MANIFEST_MAX_OBJS || e.nruns > MANIFEST_MAX_OBJS)
+		what = "more objects than the limit";
+	if (what == NULL && (rc = manifest_rd_ids(&r, &e.del_gens, &e.ndel_gens)) > 0)
+		what = "generations removed do not fit";
+	if (what == NULL && rc == 0 && (rc = manifest_rd_ids(&r, &e.del_runs, &e.ndel_runs)) > 0)
+		what = "runs removed do not fit";
+	if (what == NULL && rc == 0 &&
+	    (rc = manifest_rd_adds(&r, e.ngens, &e.add_gens, &e.nadd_gens)) > 0)
+		what = "generations added do not fit or are out of order";
+	if (what == NULL && rc == 0 &&
+	    (rc = manifest_rd_adds(&r, e.nruns, &e.add_runs, &e.nadd_runs)) > 0)
+		what = "runs added do not fit or are out of order";
+	if (what == NULL && rc == 0 && (r.err || rd_left(&r) != 0))
+		what = "length mismatch";
+	if (what == NULL && rc == 0 && e.version == 0)
+		what = "position 0";
+	for (uint32_t k = 0; what == NULL && rc == 0 && k < 2; k++) {
+		const struct manifest_edit_add *a = k ? e.add_runs : e.add_gens;
+		uint32_t na = k ? e.nadd_runs : e.nadd_gens;
+		for (uint32_t i = 0; i < na && what == NULL; i++)
+			if (a[i].obj.id >= e.next_generation && !(a[i].obj.id & MANIFEST_EXTERNAL_ID))
+				what = "an added id is not below next_generation";
+	}
+	if (rc < 0) {
+		manifest_edit_destroy(&e);
+		return diag_set(rc, "manifest edit %s: no memory to decode", name);
+	}
+	if (what != NULL) {
+		manifest_edit_destroy(&e);
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: %s", name, what);
+	}
+	*out = e;
+	return 0;
+}
+
+/** Apply one list's removals and additions to (*v, *n) into a fresh array of count. */
+static int
+manifest_apply_list(struct manifest_obj **v, uint32_t *n, const uint64_t *del, uint32_t ndel,
+		    const struct manifest_edit_add *add, uint32_t nadd, uint32_t count)
+{
+	if ((uint64_t)*n < ndel || (uint64_t)*n - ndel + nadd != count)
+		return 1;
+	struct manifest_obj *nv = count ? env.malloc((size_t)count * sizeof(*nv)) : NULL;
+	if (count && nv == NULL)
+		return STRATA_ENOMEM;
+	uint32_t found = 0, w = 0, ai = 0;
+	for (uint32_t r = 0; r < *n; r++) {
+		int drop = 0;
+		for (uint32_t i = 0; i < ndel && !drop; i++)
+			drop = (*v)[r].id == del[i];
+		if (drop) {
+			found++;
+			continue;
+		}
+		while (ai < nadd && add[ai].pos == w)
+			nv[w++] = add[ai++].obj;
+		nv[w++] = (*v)[r];
+	}
+	while (ai < nadd && add[ai].pos == w)
+		nv[w++] = add[ai++].obj;
+	if (found != ndel || w != count || ai != nadd) {
+		env.free(nv);
+		return 1;
+	}
+	env.free(*v);
+	*v = nv;
+	*n = count;
+	return 0;
+}
+
+int
+manifest_edit_apply(struct manifest *m, const struct manifest_edit *e, const char *name)
+{
+	if (e->version != m->version + 1)
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: position %llu follows %llu", name,
+				(unsigned long long)e->version, (unsigned long long)m->version);
+	struct manifest next;
+	int rc = manifest_copy(&next, m);
+	if (rc)
+		return rc;
+	rc = manifest_apply_list(&next.gens, &next.ngens, e->del_gens, e->ndel_gens, e->add_gens,
+				 e->nadd_gens, e->ngens);
+	if (rc == 0)
+		rc = manifest_apply_list(&next.runs, &next.nruns, e->del_runs, e->ndel_runs,
+					 e->add_runs, e->nadd_runs, e->nruns);
+	if (rc != 0) {
+		manifest_destroy(&next);
+		if (rc < 0)
+			return diag_set(rc, "manifest edit %s: no memory to apply", name);
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: does not apply to version %llu "
+				"(an object it removes is missing, or the counts disagree)", name,
+				(unsigned long long)m->version);
+	}
+	next.version = e->version;
+	next.writer_epoch = e->writer_epoch;
+	next.replay_after = e->replay_after;
+	next.next_generation = e->next_generation;
+	manifest_destroy(m);
+	*m = next;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the log */
+
+/** Positions found by one listing of "<prefix>manifest/". */
 struct manifest_scan {
 	/** Length of "<prefix>manifest/". */
 	size_t dir_len;
-	/** Whether any version was found. */
-	int found;
-	/** Highest version found. */
-	uint64_t max;
-	/** Versions found below this are collected into vs (gc), when vs_on. */
-	uint64_t below;
-	/** Collect versions below `below`. */
-	int vs_on;
-	/** Collected versions. */
+	/** Log positions, ascending (the listing is in byte order). */
 	uint64_t *vs;
-	/** Number collected. */
-	size_t nvs;
-	/** Capacity of vs. */
-	size_t cap;
+	/** Number of vs. */
+	uint32_t nvs;
+	/** Snapshot positions, ascending. */
+	uint64_t *snaps;
+	/** Number of snaps. */
+	uint32_t nsnaps;
+	/** Set when memory ran out. */
+	int nomem;
 };
 
-/** Parse the version of a manifest key's last part; -1 if not a version name. */
+/** Parse exactly MANIFEST_VERSION_DIGITS decimal digits; -1 if s is anything else. */
 static int
 manifest_parse_version(const char *s, uint64_t *v)
 {
@@ -483,29 +970,40 @@ manifest_parse_version(const char *s, uint64_t *v)
 	return 0;
 }
 
+/** A load's result when an object it listed vanished (collected meanwhile): start again. */
+#define MANIFEST_VANISHED 1000
+
+/** Sub-directory of the snapshots under "<prefix>manifest/". */
+#define MANIFEST_SNAP_DIR "snap/"
+
 static int
 manifest_scan_cb(void *ctx, const char *key, uint64_t size)
 {
+	(void)size;
 	struct manifest_scan *s = ctx;
 	uint64_t v;
-	if (strlen(key) < s->dir_len || manifest_parse_version(key + s->dir_len, &v) != 0)
+	if (strlen(key) < s->dir_len)
 		return 0;
-	if (!s->found || v > s->max)
-		s->max = v;
-	s->found = 1;
-	if (s->vs_on && v < s->below) {
-		if (s->nvs == s->cap) {
-			size_t cap = s->cap ? s->cap * 2 : 16;
-			uint64_t *nv = env.realloc(s->vs, cap * sizeof(*nv));
-			if (nv == NULL)
-				return diag_set(STRATA_ENOMEM, "manifest gc: no memory for %zu versions",
-						cap);
-			s->vs = nv;
-			s->cap = cap;
-		}
-		s->vs[s->nvs++] = v;
+	const char *rel = key + s->dir_len;
+	int rc = 0;
+	if (manifest_parse_version(rel, &v) == 0)
+		rc = manifest_push((void **)&s->vs, &s->nvs, sizeof(v), &v);
+	else if (strncmp(rel, MANIFEST_SNAP_DIR, strlen(MANIFEST_SNAP_DIR)) == 0 &&
+		 manifest_parse_version(rel + strlen(MANIFEST_SNAP_DIR), &v) == 0)
+		rc = manifest_push((void **)&s->snaps, &s->nsnaps, sizeof(v), &v);
+	if (rc) {
+		s->nomem = 1;
+		return diag_set(STRATA_ENOMEM, "manifest: no memory to list %u positions", s->nvs);
 	}
 	return 0;
+}
+
+static void
+manifest_scan_destroy(struct manifest_scan *s)
+{
+	env.free(s->vs);
+	env.free(s->snaps);
+	memset(s, 0, sizeof(*s));
 }
 
 /** "<prefix>manifest/" into dst. */
@@ -513,54 +1011,270 @@ static int
 manifest_dir_key(char *dst, size_t n, const char *prefix)
 {
 	int len = snprintf(dst, n, "%smanifest/", prefix);
-	if (len < 0 || (size_t)len + MANIFEST_VERSION_DIGITS >= n)
+	if (len < 0 || (size_t)len + MANIFEST_VERSION_DIGITS + strlen(MANIFEST_SNAP_DIR) >= n)
 		return diag_set(STRATA_EINVAL, "manifest prefix '%s' too long", prefix);
 	return 0;
+}
+
+void
+manifest_snapshot_key(char *dst, size_t n, const char *prefix, uint64_t version)
+{
+	snprintf(dst, n, "%smanifest/" MANIFEST_SNAP_DIR "%0*llu", prefix, MANIFEST_VERSION_DIGITS,
+		 (unsigned long long)version);
+}
+
+int
+manifest_parse_log_key(const char *rel, uint64_t *v, int *is_snap)
+{
+	if (strncmp(rel, "manifest/", 9) != 0)
+		return -1;
+	rel += 9;
+	*is_snap = strncmp(rel, MANIFEST_SNAP_DIR, strlen(MANIFEST_SNAP_DIR)) == 0;
+	return manifest_parse_version(rel + (*is_snap ? strlen(MANIFEST_SNAP_DIR) : 0), v);
+}
+
+/** List the log (what is under dir, or only its snapshots when snaps_only). */
+static int
+manifest_scan(struct objstore *os, const char *prefix, int snaps_only, struct manifest_scan *s)
+{
+	char dir[MANIFEST_KEY_MAX];
+	memset(s, 0, sizeof(*s));
+	int rc = manifest_dir_key(dir, sizeof(dir), prefix);
+	if (rc)
+		return rc;
+	s->dir_len = strlen(dir);
+	if (snaps_only)
+		strcat(dir, MANIFEST_SNAP_DIR);
+	rc = objstore_list(os, dir, manifest_scan_cb, s);
+	if (rc)
+		manifest_scan_destroy(s);
+	return rc;
+}
+
+/** One entry read by a load before it is applied. */
+struct manifest_entry {
+	/** Position. */
+	uint64_t version;
+	/** Whole manifest (is_full) or edit. */
+	int is_full;
+	/** The whole manifest, when is_full. */
+	struct manifest m;
+	/** The edit, when not. */
+	struct manifest_edit e;
+	/** CRC32C of the entry (its last four bytes). */
+	uint32_t crc;
+	/** Encoded size. */
+	size_t bytes;
+};
+
+/** Read and decode the entry at position v: 0, STRATA_NOTFOUND, or an error. */
+static int
+manifest_read_entry(struct objstore *os, const char *prefix, uint64_t v, struct manifest_entry *en)
+{
+	char key[MANIFEST_KEY_MAX], name[MANIFEST_KEY_MAX + 300];
+	memset(en, 0, sizeof(*en));
+	manifest_version_key(key, sizeof(key), prefix, v);
+	snprintf(name, sizeof(name), "%s/%s", os->name, key);
+	struct buf b = {0};
+	int rc = objstore_get(os, key, &b);
+	if (rc) {
+		buf_destroy(&b);
+		return rc;
+	}
+	en->version = v;
+	en->bytes = b.len;
+	if (b.len >= MANIFEST_MAGIC_LEN && memcmp(b.data, MANIFEST_EDIT_MAGIC, MANIFEST_MAGIC_LEN) == 0) {
+		rc = manifest_edit_decode(b.data, b.len, name, &en->e);
+		if (rc == 0 && en->e.version != v) {
+			rc = diag_set(STRATA_ECORRUPT, "manifest %s: holds position %llu", name,
+				      (unsigned long long)en->e.version);
+			manifest_edit_destroy(&en->e);
+		}
+	} else {
+		en->is_full = 1;
+		rc = manifest_decode(b.data, b.len, name, &en->m);
+		if (rc == 0 && en->m.version != v) {
+			rc = diag_set(STRATA_ECORRUPT, "manifest %s: holds version %llu", name,
+				      (unsigned long long)en->m.version);
+			manifest_destroy(&en->m);
+		}
+	}
+	if (rc == 0)
+		en->crc = dec_u32(b.data + b.len - 4);
+	buf_destroy(&b);
+	return rc;
+}
+
+static void
+manifest_entry_destroy(struct manifest_entry *en)
+{
+	if (en->is_full)
+		manifest_destroy(&en->m);
+	else
+		manifest_edit_destroy(&en->e);
+}
+
+/** Read the snapshot at position v into *m (STRATA_NOTFOUND if it vanished). */
+static int
+manifest_read_snapshot(struct objstore *os, const char *prefix, uint64_t v, struct manifest *m,
+		       size_t *bytes)
+{
+	char key[MANIFEST_KEY_MAX], name[MANIFEST_KEY_MAX + 300];
+	manifest_snapshot_key(key, sizeof(key), prefix, v);
+	snprintf(name, sizeof(name), "%s/%s", os->name, key);
+	struct buf b = {0};
+	int rc = objstore_get(os, key, &b);
+	if (rc == 0)
+		rc = manifest_decode(b.data, b.len, name, m);
+	if (rc == 0 && m->version != v) {
+		rc = diag_set(STRATA_ECORRUPT, "manifest snapshot %s: holds version %llu", name,
+			      (unsigned long long)m->version);
+		manifest_destroy(m);
+	}
+	if (bytes)
+		*bytes = b.len;
+	buf_destroy(&b);
+	return rc;
+}
+
+/** One attempt at a load; MANIFEST_VANISHED when an object it listed vanished (collected). */
+static int
+manifest_walk_once(struct objstore *os, const char *prefix, manifest_walk_fn fn, void *ctx,
+		   struct manifest *out)
+{
+	struct manifest_scan s;
+	int rc = manifest_scan(os, prefix, 0, &s);
+	if (rc)
+		return rc;
+	if (s.nvs == 0 && s.nsnaps == 0) {
+		manifest_scan_destroy(&s);
+		return STRATA_NOTFOUND;
+	}
+	uint64_t snap = s.nsnaps ? s.snaps[s.nsnaps - 1] : 0;
+	uint64_t max = s.nvs ? s.vs[s.nvs - 1] : 0;
+	/* Entries after the snapshot, newest first, down to a whole manifest. */
+	uint32_t lo = s.nvs;
+	while (lo > 0 && s.vs[lo - 1] > snap)
+		lo--;
+	uint32_t nen = s.nvs - lo;
+	struct manifest_entry *en = nen ? env.calloc(nen, sizeof(*en)) : NULL;
+	if (nen && en == NULL) {
+		manifest_scan_destroy(&s);
+		return diag_set(STRATA_ENOMEM, "manifest %s%smanifest/: no memory for %u entries",
+				os->name, prefix, nen);
+	}
+	uint32_t first = nen; /* index of the oldest entry read */
+	for (uint32_t i = nen; rc == 0 && i-- > 0;) {
+		uint64_t v = s.vs[lo + i];
+		if (i + 1 < nen && s.vs[lo + i + 1] != v + 1) {
+			rc = diag_set(STRATA_ECORRUPT, "manifest %s%smanifest/: position %llu is missing "
+				      "(the log goes from %llu to %llu)", os->name, prefix,
+				      (unsigned long long)v + 1, (unsigned long long)v,
+				      (unsigned long long)s.vs[lo + i + 1]);
+			break;
+		}
+		rc = manifest_read_entry(os, prefix, v, &en[i]);
+		if (rc == STRATA_NOTFOUND)
+			rc = MANIFEST_VANISHED;
+		if (rc)
+			break;
+		first = i;
+		if (en[i].is_full)
+			break;
+	}
+	struct manifest m = {0};
+	size_t bytes = 0;
+	if (rc == 0 && (first == nen || !en[first].is_full)) {
+		/* The base is the snapshot (or, with none, nothing: the log must start at 1). */
+		uint64_t base = first < nen ? en[first].version - 1 : max;
+		if (snap > 0 && base != snap)
+			rc = diag_set(STRATA_ECORRUPT, "manifest %s%smanifest/: the entries after snapshot "
+				      "%llu start at %llu", os->name, prefix, (unsigned long long)snap,
+				      (unsigned long long)base + 1);
+		else if (snap > 0) {
+			rc = manifest_read_snapshot(os, prefix, snap, &m, &bytes);
+			if (rc == STRATA_NOTFOUND)
+				rc = MANIFEST_VANISHED;
+			m.snap_version = snap;
+			if (rc == 0 && fn)
+				rc = fn(ctx, snap, 1, NULL, &m, bytes);
+		} else if (base != 0) {
+			rc = diag_set(STRATA_ECORRUPT, "manifest %s%smanifest/: no snapshot and the log "
+				      "starts at %llu with an edit", os->name, prefix,
+				      (unsigned long long)base + 1);
+		} else {
+			m.next_generation = 0;
+		}
+	} else if (rc == 0) {
+		m = en[first].m;
+		memset(&en[first].m, 0, sizeof(en[first].m));
+		m.snap_version = snap;
+		m.snap_edits = 0;
+		if (fn)
+			rc = fn(ctx, m.version, 0, NULL, &m, en[first].bytes);
+		first++;
+	}
+	char name[MANIFEST_KEY_MAX + 300];
+	for (uint32_t i = first; rc == 0 && i < nen; i++) {
+		char key[MANIFEST_KEY_MAX];
+		manifest_version_key(key, sizeof(key), prefix, en[i].version);
+		snprintf(name, sizeof(name), "%s/%s", os->name, key);
+		if (en[i].e.prev_crc != m.tip_crc && m.version > 0) {
+			rc = diag_set(STRATA_ECORRUPT, "manifest edit %s: follows an entry with crc %08x, "
+				      "the log has %08x there", name, en[i].e.prev_crc, m.tip_crc);
+			break;
+		}
+		rc = manifest_edit_apply(&m, &en[i].e, name);
+		if (rc)
+			break;
+		m.tip_crc = en[i].crc;
+		manifest_note_entry(&m, m.version, en[i].crc);
+		m.snap_edits++;
+		m.snap_bytes += en[i].bytes;
+		if (fn)
+			rc = fn(ctx, m.version, 0, &en[i].e, &m, en[i].bytes);
+	}
+	if (rc == 0 && first < nen) {
+		uint64_t bad;
+		int dup;
+		int crc = manifest_check_ids(&m, &bad, &dup);
+		if (crc < 0)
+			rc = diag_set(crc, "manifest %s: no memory to check ids", name);
+		else if (crc > 0)
+			rc = diag_set(STRATA_ECORRUPT, "manifest %s: id %llu %s", name,
+				      (unsigned long long)bad,
+				      dup ? "appears twice" : "is not below next_generation");
+	}
+	for (uint32_t i = 0; i < nen; i++)
+		manifest_entry_destroy(&en[i]);
+	env.free(en);
+	manifest_scan_destroy(&s);
+	if (rc) {
+		manifest_destroy(&m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+int
+manifest_walk(struct objstore *os, const char *prefix, manifest_walk_fn fn, void *ctx,
+	      struct manifest *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (int attempt = 0; attempt < MANIFEST_LOAD_RETRIES; attempt++) {
+		int rc = manifest_walk_once(os, prefix, fn, ctx, out);
+		if (rc != MANIFEST_VANISHED)
+			return rc;
+	}
+	return diag_set(STRATA_EIO, "manifest %s%smanifest/: entries vanished %d times while loading",
+			os->name, prefix, MANIFEST_LOAD_RETRIES);
 }
 
 int
 manifest_load(struct objstore *os, const char *prefix, struct manifest *out)
 {
-	memset(out, 0, sizeof(*out));
-	char dir[MANIFEST_KEY_MAX], key[MANIFEST_KEY_MAX], name[MANIFEST_KEY_MAX + 300];
-	int rc = manifest_dir_key(dir, sizeof(dir), prefix);
-	if (rc)
-		return rc;
-	for (int attempt = 0; attempt < MANIFEST_LOAD_RETRIES; attempt++) {
-		struct manifest_scan s = {.dir_len = strlen(dir)};
-		rc = objstore_list(os, dir, manifest_scan_cb, &s);
-		if (rc)
-			return rc;
-		if (!s.found)
-			return STRATA_NOTFOUND;
-		manifest_version_key(key, sizeof(key), prefix, s.max);
-		snprintf(name, sizeof(name), "%s/%s", os->name, key);
-		struct buf b = {0};
-		rc = objstore_get(os, key, &b);
-		if (rc == STRATA_NOTFOUND) {
-			buf_destroy(&b);
-			continue;
-		}
-		if (rc) {
-			buf_destroy(&b);
-			return rc;
-		}
-		struct manifest m;
-		rc = manifest_decode(b.data, b.len, name, &m);
-		buf_destroy(&b);
-		if (rc)
-			return rc;
-		if (m.version != s.max) {
-			rc = diag_set(STRATA_ECORRUPT, "manifest %s: holds version %llu", name,
-				      (unsigned long long)m.version);
-			manifest_destroy(&m);
-			return rc;
-		}
-		*out = m;
-		return 0;
-	}
-	return diag_set(STRATA_EIO, "manifest %s%s: the highest version vanished %d times while loading",
-			os->name, dir, MANIFEST_LOAD_RETRIES);
+	return manifest_walk(os, prefix, NULL, NULL, out);
 }
 
 /** Read-backs of manifest puts that reported a failure: stored intact, and not. */
@@ -573,17 +1287,12 @@ manifest_readbacks(uint64_t *landed, uint64_t *lost)
 	*lost = atomic_load(&manifest_readback_lost);
 }
 
-/** Encode m and put-if-absent it as its version's object. */
+/** Put-if-absent b at key; a failure after which the object is stored intact is success. */
 static int
-manifest_put_version(struct objstore *os, const char *prefix, const struct manifest *m)
+manifest_put_bytes(struct objstore *os, const char *key, const struct buf *b, const char *what)
 {
-	char key[MANIFEST_KEY_MAX];
-	manifest_version_key(key, sizeof(key), prefix, m->version);
-	struct buf b = {0};
-	int rc = manifest_encode(m, &b);
-	if (rc == 0)
-		rc = objstore_put_if_absent(os, key, b.data, b.len);
-	if (rc != 0 && rc != STRATA_EEXIST && b.data != NULL) {
+	int rc = objstore_put_if_absent(os, key, b->data, b->len);
+	if (rc != 0 && rc != STRATA_EEXIST) {
 		/* A failure after the object became visible (a failed cleanup or directory
 		 * sync) must not be mistaken for "not written": the caller would then delete
 		 * what the manifest now references. Read back to tell the two apart. */
@@ -591,10 +1300,9 @@ manifest_put_version(struct objstore *os, const char *prefix, const struct manif
 		snprintf(why, sizeof(why), "%s", diag_last());
 		struct buf back = {0};
 		int grc = objstore_get(os, key, &back);
-		if (grc == 0 && back.len == b.len && memcmp(back.data, b.data, b.len) == 0) {
-			diag_log(LOG_LVL_WARN, "manifest %s: the put reported \"%s\" but version %llu is "
-				 "stored intact; taking it as written", key, why,
-				 (unsigned long long)m->version);
+		if (grc == 0 && back.len == b->len && memcmp(back.data, b->data, b->len) == 0) {
+			diag_log(LOG_LVL_WARN, "manifest %s: the put reported \"%s\" but the %s is "
+				 "stored intact; taking it as written", key, why, what);
 			rc = 0;
 			atomic_fetch_add(&manifest_readback_landed, 1);
 		} else {
@@ -603,24 +1311,152 @@ manifest_put_version(struct objstore *os, const char *prefix, const struct manif
 		}
 		buf_destroy(&back);
 	}
-	buf_destroy(&b);
 	return rc;
 }
 
+/*
+ * After creating position v (crc its CRC): was it free because it was never written,
+ * or because a collection deleted it after a snapshot covered it? Collection deletes
+ * only positions at or below the newest snapshot, so with none at or above v the
+ * position was new. Otherwise the history tells: the snapshot at v records its entry's
+ * CRC, and the entry at v+1 names its predecessor's. 0: ours is in the log;
+ * STRATA_EFENCED: another entry held v; STRATA_EIO: it cannot be told (may be written).
+ */
+static int
+manifest_check_created(struct objstore *os, const char *prefix, uint64_t v, uint32_t crc)
+{
+	struct manifest_scan s;
+	int rc = manifest_scan(os, prefix, 1, &s);
+	if (rc)
+		return rc;
+	uint64_t snap = s.nsnaps ? s.snaps[s.nsnaps - 1] : 0;
+	manifest_scan_destroy(&s);
+	if (snap < v)
+		return 0;
+	uint32_t theirs = 0;
+	int known = 0;
+	struct manifest m;
+	rc = manifest_read_snapshot(os, prefix, snap, &m, NULL);
+	if (rc == 0) {
+		known = manifest_recent_crc(&m, v, &theirs);
+		manifest_destroy(&m);
+	}
+	if (!known) {
+		struct manifest_entry en;
+		rc = manifest_read_entry(os, prefix, v + 1, &en);
+		if (rc == 0) {
+			known = !en.is_full;
+			theirs = en.e.prev_crc;
+			manifest_entry_destroy(&en);
+		}
+	}
+	if (known && theirs == crc)
+		return 0;
+	if (known)
+		return diag_set(STRATA_EFENCED, "shard prefix '%s': fenced: manifest position %llu was "
+				"collected under snapshot %llu and re-created by this writer, which "
+				"stalled past the collection; its update is not in the log",
+				prefix, (unsigned long long)v, (unsigned long long)snap);
+	return diag_set(STRATA_EIO, "shard prefix '%s': manifest position %llu is at or below "
+			"snapshot %llu and its successor is gone: cannot tell whether this update "
+			"is in the log (reload)", prefix, (unsigned long long)v,
+			(unsigned long long)snap);
+}
+
+/** Put the snapshot of m (at m->version) when o says it is due; failures only log. */
+static void
+manifest_maybe_snapshot(struct objstore *os, const char *prefix, const struct manifest_opts *o,
+			struct manifest *m)
+{
+	uint32_t edits = o && o->snapshot_edits ? o->snapshot_edits : MANIFEST_SNAPSHOT_EDITS;
+	uint64_t bytes = o && o->snapshot_bytes ? o->snapshot_bytes : MANIFEST_SNAPSHOT_BYTES;
+	if (m->snap_edits < edits && m->snap_bytes < bytes)
+		return;
+	char key[MANIFEST_KEY_MAX];
+	manifest_snapshot_key(key, sizeof(key), prefix, m->version);
+	struct buf b = {0};
+	int rc = manifest_encode_snapshot(m, &b);
+	if (rc == 0)
+		rc = manifest_put_bytes(os, key, &b, "snapshot");
+	buf_destroy(&b);
+	if (rc != 0 && rc != STRATA_EEXIST) {
+		diag_log(LOG_LVL_WARN, "manifest %s: snapshot not written (%s); the log stays longer "
+			 "and the next update tries again", key, diag_last());
+		return;
+	}
+	m->snap_version = m->version;
+	m->snap_edits = 0;
+	m->snap_bytes = 0;
+	if (env_point(ENV_POINT_MANIFEST_SNAPSHOT_WRITTEN, m) != 0)
+		return;
+	rc = manifest_gc(os, prefix, m, o ? o->keep : 0);
+	if (rc)
+		diag_log(LOG_LVL_WARN, "manifest %s: collecting the log behind the snapshot: %s", key,
+			 diag_last());
+}
+
+/*
+ * Append next (cur->version + 1) to the log after cur: an edit, or the whole manifest
+ * when the change is not one. 0 with next's log fields set, STRATA_EEXIST when the
+ * position is taken, or another error (then maybe written unless EFENCED/EINVAL/EINJECTED).
+ */
+static int
+manifest_append(struct objstore *os, const char *prefix, const struct manifest_opts *o,
+		const struct manifest *cur, struct manifest *next)
+{
+	struct manifest_edit e;
+	struct buf b = {0};
+	int rc = manifest_diff(cur, next, &e);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		rc = manifest_edit_encode(&e, &b);
+		manifest_edit_destroy(&e);
+	} else {
+		rc = manifest_encode(next, &b);
+	}
+	if (rc == 0 && env_point(ENV_POINT_MANIFEST_BEFORE_APPEND, next) != 0)
+		rc = diag_set(STRATA_EINJECTED, "manifest %s: injected failure at manifest.before_append",
+			      prefix);
+	char key[MANIFEST_KEY_MAX];
+	manifest_version_key(key, sizeof(key), prefix, next->version);
+	if (rc == 0)
+		rc = manifest_put_bytes(os, key, &b, "entry");
+	uint32_t crc = rc == 0 ? dec_u32(b.data + b.len - 4) : 0;
+	size_t len = b.len;
+	buf_destroy(&b);
+	if (rc)
+		return rc;
+	rc = manifest_check_created(os, prefix, next->version, crc);
+	if (rc)
+		return rc;
+	next->tip_crc = crc;
+	manifest_note_entry(next, next->version, crc);
+	next->snap_version = cur->snap_version;
+	next->snap_edits = cur->snap_edits + 1;
+	next->snap_bytes = cur->snap_bytes + len;
+	if (env_point(ENV_POINT_MANIFEST_APPENDED, next) != 0)
+		return 0; /* the crash tests stop here: appended, no snapshot */
+	manifest_maybe_snapshot(os, prefix, o, next);
+	return 0;
+}
+
 int
-manifest_claim_at(struct objstore *os, const char *prefix, struct manifest *m)
+manifest_claim_at(struct objstore *os, const char *prefix, const struct manifest_opts *o,
+		  struct manifest *m)
 {
 	struct manifest next = *m;
 	next.version = m->version + 1;
 	next.writer_epoch = m->writer_epoch + 1;
-	int rc = manifest_put_version(os, prefix, &next);
+	int rc = manifest_append(os, prefix, o, m, &next);
 	if (rc == 0)
 		*m = next; /* same arrays, new version and epoch */
 	return rc;
 }
 
 int
-manifest_claim_epoch(struct objstore *os, const char *prefix, struct manifest *m)
+manifest_claim_epoch(struct objstore *os, const char *prefix, const struct manifest_opts *o,
+		     struct manifest *m)
 {
 	char dir[MANIFEST_KEY_MAX];
 	int rc = manifest_dir_key(dir, sizeof(dir), prefix);
@@ -635,12 +1471,9 @@ manifest_claim_epoch(struct objstore *os, const char *prefix, struct manifest *m
 		} else if (rc) {
 			return rc;
 		}
-		struct manifest next = cur;
-		next.version = cur.version + 1;
-		next.writer_epoch = cur.writer_epoch + 1;
-		rc = manifest_put_version(os, prefix, &next);
+		rc = manifest_claim_at(os, prefix, o, &cur);
 		if (rc == 0) {
-			*m = next;
+			*m = cur;
 			return 0;
 		}
 		manifest_destroy(&cur);
@@ -652,8 +1485,9 @@ manifest_claim_epoch(struct objstore *os, const char *prefix, struct manifest *m
 }
 
 int
-manifest_commit_update(struct objstore *os, const char *prefix, uint64_t local_epoch,
-		       struct manifest *cur, manifest_mutate_fn mutate, void *ctx)
+manifest_commit_update(struct objstore *os, const char *prefix, const struct manifest_opts *o,
+		       uint64_t local_epoch, struct manifest *cur, manifest_mutate_fn mutate,
+		       void *ctx)
 {
 	for (int attempt = 0; attempt < MANIFEST_MAX_RETRIES; attempt++) {
 		if (cur->writer_epoch > local_epoch)
@@ -678,7 +1512,7 @@ manifest_commit_update(struct objstore *os, const char *prefix, uint64_t local_e
 					"shard prefix '%s': a manifest mutation changed the version or writer epoch",
 					prefix);
 		}
-		rc = manifest_put_version(os, prefix, &next);
+		rc = manifest_append(os, prefix, o, cur, &next);
 		if (rc == 0) {
 			manifest_destroy(cur);
 			*cur = next;
@@ -699,20 +1533,57 @@ manifest_commit_update(struct objstore *os, const char *prefix, uint64_t local_e
 }
 
 int
-manifest_gc(struct objstore *os, const char *prefix, uint64_t current, uint32_t keep)
+manifest_gc_floor(struct objstore *os, const char *prefix, uint64_t current, uint32_t keep,
+		  uint64_t *floor, uint64_t *snap)
 {
-	if (current <= keep)
-		return 0;
-	char dir[MANIFEST_KEY_MAX], key[MANIFEST_KEY_MAX];
-	int rc = manifest_dir_key(dir, sizeof(dir), prefix);
+	struct manifest_scan s;
+	int rc = manifest_scan(os, prefix, 1, &s);
 	if (rc)
 		return rc;
-	struct manifest_scan s = {.dir_len = strlen(dir), .below = current - keep, .vs_on = 1};
-	rc = objstore_list(os, dir, manifest_scan_cb, &s);
-	for (size_t i = 0; rc == 0 && i < s.nvs; i++) {
+	*snap = s.nsnaps ? s.snaps[s.nsnaps - 1] : 0;
+	manifest_scan_destroy(&s);
+	uint64_t behind = current > keep ? current - keep : 0;
+	*floor = *snap < behind ? *snap : behind;
+	return 0;
+}
+
+int
+manifest_gc(struct objstore *os, const char *prefix, const struct manifest *cur, uint32_t keep)
+{
+	struct manifest_scan s;
+	int rc = manifest_scan(os, prefix, 0, &s);
+	if (rc)
+		return rc;
+	uint64_t snap = s.nsnaps ? s.snaps[s.nsnaps - 1] : 0;
+	if (snap == 0 && cur->version > 0) {
+		/* A log with no snapshot (new, or written by a build before the log): put
+		 * one of the state we hold, so that what is behind it can go. */
+		char key[MANIFEST_KEY_MAX];
+		manifest_snapshot_key(key, sizeof(key), prefix, cur->version);
+		struct buf b = {0};
+		rc = manifest_encode_snapshot(cur, &b);
+		if (rc == 0)
+			rc = manifest_put_bytes(os, key, &b, "snapshot");
+		buf_destroy(&b);
+		if (rc == STRATA_EEXIST)
+			rc = 0;
+		if (rc) {
+			manifest_scan_destroy(&s);
+			return rc;
+		}
+		snap = cur->version;
+	}
+	uint64_t behind = cur->version > keep ? cur->version - keep : 0;
+	uint64_t floor = snap < behind ? snap : behind;
+	char key[MANIFEST_KEY_MAX];
+	for (uint32_t i = 0; rc == 0 && i < s.nvs && s.vs[i] < floor; i++) {
 		manifest_version_key(key, sizeof(key), prefix, s.vs[i]);
 		rc = objstore_del(os, key);
 	}
-	env.free(s.vs);
+	for (uint32_t i = 0; rc == 0 && i < s.nsnaps && s.snaps[i] < floor; i++) {
+		manifest_snapshot_key(key, sizeof(key), prefix, s.snaps[i]);
+		rc = objstore_del(os, key);
+	}
+	manifest_scan_destroy(&s);
 	return rc;
 }

@@ -81,7 +81,7 @@ collect_orphans(struct shard *s, uint64_t *deleted)
 	if (rc == 0)
 		rc = oc.rc;
 	if (rc == 0)
-		rc = manifest_gc(s->cfg.os, s->cfg.prefix, s->man.version, s->cfg.manifest_keep);
+		rc = manifest_gc(s->cfg.os, s->cfg.prefix, &s->man, s->cfg.manifest_keep);
 	if (deleted)
 		*deleted = oc.deleted;
 	return rc;
@@ -315,7 +315,7 @@ shard_start(struct shard *s)
 	 *    still at work), what we loaded is stale: load again. */
 	int rc = 0;
 	for (int attempt = 0;; attempt++) {
-		rc = manifest_claim_at(cfg->os, cfg->prefix, &s->man);
+		rc = manifest_claim_at(cfg->os, cfg->prefix, &cfg->manifest, &s->man);
 		if (rc != STRATA_EEXIST)
 			break;
 		if (attempt + 1 == SHARD_CLAIM_ATTEMPTS)

@@ -136,7 +136,7 @@ shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx, struct 
 	if (rc)
 		return rc;
 	uint64_t before = s->man.version;
-	rc = manifest_commit_update(s->cfg.os, s->cfg.prefix, s->epoch, &s->man, fn, ctx);
+	rc = manifest_commit_update(s->cfg.os, s->cfg.prefix, &s->cfg.manifest, s->epoch, &s->man, fn, ctx);
 	if (rc == STRATA_EFENCED) {
 		if (s->external)
 			s->man_uncertain = 1; /* the writer moved on: adopt its epoch at the reload */

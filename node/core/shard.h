@@ -20,6 +20,7 @@
 
 #include "../objstore/objstore.h"
 #include "../strata_types.h"
+#include "manifest.h"
 #include "run.h"
 
 struct shard;
@@ -54,6 +55,8 @@ struct shard_config {
 	struct run_writer_options run;
 	/** Manifest versions kept behind the current one. */
 	uint32_t manifest_keep;
+	/** When the manifest log puts snapshots, and what it keeps. */
+	struct manifest_opts manifest;
 	/** Most inputs one merge or compaction pass folds (>= 2). */
 	uint32_t merge_max_inputs;
 	/** Where objects the manifest no longer names go to be deleted (the store's). */

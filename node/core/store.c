@@ -405,6 +405,8 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->run.zstd_level = o->zstd_level;
 	cfg->run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key : RUN_BLOOM_DISABLED;
 	cfg->manifest_keep = o->manifest_keep;
+	cfg->manifest.snapshot_edits = o->manifest_snapshot_edits;
+	cfg->manifest.keep = o->manifest_keep;
 	cfg->merge_max_inputs = o->merge_max_inputs;
 	cfg->reaper = db->reaper;
 	cfg->run.limiter = db->io_limit;
@@ -536,6 +538,9 @@ store_open_in(const strata_options *o, struct store **out)
 	if (o->max_value_bytes == 0 || o->wal_segment_bytes < 4096 || o->block_bytes < 256)
 		return diag_set(STRATA_EINVAL, "strata_open: max_value_bytes must be > 0, "
 				"wal_segment_bytes >= 4096 and block_bytes >= 256");
+	if (o->manifest_snapshot_edits < 1 || o->manifest_snapshot_edits > MANIFEST_SNAPSHOT_EDITS_MAX)
+		return diag_set(STRATA_EINVAL, "strata_open: manifest_snapshot_edits must be 1..%u, not %u",
+				MANIFEST_SNAPSHOT_EDITS_MAX, o->manifest_snapshot_edits);
 	if (o->merge_max_inputs < 2)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_max_inputs must be at least 2 (a pass "
 				"folds at least two inputs), not %u", o->merge_max_inputs);

@@ -141,6 +141,12 @@ ssize_t env_pread_full(int fd, void *buf, size_t n, off_t off);
 	X(COMMIT_SWAPPED, "commit.swapped", "shard*", "view swapped, exclusive lock released")         \
 	X(COMMIT_BEFORE_DELETE, "commit.before_delete", "shard*", "about to delete the merged objects") \
 	X(WAL_BEFORE_SYNC, "wal.before_sync", "wal*", "group commit written, fdatasync not yet called") \
+	X(MANIFEST_BEFORE_APPEND, "manifest.before_append", "manifest*",                              \
+	  "a manifest log entry is encoded from what was read, not yet put")                          \
+	X(MANIFEST_APPENDED, "manifest.appended", "manifest*",                                        \
+	  "a manifest log entry is put and checked, no snapshot yet (nonzero: none this time)")       \
+	X(MANIFEST_SNAPSHOT_WRITTEN, "manifest.snapshot_written", "manifest*",                        \
+	  "a manifest snapshot is put, the log behind it not yet collected (nonzero: not now)")       \
 	X(WAL_BEFORE_ACK, "wal.before_ack", "wal*", "group commit written and synced, fence not read")
 
 /** Ids of the test points. */

@@ -8,7 +8,8 @@
  *    close, drop the files from the page cache, then time the open (cold), read RSS,
  *    time gets (warm, after one pass): a hit in a random generation, and a miss (an
  *    absent key: every generation's filter is probed), then 20 seals of 100 rows each
- *    with sync=fsync. RocksDB (same rows, one L0 file per flush, auto compactions off,
+ *    with sync=fsync, timed, and the bytes each one wrote (wchar of /proc/self/io: what
+ *    the process passed to write calls, the run file and the manifest). RocksDB (same rows, one L0 file per flush, auto compactions off,
  *    level0 triggers raised above N, bloom 10 bits/key) the same way.
  * 2. Shards: for each S of BENCH_GROWTH_SHARDS (1,100,1000,10000): create a store of S
  *    shards (sync=interval), close, and time the reopen; open file descriptors, threads
@@ -59,11 +60,42 @@ struct gen_point {
 	double hit_p50, hit_p99, miss_p50, miss_p99;
 	/** Seal (flush) of 100 rows, median and max, ms. */
 	double seal_p50, seal_max;
+	/** Bytes one seal (flush) wrote, median and mean. */
+	double seal_bytes_p50, seal_bytes_mean;
 	/** 0 ok, else failed. */
 	int failed;
 };
 
 static uint64_t rows_per_gen;
+
+/** Bytes this process has passed to write calls (wchar of /proc/self/io). */
+static uint64_t
+proc_wchar(void)
+{
+	FILE *f = fopen("/proc/self/io", "r");
+	char line[128];
+	unsigned long long v = 0;
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "wchar: %llu", &v) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return v;
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/** Median and mean of n byte counts (sorted in place). */
+static void
+bytes_stats(double *b, int n, double *p50, double *mean)
+{
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += b[i];
+	qsort(b, (size_t)n, sizeof(double), cmp_double);
+	*p50 = b[n / 2];
+	*mean = sum / n;
+}
 
 /** The 16-byte key of row i of generation gen (both below 10^7), NUL-terminated in k[17]. */
 static void
@@ -178,16 +210,19 @@ strata_gens(uint64_t n, struct gen_point *p)
 	free(hit);
 	free(miss);
 	p->rss_gets_kb = bench_proc_status_kb("VmRSS");
-	double seals[SEALS];
+	double seals[SEALS], bytes[SEALS];
 	rows_per_gen = 100;
 	for (int i = 0; i < SEALS; i++) {
 		if (strata_fill(db, n + (uint64_t)i) != 0)
 			goto fail;
+		uint64_t w = proc_wchar();
 		uint64_t s = bench_now_ns();
 		if (strata_seal(db, 0) != 0)
 			goto fail;
 		seals[i] = (double)(bench_now_ns() - s) / 1e6;
+		bytes[i] = (double)(proc_wchar() - w);
 	}
+	bytes_stats(bytes, SEALS, &p->seal_bytes_p50, &p->seal_bytes_mean);
 	qsort(seals, SEALS, sizeof(double), cmp_double);
 	p->seal_p50 = seals[SEALS / 2];
 	p->seal_max = seals[SEALS - 1];
@@ -318,18 +353,21 @@ rocksdb_gens(uint64_t n, struct gen_point *p)
 	free(hit);
 	free(miss);
 	p->rss_gets_kb = bench_proc_status_kb("VmRSS");
-	double seals[SEALS];
+	double seals[SEALS], bytes[SEALS];
 	uint64_t saved = rows_per_gen;
 	rows_per_gen = 100;
 	rocksdb_writeoptions_set_sync(wo, 1);
 	for (int i = 0; i < SEALS; i++) {
 		if (rdb_fill(db, wo, n + (uint64_t)i) != 0)
 			goto fail;
+		uint64_t w = proc_wchar();
 		uint64_t s = bench_now_ns();
 		if (rdb_flush(db) != 0)
 			goto fail;
 		seals[i] = (double)(bench_now_ns() - s) / 1e6;
+		bytes[i] = (double)(proc_wchar() - w);
 	}
+	bytes_stats(bytes, SEALS, &p->seal_bytes_p50, &p->seal_bytes_mean);
 	rows_per_gen = saved;
 	qsort(seals, SEALS, sizeof(double), cmp_double);
 	p->seal_p50 = seals[SEALS / 2];
@@ -639,9 +677,11 @@ print_gen(const char *engine, const struct gen_point *p)
 		printf("  %-8s %6" PRIu64 "  failed (see above)\n", engine, p->n);
 		return;
 	}
-	printf("  %-8s %6" PRIu64 " %8.1f %9.1f %8.1f %8.1f %9.1f %9.1f %8.2f %8.2f %8.0f %8.0f\n", engine,
-	       p->n, p->build_s, p->open_ms, p->hit_p50, p->hit_p99, p->miss_p50, p->miss_p99, p->seal_p50,
-	       p->seal_max, (double)p->rss_open_kb / 1024.0, (double)p->rss_gets_kb / 1024.0);
+	printf("  %-8s %6" PRIu64 " %8.1f %9.1f %8.1f %8.1f %9.1f %9.1f %8.2f %8.2f %9.1f %9.1f %8.0f "
+	       "%8.0f\n", engine, p->n, p->build_s, p->open_ms, p->hit_p50, p->hit_p99, p->miss_p50,
+	       p->miss_p99, p->seal_p50, p->seal_max, p->seal_bytes_p50 / 1024.0,
+	       p->seal_bytes_mean / 1024.0, (double)p->rss_open_kb / 1024.0,
+	       (double)p->rss_gets_kb / 1024.0);
 }
 
 int
@@ -676,11 +716,11 @@ main(void)
 	       "reopened; gets: %d warm hits (random generation) and misses (absent key); %d seals "
 	       "of 100 rows with sync=fsync. RocksDB: one L0 file per flush, auto compactions off, "
 	       "bloom 10 bits/key, default table cache.\n", rows, GETS, SEALS);
-	printf("  %-8s %6s %8s %9s %8s %8s %9s %9s %8s %8s %8s %8s\n", "engine", "gens", "build s",
-	       "open ms", "hit p50", "hit p99", "miss p50", "miss p99", "seal p50", "seal max", "RSS MiB",
-	       "+gets");
-	printf("  %-8s %6s %8s %9s %8s %8s %9s %9s %8s %8s %8s %8s\n", "", "", "", "(cold)", "µs", "µs", "µs",
-	       "µs", "ms", "ms", "open", "MiB");
+	printf("  %-8s %6s %8s %9s %8s %8s %9s %9s %8s %8s %9s %9s %8s %8s\n", "engine", "gens",
+	       "build s", "open ms", "hit p50", "hit p99", "miss p50", "miss p99", "seal p50", "seal max",
+	       "seal p50", "seal avg", "RSS MiB", "+gets");
+	printf("  %-8s %6s %8s %9s %8s %8s %9s %9s %8s %8s %9s %9s %8s %8s\n", "", "", "", "(cold)", "µs",
+	       "µs", "µs", "µs", "ms", "ms", "KiB", "KiB", "open", "MiB");
 	struct gen_point sp[MAX_POINTS], rp[MAX_POINTS];
 	memset(sp, 0, sizeof(sp));
 	memset(rp, 0, sizeof(rp));

@@ -157,12 +157,16 @@ static const char *const crash_points[] = {
 	"seal.swapped",     "seal.flushed",         "seal.published",
 	"prepare.sealed",   "prepare.block",        "prepare.run_written",
 	"commit.manifest_updated", "commit.swapped", "commit.before_delete",
+	"manifest.before_append", "manifest.appended", "manifest.snapshot_written",
 	"seal.waiting",     "wal.before_sync",      "append.durable",
 	"append.inserted",
 };
 /** Number of crash_points. */
 #define CRASH_NPOINTS (sizeof(crash_points) / sizeof(crash_points[0]))
 /** crash_points[0 .. CRASH_INSIDE_POINTS) lie inside seal, prepare or commit. */
-#define CRASH_INSIDE_POINTS 9
+#define CRASH_INSIDE_POINTS 12
+/** Manifest log entries between snapshots in the child: small, so that kills land
+ *  between an entry and its snapshot and between a snapshot and its collection. */
+#define CRASH_SNAPSHOT_EDITS 3
 
 #endif

@@ -686,6 +686,8 @@ struct refs {
 	/** The keys. */
 	char (*key)[192];
 	uint32_t n;
+	/** Manifest log positions (entries and snapshots) kept: [log_floor, log_top]. */
+	uint64_t log_floor, log_top;
 };
 
 static int
@@ -694,7 +696,9 @@ refs_has(const struct refs *r, const char *key)
 	for (uint32_t i = 0; i < r->n; i++)
 		if (strcmp(r->key[i], key) == 0)
 			return 1;
-	return 0;
+	uint64_t v;
+	int is_snap;
+	return manifest_parse_log_key(key, &v, &is_snap) == 0 && v >= r->log_floor && v <= r->log_top;
 }
 
 /** Walk <objects>/<rel> and report files the manifest does not reference. */
@@ -789,11 +793,10 @@ verify_shard_files(strata *db, struct objstore *os, uint32_t s, const struct man
 	}
 	strata_options dflt;
 	strata_options_init(&dflt);
-	uint64_t lo = m.version > dflt.manifest_keep ? m.version - dflt.manifest_keep : 1;
-	for (uint64_t v = lo; v <= m.version; v++) {
-		manifest_version_key(key, sizeof(key), "", v);
-		snprintf(refs.key[refs.n++], sizeof(refs.key[0]), "%s", key);
-	}
+	uint64_t snap;
+	if (manifest_gc_floor(os, prefix, m.version, dflt.manifest_keep, &refs.log_floor, &snap) != 0)
+		bad("shard %u: listing the manifest snapshots: %s", s, strata_last_error());
+	refs.log_top = m.version;
 	char root[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/objects/%s", store, prefix);
 	walk_objects(root, "", &refs);
@@ -865,6 +868,7 @@ verify(struct crash_rng *rng)
 	o.sync = STRATA_SYNC_FSYNC;
 	o.block_bytes = CRASH_BLOCK_BYTES;
 	o.wal_segment_bytes = CRASH_SEGMENT_BYTES;
+	o.manifest_snapshot_edits = CRASH_SNAPSHOT_EDITS;
 	strata *db = NULL;
 	rc = strata_open(&o, &db);
 	if (rc) {

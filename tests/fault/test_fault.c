@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -610,6 +611,9 @@ store_opts(const char *dir)
 	o.sync = STRATA_SYNC_FSYNC;
 	o.block_bytes = 256;
 	o.wal_segment_bytes = 4096;
+	/* Snapshots (and the collection behind them) within the workload, so the sweeps
+	 * fail every write of the manifest log: entries, snapshots, deletes. */
+	o.manifest_snapshot_edits = 2;
 	return o;
 }
 
@@ -776,6 +780,8 @@ struct orphan_check {
 	int unreferenced;
 	/** First unreferenced key. */
 	char first[256];
+	/** Lowest manifest log position the reopen's collection keeps. */
+	uint64_t log_floor;
 };
 
 static int
@@ -786,9 +792,12 @@ orphan_check_cb(void *ctx, const char *key, uint64_t size)
 	int kind;
 	uint64_t id, epoch, v;
 	(void)size;
+	int is_snap;
 	if (strncmp(rel, "manifest/", 9) == 0) {
-		if (sscanf(rel + 9, "%llu", (unsigned long long *)&v) == 1 &&
-		    v + 4 >= oc->m->version && v <= oc->m->version)
+		/* Log entries and snapshots from the collection floor (the newest snapshot,
+		 * or keep = 4 behind current if lower) up to the current position. */
+		if (manifest_parse_log_key(rel, &v, &is_snap) == 0 && v >= oc->log_floor &&
+		    v <= oc->m->version)
 			return 0;
 	} else if (manifest_parse_obj_key(rel, &kind, &id, &epoch) == 0) {
 		int i = kind == MANIFEST_GEN ? manifest_find_gen(oc->m, id) : manifest_find_run(oc->m, id);
@@ -850,7 +859,11 @@ reopen_and_verify(struct trial *r, int expect_no_tmp)
 	if (objstore_fs_new(objdir, &os) == 0) {
 		struct manifest m;
 		if (manifest_load(os, "shard-0000/", &m) == 0) {
-			struct orphan_check oc = {&m, 0, ""};
+			struct orphan_check oc = {&m, 0, "", 0};
+			uint64_t snap;
+			if (manifest_gc_floor(os, "shard-0000/", m.version, o.manifest_keep, &oc.log_floor,
+					      &snap) != 0)
+				violation(r, "listing the manifest snapshots: %s", strata_last_error());
 			objstore_list(os, "shard-0000/", orphan_check_cb, &oc);
 			if (oc.unreferenced)
 				violation(r, "%d unreferenced objects after the reopen's orphan collection, "
@@ -887,6 +900,20 @@ static long totals[K_NKINDS][D_NDOMAINS + 1];
 static int measured;
 
 /** Run the workload once without faults and record how many calls of each kind it makes. */
+/** Manifest log entries and snapshots put during the clean run (its test points). */
+static atomic_int clean_entries, clean_snapshots;
+
+static int
+count_manifest_point(const char *name, const void *arg)
+{
+	(void)arg;
+	if (strcmp(name, "manifest.appended") == 0)
+		atomic_fetch_add(&clean_entries, 1);
+	else if (strcmp(name, "manifest.snapshot_written") == 0)
+		atomic_fetch_add(&clean_snapshots, 1);
+	return 0;
+}
+
 static int
 measure(void)
 {
@@ -895,10 +922,12 @@ measure(void)
 	snprintf(r.what, sizeof(r.what), "clean run");
 	r.dir = harness_tmpdir("fault");
 	fault_reset();
+	env_default.point = count_manifest_point;
 	int rc = phase1(&r);
 	fault_arm(-1, D_ANY, 0, M_FAIL, 0);
 	if (rc == 0)
 		phase2(&r);
+	env_default.point = NULL;
 	for (int k = 0; k < K_NKINDS; k++)
 		for (int d = 0; d <= D_ANY; d++)
 			totals[k][d] = fault_count(k, d);
@@ -1000,6 +1029,12 @@ TEST(clean_run_counts_calls)
 	CHECK(totals[K_PWRITE][D_WAL] >= 20);
 	CHECK(totals[K_FDATASYNC][D_WAL] >= 20);
 	CHECK(totals[K_PWRITE][D_OBJ] >= 3);
+	/* The sweeps over the objects' writes, links and unlinks reach the manifest log's
+	 * entries, its snapshots and the collection behind them. */
+	printf("#   clean run: %d manifest log entries, %d snapshots\n", atomic_load(&clean_entries),
+	       atomic_load(&clean_snapshots));
+	CHECK(atomic_load(&clean_entries) >= 3);
+	CHECK(atomic_load(&clean_snapshots) >= 1);
 }
 
 TEST(writeback_eio_fails_the_object_write_and_loses_nothing)

@@ -271,6 +271,31 @@ manifest_seeds(void)
 	seed("manifest", "gens-runs", b.data, b.len);
 	seed_edges("manifest", "gens-runs", b.data, b.len, 0);
 	buf_destroy(&b);
+	m.tip_crc = 0x1234;
+	b = (struct buf){0};
+	if (manifest_encode_snapshot(&m, &b) != 0)
+		exit(1);
+	seed("manifest", "snapshot", b.data, b.len);
+	buf_destroy(&b);
+	/* An edit: generation 12 merged into run 20, generation 21 sealed. */
+	struct manifest next;
+	if (manifest_copy(&next, &m) != 0)
+		exit(1);
+	next.version = 43;
+	next.next_generation = 22;
+	uint64_t out[] = {12};
+	struct manifest_obj r = {20, 7, 9000, 200, 1100, 1299}, g = {21, 7, 100, 3, 1400, 1402};
+	struct manifest_edit e;
+	if (manifest_remove_gens(&next, out, 1) != 0 || manifest_add_run(&next, &r) != 0 ||
+	    manifest_add_gen(&next, &g) != 0 || manifest_diff(&m, &next, &e) != 0)
+		exit(1);
+	b = (struct buf){0};
+	if (manifest_edit_encode(&e, &b) != 0)
+		exit(1);
+	seed("manifest", "edit", b.data, b.len);
+	buf_destroy(&b);
+	manifest_edit_destroy(&e);
+	manifest_destroy(&next);
 	manifest_destroy(&m);
 }
 
