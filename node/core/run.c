@@ -1669,6 +1669,9 @@ run_probe_may_hold(const struct run_probe *pr, const struct run_key *k, uint64_t
 {
 	if (floor != 0 && pr->max_seq <= floor)
 		return 0;
+	/* One block (a small generation): its filter answers first, before any key compare. */
+	if (pr->nblocks == 1 && !run_bloom_may_contain_hash(pr->b[0].filter, pr->b[0].flen, k->hash))
+		return 0;
 	if (run_keycmp(k->key, k->klen, pr->min_key, pr->min_klen) < 0)
 		return 0;
 	size_t lo = 0, hi = pr->nblocks;
