@@ -209,6 +209,7 @@ strata_options_init(strata_options *o)
 	o->max_open_object_files = 64;
 	o->memtable_huge_pages = 1;
 	o->open_threads = 64;
+	o->block_cache_bytes = 64ull << 20;
 }
 
 #ifndef STRATA_CORE_ONLY

@@ -187,6 +187,12 @@ typedef struct strata_options {
 	 *  alone, as always in inline mode): claims sync, and concurrent syncs share journal
 	 *  commits, so many shards open in a fraction of the time. */
 	uint32_t open_threads;
+	/** Bytes of the block cache every reader of the store shares (default 64 MiB; 0 = none:
+	 *  every get reads its block from the object store, and a reader keeps the index
+	 *  partitions it loaded). It holds decompressed data blocks and index partitions,
+	 *  least recently used evicted first; a quarter of it is the budget of the index
+	 *  and filter partitions pending generations keep resident. */
+	uint64_t block_cache_bytes;
 } strata_options;
 
 /** Kinds of row (strata_row.kind). */
@@ -259,7 +265,19 @@ typedef struct strata_row {
 	X(background_io_wait_ns, "counter", "strata_background_io_wait_seconds_total", 1e9,           \
 	  "Time this shard's seals, merges and compactions waited on the background IO budget.") \
 	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
-	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")
+	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")                         \
+	X(block_cache_hits, "counter", "strata_block_cache_hits_total", 1,                            \
+	  "Gets of this shard that found their data block or index partition in the block cache.")   \
+	X(block_cache_misses, "counter", "strata_block_cache_misses_total", 1,                        \
+	  "Gets of this shard that read their data block or index partition from the object store.") \
+	X(block_cache_evictions, "counter", "strata_block_cache_evictions_total", 1,                  \
+	  "Entries the store's block cache (shared by its shards) evicted to make room.")           \
+	X(block_cache_bytes, "gauge", "strata_block_cache_bytes", 1,                                  \
+	  "Bytes held by the store's block cache (shared by its shards), overhead included.")       \
+	X(block_cache_capacity, "gauge", "strata_block_cache_capacity_bytes", 1,                      \
+	  "Evicting capacity of the store's block cache (block_cache_bytes less the resident budget).") \
+	X(resident_filter_bytes, "gauge", "strata_resident_filter_bytes", 1,                          \
+	  "Bytes of index and filter partitions this shard's pending generations keep resident.")
 
 /** Per-shard statistics: one uint64_t per STRATA_STATS_FIELDS entry, in that order. */
 typedef struct strata_stats {

@@ -153,6 +153,10 @@ static const struct serve_flag serve_flags[] = {
 	 NULL, "memtable_huge_pages"},
 	{"--open-threads", SERVE_U32, ST(open_threads), 0, 1024, "N",
 	 "threads that load and claim the shards at open (0 or 1 = one)", NULL, "open_threads"},
+	{"--block-cache-bytes", SERVE_U64, ST(block_cache_bytes), 0, UINT64_MAX, "BYTES",
+	 "block cache shared by every reader of the store: decompressed blocks and index partitions, "
+	 "a quarter of it the resident budget of pending generations' filters (0 = none)", NULL,
+	 "block_cache_bytes"},
 	{"--seed", SERVE_U64, ST(seed), 0, UINT64_MAX, "N",
 	 "seed of the engine's random source (memtable tower heights; 0 = unseeded)", NULL, "seed"},
 	{"--max-body", SERVE_U64, SO(max_body_bytes), 1, 4ull << 30, "BYTES", "largest request body", NULL,

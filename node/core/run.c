@@ -64,6 +64,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "../lib/bcache.h"
 #include "../lib/crc.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -205,7 +206,47 @@ struct run_writer {
 	int err;
 };
 
+/** A block as a probe lists it. */
+struct run_probe_block {
+	/** Last key of the block (in the probe's bytes). */
+	const uint8_t *key;
+	/** Its bloom filter (in the probe's bytes; NULL: none). */
+	const uint8_t *filter;
+	/** Length of key. */
+	uint32_t klen;
+	/** Length of filter. */
+	uint32_t flen;
+};
+
+/**
+ * What a lookup that misses needs of a small resident run, in one allocation: the
+ * smallest key, the newest seq, and each block's last key and bloom filter. A lookup of
+ * a backlog probes thousands of these; one allocation is a few cache lines where the
+ * reader, its top index, its meta and its partition are a dozen.
+ */
+struct run_probe {
+	/** Largest seq of the run. */
+	uint64_t max_seq;
+	/** Smallest key. */
+	const uint8_t *min_key;
+	/** Length of min_key. */
+	uint32_t min_klen;
+	/** Blocks listed. */
+	uint32_t nblocks;
+	/** Bytes of the allocation (charged to the resident budget). */
+	size_t bytes;
+	/** The blocks; the keys and filters they point to follow. */
+	struct run_probe_block b[];
+};
+
+/** Largest probe built (bytes): a run with more blocks is probed through its partition. */
+#define RUN_PROBE_MAX_BYTES 4096u
+
 struct run_reader {
+	/** The probe of a small resident run (NULL until built; installed under mu). */
+	struct run_probe *probe;
+	/** No probe is built for this run (too large, or no budget). */
+	atomic_int probe_none;
 	/** The store read from. */
 	struct objstore *os;
 	/** Object key. */
@@ -243,6 +284,24 @@ struct run_reader {
 	atomic_int loaded;
 	/** Bloom probes that said "absent" (atomic). */
 	uint64_t bloom_skips;
+	/** Identity of this reader's blocks in the cache (bcache_new_id). */
+	uint64_t id;
+	/** How it caches. */
+	struct run_read_options ro;
+	/** Bytes of the partitions in cache reserved from the cache's resident budget. */
+	_Atomic(uint64_t) resident_bytes;
+};
+
+/** A data block as the cache keeps it: the raw rows and where each starts. */
+struct run_cblock {
+	/** Raw bytes. */
+	const uint8_t *data;
+	/** Length of data. */
+	size_t len;
+	/** Rows. */
+	size_t nrows;
+	/** Offset of each row in data. */
+	uint32_t *rows;
 };
 
 struct run_iter {
@@ -388,9 +447,10 @@ run_bloom_set(uint8_t *bits, uint64_t nbits, uint32_t k, uint64_t h)
 	}
 }
 
-/** 1 if the filter may contain the key (or there is no usable filter), 0 if absent. */
+/** 1 if the filter may contain the key of hash h (XXH3; or there is no usable filter),
+ *  0 if absent. */
 static int
-run_bloom_may_contain(const uint8_t *filter, size_t flen, const void *key, size_t klen)
+run_bloom_may_contain_hash(const uint8_t *filter, size_t flen, uint64_t h)
 {
 	if (flen < 2)
 		return 1;
@@ -398,7 +458,6 @@ run_bloom_may_contain(const uint8_t *filter, size_t flen, const void *key, size_
 	if (k < 1 || k > 30)
 		return 1;
 	uint64_t nbits = (uint64_t)(flen - 1) * 8;
-	uint64_t h = XXH3_64bits(key, klen);
 	uint64_t delta = (h >> 33) | (h << 31);
 	for (uint32_t i = 0; i < k; i++) {
 		uint64_t b = h % nbits;
@@ -407,6 +466,13 @@ run_bloom_may_contain(const uint8_t *filter, size_t flen, const void *key, size_
 		h += delta;
 	}
 	return 1;
+}
+
+/** run_bloom_may_contain_hash of key. */
+static int
+run_bloom_may_contain(const uint8_t *filter, size_t flen, const void *key, size_t klen)
+{
+	return run_bloom_may_contain_hash(filter, flen, XXH3_64bits(key, klen));
 }
 
 /* ---- frames ----------------------------------------------------------------- */
@@ -935,42 +1001,93 @@ run_part_load(struct run_reader *r, size_t i, ZSTD_DCtx *dctx, struct run_part *
 	return 0;
 }
 
-/** Partition i from the reader's cache, loading it once. */
-static int
-run_part_cached(struct run_reader *r, size_t i, const struct run_part **out)
+/** Bytes a loaded partition holds (what the cache is charged for it). */
+static size_t
+run_part_charge(const struct run_part *p)
 {
+	return sizeof(*p) + p->disk.cap + p->raw.cap + p->cap * sizeof(*p->e);
+}
+
+static void
+run_part_free(void *v)
+{
+	struct run_part *p = v;
+	run_part_destroy(p);
+	env.free(p);
+}
+
+static void
+run_count(_Atomic(uint64_t) *c)
+{
+	if (c != NULL)
+		atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/**
+ * Partition i: from the reader (a resident one, or any without a cache), else from the
+ * block cache, else read (with no lock held) and installed where it belongs. *h is the
+ * cache handle to release once done with *out (NULL when the reader keeps it).
+ */
+static int
+run_part_get(struct run_reader *r, size_t i, const struct run_part **out, struct bcache_entry **h)
+{
+	*h = NULL;
 	struct run_part *p = __atomic_load_n(&r->cache[i], __ATOMIC_ACQUIRE);
 	if (p != NULL) {
 		*out = p;
 		return 0;
 	}
-	int rc = 0;
-	pthread_mutex_lock(&r->mu);
-	p = r->cache[i];
-	if (p == NULL) {
-		p = env.calloc(1, sizeof(*p));
-		if (p == NULL) {
-			rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a partition", r->key);
-		} else {
-			ZSTD_DCtx *d = run_dctx_get(r);
-			rc = d != NULL ? run_part_load(r, i, d, p)
-				       : diag_set(STRATA_ENOMEM, "run %s: cannot allocate a "
-						  "decompression context", r->key);
-			run_dctx_put(r, d);
+	struct bcache *bc = r->ro.cache;
+	uint64_t off = r->parts[i].off;
+	if (bc != NULL) {
+		struct bcache_entry *e = bcache_lookup(bc, r->id, off);
+		if (e != NULL) {
+			run_count(r->ro.hits);
+			*h = e;
+			*out = bcache_value(e);
+			return 0;
 		}
-		if (p != NULL && rc != 0) {
-			run_part_destroy(p);
-			env.free(p);
-			p = NULL;
-		} else if (p != NULL) {
-			if (p->raw.data != NULL)
-				buf_destroy(&p->disk);
-			__atomic_store_n(&r->cache[i], p, __ATOMIC_RELEASE);
-		}
+		run_count(r->ro.misses);
 	}
-	pthread_mutex_unlock(&r->mu);
-	*out = p;
-	return rc;
+	p = env.calloc(1, sizeof(*p));
+	if (p == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a partition", r->key);
+	ZSTD_DCtx *d = run_dctx_get(r);
+	int rc = d != NULL ? run_part_load(r, i, d, p)
+			   : diag_set(STRATA_ENOMEM, "run %s: cannot allocate a decompression context",
+				      r->key);
+	run_dctx_put(r, d);
+	if (rc) {
+		run_part_free(p);
+		return rc;
+	}
+	if (p->raw.data != NULL)
+		buf_destroy(&p->disk);
+	size_t charge = run_part_charge(p);
+	if (bc == NULL || (r->ro.resident_index && bcache_reserve(bc, charge) == 0)) {
+		pthread_mutex_lock(&r->mu);
+		struct run_part *cur = r->cache[i];
+		if (cur == NULL) {
+			__atomic_store_n(&r->cache[i], p, __ATOMIC_RELEASE);
+			if (bc != NULL)
+				atomic_fetch_add(&r->resident_bytes, charge);
+		}
+		pthread_mutex_unlock(&r->mu);
+		if (cur != NULL) {
+			if (bc != NULL)
+				bcache_unreserve(bc, charge);
+			run_part_free(p);
+			p = cur;
+		}
+		*out = p;
+		return 0;
+	}
+	struct bcache_entry *e = bcache_insert(bc, r->id, off, p, charge, run_part_free);
+	if (e == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot cache a partition", r->key);
+	*h = e;
+	*out = bcache_value(e);
+	return 0;
 }
 
 /** Read and verify a data block; *bytes receives its raw rows. */
@@ -985,6 +1102,148 @@ run_block_load(struct run_reader *r, const struct run_bentry *e, ZSTD_DCtx *dctx
 		return rc;
 	return run_frame_decode(r->os, r->key, what, disk->data, disk->len, e->raw_len, dctx, raw,
 				bytes);
+}
+
+/** Verify a frame and write its raw_len raw bytes into dst (room for raw_len). */
+static int
+run_frame_decode_to(struct objstore *os, const char *key, const char *what, const uint8_t *frame,
+		    size_t len, uint64_t raw_len, ZSTD_DCtx *dctx, uint8_t *dst)
+{
+	if (len < RUN_FRAME_OVERHEAD)
+		return run_corrupt(os, key, "%s: frame of %zu bytes is too short", what, len);
+	size_t body = len - 4;
+	uint32_t want = dec_u32(frame + body);
+	uint32_t got = crc32c(0, frame, body);
+	if (want != got)
+		return run_corrupt(os, key, "%s: checksum mismatch (stored %08x, computed %08x)",
+				   what, want, got);
+	switch (frame[0]) {
+	case RUN_CODEC_RAW:
+		if (body - 1 != raw_len)
+			return run_corrupt(os, key, "%s: raw frame holds %zu bytes, expected %llu",
+					   what, body - 1, (unsigned long long)raw_len);
+		if (raw_len > 0)
+			memcpy(dst, frame + 1, raw_len);
+		return 0;
+	case RUN_CODEC_ZSTD: {
+		size_t n = ZSTD_decompressDCtx(dctx, dst, raw_len, frame + 1, body - 1);
+		if (ZSTD_isError(n))
+			return run_corrupt(os, key, "%s: zstd: %s", what, ZSTD_getErrorName(n));
+		if (n != raw_len)
+			return run_corrupt(os, key, "%s: decompressed to %zu bytes, expected %llu",
+					   what, n, (unsigned long long)raw_len);
+		return 0;
+	}
+	default:
+		return run_corrupt(os, key, "%s: unknown codec %u", what, frame[0]);
+	}
+}
+
+/** Smallest encoded row of a run of version (kind byte, two 1-byte varints, seq, 1-byte
+ *  key). */
+static size_t
+run_min_row(uint32_t version)
+{
+	return (version >= 2 ? 1u : 0u) + 1 + 1 + 8 + 1;
+}
+
+/** Read, verify and index data block e: its raw rows and the offset of each. */
+static int
+run_cblock_load(struct run_reader *r, const struct run_bentry *e, struct run_cblock **out,
+		size_t *charge)
+{
+	char what[64];
+	snprintf(what, sizeof(what), "block at offset %llu", (unsigned long long)e->off);
+	if (e->nrows > e->raw_len / run_min_row(r->version))
+		return run_corrupt(r->os, r->key, "%s: %llu rows cannot fit %llu bytes", what,
+				   (unsigned long long)e->nrows, (unsigned long long)e->raw_len);
+	size_t size = sizeof(struct run_cblock) + e->nrows * sizeof(uint32_t) + e->raw_len;
+	struct run_cblock *b = env.malloc(size);
+	if (b == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: %s: cannot allocate %zu bytes", r->key, what,
+				size);
+	b->rows = (uint32_t *)(b + 1);
+	uint8_t *data = (uint8_t *)(b->rows + e->nrows);
+	b->data = data;
+	b->len = e->raw_len;
+	b->nrows = e->nrows;
+	struct buf disk = { 0 };
+	int rc = run_read(r->os, r->key, what, e->off, e->disk_len, &disk);
+	if (rc == 0) {
+		ZSTD_DCtx *d = run_dctx_get(r);
+		rc = d != NULL ? run_frame_decode_to(r->os, r->key, what, disk.data, disk.len,
+						     e->raw_len, d, data)
+			       : diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context",
+					  r->key);
+		run_dctx_put(r, d);
+	}
+	buf_destroy(&disk);
+	struct rd rd;
+	rd_init(&rd, data, e->raw_len);
+	size_t n = 0;
+	while (rc == 0 && rd_left(&rd) > 0) {
+		struct run_row row;
+		size_t at = e->raw_len - rd_left(&rd);
+		if (n == e->nrows || run_row_parse(&rd, r->version, &row) != 0)
+			rc = run_corrupt(r->os, r->key, "%s: malformed row %zu", what, n);
+		else
+			b->rows[n++] = (uint32_t)at;
+	}
+	if (rc == 0 && n != e->nrows)
+		rc = run_corrupt(r->os, r->key, "%s: %zu rows, index says %llu", what, n,
+				 (unsigned long long)e->nrows);
+	if (rc) {
+		env.free(b);
+		return rc;
+	}
+	*out = b;
+	*charge = size;
+	return 0;
+}
+
+/** Data block e of r from the cache, or read (and cached). *h: the handle to release
+ *  (NULL without a cache: free *out with env.free). */
+static int
+run_block_get(struct run_reader *r, const struct run_bentry *e, const struct run_cblock **out,
+	      struct bcache_entry **h)
+{
+	*h = NULL;
+	struct bcache *bc = r->ro.cache;
+	if (bc != NULL) {
+		struct bcache_entry *ce = bcache_lookup(bc, r->id, e->off);
+		if (ce != NULL) {
+			run_count(r->ro.hits);
+			*h = ce;
+			*out = bcache_value(ce);
+			return 0;
+		}
+		run_count(r->ro.misses);
+	}
+	struct run_cblock *b = NULL;
+	size_t charge = 0;
+	int rc = run_cblock_load(r, e, &b, &charge);
+	if (rc)
+		return rc;
+	if (bc == NULL) {
+		*out = b;
+		return 0;
+	}
+	struct bcache_entry *ce = bcache_insert(bc, r->id, e->off, b, charge, env.free);
+	if (ce == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot cache a block", r->key);
+	*h = ce;
+	*out = bcache_value(ce);
+	return 0;
+}
+
+/** Let go of a block run_block_get gave. */
+static void
+run_block_put(struct run_reader *r, const struct run_cblock *b, struct bcache_entry *h)
+{
+	if (h != NULL)
+		bcache_release(r->ro.cache, h);
+	else
+		env.free((void *)b);
 }
 
 /** First top-index entry whose last key is >= key (nparts if none). */
@@ -1157,6 +1416,7 @@ run_reader_new(struct objstore *os, const char *key, struct run_reader **out)
 	if (r == NULL)
 		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a reader", key);
 	r->os = os;
+	r->id = bcache_new_id();
 	pthread_mutex_init(&r->mu, NULL);
 	r->key = run_strdup(key);
 	if (r->key == NULL) {
@@ -1188,6 +1448,22 @@ int
 run_reader_open_lazy(struct objstore *os, const char *key, struct run_reader **out)
 {
 	return run_reader_new(os, key, out);
+}
+
+int
+run_reader_open_with(struct objstore *os, const char *key, const struct run_read_options *ro,
+		     int lazy, struct run_reader **out)
+{
+	int rc = lazy ? run_reader_open_lazy(os, key, out) : run_reader_open(os, key, out);
+	if (rc == 0 && ro != NULL)
+		(*out)->ro = *ro;
+	return rc;
+}
+
+uint64_t
+run_reader_resident_bytes(const struct run_reader *r)
+{
+	return atomic_load(&((struct run_reader *)r)->resident_bytes);
 }
 
 /** Load a lazy reader's object on first use. The IO runs with no lock held (into a
@@ -1245,6 +1521,9 @@ run_reader_close(struct run_reader *r)
 			env.free(r->cache[i]);
 		}
 	}
+	env.free(r->probe);
+	if (r->ro.cache != NULL && r->resident_bytes != 0)
+		bcache_unreserve(r->ro.cache, r->resident_bytes);
 	pthread_mutex_destroy(&r->mu);
 	env.free(r->cache);
 	env.free(r->parts);
@@ -1294,72 +1573,196 @@ run_reader_get_kind(struct run_reader *r, const void *key, size_t klen, uint64_t
 {
 	if (key == NULL || klen == 0)
 		return diag_set(STRATA_EINVAL, "run %s: empty key", r->key);
+	struct run_key k;
+	run_key_init(&k, key, klen);
+	return run_reader_find(r, &k, 0, seq, val, vlen, kind);
+}
+
+void
+run_key_init(struct run_key *k, const void *key, size_t klen)
+{
+	k->key = key;
+	k->klen = klen;
+	k->hash = XXH3_64bits(key, klen);
+}
+
+/** First row of b whose key is >= key (b->nrows if none), its parse in *row. */
+static size_t
+run_cblock_find(const struct run_cblock *b, uint32_t version, const void *key, size_t klen,
+		struct run_row *row)
+{
+	size_t lo = 0, hi = b->nrows;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct rd rd;
+		rd_init(&rd, b->data + b->rows[mid], b->len - b->rows[mid]);
+		run_row_parse(&rd, version, row); /* checked when the block was loaded */
+		if (run_keycmp(row->key, row->klen, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < b->nrows) {
+		struct rd rd;
+		rd_init(&rd, b->data + b->rows[lo], b->len - b->rows[lo]);
+		run_row_parse(&rd, version, row);
+	}
+	return lo;
+}
+
+/** Build the probe of r from its one partition p, kept by the reader (r loaded). */
+static void
+run_probe_build(struct run_reader *r, const struct run_part *p)
+{
+	size_t bytes = sizeof(struct run_probe) + p->n * sizeof(struct run_probe_block) + r->min_klen;
+	for (size_t i = 0; i < p->n; i++)
+		bytes += p->e[i].klen + p->e[i].flen;
+	struct bcache *bc = r->ro.cache;
+	if (bytes > RUN_PROBE_MAX_BYTES || (bc != NULL && bcache_reserve(bc, bytes) != 0)) {
+		atomic_store(&r->probe_none, 1);
+		return;
+	}
+	struct run_probe *pr = env.malloc(bytes);
+	if (pr == NULL) {
+		if (bc != NULL)
+			bcache_unreserve(bc, bytes);
+		return; /* tried again by the next lookup */
+	}
+	pr->max_seq = r->meta.max_seq;
+	pr->nblocks = (uint32_t)p->n;
+	pr->bytes = bytes;
+	uint8_t *at = (uint8_t *)&pr->b[p->n];
+	memcpy(at, r->min_key, r->min_klen);
+	pr->min_key = at;
+	pr->min_klen = (uint32_t)r->min_klen;
+	at += r->min_klen;
+	for (size_t i = 0; i < p->n; i++) {
+		struct run_probe_block *b = &pr->b[i];
+		memcpy(at, p->e[i].key, p->e[i].klen);
+		b->key = at;
+		b->klen = (uint32_t)p->e[i].klen;
+		at += b->klen;
+		b->flen = (uint32_t)p->e[i].flen;
+		b->filter = b->flen ? at : NULL;
+		if (b->flen)
+			memcpy(at, p->e[i].filter, b->flen);
+		at += b->flen;
+	}
+	pthread_mutex_lock(&r->mu);
+	int won = r->probe == NULL;
+	if (won) {
+		__atomic_store_n(&r->probe, pr, __ATOMIC_RELEASE);
+		if (bc != NULL)
+			atomic_fetch_add(&r->resident_bytes, bytes);
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (!won) {
+		if (bc != NULL)
+			bcache_unreserve(bc, bytes);
+		env.free(pr);
+	}
+}
+
+/** What r's probe says of k: 0 the run has no row of k newer than floor, 1 it may. */
+static int
+run_probe_may_hold(const struct run_probe *pr, const struct run_key *k, uint64_t floor)
+{
+	if (floor != 0 && pr->max_seq <= floor)
+		return 0;
+	/* One block (a small generation): its filter answers first, before any key compare. */
+	if (pr->nblocks == 1 && !run_bloom_may_contain_hash(pr->b[0].filter, pr->b[0].flen, k->hash))
+		return 0;
+	if (run_keycmp(k->key, k->klen, pr->min_key, pr->min_klen) < 0)
+		return 0;
+	size_t lo = 0, hi = pr->nblocks;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (run_keycmp(pr->b[mid].key, pr->b[mid].klen, k->key, k->klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == pr->nblocks)
+		return 0;
+	return run_bloom_may_contain_hash(pr->b[lo].filter, pr->b[lo].flen, k->hash);
+}
+
+void
+run_reader_prefetch(const struct run_reader *r)
+{
+	const struct run_probe *pr = __atomic_load_n(&r->probe, __ATOMIC_RELAXED);
+	if (pr != NULL) {
+		__builtin_prefetch(pr);
+		__builtin_prefetch((const char *)pr + 64);
+	}
+}
+
+int
+run_reader_find(struct run_reader *r, const struct run_key *k, uint64_t floor, uint64_t *seq,
+		void **val, size_t *vlen, uint32_t *kind)
+{
+	const void *key = k->key;
+	size_t klen = k->klen;
+	struct run_probe *pr = __atomic_load_n(&r->probe, __ATOMIC_ACQUIRE);
+	if (pr != NULL && !run_probe_may_hold(pr, k, floor))
+		return STRATA_NOTFOUND;
 	int lrc = run_reader_ensure(r);
 	if (lrc)
 		return lrc;
-	if (r->meta.rows == 0 || run_keycmp(key, klen, r->min_key, r->min_klen) < 0 ||
+	if (r->meta.rows == 0 || (floor != 0 && r->meta.max_seq <= floor) ||
+	    run_keycmp(key, klen, r->min_key, r->min_klen) < 0 ||
 	    run_keycmp(key, klen, r->max_key, r->max_klen) > 0)
 		return STRATA_NOTFOUND;
 	size_t pi = run_find_part(r, key, klen);
 	if (pi == r->nparts)
 		return STRATA_NOTFOUND;
-	const struct run_part *p;
-	int rc = run_part_cached(r, pi, &p);
+	const struct run_part *p = NULL;
+	struct bcache_entry *ph;
+	int rc = run_part_get(r, pi, &p, &ph);
 	if (rc)
 		return rc;
+	if (pr == NULL && ph == NULL && r->ro.resident_index && r->nparts == 1 &&
+	    !atomic_load_explicit(&r->probe_none, memory_order_relaxed))
+		run_probe_build(r, p);
 	size_t bi = run_find_block(p, key, klen);
-	if (bi == p->n)
+	if (bi == p->n) {
+		bcache_release(r->ro.cache, ph);
 		return STRATA_NOTFOUND;
-	const struct run_bentry *e = &p->e[bi];
-	if (!run_bloom_may_contain(e->filter, e->flen, key, klen)) {
+	}
+	struct run_bentry e = p->e[bi];
+	if (!run_bloom_may_contain_hash(e.filter, e.flen, k->hash)) {
+		bcache_release(r->ro.cache, ph);
 		__atomic_fetch_add(&r->bloom_skips, 1, __ATOMIC_RELAXED);
 		return STRATA_NOTFOUND;
 	}
-	ZSTD_DCtx *d = run_dctx_get(r);
-	if (d == NULL)
-		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", r->key);
-	struct buf disk = { 0 }, raw = { 0 };
-	const uint8_t *bytes;
-	rc = run_block_load(r, e, d, &disk, &raw, &bytes);
-	run_dctx_put(r, d);
+	const struct run_cblock *b = NULL;
+	struct bcache_entry *bh;
+	rc = run_block_get(r, &e, &b, &bh);
+	bcache_release(r->ro.cache, ph); /* e's key and filter are not used past here */
 	if (rc)
-		goto out;
-	struct rd rd;
-	rd_init(&rd, bytes, e->raw_len);
+		return rc;
+	struct run_row row;
+	size_t ri = run_cblock_find(b, r->version, key, klen, &row);
 	rc = STRATA_NOTFOUND;
-	while (rd_left(&rd) > 0) {
-		struct run_row row;
-		if (run_row_parse(&rd, r->version, &row) != 0) {
-			rc = run_corrupt(r->os, r->key, "block at offset %llu: malformed row",
-					 (unsigned long long)e->off);
-			break;
-		}
-		int c = run_keycmp(row.key, row.klen, key, klen);
-		if (c > 0)
-			break;
-		if (c < 0)
-			continue;
+	if (ri < b->nrows && run_keycmp(row.key, row.klen, key, klen) == 0) {
 		void *v = env.malloc(row.vlen ? row.vlen : 1);
 		if (v == NULL) {
 			rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a value of %zu bytes",
 				      r->key, row.vlen);
-			break;
+		} else {
+			if (row.vlen)
+				memcpy(v, row.val, row.vlen);
+			if (seq != NULL)
+				*seq = row.seq;
+			if (vlen != NULL)
+				*vlen = row.vlen;
+			if (kind != NULL)
+				*kind = row.kind;
+			*val = v;
+			rc = 0;
 		}
-		if (row.vlen)
-			memcpy(v, row.val, row.vlen);
-		if (seq != NULL)
-			*seq = row.seq;
-		if (vlen != NULL)
-			*vlen = row.vlen;
-		if (kind != NULL)
-			*kind = row.kind;
-		*val = v;
-		rc = 0;
-		break;
 	}
-out:
-	buf_destroy(&disk);
-	buf_destroy(&raw);
+	run_block_put(r, b, bh);
 	return rc;
 }
 

@@ -21,6 +21,7 @@
 #include "../objstore/objstore.h"
 
 struct ratelimit;
+struct bcache;
 
 /** Writer settings. Zero fields take defaults. */
 struct run_writer_options {
@@ -92,6 +93,25 @@ int run_reader_open(struct objstore *os, const char *key, struct run_reader **ou
  *  the next one). How a store opens a backlog of thousands of generations without
  *  reading one. */
 int run_reader_open_lazy(struct objstore *os, const char *key, struct run_reader **out);
+/** How a reader caches what it reads. Zero: no cache (blocks are read on every lookup;
+ *  index partitions stay with the reader once loaded, unbounded). */
+struct run_read_options {
+	/** The store's block cache: decompressed data blocks and index partitions (NULL:
+	 *  none). */
+	struct bcache *cache;
+	/** Keep index partitions (the blocks' keys, positions and bloom filters) with the
+	 *  reader, outside the evicting part, while the cache's resident budget has room: a
+	 *  lookup that the filter answers then reads nothing (pending generations). */
+	int resident_index;
+	/** Where lookups that found (hits) or missed (misses) their block or partition in
+	 *  the cache are counted (each may be NULL). */
+	_Atomic(uint64_t) *hits, *misses;
+};
+
+/** run_reader_open (lazy: run_reader_open_lazy) that caches as ro says (NULL: as a
+ *  zeroed one). */
+int run_reader_open_with(struct objstore *os, const char *key, const struct run_read_options *ro,
+			 int lazy, struct run_reader **out);
 /** Close a reader (the object is untouched). Safe on NULL. */
 void run_reader_close(struct run_reader *r);
 /** The run's metadata. */
@@ -106,7 +126,30 @@ int run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t 
  *  found like a put, with an empty value and *kind STRATA_ROW_DELETE. */
 int run_reader_get_kind(struct run_reader *r, const void *key, size_t klen, uint64_t *seq,
 			void **val, size_t *vlen, uint32_t *kind);
-/** Bloom probes that said "absent" (skipped block reads), for tests and stats. */
+/** A key looked up in many runs: its bloom hash is computed once. */
+struct run_key {
+	/** Key bytes. */
+	const void *key;
+	/** Length of key (1..STRATA_MAX_KEY). */
+	size_t klen;
+	/** XXH3 of the key (run_key_init). */
+	uint64_t hash;
+};
+/** Fill k for key. */
+void run_key_init(struct run_key *k, const void *key, size_t klen);
+/** run_reader_get_kind of k for a caller that holds a row of seq floor already: a run
+ *  whose rows are all older (max seq <= floor) is not searched (STRATA_NOTFOUND).
+ *  floor 0: any row. */
+int run_reader_find(struct run_reader *r, const struct run_key *k, uint64_t floor, uint64_t *seq,
+		    void **val, size_t *vlen, uint32_t *kind);
+/** Start loading what run_reader_find of r touches first into the CPU cache (a caller
+ *  probing many runs calls it a few runs ahead). */
+void run_reader_prefetch(const struct run_reader *r);
+/** Bytes this reader keeps in the cache's resident budget now. */
+uint64_t run_reader_resident_bytes(const struct run_reader *r);
+/** Bloom probes of an index partition that said "absent" (skipped block reads), for
+ *  tests and stats; those of a resident run's probe are not counted (the counter would
+ *  be a write per run per lookup across a backlog). */
 uint64_t run_reader_bloom_skips(const struct run_reader *r);
 /** Index partitions of the run (for inspect and tests). */
 uint64_t run_reader_partitions(const struct run_reader *r);

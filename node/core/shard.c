@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/bcache.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/fiber.h"
@@ -291,7 +292,10 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 		return rc;
 	}
 	/* Tables: take the highest seq over all of them (a compacted run may be
-	 * listed after newer runs; correctness must not depend on list order). */
+	 * listed after newer runs; correctness must not depend on list order). A table
+	 * whose rows are all older than the best row found so far is not searched. */
+	struct run_key rk;
+	run_key_init(&rk, key, klen);
 	uint64_t best_seq = 0;
 	void *best = NULL;
 	size_t best_len = 0;
@@ -300,11 +304,19 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 	uint32_t counts[2] = {v->ngens, v->nruns};
 	for (int l = 0; l < 2; l++) {
 		for (uint32_t i = counts[l]; i-- > 0;) {
+			/* A backlog is thousands of tables: start the next ones' loads. */
+			if (i >= 24)
+				__builtin_prefetch(lists[l][i - 24]);
+			if (i >= 16)
+				__builtin_prefetch(lists[l][i - 16]->r);
+			if (i >= 8)
+				run_reader_prefetch(lists[l][i - 8]->r);
 			uint64_t tseq;
 			void *tv;
 			size_t tl;
 			uint32_t tkind = STRATA_ROW_PUT;
-			int trc = run_reader_get_kind(lists[l][i]->r, key, klen, &tseq, &tv, &tl, &tkind);
+			int trc = run_reader_find(lists[l][i]->r, &rk, best == NULL ? 0 : best_seq, &tseq,
+						  &tv, &tl, &tkind);
 			if (trc == STRATA_NOTFOUND)
 				continue;
 			if (trc) {
@@ -1085,6 +1097,8 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->base_runs = v->nruns;
 	for (uint32_t i = 0; i < v->ngens; i++)
 		out->generation_bytes += v->gens[i]->obj.bytes;
+	for (uint32_t i = 0; i < v->ngens; i++)
+		out->resident_filter_bytes += run_reader_resident_bytes(v->gens[i]->r);
 	for (uint32_t i = 0; i < v->nruns; i++)
 		out->base_bytes += v->runs[i]->obj.bytes;
 	view_unref(v);
@@ -1111,6 +1125,15 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->max_exclusive_wait_ns = atomic_load(&s->max_excl_wait_ns);
 	out->background_io_wait_ns = atomic_load(&s->io_wait_ns);
 	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;
+	out->block_cache_hits = atomic_load(&s->cache_hits);
+	out->block_cache_misses = atomic_load(&s->cache_misses);
+	if (s->cfg.bcache != NULL) {
+		struct bcache_stats cs;
+		bcache_get_stats(s->cfg.bcache, &cs);
+		out->block_cache_evictions = cs.evictions;
+		out->block_cache_bytes = cs.bytes;
+		out->block_cache_capacity = cs.capacity;
+	}
 }
 
 int

@@ -28,6 +28,7 @@ struct shard_plan;
 struct reaper;
 struct trace;
 struct wal_fdcache;
+struct bcache;
 
 /** What a shard needs from its store. */
 struct shard_config {
@@ -71,6 +72,8 @@ struct shard_config {
 	int external_sync;
 	/** The store's event trace. */
 	struct trace *trace;
+	/** The store's block cache, shared by its shards (NULL: none). */
+	struct bcache *bcache;
 	/** Holds of the exclusive lock, ns (the store's, shared by its shards; NULL: none). */
 	struct hist *excl_hold_ns;
 	/** Waits to take the exclusive lock, ns (the store's; NULL: none). */

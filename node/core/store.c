@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/bcache.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../strata_types.h"
@@ -77,6 +78,8 @@ struct store {
 	struct trace trace;
 	/** The budget of open WAL segment descriptors (options.max_open_wal_files). */
 	struct wal_fdcache *wal_fds;
+	/** The block cache every shard's readers share (NULL: block_cache_bytes 0). */
+	struct bcache *bcache;
 	/** STRATA_SYNC_INTERVAL with threads: the one thread that syncs every shard's WAL
 	 *  (not one per shard), its stop flag and wakeup (CLOCK_MONOTONIC). */
 	pthread_t syncer;
@@ -416,6 +419,7 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->group_commit_wait_us = o->group_commit_wait_us;
 	cfg->memtable_huge_pages = o->memtable_huge_pages;
 	cfg->wal_fds = db->wal_fds;
+	cfg->bcache = db->bcache;
 	cfg->trace = &db->trace;
 	cfg->excl_hold_ns = db->excl_hold_ns;
 	cfg->excl_wait_ns = db->excl_wait_ns;
@@ -620,6 +624,8 @@ store_open_in(const strata_options *o, struct store **out)
 		rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_wait_ns);
 	if (rc == 0 && o->max_open_wal_files != 0)
 		rc = wal_fdcache_new(o->max_open_wal_files, &db->wal_fds);
+	if (rc == 0 && o->block_cache_bytes != 0)
+		rc = bcache_new(o->block_cache_bytes, &db->bcache);
 	if (rc == 0 && o->background_io_auto)
 		ratelimit_set_auto(db->io_limit, 1, o->background_io_bytes_per_s);
 	/* 3. Read and check every shard before writing anything. */
@@ -739,6 +745,7 @@ store_close_in(struct store *db)
 	pthread_mutex_destroy(&db->claim_io_mu);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
 	wal_fdcache_delete(db->wal_fds);
+	bcache_delete(db->bcache); /* after the shards: their readers give back what they reserved */
 	ratelimit_delete(db->io_limit);
 	hist_delete(db->excl_hold_ns);
 	hist_delete(db->excl_wait_ns);

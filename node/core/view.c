@@ -74,8 +74,13 @@ table_open_as(struct shard *s, int kind, const struct manifest_obj *o, int lazy,
 	t->reaper = s->cfg.reaper;
 	atomic_init(&t->refs, 1);
 	manifest_obj_key(t->key, sizeof(t->key), s->cfg.prefix, kind, o);
-	int rc = lazy ? run_reader_open_lazy(s->cfg.os, t->key, &t->r)
-		      : run_reader_open(s->cfg.os, t->key, &t->r);
+	struct run_read_options ro = {
+		.cache = s->cfg.bcache,
+		.resident_index = kind == MANIFEST_GEN,
+		.hits = &s->cache_hits,
+		.misses = &s->cache_misses,
+	};
+	int rc = run_reader_open_with(s->cfg.os, t->key, &ro, lazy, &t->r);
 	if (rc) {
 		env.free(t);
 		return rc;

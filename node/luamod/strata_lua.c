@@ -239,7 +239,7 @@ static const char *const lstrata_open_keys[] = {
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
 	"max_open_object_files", "memtable_huge_pages", "open_threads", "wal", "serve_first", "serve_count",
-	NULL,
+	"block_cache_bytes", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -602,6 +602,8 @@ lstrata_open(lua_State *L)
 							 o.max_open_wal_files);
 	o.max_open_object_files = (uint32_t)lstrata_opt_int(L, 1, 1, "max_open_object_files", 0, 10000000,
 							    o.max_open_object_files);
+	o.block_cache_bytes = (uint64_t)lstrata_opt_int(L, 1, 1, "block_cache_bytes", 0, 9007199254740992.0,
+							(lua_Number)o.block_cache_bytes);
 	o.clock = lstrata_opt_enum(L, 1, "clock", lstrata_clocks, o.clock);
 	o.step_meter = lstrata_opt_enum(L, 1, "step_meter", lstrata_meters, o.step_meter);
 	o.threads = (int)lstrata_opt_int(L, 1, 1, "threads", -1, 1024, o.threads);

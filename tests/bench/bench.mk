@@ -16,7 +16,9 @@
 # (bench_stall; a quick run: BENCH_STALL_GENS=8 BENCH_STALL_GEN_MB=16);
 # BENCH_GROWTH_GENS, BENCH_GROWTH_SHARDS, BENCH_GROWTH_ROWS, BENCH_GROWTH_REPLAY_MB,
 # BENCH_GROWTH_ENGINES, BENCH_GROWTH_SVG (bench_growth);
-# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|frame|sim runs one of them.
+# BENCH_GET_GENS, BENCH_GET_ROWS, BENCH_GET_MERGED_ROWS, BENCH_GET_SAMPLES, BENCH_GET_ROCKSDB,
+# BENCH_GET_CACHE (bench_get);
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|get|frame|sim runs one of them.
 
 CC      ?= cc
 BUILD   ?= build
@@ -38,7 +40,7 @@ BENCH_LDLIBS := $(shell pkg-config --libs $(BENCH_PC)) -lev -lpthread -lm
 BENCH_ROCKSDB_LDLIBS := -lrocksdb
 
 BENCH_BIN := $(BUILD)/bench/bench_append $(BUILD)/bench/bench_merge $(BUILD)/bench/bench_policy \
-             $(BUILD)/bench/bench_stall $(BUILD)/bench/bench_growth
+             $(BUILD)/bench/bench_stall $(BUILD)/bench/bench_growth $(BUILD)/bench/bench_get
 
 .PHONY: bench bench-build
 

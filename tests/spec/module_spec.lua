@@ -74,7 +74,9 @@ local STATS_FIELDS = {
 	"last_seq", "next_generation", "appends", "rows_appended", "wal_syncs", "seals",
 	"merges", "merge_conflicts", "foreign_manifest_versions", "merged_generations", "merge_bytes_in", "merge_bytes_out",
 	"compactions", "max_exclusive_ns", "max_exclusive_wait_ns", "background_io_bytes_per_s",
-	"background_io_wait_ns", "generation_bytes", "base_bytes",
+	"background_io_wait_ns", "generation_bytes", "base_bytes", "block_cache_hits",
+	"block_cache_misses", "block_cache_evictions", "block_cache_bytes", "block_cache_capacity",
+	"resident_filter_bytes",
 }
 
 describe("strata module", function()
@@ -197,6 +199,22 @@ describe("strata module", function()
 			db:append(0, "k", "new")
 			assert.equals("new", db:get(0, "k"))
 			db:close()
+		end)
+
+		it("reads through a block cache of block_cache_bytes, or none with 0", function()
+			for _, bytes in ipairs({ 1024 * 1024, 0 }) do
+				local db = open({ block_cache_bytes = bytes })
+				db:append(0, "k", "v")
+				db:seal(0)
+				db:merge(0)
+				assert.equals("v", db:get(0, "k"))
+				assert.equals("v", db:get(0, "k"))
+				local st = db:stats(0)
+				assert.equals(bytes > 0 and 2 or 0, st.block_cache_hits)
+				assert.equals(bytes > 0 and 3 * bytes / 4 or 0, st.block_cache_capacity)
+				db:close()
+			end
+			assert.has_error(function() strata.open({ dir = tmpdir(), block_cache_bytes = -1 }) end)
 		end)
 
 		it("deletes a key, a list of keys, and delete rows mixed with puts", function()
