@@ -18,7 +18,8 @@
 # BENCH_GROWTH_ENGINES, BENCH_GROWTH_SVG (bench_growth);
 # BENCH_GET_GENS, BENCH_GET_ROWS, BENCH_GET_MERGED_ROWS, BENCH_GET_SAMPLES, BENCH_GET_ROCKSDB,
 # BENCH_GET_CACHE (bench_get);
-# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|get|frame|sim runs one of them.
+# BENCH_OBJSTORE_GENS, BENCH_OBJSTORE_GEN_MB, BENCH_OBJSTORE_RATE (bench_objstore.sh);
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|get|objstore|frame|sim runs one of them.
 
 CC      ?= cc
 BUILD   ?= build

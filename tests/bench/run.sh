@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/bench/run.sh BINDIR — run the benchmarks built into BINDIR and print figures.
 # Never fails on speed; exits nonzero only when a benchmark reports an engine error.
-# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|get|frame|sim runs one of them. STRATA_BIN names the strata
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|get|objstore|frame|sim runs one of them. STRATA_BIN names the strata
 # binary that bench_http serves with (default BINDIR/../strata).
 set -u
 bindir=${1:?usage: run.sh BINDIR}
@@ -9,8 +9,8 @@ strata=${STRATA_BIN:-$bindir/../strata}
 here=$(dirname "$0")
 status=0
 case "${BENCH_ONLY:-}" in
-  ""|append|merge|policy|http|stall|stall-http|growth|get|frame|sim) ;;
-  *) echo "run.sh: BENCH_ONLY=${BENCH_ONLY} is not one of append, merge, policy, http, stall, stall-http, growth, get, frame, sim" >&2; exit 2 ;;
+  ""|append|merge|policy|http|stall|stall-http|growth|get|objstore|frame|sim) ;;
+  *) echo "run.sh: BENCH_ONLY=${BENCH_ONLY} is not one of append, merge, policy, http, stall, stall-http, growth, get, objstore, frame, sim" >&2; exit 2 ;;
 esac
 case "${BENCH_ONLY:-}" in
   ""|append) "$bindir/bench_append" || status=1; echo ;;
@@ -32,6 +32,9 @@ case "${BENCH_ONLY:-}" in
 esac
 case "${BENCH_ONLY:-}" in
   ""|get) "$bindir/bench_get" || status=1; echo ;;
+esac
+case "${BENCH_ONLY:-}" in
+  ""|objstore) sh "$here/bench_objstore.sh" "$bindir" "$strata" || status=1; echo ;;
 esac
 case "${BENCH_ONLY:-}" in
   ""|frame) sh "$here/bench_frame.sh" "$bindir" || status=1; echo ;;

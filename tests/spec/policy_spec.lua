@@ -620,6 +620,14 @@ return {
 	base_max_runs = 0,
 }
 ]])))
+			-- A hostile run that started before the swap may still hold its plan (until its
+			-- budget stops it and a worker aborts the plan): the good policy's merges would
+			-- be busy. Wait until the shard is free.
+			for _ = 1, 500 do
+				local _, _, c = db:merge(0)
+				if c ~= strata.EBUSY then break end
+				sleep_ms(10)
+			end
 			local merges = stats(db).merges
 			keys[#keys + 1] = "x1"
 			generation(db, 0, "x1")
