@@ -716,6 +716,7 @@ TEST(an_edit_round_trips_and_applies_to_exactly_the_next_state)
 	CHECK_EQ(e.ndel_runs, 0);
 	struct buf b = {0};
 	REQUIRE_EQ(manifest_edit_encode(&e, &b), 0);
+	manifest_edit_destroy(&e);
 	CHECK(memcmp(b.data, "STRMEDIT", 8) == 0);
 	/* Fixed part and one of each: no copy of the objects that stay. */
 	CHECK_EQ(b.len, 8 + 4 + 8 + 4 + 24 + 8 + 16 + 4 + 8 + 2 * 52);
