@@ -979,10 +979,13 @@ static int
 stall_point(const char *name, const void *arg)
 {
 	(void)arg;
-	if (!stall.armed || strcmp(name, "manifest.before_append") != 0 ||
-	    !pthread_equal(pthread_self(), stall.who))
+	if (strcmp(name, "manifest.before_append") != 0)
 		return 0;
 	pthread_mutex_lock(&stall.mu);
+	if (!stall.armed || !pthread_equal(pthread_self(), stall.who)) {
+		pthread_mutex_unlock(&stall.mu);
+		return 0;
+	}
 	stall.paused = 1;
 	pthread_cond_broadcast(&stall.cv);
 	while (!stall.resume)
@@ -1005,6 +1008,9 @@ static void *
 staller_main(void *arg)
 {
 	struct staller *st = arg;
+	pthread_mutex_lock(&stall.mu);
+	stall.who = pthread_self(); /* before its first manifest point */
+	pthread_mutex_unlock(&stall.mu);
 	struct manifest_opts o = {.snapshot_edits = 4, .keep = 0};
 	st->rc = manifest_commit_update(st->os, PFX, &o, st->m.writer_epoch, &st->m, add_gen_mutate,
 					&st->ctx);
@@ -1024,15 +1030,13 @@ TEST(a_writer_stalled_past_a_collection_is_fenced_and_its_update_is_not_in_the_l
 	/* The stalled writer (same epoch: an external compactor never claims) read v2. */
 	struct staller st = {.os = fx.os, .ctx = {.epoch = 9}};
 	REQUIRE_EQ(manifest_copy(&st.m, &a), 0);
+	pthread_mutex_lock(&stall.mu);
 	stall.armed = 1;
 	stall.paused = stall.resume = 0;
+	pthread_mutex_unlock(&stall.mu);
 	env.point = stall_point;
 	pthread_t t;
-	pthread_mutex_lock(&stall.mu);
 	REQUIRE_EQ(pthread_create(&t, NULL, staller_main, &st), 0);
-	stall.who = t;
-	pthread_mutex_unlock(&stall.mu);
-	/* Until the pause the thread may test stall.who before it is set: let it retry. */
 	pthread_mutex_lock(&stall.mu);
 	while (!stall.paused)
 		pthread_cond_wait(&stall.cv, &stall.mu);
