@@ -459,6 +459,18 @@ run_bloom_may_contain_hash(const uint8_t *filter, size_t flen, uint64_t h)
 		return 1;
 	uint64_t nbits = (uint64_t)(flen - 1) * 8;
 	uint64_t delta = (h >> 33) | (h << 31);
+	if ((nbits & (nbits - 1)) == 0) {
+		/* The small filters of small generations are 64, 128... bits: the same bit
+		 * positions as h % nbits, without a division per probe. */
+		uint64_t mask = nbits - 1;
+		for (uint32_t i = 0; i < k; i++) {
+			uint64_t b = h & mask;
+			if (!(filter[b >> 3] & (1u << (b & 7))))
+				return 0;
+			h += delta;
+		}
+		return 1;
+	}
 	for (uint32_t i = 0; i < k; i++) {
 		uint64_t b = h % nbits;
 		if (!(filter[b >> 3] & (1u << (b & 7))))
