@@ -137,9 +137,10 @@ typedef struct strata_options {
 	 *  replaces it while that policy runs. */
 	uint64_t background_io_bytes_per_s;
 	/** The background IO budget's automatic mode: the rate starts at
-	 *  background_io_bytes_per_s (0: 1 GiB/s), halves while the WAL's fdatasyncs (a window's median) take
-	 *  over 4x their baseline and over 1 ms, and climbs back a sixteenth per 8 syncs
-	 *  otherwise (floor: 1/64 of that, at least 4 MiB/s). A policy's background_io_mib_per_s =
+	 *  background_io_bytes_per_s (0: 1 GiB/s), halves (from what the background wrote, when
+	 *  that is lower) while the WAL's fdatasyncs (a window's median of 8) take over 2x their
+	 *  baseline and over 0.5 ms, and climbs back (doubling per second) once they are under
+	 *  1.5x (floor: 1/64 of the ceiling, at least 4 MiB/s). A policy's background_io_mib_per_s =
 	 *  "auto" turns it on, a number fixes the rate. */
 	int background_io_auto;
 	/** Merge policy: NULL = none (nothing seals or merges by itself); "" = the built-in

@@ -35,6 +35,9 @@ struct ratelimit {
 	unsigned win_n;
 	/** Automatic mode: halvings and raises so far. */
 	uint64_t downs, ups;
+	/** Automatic mode: bytes and env.mono_ns() when the current window began (what
+	 *  the background actually wrote over it). */
+	uint64_t win_bytes, win_ns;
 };
 
 /** Burst allowed: 50 ms of the rate, at least 256 KiB. */
@@ -93,6 +96,8 @@ ratelimit_set_auto(struct ratelimit *r, int on, uint64_t ceiling)
 		r->base_ns = 0;
 		r->win_n = 0;
 		r->last_obs_ns = env.mono_ns();
+		r->win_bytes = r->bytes;
+		r->win_ns = r->last_obs_ns;
 		if (r->tokens > ratelimit_burst(r->rate))
 			r->tokens = ratelimit_burst(r->rate);
 	}
@@ -119,12 +124,6 @@ ratelimit_observe(struct ratelimit *r, uint64_t sync_ns)
 		return;
 	}
 	r->last_obs_ns = env.mono_ns();
-	/* The baseline drops to a new low at once and creeps up 1/256 per sync, so it
-	 * follows a device that got slower without taking a burst for the norm. */
-	if (r->base_ns == 0 || sync_ns < r->base_ns)
-		r->base_ns = sync_ns ? sync_ns : 1;
-	else
-		r->base_ns += r->base_ns / 256 + 1;
 	r->win[r->win_n++] = sync_ns;
 	if (r->win_n >= RATELIMIT_AUTO_WINDOW) {
 		/* The window's median: one slow sync is the device's noise, most of them
@@ -137,17 +136,39 @@ ratelimit_observe(struct ratelimit *r, uint64_t sync_ns)
 				w[j - 1] = t;
 			}
 		uint64_t median = w[RATELIMIT_AUTO_WINDOW / 2];
-		if (median > 4 * r->base_ns && median > 1000000u) {
-			uint64_t next = r->rate / 2;
+		/* The baseline is the lowest window median, creeping up 1/16384 per window
+		 * (2.7x in about 130 000 syncs), so it follows a device that got slower for
+		 * good without taking a long merge's slow syncs for the norm, and one lucky
+		 * sync does not set it. */
+		if (r->base_ns == 0 || median < r->base_ns)
+			r->base_ns = median ? median : 1;
+		else
+			r->base_ns += r->base_ns / 16384 + 1;
+		uint64_t now = r->last_obs_ns, dt = now - r->win_ns;
+		/* What the background wrote over the window: a rate far above it (the
+		 * ceiling, at the start) would take several halvings to bite. */
+		uint64_t seen = dt > 0 ? (uint64_t)((double)(r->bytes - r->win_bytes) * 1e9 / (double)dt) : 0;
+		if (median > RATELIMIT_AUTO_SLOW * r->base_ns && median > RATELIMIT_AUTO_SLOW_NS) {
+			uint64_t from = seen > 0 && seen < r->rate ? seen : r->rate;
+			uint64_t next = from / 2;
 			r->rate = next > r->floor ? next : r->floor;
 			r->downs++;
 			if (r->tokens > ratelimit_burst(r->rate))
 				r->tokens = ratelimit_burst(r->rate);
-		} else if (r->rate < r->ceiling) {
-			uint64_t next = r->rate + r->ceiling / 16;
+		} else if (r->rate < r->ceiling && (2 * median <= 3 * r->base_ns ||
+						    median <= RATELIMIT_AUTO_SLOW_NS)) {
+			/* Fast again (under 1.5x the baseline): climb back, by the rate itself per
+			 * second of such windows (it doubles in a second), at least a 64th of the
+			 * ceiling per window. */
+			uint64_t step = (uint64_t)((double)r->rate * (double)dt / 1e9);
+			if (step < r->ceiling / 64)
+				step = r->ceiling / 64;
+			uint64_t next = r->rate + step;
 			r->rate = next < r->ceiling ? next : r->ceiling;
 			r->ups++;
 		}
+		r->win_bytes = r->bytes;
+		r->win_ns = now;
 		r->win_n = 0;
 	}
 	pthread_mutex_unlock(&r->mu);

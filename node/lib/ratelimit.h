@@ -28,14 +28,26 @@ void ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns);
 
 /*
  * Automatic mode: the rate follows the foreground. The WAL reports how long each
- * fdatasync took (ratelimit_observe); the limiter keeps a baseline (the low end of
- * recent syncs) and, over each window of RATELIMIT_AUTO_WINDOW syncs, halves the rate
- * when the window's median sync took over 4x the baseline and over 1 ms (background writeback
- * is delaying the WAL), and otherwise raises it by a sixteenth of the ceiling
- * (additive increase, multiplicative decrease). It stays between a floor (ceiling / 64, at least 4 MiB/s: merges
- * always progress) and the ceiling, and returns to the ceiling after a second without
- * syncs (no foreground to protect).
+ * fdatasync took (ratelimit_observe); the limiter keeps a baseline (the lowest window
+ * median, creeping up 1/16384 per window) and, over each window of RATELIMIT_AUTO_WINDOW syncs, halves the rate
+ * when the window's median sync took over RATELIMIT_AUTO_SLOW times the baseline and
+ * over RATELIMIT_AUTO_SLOW_NS (background writeback is delaying the WAL) — halving what
+ * the background actually wrote over the window when that is below the rate, so a
+ * ceiling far above the device's speed bites at the first slow window; it holds between
+ * 1.5x and that, and under 1.5x (or under RATELIMIT_AUTO_SLOW_NS) it climbs back,
+ * doubling in a second of such windows and by at least a 64th of the ceiling per window
+ * (multiplicative decrease, gradual increase). It stays between a floor (ceiling / 64,
+ * at least 4 MiB/s: merges always progress) and the ceiling, and returns to the ceiling
+ * after a second without syncs (no foreground to protect).
+ *
+ * Why 2x: a writer paced at 40% of what one sync at a time allows keeps up while a sync
+ * takes under 2.5x its idle time; past that its queue grows for as long as the merge
+ * runs, which is the stall this mode exists to prevent.
  */
+/** Median sync over this many baselines is slow. */
+#define RATELIMIT_AUTO_SLOW 2u
+/** ... and over this many ns (a fast device's syncs may double without harm). */
+#define RATELIMIT_AUTO_SLOW_NS 500000u
 /** Window of the automatic mode, in observed syncs. */
 #define RATELIMIT_AUTO_WINDOW 8u
 /** The ceiling of the automatic mode when none is given: 1 GiB/s. */
