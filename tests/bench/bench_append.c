@@ -6,7 +6,9 @@
  * returns after the fdatasync of its group commit), then to RocksDB through its C
  * API (WriteBatch per append, sync=1), in fresh directories on the same filesystem.
  * Prints rows/s, appends/s, p50/p99 append latency, the number of WAL syncs, and
- * the strata/RocksDB ratio per batch size. Asserts nothing about speed.
+ * the strata/RocksDB ratio per batch size, and the device's own limit (one 256-byte
+ * pwrite + fdatasync at a time, before and after the runs) with each engine's share of
+ * it at batch 1. Asserts nothing about speed.
  *
  * Environment: BENCH_SECONDS (5), BENCH_THREADS (4), BENCH_BATCHES ("1,100"),
  * BENCH_SEAL_MB (64: strata memtable size at which the bench seals, as RocksDB
@@ -373,6 +375,31 @@ print_row(const char *engine, const struct run_cfg *cfg, const struct run_result
 	       cfg->batch, r->rows_per_s, r->appends_per_s, r->p50_us, r->p99_us, syncs, per, flushed);
 }
 
+/** The device's own limit: syncs/s of one 256-byte pwrite + fdatasync at a time,
+ *  appending to a fresh file in the bench's directory, as a WAL of one writer does. */
+static double
+sync_limit(void)
+{
+	char dir[4096], path[4200];
+	bench_mkdtemp("synclimit", dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/f", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		bench_die("open %s: %s", path, strerror(errno));
+	char b[256];
+	memset(b, 'x', sizeof(b));
+	const int n = 1000;
+	uint64_t t0 = bench_now_ns();
+	for (int i = 0; i < n; i++)
+		if (pwrite(fd, b, sizeof(b), (off_t)i * (off_t)sizeof(b)) != (ssize_t)sizeof(b) ||
+		    fdatasync(fd) != 0)
+			bench_die("pwrite/fdatasync %s: %s", path, strerror(errno));
+	double secs = (double)(bench_now_ns() - t0) / 1e9;
+	close(fd);
+	bench_rmrf(dir);
+	return (double)n / secs;
+}
+
 int
 main(void)
 {
@@ -409,6 +436,9 @@ main(void)
 	printf("rocksdb: default options + create_if_missing, WriteBatch per append, "
 	       "rocksdb_writeoptions_set_sync(1), WAL on (write_buffer_size 64 MiB)\n");
 	printf("latency: wall time of one append call (one strata_append / one rocksdb_write)\n\n");
+	double limit0 = sync_limit();
+	printf("device: one 256-byte pwrite + fdatasync at a time: %.0f syncs/s (%.0f us each)\n\n",
+	       limit0, 1e6 / limit0);
 	printf("%-8s %7s %6s %12s %11s %9s %9s %10s %12s %9s\n", "engine", "threads", "batch",
 	       "rows/s", "appends/s", "p50_us", "p99_us", "wal_syncs", "appends/sync", "flush_MiB");
 
@@ -438,6 +468,20 @@ main(void)
 		       rr[i].rows_per_s > 0 ? rs[i].rows_per_s / rr[i].rows_per_s : 0.0,
 		       rr[i].p99_us > 0 ? rs[i].p99_us / rr[i].p99_us : 0.0);
 	}
+	double limit1 = sync_limit();
+	double limit = (limit0 + limit1) / 2;
+	printf("\ndevice after the runs: %.0f syncs/s; the limit of %u writers whose every sync "
+	       "carries one row of each (%u x %.0f syncs/s, mean of before and after): %.0f rows/s\n",
+	       limit1, threads, threads, limit, threads * limit);
+	for (int i = 0; i < nb; i++)
+		if (batches[i] == 1) {
+			if (with_strata)
+				printf("  batch 1: strata %.0f%% of that limit\n",
+				       100.0 * rs[i].rows_per_s / (threads * limit));
+			if (with_rocks)
+				printf("  batch 1: rocksdb %.0f%% of that limit\n",
+				       100.0 * rr[i].rows_per_s / (threads * limit));
+		}
 	printf("wal_syncs: strata from strata_shard_stats().wal_syncs, RocksDB from its "
 	       "rocksdb.wal.synced ticker; appends/sync > 1 shows group commit\n");
 	if (failed)
