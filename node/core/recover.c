@@ -198,6 +198,7 @@ shard_load_state(struct shard *s)
 	v->active = slot_new(s->cfg.memtable_huge_pages);
 	v->sealed = env.calloc(1, sizeof(*v->sealed));
 	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
+	v->ghint = env.calloc(s->man.ngens + 1, sizeof(*v->ghint));
 	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
 	if (v->active == NULL || v->sealed == NULL || v->gens == NULL || v->runs == NULL)
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory", cfg->id);

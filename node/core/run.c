@@ -1675,8 +1675,7 @@ run_probe_build(struct run_reader *r, const struct run_part *p)
 	}
 }
 
-/** What r's probe says of k: 0 the run has no row of k newer than floor, 1 it may. */
-static int
+int
 run_probe_may_hold(const struct run_probe *pr, const struct run_key *k, uint64_t floor)
 {
 	if (floor != 0 && pr->max_seq <= floor)
@@ -1697,6 +1696,19 @@ run_probe_may_hold(const struct run_probe *pr, const struct run_key *k, uint64_t
 	if (lo == pr->nblocks)
 		return 0;
 	return run_bloom_may_contain_hash(pr->b[lo].filter, pr->b[lo].flen, k->hash);
+}
+
+const struct run_probe *
+run_reader_probe(const struct run_reader *r)
+{
+	return __atomic_load_n(&r->probe, __ATOMIC_ACQUIRE);
+}
+
+void
+run_probe_prefetch(const struct run_probe *pr)
+{
+	__builtin_prefetch(pr);
+	__builtin_prefetch((const char *)pr + 64);
 }
 
 void

@@ -126,6 +126,8 @@ int run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t 
  *  found like a put, with an empty value and *kind STRATA_ROW_DELETE. */
 int run_reader_get_kind(struct run_reader *r, const void *key, size_t klen, uint64_t *seq,
 			void **val, size_t *vlen, uint32_t *kind);
+struct run_probe;
+
 /** A key looked up in many runs: its bloom hash is computed once. */
 struct run_key {
 	/** Key bytes. */
@@ -145,6 +147,15 @@ int run_reader_find(struct run_reader *r, const struct run_key *k, uint64_t floo
 /** Start loading what run_reader_find of r touches first into the CPU cache (a caller
  *  probing many runs calls it a few runs ahead). */
 void run_reader_prefetch(const struct run_reader *r);
+/** The resident probe of a small run (its filters and block keys in one allocation),
+ *  NULL until a lookup built it or when the run has none; valid until
+ *  run_reader_close. */
+const struct run_probe *run_reader_probe(const struct run_reader *r);
+/** What a probe says of k: 0 the run has no row of k newer than floor (floor 0: any),
+ *  1 it may (run_reader_find then says). */
+int run_probe_may_hold(const struct run_probe *pr, const struct run_key *k, uint64_t floor);
+/** Start loading pr into the CPU cache. */
+void run_probe_prefetch(const struct run_probe *pr);
 /** Bytes this reader keeps in the cache's resident budget now. */
 uint64_t run_reader_resident_bytes(const struct run_reader *r);
 /** Bloom probes of an index partition that said "absent" (skipped block reads), for

@@ -303,20 +303,44 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 	struct table **lists[2] = {v->gens, v->runs};
 	uint32_t counts[2] = {v->ngens, v->nruns};
 	for (int l = 0; l < 2; l++) {
+		struct table **tabs = lists[l];
+		struct view_hint *hint = l == 0 ? v->ghint : NULL;
 		for (uint32_t i = counts[l]; i-- > 0;) {
-			/* A backlog is thousands of tables: start the next ones' loads. */
-			if (i >= 24)
-				__builtin_prefetch(lists[l][i - 24]);
-			if (i >= 16)
-				__builtin_prefetch(lists[l][i - 16]->r);
-			if (i >= 8)
-				run_reader_prefetch(lists[l][i - 8]->r);
+			uint64_t floor = best == NULL ? 0 : best_seq;
+			/* A backlog is thousands of tables: start the next ones' loads, through
+			 * the hint where it names the table (no table or reader touched). */
+			if (i >= 8 && hint != NULL &&
+			    __atomic_load_n(&hint[i - 8].t, __ATOMIC_ACQUIRE) == tabs[i - 8]) {
+				run_probe_prefetch(__atomic_load_n(&hint[i - 8].pr, __ATOMIC_RELAXED));
+			} else {
+				if (i >= 24)
+					__builtin_prefetch(tabs[i - 24]);
+				if (i >= 16)
+					__builtin_prefetch(tabs[i - 16]->r);
+				if (i >= 8)
+					run_reader_prefetch(tabs[i - 8]->r);
+			}
+			struct table *t = tabs[i];
+			if (hint != NULL) {
+				if (__atomic_load_n(&hint[i].t, __ATOMIC_ACQUIRE) == t) {
+					const struct run_probe *pr =
+						__atomic_load_n(&hint[i].pr, __ATOMIC_RELAXED);
+					if (!run_probe_may_hold(pr, &rk, floor))
+						continue;
+				} else {
+					const struct run_probe *pr = run_reader_probe(t->r);
+					if (pr == NULL) /* built by this lookup, if at all */
+						goto find;
+					__atomic_store_n(&hint[i].pr, pr, __ATOMIC_RELAXED);
+					__atomic_store_n(&hint[i].t, t, __ATOMIC_RELEASE);
+				}
+			}
+		find:;
 			uint64_t tseq;
 			void *tv;
 			size_t tl;
 			uint32_t tkind = STRATA_ROW_PUT;
-			int trc = run_reader_find(lists[l][i]->r, &rk, best == NULL ? 0 : best_seq, &tseq,
-						  &tv, &tl, &tkind);
+			int trc = run_reader_find(t->r, &rk, floor, &tseq, &tv, &tl, &tkind);
 			if (trc == STRATA_NOTFOUND)
 				continue;
 			if (trc) {

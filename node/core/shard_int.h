@@ -60,6 +60,12 @@ struct table {
 	char key[160];
 };
 
+/** A generation's probe, cached in the view (see view.ghint). */
+struct view_hint {
+	const struct table *t;
+	const struct run_probe *pr;
+};
+
 /** What readers see. Immutable once published. */
 struct view {
 	/** Holders. */
@@ -72,6 +78,12 @@ struct view {
 	/** Generations, oldest first. */
 	struct table **gens;
 	uint32_t ngens;
+	/** Beside gens (same capacity; NULL: none): the resident probe of gens[i] when
+	 *  hint[i].t is gens[i], so a get across a backlog reads two dense arrays and the
+	 *  probes, not every table and reader. Filled by gets (atomics: probe first, then
+	 *  the table), copied by view_clone where still valid, entries that no longer match
+	 *  cleared by view_swap before the view is published. */
+	struct view_hint *ghint;
 	/** Base runs, oldest first. */
 	struct table **runs;
 	uint32_t nruns;

@@ -115,6 +115,7 @@ view_unref(struct view *v)
 		table_unref(v->runs[i]);
 	env.free(v->sealed);
 	env.free(v->gens);
+	env.free(v->ghint);
 	env.free(v->runs);
 	env.free(v);
 }
@@ -146,6 +147,16 @@ view_clone(const struct view *old, uint32_t extra)
 	for (uint32_t i = 0; i < old->ngens; i++) {
 		v->gens[v->ngens++] = old->gens[i];
 		atomic_fetch_add(&old->gens[i]->refs, 1);
+	}
+	/* The hints come along where they still name their table (no memory: none, gets
+	 * take the long way). */
+	v->ghint = env.calloc(old->ngens + extra + 1, sizeof(*v->ghint));
+	for (uint32_t i = 0; v->ghint != NULL && old->ghint != NULL && i < old->ngens; i++) {
+		const struct table *t = __atomic_load_n(&old->ghint[i].t, __ATOMIC_ACQUIRE);
+		if (t == old->gens[i]) {
+			v->ghint[i].pr = __atomic_load_n(&old->ghint[i].pr, __ATOMIC_RELAXED);
+			v->ghint[i].t = t;
+		}
 	}
 	for (uint32_t i = 0; i < old->nruns; i++) {
 		v->runs[v->nruns++] = old->runs[i];
@@ -197,6 +208,12 @@ excl_unlock(struct shard *s, uint64_t t0)
 struct view *
 view_swap(struct shard *s, struct view *v)
 {
+	/* Hints that an edit since view_clone moved off their table are cleared before
+	 * anyone reads them: a table freed later cannot come back at the same address and
+	 * index with a stale probe, since nothing is added to a published view. */
+	for (uint32_t i = 0; v->ghint != NULL && i < v->ngens; i++)
+		if (v->ghint[i].t != v->gens[i])
+			v->ghint[i] = (struct view_hint){0};
 	uint64_t t0;
 	excl_lock(s, &t0);
 	struct view *old = s->view;
@@ -256,6 +273,7 @@ view_reconcile_with(struct shard *s, struct table *mine)
 	atomic_init(&v->refs, 1);
 	v->sealed = env.calloc(cur->nsealed + 1, sizeof(*v->sealed));
 	v->gens = env.calloc(s->man.ngens + 1, sizeof(*v->gens));
+	v->ghint = env.calloc(s->man.ngens + 1, sizeof(*v->ghint));
 	v->runs = env.calloc(s->man.nruns + 1, sizeof(*v->runs));
 	v->active = cur->active;
 	atomic_fetch_add(&v->active->refs, 1);
