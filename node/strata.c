@@ -199,6 +199,7 @@ strata_options_init(strata_options *o)
 	o->block_bytes = 64u << 10;
 	o->zstd_level = 1;
 	o->bloom_bits_per_key = 10;
+	o->generation_bloom_bits_per_key = 16;
 	o->manifest_keep = 4;
 	o->manifest_snapshot_edits = 128;
 	o->merge_max_inputs = 8;

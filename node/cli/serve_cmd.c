@@ -123,6 +123,9 @@ static const struct serve_flag serve_flags[] = {
 	 "zstd compression level of run-file blocks, -131072..22 (negative: faster)", NULL, "zstd_level"},
 	{"--bloom-bits-per-key", SERVE_U32, ST(bloom_bits_per_key), 0, 64, "N",
 	 "bloom filter bits per key, 0..64 (0 disables the filters)", NULL, "bloom_bits_per_key"},
+	{"--generation-bloom-bits-per-key", SERVE_U32, ST(generation_bloom_bits_per_key), 0, 64, "N",
+	 "bloom filter bits per key of generations (0: --bloom-bits-per-key); every get probes "
+	 "every pending one", NULL, "generation_bloom_bits_per_key"},
 	{"--manifest-keep", SERVE_U32, ST(manifest_keep), 0, 1000000, "N",
 	 "manifest versions kept behind the current one", NULL, "manifest_keep"},
 	{"--manifest-snapshot-edits", SERVE_U32, ST(manifest_snapshot_edits), 1, 1000000, "N",

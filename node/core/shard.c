@@ -442,7 +442,13 @@ static int
 write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta *meta)
 {
 	struct run_writer *w;
-	int rc = run_writer_open(s->cfg.os, key, &s->cfg.run, &w);
+	struct run_writer_options ro = s->cfg.run;
+	ro.pow2_filters = 1;
+	/* Generations are what a backlog is made of: denser filters, probed by a mask. */
+	ro.bloom_bits_per_key = s->cfg.gen_bloom_bits_per_key ? s->cfg.gen_bloom_bits_per_key
+							      : s->cfg.run.bloom_bits_per_key;
+	ro.bloom_k_bits_per_key = s->cfg.run.bloom_bits_per_key;
+	int rc = run_writer_open(s->cfg.os, key, &ro, &w);
 	if (rc)
 		return rc;
 	struct mem_iter it;

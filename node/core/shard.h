@@ -54,6 +54,8 @@ struct shard_config {
 	uint64_t max_value_bytes;
 	/** Run-file writer settings. */
 	struct run_writer_options run;
+	/** Bloom bits per key of the generations seals write (RUN_BLOOM_DISABLED: none). */
+	uint32_t gen_bloom_bits_per_key;
 	/** Manifest versions kept behind the current one. */
 	uint32_t manifest_keep;
 	/** When the manifest log puts snapshots, and what it keeps. */

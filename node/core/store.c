@@ -407,6 +407,9 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->run.block_bytes = o->block_bytes;
 	cfg->run.zstd_level = o->zstd_level;
 	cfg->run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key : RUN_BLOOM_DISABLED;
+	cfg->gen_bloom_bits_per_key = o->bloom_bits_per_key == 0 ? RUN_BLOOM_DISABLED
+				      : o->generation_bloom_bits_per_key ? o->generation_bloom_bits_per_key
+									 : o->bloom_bits_per_key;
 	cfg->manifest_keep = o->manifest_keep;
 	cfg->manifest.snapshot_edits = o->manifest_snapshot_edits;
 	cfg->manifest.keep = o->manifest_keep;

@@ -13,7 +13,8 @@
  * auto compactions off and the L0 triggers raised so the files stay in L0, a 64 MiB
  * block cache (the strata default) and bloom filters of 10 bits per key; the merged
  * case is compacted into one level (at 10 000 generations a fifth of the samples for strata, a
- * tenth for RocksDB). BENCH_GET_CACHE sets strata's block_cache_bytes
+ * tenth for RocksDB). BENCH_GET_GEN_BLOOM sets strata's generation_bloom_bits_per_key
+ * (default 16). BENCH_GET_CACHE sets strata's block_cache_bytes
  * (default: the library's default). Prints figures; asserts nothing about speed.
  */
 #include <inttypes.h>
@@ -131,6 +132,8 @@ eng_open(struct engine *e, const char *kind, const char *dir)
 		if (c != NULL && *c != '\0')
 			o.block_cache_bytes = bench_env_u64("BENCH_GET_CACHE", 0);
 #endif
+		o.generation_bloom_bits_per_key = (uint32_t)bench_env_u64(
+			"BENCH_GET_GEN_BLOOM", o.generation_bloom_bits_per_key);
 		if (strata_open(&o, &e->s) != 0)
 			bench_die("strata_open %s: %s", dir, strata_last_error());
 		return;
