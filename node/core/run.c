@@ -1717,6 +1717,31 @@ run_probe_build(struct run_reader *r, const struct run_part *p)
 	}
 }
 
+/** A resident run that a lookup left without reading its partition (the key outside
+ *  its range, or its rows older than what was found): build its probe now, once, so
+ *  the next lookups (and a view's hints) answer from the probe without touching the
+ *  reader. A partition the resident budget has no room for gets no probe. */
+static void
+run_probe_prepare(struct run_reader *r)
+{
+	if (!r->ro.resident_index || r->nparts != 1 || r->meta.rows == 0 ||
+	    atomic_load_explicit(&r->probe_none, memory_order_relaxed))
+		return;
+	const struct run_part *p = NULL;
+	struct bcache_entry *ph = NULL;
+	if (run_part_get(r, 0, &p, &ph) != 0) {
+		diag_clear(); /* the lookup's answer stands; a read in range reports it */
+		return;
+	}
+	if (ph != NULL) {
+		bcache_release(r->ro.cache, ph);
+		atomic_store(&r->probe_none, 1);
+		return;
+	}
+	if (__atomic_load_n(&r->probe, __ATOMIC_ACQUIRE) == NULL)
+		run_probe_build(r, p);
+}
+
 int
 run_probe_may_hold(const struct run_probe *pr, const struct run_key *k, uint64_t floor)
 {
@@ -1777,8 +1802,11 @@ run_reader_find(struct run_reader *r, const struct run_key *k, uint64_t floor, u
 		return lrc;
 	if (r->meta.rows == 0 || (floor != 0 && r->meta.max_seq <= floor) ||
 	    run_keycmp(key, klen, r->min_key, r->min_klen) < 0 ||
-	    run_keycmp(key, klen, r->max_key, r->max_klen) > 0)
+	    run_keycmp(key, klen, r->max_key, r->max_klen) > 0) {
+		if (pr == NULL)
+			run_probe_prepare(r);
 		return STRATA_NOTFOUND;
+	}
 	size_t pi = run_find_part(r, key, klen);
 	if (pi == r->nparts)
 		return STRATA_NOTFOUND;
