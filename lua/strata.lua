@@ -38,7 +38,8 @@ end
 
 --- strata.open{dir=, shards=, sync="fsync"|"none"|"interval", sync_interval_ms=,
 -- max_value_bytes=, wal_segment_bytes=, block_bytes=, zstd_level=,
--- bloom_bits_per_key=, generation_bloom_bits_per_key=, manifest_keep=, merge_max_inputs=, policy=} (or strata.open(dir))
+-- bloom_bits_per_key=, generation_bloom_bits_per_key=, manifest_keep=, merge_max_inputs=,
+-- policy=} (or strata.open(dir))
 -- -> db | nil, message, code. The db owns dir until db:close(): a second open of it, here
 -- or in another process, returns nil, message, strata.ELOCKED. shards = 0 (the default)
 -- opens the count the store has (1 for a new one); another count is refused.
