@@ -328,14 +328,14 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 					if (!run_probe_may_hold(pr, &rk, floor))
 						continue;
 				} else {
+					/* None yet: this lookup builds the probe, if it is ever built. */
 					const struct run_probe *pr = run_reader_probe(t->r);
-					if (pr == NULL) /* built by this lookup, if at all */
-						goto find;
-					__atomic_store_n(&hint[i].pr, pr, __ATOMIC_RELAXED);
-					__atomic_store_n(&hint[i].t, t, __ATOMIC_RELEASE);
+					if (pr != NULL) {
+						__atomic_store_n(&hint[i].pr, pr, __ATOMIC_RELAXED);
+						__atomic_store_n(&hint[i].t, t, __ATOMIC_RELEASE);
+					}
 				}
 			}
-		find:;
 			uint64_t tseq;
 			void *tv;
 			size_t tl;
@@ -444,7 +444,8 @@ write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta
 	struct run_writer *w;
 	struct run_writer_options ro = s->cfg.run;
 	ro.pow2_filters = 1;
-	/* Generations are what a backlog is made of: denser filters, probed by a mask. */
+	/* Generations are what a backlog is made of: denser filters, probed without a
+	 * division (see run.c's format). */
 	ro.bloom_bits_per_key = s->cfg.gen_bloom_bits_per_key ? s->cfg.gen_bloom_bits_per_key
 							      : s->cfg.run.bloom_bits_per_key;
 	ro.bloom_k_bits_per_key = s->cfg.run.bloom_bits_per_key;

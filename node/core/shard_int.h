@@ -82,7 +82,8 @@ struct view {
 	 *  hint[i].t is gens[i], so a get across a backlog reads two dense arrays and the
 	 *  probes, not every table and reader. Filled by gets (atomics: probe first, then
 	 *  the table), copied by view_clone where still valid, entries that no longer match
-	 *  cleared by view_swap before the view is published. */
+	 *  cleared by view_swap before the view is published (a seal publishes its clone
+	 *  directly: it edits no generation). */
 	struct view_hint *ghint;
 	/** Base runs, oldest first. */
 	struct table **runs;
