@@ -182,7 +182,8 @@ typedef struct strata_options {
 	uint32_t max_open_object_files;
 	/** Memtable arenas beyond their first MiB in 16 MiB chunks advised as transparent huge
 	 *  pages (default 1; 0 = 1 MiB chunks of normal pages): one page fault per 2 MiB, not
-	 *  per 4 KiB, when a memtable fills (5x faster WAL replay measured here). */
+	 *  per 4 KiB, when a memtable fills (5x faster WAL replay measured here); a replay of
+	 *  over 32 MiB of WAL also has a thread fault the next chunks in ahead of it. */
 	int memtable_huge_pages;
 	/** Threads that load and claim the shards at open (default 64; 0 or 1 = the caller's
 	 *  alone, as always in inline mode): claims sync, and concurrent syncs share journal

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -71,6 +72,30 @@ struct mem {
 	struct mem_chunk *bigs;
 	/** Chunks after the first are MEM_HUGE_CHUNK_BYTES, advised as huge pages. */
 	int huge_pages;
+	/** The prefault thread filling the arena ahead (mem_prefault_start), or NULL. */
+	struct mem_prefault *pf;
+	/** Chunks the last prefault thread made, and taken by the arena. */
+	uint64_t pf_made, pf_taken;
+};
+
+/** A thread that allocates and faults in huge chunks ahead of the inserting thread. */
+struct mem_prefault {
+	/** The thread. */
+	pthread_t thread;
+	/** Guards everything below. */
+	pthread_mutex_t lock;
+	/** Signalled when a chunk is taken and on stop. */
+	pthread_cond_t cond;
+	/** Chunks ready to take, linked through prev. */
+	struct mem_chunk *ready;
+	/** Number of chunks in ready. */
+	unsigned nready;
+	/** Bytes of chunks still to make (chunks the arena allocated itself count too). */
+	uint64_t left;
+	/** Set by mem_prefault_stop. */
+	int stop;
+	/** Chunks made, and taken. */
+	uint64_t made, taken;
 };
 
 /** Entries larger than this get a dedicated allocation instead of chunk space. */
@@ -191,6 +216,148 @@ mem_advise_huge(void *p, size_t n)
 		(void)madvise((void *)a, e - a, MADV_HUGEPAGE);
 }
 
+/** Fault in the pages of [p, p + n) for writing, so that the first write there does not
+ *  wait for the kernel to find and zero a page. */
+static void
+mem_populate(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+	if (madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_WRITE) == 0)
+		return;
+#endif
+	/* An older kernel: one write per page. The memory is fresh, so a zero changes
+	 * nothing a reader could see (the chunk is not handed out yet). */
+	volatile char *c = p;
+	for (size_t off = 0; off < n; off += 4096)
+		c[off] = 0;
+}
+
+static void *
+mem_prefault_main(void *arg)
+{
+	struct mem_prefault *pf = arg;
+	const size_t total = sizeof(struct mem_chunk) + MEM_HUGE_CHUNK_BYTES;
+	pthread_mutex_lock(&pf->lock);
+	for (;;) {
+		while (!pf->stop && pf->left > 0 && pf->nready >= MEM_PREFAULT_DEPTH)
+			pthread_cond_wait(&pf->cond, &pf->lock);
+		if (pf->stop || pf->left == 0)
+			break;
+		pf->left = pf->left > MEM_HUGE_CHUNK_BYTES ? pf->left - MEM_HUGE_CHUNK_BYTES : 0;
+		pthread_mutex_unlock(&pf->lock);
+		struct mem_chunk *c = env.malloc(total);
+		if (c != NULL) {
+			mem_advise_huge(c, total);
+			mem_populate(c, total);
+			c->cap = MEM_HUGE_CHUNK_BYTES;
+		}
+		pthread_mutex_lock(&pf->lock);
+		if (c == NULL)
+			break; /* the arena allocates its own, and reports the failure if it has one */
+		c->prev = pf->ready;
+		pf->ready = c;
+		pf->nready++;
+		pf->made++;
+	}
+	pthread_mutex_unlock(&pf->lock);
+	return NULL;
+}
+
+int
+mem_prefault_start(struct mem *m, uint64_t bytes)
+{
+	assert(m->pf == NULL);
+	if (!m->huge_pages || bytes < 2ull * MEM_HUGE_CHUNK_BYTES)
+		return 0;
+	struct mem_prefault *pf = env.malloc(sizeof(*pf));
+	if (pf == NULL)
+		return diag_set(STRATA_ENOMEM, "memtable: cannot allocate a prefault thread's state");
+	memset(pf, 0, sizeof(*pf));
+	pthread_mutex_init(&pf->lock, NULL);
+	pthread_cond_init(&pf->cond, NULL);
+	pf->left = bytes;
+	int err = pthread_create(&pf->thread, NULL, mem_prefault_main, pf);
+	if (err != 0) {
+		pthread_cond_destroy(&pf->cond);
+		pthread_mutex_destroy(&pf->lock);
+		env.free(pf);
+		return diag_set(STRATA_EIO, "memtable: cannot start a prefault thread: %s",
+				strerror(err));
+	}
+	m->pf_made = m->pf_taken = 0;
+	m->pf = pf;
+	return 0;
+}
+
+void
+mem_prefault_stop(struct mem *m)
+{
+	struct mem_prefault *pf = m->pf;
+	if (pf == NULL)
+		return;
+	pthread_mutex_lock(&pf->lock);
+	pf->stop = 1;
+	pthread_cond_signal(&pf->cond);
+	pthread_mutex_unlock(&pf->lock);
+	pthread_join(pf->thread, NULL);
+	while (pf->ready != NULL) {
+		struct mem_chunk *c = pf->ready;
+		pf->ready = c->prev;
+		env.free(c);
+	}
+	pthread_mutex_lock(&m->lock);
+	m->pf = NULL;
+	m->pf_made = pf->made;
+	m->pf_taken = pf->taken;
+	pthread_mutex_unlock(&m->lock);
+	pthread_cond_destroy(&pf->cond);
+	pthread_mutex_destroy(&pf->lock);
+	env.free(pf);
+}
+
+void
+mem_prefault_stats(const struct mem *m, uint64_t *made, uint64_t *taken)
+{
+	*made = m->pf_made;
+	*taken = m->pf_taken;
+}
+
+unsigned
+mem_prefault_ready(struct mem *m)
+{
+	pthread_mutex_lock(&m->lock);
+	unsigned n = 0;
+	if (m->pf != NULL) {
+		pthread_mutex_lock(&m->pf->lock);
+		n = m->pf->nready;
+		pthread_mutex_unlock(&m->pf->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+/** A ready chunk of m's prefault thread, or NULL (none, or none ready yet); under m->lock. */
+static struct mem_chunk *
+mem_prefault_take(struct mem *m)
+{
+	struct mem_prefault *pf = m->pf;
+	if (pf == NULL)
+		return NULL;
+	pthread_mutex_lock(&pf->lock);
+	struct mem_chunk *c = pf->ready;
+	if (c != NULL) {
+		pf->ready = c->prev;
+		pf->nready--;
+		pf->taken++;
+		pthread_cond_signal(&pf->cond);
+	} else {
+		pf->left = pf->left > MEM_HUGE_CHUNK_BYTES ? pf->left - MEM_HUGE_CHUNK_BYTES : 0;
+	}
+	pthread_mutex_unlock(&pf->lock);
+	return c;
+}
+
 /** Space for a node of size n from the current chunk, switching chunks when full. */
 static void *
 mem_arena_alloc(struct mem *m, size_t n)
@@ -212,7 +379,9 @@ mem_arena_alloc(struct mem *m, size_t n)
 		 * fills it is busy: its next chunks come as huge pages, one fault per 2 MiB. */
 		size_t cap = m->huge_pages && m->chunks != NULL ? MEM_HUGE_CHUNK_BYTES : MEM_CHUNK_BYTES;
 		size_t total = sizeof(struct mem_chunk) + cap;
-		struct mem_chunk *nc = env.malloc(total);
+		struct mem_chunk *nc = cap == MEM_HUGE_CHUNK_BYTES ? mem_prefault_take(m) : NULL;
+		if (nc == NULL && (nc = env.malloc(total)) != NULL && cap == MEM_HUGE_CHUNK_BYTES)
+			mem_advise_huge(nc, total);
 		if (nc == NULL) {
 			pthread_mutex_unlock(&m->lock);
 			diag_set(STRATA_ENOMEM, "memtable: cannot allocate an arena chunk of %zu bytes",
@@ -220,8 +389,6 @@ mem_arena_alloc(struct mem *m, size_t n)
 			return NULL;
 		}
 		nc->cap = cap;
-		if (cap == MEM_HUGE_CHUNK_BYTES)
-			mem_advise_huge(nc, total);
 		atomic_init(&nc->used, n);
 		nc->prev = m->chunks;
 		m->chunks = nc;
@@ -253,6 +420,8 @@ mem_new(int huge_pages)
 	m->chunks = NULL;
 	m->bigs = NULL;
 	m->huge_pages = huge_pages;
+	m->pf = NULL;
+	m->pf_made = m->pf_taken = 0;
 	return m;
 }
 
@@ -283,6 +452,7 @@ mem_unref(struct mem *m)
 	assert(old > 0);
 	if (old != 1)
 		return;
+	mem_prefault_stop(m);
 	mem_free_list(m->chunks);
 	mem_free_list(m->bigs);
 	pthread_mutex_destroy(&m->lock);

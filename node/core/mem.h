@@ -91,6 +91,28 @@ uint64_t mem_max_seq(const struct mem *m);
 /** Bytes of memory held by the arena (chunks and dedicated allocations). */
 uint64_t mem_arena_bytes(const struct mem *m);
 
+/** Chunks a prefault thread keeps ready at most (MEM_PREFAULT_DEPTH * 16 MiB). */
+#define MEM_PREFAULT_DEPTH 4
+/** Fill m's arena ahead from another thread while one thread inserts about bytes
+ *  (WAL replay): a thread allocates the next huge chunks and faults their pages in
+ *  (MADV_POPULATE_WRITE, or a write per page), keeping at most MEM_PREFAULT_DEPTH of
+ *  them ready, and stops once bytes of chunks were made or taken. A chunk switch takes a
+ *  ready chunk when there is one and allocates its own otherwise, so inserts never wait
+ *  for the thread. Does nothing (returns 0) without huge_pages or for bytes under two
+ *  chunks. The kernel zeroing a page on its first write is then done on another core:
+ *  replay on this machine spent over 40% of its time there. Call mem_prefault_stop
+ *  before m is used by more than the one inserting thread or freed. STRATA_ENOMEM or
+ *  STRATA_EIO (no thread) leaves m as it was; the caller may go on without it. */
+int mem_prefault_start(struct mem *m, uint64_t bytes);
+/** Stop and join m's prefault thread and free the chunks it made that were not taken.
+ *  Safe when none was started. */
+void mem_prefault_stop(struct mem *m);
+/** Chunks the last prefault thread made, and how many of them the arena took (set by
+ *  mem_prefault_stop). */
+void mem_prefault_stats(const struct mem *m, uint64_t *made, uint64_t *taken);
+/** Chunks m's running prefault thread has ready now (0 without one). */
+unsigned mem_prefault_ready(struct mem *m);
+
 /** A position in a memtable; valid while the memtable is referenced. */
 struct mem_iter {
 	/** The memtable walked. */

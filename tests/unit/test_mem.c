@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "../../node/core/mem.h"
 #include "../../node/lib/diag.h"
@@ -328,7 +329,7 @@ large_value_round_trip(void)
 
 /** Allocation seam state: calls left before failing (-1: never fail), live blocks. */
 static long fail_after = -1;
-static long live_blocks;
+static atomic_long live_blocks;
 
 static void *
 test_malloc(size_t n)
@@ -522,6 +523,92 @@ last_unref_frees_every_allocation(void)
 	CHECK_EQ(live_blocks, 0);
 	env_reset();
 	free(big);
+}
+
+/** Wait up to 10 s for m's prefault thread to have n chunks ready. */
+static void
+wait_ready(struct mem *m, unsigned n)
+{
+	for (int i = 0; i < 10000 && mem_prefault_ready(m) < n; i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void
+prefaulted_chunks_hold_every_row_and_none_leak(void)
+{
+	env.malloc = test_malloc;
+	env.free = test_free;
+	live_blocks = 0;
+	struct mem *m = mem_new(1);
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_prefault_start(m, 200u << 20), 0);
+	wait_ready(m, MEM_PREFAULT_DEPTH);
+	CHECK_EQ(mem_prefault_ready(m), MEM_PREFAULT_DEPTH); /* it stops at the depth */
+	/* About 60 MiB: four chunks after the first, taken from the thread's. */
+	static char val[1000];
+	char key[16];
+	const int rows = 60000;
+	for (int i = 0; i < rows; i++) {
+		snprintf(key, sizeof(key), "k%08d", i);
+		memset(val, 'a' + i % 26, sizeof(val));
+		REQUIRE_EQ(mem_insert(m, key, strlen(key), (uint64_t)i + 1, val, sizeof(val)), 0);
+	}
+	mem_prefault_stop(m);
+	uint64_t made = 0, taken = 0;
+	mem_prefault_stats(m, &made, &taken);
+	CHECK(taken >= 3);
+	CHECK(made >= taken && made <= taken + MEM_PREFAULT_DEPTH + 1);
+	CHECK_EQ(mem_rows(m), rows);
+	int bad = 0;
+	for (int i = 0; i < rows; i++) {
+		snprintf(key, sizeof(key), "k%08d", i);
+		const void *v = NULL;
+		size_t vlen = 0;
+		if (mem_get(m, key, strlen(key), NULL, &v, &vlen) != 0 || vlen != sizeof(val) ||
+		    ((const char *)v)[0] != 'a' + i % 26 || ((const char *)v)[vlen - 1] != 'a' + i % 26)
+			bad++;
+	}
+	CHECK_EQ(bad, 0);
+	/* Inserts after the stop allocate their own chunks. */
+	REQUIRE_EQ(mem_insert(m, "after", 5, rows + 1, val, sizeof(val)), 0);
+	mem_unref(m);
+	CHECK_EQ(live_blocks, 0); /* chunks made and never taken were freed by the stop */
+	env_reset();
+}
+
+static void
+prefault_is_not_started_for_a_small_replay_and_a_stop_frees_what_was_made(void)
+{
+	env.malloc = test_malloc;
+	env.free = test_free;
+	live_blocks = 0;
+	struct mem *m = mem_new(1);
+	REQUIRE(m != NULL);
+	REQUIRE_EQ(mem_prefault_start(m, MEM_HUGE_CHUNK_BYTES), 0);
+	CHECK_EQ(mem_prefault_ready(m), 0);
+	mem_prefault_stop(m);
+	uint64_t made = 1, taken = 1;
+	mem_prefault_stats(m, &made, &taken);
+	CHECK_EQ(made, 0);
+	/* Without huge pages there is no thread either. */
+	struct mem *plain = mem_new(0);
+	REQUIRE(plain != NULL);
+	REQUIRE_EQ(mem_prefault_start(plain, 1u << 30), 0);
+	CHECK_EQ(mem_prefault_ready(plain), 0);
+	mem_unref(plain);
+	/* A thread whose chunks are never taken: the stop frees them all. */
+	REQUIRE_EQ(mem_prefault_start(m, 1u << 30), 0);
+	wait_ready(m, 2);
+	CHECK(mem_prefault_ready(m) >= 2);
+	mem_prefault_stop(m);
+	mem_prefault_stats(m, &made, &taken);
+	CHECK(made >= 2);
+	CHECK_EQ(taken, 0);
+	mem_unref(m);
+	CHECK_EQ(live_blocks, 0);
+	env_reset();
 }
 
 /** Concurrent test shape. */
@@ -1234,6 +1321,8 @@ main(int argc, char **argv)
 	RUN(enomem_on_new_returns_null);
 	RUN(enomem_leaves_memtable_consistent);
 	RUN(last_unref_frees_every_allocation);
+	RUN(prefaulted_chunks_hold_every_row_and_none_leak);
+	RUN(prefault_is_not_started_for_a_small_replay_and_a_stop_frees_what_was_made);
 	RUN(concurrent_inserts_with_readers);
 	RUN(batch_visible_only_after_insert);
 	RUN(batch_free_without_insert_leaves_nothing);

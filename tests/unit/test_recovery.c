@@ -701,6 +701,49 @@ TEST(corrupt_run_block_is_reported)
 	strata_close(db);
 }
 
+TEST(a_large_wal_replays_every_row_while_another_thread_prefaults_the_memtable)
+{
+	/* 48 MiB of WAL: over the two 16 MiB chunks at which the open starts a thread that
+	 * faults the memtable's next chunks in while it replays (mem_prefault_start). */
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.sync = STRATA_SYNC_NONE;
+	o.memtable_huge_pages = 1;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	static char keys[256][16], vals[256][1000];
+	strata_row rows[256];
+	const int batches = 192;
+	for (int b = 0; b < batches; b++) {
+		for (int i = 0; i < 256; i++) {
+			snprintf(keys[i], sizeof(keys[i]), "p-%03d-%03d", b, i);
+			memset(vals[i], 'a' + (b + i) % 26, sizeof(vals[i]));
+			rows[i] = (strata_row){ keys[i], strlen(keys[i]), vals[i], sizeof(vals[i]) };
+		}
+		REQUIRE_EQ(strata_append(db, 0, rows, 256), 0);
+	}
+	db_close(db);
+	REQUIRE_EQ(strata_open(&o, &db), 0);
+	strata_stats st;
+	strata_shard_stats(db, 0, &st);
+	CHECK_EQ(st.memtable_rows, batches * 256);
+	int bad = 0;
+	for (int b = 0; b < batches; b++) {
+		for (int i = 0; i < 256; i += 7) {
+			char k[16];
+			snprintf(k, sizeof(k), "p-%03d-%03d", b, i);
+			void *v = NULL;
+			size_t vl = 0;
+			if (strata_get(db, 0, k, strlen(k), &v, &vl) != 0 || vl != 1000 ||
+			    ((char *)v)[0] != 'a' + (b + i) % 26 || ((char *)v)[999] != 'a' + (b + i) % 26)
+				bad++;
+			strata_free(v);
+		}
+	}
+	CHECK_EQ(bad, 0);
+	strata_close(db);
+}
+
 TEST(corrupt_manifest_fails_open)
 {
 	const char *dir = tdir();
@@ -869,6 +912,7 @@ main(int argc, char **argv)
 	T(failed_open_changes_nothing);
 	T(corrupt_run_block_is_reported);
 	T(corrupt_manifest_fails_open);
+	T(a_large_wal_replays_every_row_while_another_thread_prefaults_the_memtable);
 	T(a_merge_stalled_past_a_manifest_collection_is_fenced_and_deletes_nothing);
 	return HARNESS_END("test_recovery");
 }
