@@ -19,7 +19,8 @@
 # BENCH_GET_GENS, BENCH_GET_ROWS, BENCH_GET_MERGED_ROWS, BENCH_GET_SAMPLES, BENCH_GET_ROCKSDB,
 # BENCH_GET_CACHE (bench_get);
 # BENCH_OBJSTORE_GENS, BENCH_OBJSTORE_GEN_MB, BENCH_OBJSTORE_RATE (bench_objstore.sh);
-# BENCH_ONLY=append|merge|policy|http|stall|stall-http|growth|get|objstore|frame|sim runs one of them.
+# BENCH_WALSYNC_S, BENCH_WALSYNC_MB_S (bench_walsync);
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|walsync|growth|get|objstore|frame|sim runs one of them.
 
 CC      ?= cc
 BUILD   ?= build
@@ -41,7 +42,8 @@ BENCH_LDLIBS := $(shell pkg-config --libs $(BENCH_PC)) -lev -lpthread -lm
 BENCH_ROCKSDB_LDLIBS := -lrocksdb
 
 BENCH_BIN := $(BUILD)/bench/bench_append $(BUILD)/bench/bench_merge $(BUILD)/bench/bench_policy \
-             $(BUILD)/bench/bench_stall $(BUILD)/bench/bench_growth $(BUILD)/bench/bench_get
+             $(BUILD)/bench/bench_stall $(BUILD)/bench/bench_growth $(BUILD)/bench/bench_get \
+             $(BUILD)/bench/bench_walsync
 
 .PHONY: bench bench-build
 
