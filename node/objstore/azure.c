@@ -97,14 +97,8 @@ struct az_call {
 	char range[64];
 	/** x-ms-blob-type (NULL: none). */
 	const char *blob_type;
-	/** The encoded path (/ACCOUNT/CONTAINER/BLOB or /CONTAINER/BLOB). */
-	struct buf path;
-	/** Query parameters, sorted by name, values not encoded. */
-	const char *qn[6], *qv[6];
-	/** How many. */
-	int nq;
-	/** The full URL. */
-	struct buf url;
+	/** Its path, query and URL. */
+	struct oshttp_target to;
 	/** The message prefix. */
 	char what[AZ_KEY_MAX + 384];
 };
@@ -124,17 +118,17 @@ az_call_init(struct az_call *c, struct az_store *az, enum oshttp_op op, const ch
 	c->http.method = method;
 	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", az->base.name, opname, key ? " " : "", key ? key : "");
 	c->http.what = c->what;
-	int rc = buf_append(&c->path, az->path0, strlen(az->path0));
+	int rc = buf_append(&c->to.path, az->path0, strlen(az->path0));
 	if (rc == 0)
-		rc = buf_append(&c->path, "/", 1);
+		rc = buf_append(&c->to.path, "/", 1);
 	if (rc == 0)
-		rc = buf_append(&c->path, az->container, strlen(az->container));
+		rc = buf_append(&c->to.path, az->container, strlen(az->container));
 	if (rc == 0 && key != NULL) {
-		rc = buf_append(&c->path, "/", 1);
+		rc = buf_append(&c->to.path, "/", 1);
 		if (rc == 0)
-			rc = oshttp_escape(&c->path, az->prefix, az->prefix_len, 1);
+			rc = oshttp_escape(&c->to.path, az->prefix, az->prefix_len, 1);
 		if (rc == 0)
-			rc = oshttp_escape(&c->path, key, strlen(key), 1);
+			rc = oshttp_escape(&c->to.path, key, strlen(key), 1);
 	}
 	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
 }
@@ -142,8 +136,7 @@ az_call_init(struct az_call *c, struct az_store *az, enum oshttp_op op, const ch
 static void
 az_call_destroy(struct az_call *c)
 {
-	buf_destroy(&c->path);
-	buf_destroy(&c->url);
+	oshttp_target_destroy(&c->to);
 	oshttp_req_destroy(&c->http);
 }
 
@@ -151,34 +144,16 @@ az_call_destroy(struct az_call *c)
 static void
 az_query(struct az_call *c, const char *name, const char *value)
 {
-	c->qn[c->nq] = name;
-	c->qv[c->nq] = value;
-	c->nq++;
+	oshttp_target_query(&c->to, name, value);
 }
 
 /** The full URL from origin, path and query. */
 static int
 az_url(struct az_call *c)
 {
-	struct buf *u = &c->url;
-	buf_reset(u);
-	int rc = buf_append(u, c->az->origin, strlen(c->az->origin));
-	if (rc == 0)
-		rc = buf_append(u, c->path.data, c->path.len);
-	for (int i = 0; rc == 0 && i < c->nq; i++) {
-		rc = buf_append(u, i == 0 ? "?" : "&", 1);
-		if (rc == 0)
-			rc = buf_append(u, c->qn[i], strlen(c->qn[i]));
-		if (rc == 0)
-			rc = buf_append(u, "=", 1);
-		if (rc == 0)
-			rc = oshttp_escape(u, c->qv[i], strlen(c->qv[i]), 0);
-	}
-	if (rc == 0)
-		rc = buf_append(u, "", 1);
-	if (rc)
+	if (oshttp_target_url(&c->to, c->az->origin) != 0)
 		return diag_set(STRATA_ENOMEM, "%s: out of memory", c->what);
-	c->http.url = (const char *)u->data;
+	c->http.url = (const char *)c->to.url.data;
 	return 0;
 }
 
@@ -199,13 +174,7 @@ az_date(char *dst, size_t cap)
 static int
 az_add(struct curl_slist **h, const char *name, const char *value)
 {
-	char line[1024];
-	snprintf(line, sizeof(line), "%s: %s", name, value);
-	struct curl_slist *t = curl_slist_append(*h, line);
-	if (t == NULL)
-		return STRATA_ENOMEM;
-	*h = t;
-	return 0;
+	return oshttp_header(h, name, value);
 }
 
 /** The headers of one attempt, signed (SharedKey) with a fresh date. */
@@ -237,12 +206,12 @@ az_headers(void *ctx, struct curl_slist **h)
 	}
 	snprintf(head, sizeof(head), "x-ms-version:%s\n/%s", AZ_VERSION, az->account);
 	rc |= buf_append(&s, head, strlen(head));
-	rc |= buf_append(&s, c->path.data, c->path.len);
-	for (int i = 0; i < c->nq; i++) {
+	rc |= buf_append(&s, c->to.path.data, c->to.path.len);
+	for (int i = 0; i < c->to.nq; i++) {
 		rc |= buf_append(&s, "\n", 1);
-		rc |= buf_append(&s, c->qn[i], strlen(c->qn[i]));
+		rc |= buf_append(&s, c->to.qn[i], strlen(c->to.qn[i]));
 		rc |= buf_append(&s, ":", 1);
-		rc |= buf_append(&s, c->qv[i], strlen(c->qv[i]));
+		rc |= buf_append(&s, c->to.qv[i], strlen(c->to.qv[i]));
 	}
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int maclen = 0;

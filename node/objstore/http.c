@@ -6,6 +6,7 @@
  */
 #include "http.h"
 
+#include <assert.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -625,4 +626,62 @@ void
 oshttp_req_destroy(struct oshttp_req *r)
 {
 	buf_destroy(&r->error_body);
+}
+
+void
+oshttp_target_query(struct oshttp_target *t, const char *name, const char *value)
+{
+	assert(t->nq < OSHTTP_MAX_QUERY);
+	t->qn[t->nq] = name;
+	t->qv[t->nq] = value;
+	t->nq++;
+}
+
+int
+oshttp_target_url(struct oshttp_target *t, const char *origin)
+{
+	struct buf *u = &t->url;
+	buf_reset(u);
+	int rc = buf_append(u, origin, strlen(origin));
+	if (rc == 0)
+		rc = buf_append(u, t->path.data, t->path.len);
+	for (int i = 0; rc == 0 && i < t->nq; i++) {
+		rc = buf_append(u, i == 0 ? "?" : "&", 1);
+		if (rc == 0)
+			rc = buf_append(u, t->qn[i], strlen(t->qn[i]));
+		if (rc == 0)
+			rc = buf_append(u, "=", 1);
+		if (rc == 0)
+			rc = oshttp_escape(u, t->qv[i], strlen(t->qv[i]), 0);
+	}
+	if (rc == 0)
+		rc = buf_append(u, "", 1);
+	return rc ? STRATA_ENOMEM : 0;
+}
+
+void
+oshttp_target_destroy(struct oshttp_target *t)
+{
+	buf_destroy(&t->path);
+	buf_destroy(&t->url);
+}
+
+int
+oshttp_header(struct curl_slist **h, const char *name, const char *value)
+{
+	size_t nl = strlen(name), vl = strlen(value), n = nl + vl + 3;
+	char small[1024];
+	char *line = n <= sizeof(small) ? small : malloc(n);
+	if (line == NULL)
+		return STRATA_ENOMEM;
+	memcpy(line, name, nl);
+	memcpy(line + nl, ": ", 2);
+	memcpy(line + nl + 2, value, vl + 1);
+	struct curl_slist *t = curl_slist_append(*h, line);
+	if (line != small)
+		free(line);
+	if (t == NULL)
+		return STRATA_ENOMEM;
+	*h = t;
+	return 0;
 }

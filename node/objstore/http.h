@@ -189,6 +189,31 @@ uint64_t oshttp_random(void);
 /** Append s to out percent-encoded (RFC 3986 unreserved kept; '/' kept when keep_slash). */
 int oshttp_escape(struct buf *out, const char *s, size_t n, int keep_slash);
 
+/** Query parameters a request may carry. */
+#define OSHTTP_MAX_QUERY 6
+
+/** Where a request goes: its encoded path, its query, and the URL built from them. */
+struct oshttp_target {
+	/** The encoded path, from the first '/'. */
+	struct buf path;
+	/** Query names and values (not encoded), in the order added: callers add them in
+	 *  name order, which both stores' signatures want. */
+	const char *qn[OSHTTP_MAX_QUERY], *qv[OSHTTP_MAX_QUERY];
+	/** How many. */
+	int nq;
+	/** origin + path + "?" + the encoded query, NUL-terminated (oshttp_target_url). */
+	struct buf url;
+};
+
+/** Add a query parameter (name and value must outlive the request). */
+void oshttp_target_query(struct oshttp_target *t, const char *name, const char *value);
+/** Build t->url from origin, the path and the query. 0 or STRATA_ENOMEM (no message). */
+int oshttp_target_url(struct oshttp_target *t, const char *origin);
+/** Free the target's buffers. */
+void oshttp_target_destroy(struct oshttp_target *t);
+/** Append the header "name: value" to *h. 0 or STRATA_ENOMEM (no message). */
+int oshttp_header(struct curl_slist **h, const char *name, const char *value);
+
 struct objstore;
 /** The HTTP client of an azure store (its counters), NULL for another kind of store. */
 struct oshttp_client *objstore_azure_client(struct objstore *os);

@@ -131,14 +131,8 @@ struct s3_call {
 	char md5[32];
 	/** Hex SHA-256 of the body. */
 	char sha256[65];
-	/** The encoded path. */
-	struct buf path;
-	/** Query parameters, sorted by name, values not encoded. */
-	const char *qn[6], *qv[6];
-	/** How many. */
-	int nq;
-	/** The full URL. */
-	struct buf url;
+	/** Its path, query and URL. */
+	struct oshttp_target to;
 	/** The message prefix. */
 	char what[S3_KEY_MAX + 384];
 };
@@ -161,13 +155,13 @@ s3_call_init(struct s3_call *c, struct s3_store *s3, enum oshttp_op op, const ch
 	c->http.aws_secret = s3->secret;
 	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", s3->base.name, opname, key ? " " : "", key ? key : "");
 	c->http.what = c->what;
-	int rc = buf_append(&c->path, s3->path0, strlen(s3->path0));
+	int rc = buf_append(&c->to.path, s3->path0, strlen(s3->path0));
 	if (rc == 0 && (key != NULL || s3->path0[0] == '\0'))
-		rc = buf_append(&c->path, "/", 1);
+		rc = buf_append(&c->to.path, "/", 1);
 	if (rc == 0 && key != NULL) {
-		rc = oshttp_escape(&c->path, s3->prefix, s3->prefix_len, 1);
+		rc = oshttp_escape(&c->to.path, s3->prefix, s3->prefix_len, 1);
 		if (rc == 0)
-			rc = oshttp_escape(&c->path, key, strlen(key), 1);
+			rc = oshttp_escape(&c->to.path, key, strlen(key), 1);
 	}
 	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
 }
@@ -175,8 +169,7 @@ s3_call_init(struct s3_call *c, struct s3_store *s3, enum oshttp_op op, const ch
 static void
 s3_call_destroy(struct s3_call *c)
 {
-	buf_destroy(&c->path);
-	buf_destroy(&c->url);
+	oshttp_target_destroy(&c->to);
 	oshttp_req_destroy(&c->http);
 }
 
@@ -184,47 +177,23 @@ s3_call_destroy(struct s3_call *c)
 static void
 s3_query(struct s3_call *c, const char *name, const char *value)
 {
-	c->qn[c->nq] = name;
-	c->qv[c->nq] = value;
-	c->nq++;
+	oshttp_target_query(&c->to, name, value);
 }
 
 /** The full URL from origin, path and query. */
 static int
 s3_url(struct s3_call *c)
 {
-	struct buf *u = &c->url;
-	buf_reset(u);
-	int rc = buf_append(u, c->s3->origin, strlen(c->s3->origin));
-	if (rc == 0)
-		rc = buf_append(u, c->path.data, c->path.len);
-	for (int i = 0; rc == 0 && i < c->nq; i++) {
-		rc = buf_append(u, i == 0 ? "?" : "&", 1);
-		if (rc == 0)
-			rc = buf_append(u, c->qn[i], strlen(c->qn[i]));
-		if (rc == 0)
-			rc = buf_append(u, "=", 1);
-		if (rc == 0)
-			rc = oshttp_escape(u, c->qv[i], strlen(c->qv[i]), 0);
-	}
-	if (rc == 0)
-		rc = buf_append(u, "", 1);
-	if (rc)
+	if (oshttp_target_url(&c->to, c->s3->origin) != 0)
 		return diag_set(STRATA_ENOMEM, "%s: out of memory", c->what);
-	c->http.url = (const char *)u->data;
+	c->http.url = (const char *)c->to.url.data;
 	return 0;
 }
 
 static int
 s3_add(struct curl_slist **h, const char *name, const char *value)
 {
-	char line[S3_TOKEN_MAX + 64];
-	snprintf(line, sizeof(line), "%s: %s", name, value);
-	struct curl_slist *t = curl_slist_append(*h, line);
-	if (t == NULL)
-		return STRATA_ENOMEM;
-	*h = t;
-	return 0;
+	return oshttp_header(h, name, value);
 }
 
 /** The headers of one attempt; libcurl adds X-Amz-Date and the signature. */
