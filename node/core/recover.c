@@ -52,6 +52,13 @@ wal_dir_bytes(const char *dir)
 	return total;
 }
 
+/** The shard's objects as one listing found them: keys (owned) and sizes, in key order. */
+struct shard_listing {
+	char **keys;
+	uint64_t *sizes;
+	size_t n, cap;
+};
+
 /** Context of the orphan collector's listing. */
 struct orphan_ctx {
 	/** The shard. */
@@ -94,12 +101,23 @@ orphan_cb(void *ctx, const char *key, uint64_t size)
 	return 0;
 }
 
-/** Delete every generation/run object of the shard that the manifest does not name. */
+static void shard_listing_free(struct shard *s);
+
+/** Delete every generation/run object of the shard that the manifest does not name:
+ *  those of the load's listing when it is kept (an object created since is a newer
+ *  owner's, or is collected by the next open), else of a new listing. */
 static int
 collect_orphans(struct shard *s, uint64_t *deleted)
 {
 	struct orphan_ctx oc = {s, 0, 0};
-	int rc = objstore_list(s->cfg.os, s->cfg.prefix, orphan_cb, &oc);
+	int rc = 0;
+	if (s->listing != NULL) {
+		for (size_t i = 0; rc == 0 && i < s->listing->n; i++)
+			rc = orphan_cb(&oc, s->listing->keys[i], s->listing->sizes[i]);
+		shard_listing_free(s);
+	} else {
+		rc = objstore_list(s->cfg.os, s->cfg.prefix, orphan_cb, &oc);
+	}
 	if (rc == 0)
 		rc = oc.rc;
 	if (rc == 0)
@@ -118,14 +136,9 @@ shard_drop_state(struct shard *s)
 	view_unref(s->view);
 	s->view = NULL;
 	manifest_destroy(&s->man);
+	shard_listing_free(s);
 }
 
-/** The shard's objects as one listing found them: keys (owned) and sizes, in key order. */
-struct shard_listing {
-	char **keys;
-	uint64_t *sizes;
-	size_t n, cap;
-};
 
 static int
 listing_cb(void *ctx, const char *key, uint64_t size)
@@ -158,6 +171,16 @@ listing_destroy(struct shard_listing *l)
 		env.free(l->keys[i]);
 	env.free(l->keys);
 	env.free(l->sizes);
+}
+
+static void
+shard_listing_free(struct shard *s)
+{
+	if (s->listing != NULL) {
+		listing_destroy(s->listing);
+		env.free(s->listing);
+		s->listing = NULL;
+	}
 }
 
 /** Every object the manifest names exists, with the size it records: what an open
@@ -193,6 +216,12 @@ shard_check_objects(struct shard *s)
 					      (unsigned long long)l.sizes[lo], (unsigned long long)s->man.version,
 					      (unsigned long long)objs[i].bytes);
 		}
+	}
+	/* Kept for the orphan collection at the start (a compactor collects none). */
+	shard_listing_free(s);
+	if (rc == 0 && !s->external && (s->listing = env.malloc(sizeof(l))) != NULL) {
+		*s->listing = l;
+		return 0;
 	}
 	listing_destroy(&l);
 	return rc;
@@ -414,6 +443,7 @@ shard_close(struct shard *s)
 	wal_close(s->wal);
 	view_unref(s->view);
 	manifest_destroy(&s->man);
+	shard_listing_free(s);
 	pthread_rwlock_destroy(&s->rw);
 	pthread_mutex_destroy(&s->manifest_mu);
 	pthread_mutex_destroy(&s->seal_mu);

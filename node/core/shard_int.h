@@ -113,9 +113,14 @@ struct shard_plan {
 	uint64_t drop_below;
 };
 
+struct shard_listing;
+
 struct shard {
 	/** Settings. */
 	struct shard_config cfg;
+	/** The objects the load's check listed, kept for the start's orphan collection (so
+	 *  an open lists a shard's objects once); NULL once used or dropped. */
+	struct shard_listing *listing;
 	/** The shard lock (see shard.h). */
 	pthread_rwlock_t rw;
 	/** Serialises manifest updates and every change of view (whoever clones the view
