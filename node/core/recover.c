@@ -300,7 +300,7 @@ shard_load_state(struct shard *s)
 	}
 	/* A large WAL: fault the memtable's next chunks in on another core while this one
 	 * decodes (the kernel zeroing fresh pages took over 40% of a 1 GiB replay). */
-	if (!cfg->wal_store && cfg->memtable_huge_pages)
+	if (!cfg->wal_store && cfg->memtable_huge_pages && cfg->replay_prefault)
 		(void)mem_prefault_start(v->active->mem, wal_dir_bytes(cfg->wal_dir));
 	rc = wal_scan_open(&wo, s->man.replay_after, replay_row_cb, v->active->mem, &s->wal);
 	mem_prefault_stop(v->active->mem);

@@ -70,6 +70,9 @@ struct shard_config {
 	uint32_t group_commit_wait_us;
 	/** Memtables grow in huge-page chunks (strata_options.memtable_huge_pages). */
 	int memtable_huge_pages;
+	/** A replay of a large WAL may start a thread that faults the memtable in ahead of
+	 *  it (mem_prefault_start); 0 in inline mode, which starts no threads. */
+	int replay_prefault;
 	/** STRATA_SYNC_INTERVAL without a WAL thread: the store calls shard_sync_written. */
 	int external_sync;
 	/** The store's event trace. */
