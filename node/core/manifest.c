@@ -866,28 +866,50 @@ manifest_edit_decode(const void *p, size_t n, const char *name, struct manifest_
 	return 0;
 }
 
-/** Apply one list's removals and additions to (*v, *n) into a fresh array of count. */
+/** One list's removals and additions applied to v[0..n): a new array of count in *out
+ *  (v unchanged). An edit that only appends at the end (a seal) grows v in place
+ *  instead when grow is not NULL: *grow is then set, *out is v moved by realloc, and v
+ *  must not be used. 0, 1 when the edit does not fit the list, or STRATA_ENOMEM (v
+ *  unchanged). */
 static int
-manifest_apply_list(struct manifest_obj **v, uint32_t *n, const uint64_t *del, uint32_t ndel,
-		    const struct manifest_edit_add *add, uint32_t nadd, uint32_t count)
+manifest_apply_list(struct manifest_obj *v, uint32_t n, const uint64_t *del, uint32_t ndel,
+		    const struct manifest_edit_add *add, uint32_t nadd, uint32_t count, int *grow,
+		    struct manifest_obj **out)
 {
-	if ((uint64_t)*n < ndel || (uint64_t)*n - ndel + nadd != count)
+	*out = NULL;
+	if (grow != NULL)
+		*grow = 0;
+	if ((uint64_t)n < ndel || (uint64_t)n - ndel + nadd != count)
 		return 1;
+	int append = grow != NULL && ndel == 0 && nadd > 0;
+	for (uint32_t i = 0; append && i < nadd; i++)
+		append = add[i].pos == n + i;
+	if (append) {
+		/* No copy of the whole list per seal: realloc moves a large block by its pages. */
+		struct manifest_obj *nv = env.realloc(v, (size_t)count * sizeof(*nv));
+		if (nv == NULL)
+			return STRATA_ENOMEM;
+		for (uint32_t i = 0; i < nadd; i++)
+			nv[n + i] = add[i].obj;
+		*out = nv;
+		*grow = 1;
+		return 0;
+	}
 	struct manifest_obj *nv = count ? env.malloc((size_t)count * sizeof(*nv)) : NULL;
 	if (count && nv == NULL)
 		return STRATA_ENOMEM;
 	uint32_t found = 0, w = 0, ai = 0;
-	for (uint32_t r = 0; r < *n; r++) {
+	for (uint32_t r = 0; r < n; r++) {
 		int drop = 0;
 		for (uint32_t i = 0; i < ndel && !drop; i++)
-			drop = (*v)[r].id == del[i];
+			drop = v[r].id == del[i];
 		if (drop) {
 			found++;
 			continue;
 		}
 		while (ai < nadd && add[ai].pos == w)
 			nv[w++] = add[ai++].obj;
-		nv[w++] = (*v)[r];
+		nv[w++] = v[r];
 	}
 	while (ai < nadd && add[ai].pos == w)
 		nv[w++] = add[ai++].obj;
@@ -895,9 +917,7 @@ manifest_apply_list(struct manifest_obj **v, uint32_t *n, const uint64_t *del, u
 		env.free(nv);
 		return 1;
 	}
-	env.free(*v);
-	*v = nv;
-	*n = count;
+	*out = nv;
 	return 0;
 }
 
@@ -907,29 +927,34 @@ manifest_edit_apply(struct manifest *m, const struct manifest_edit *e, const cha
 	if (e->version != m->version + 1)
 		return diag_set(STRATA_ECORRUPT, "manifest edit %s: position %llu follows %llu", name,
 				(unsigned long long)e->version, (unsigned long long)m->version);
-	struct manifest next;
-	int rc = manifest_copy(&next, m);
-	if (rc)
-		return rc;
-	rc = manifest_apply_list(&next.gens, &next.ngens, e->del_gens, e->ndel_gens, e->add_gens,
-				 e->nadd_gens, e->ngens);
+	/* The runs first, into a new array, so that m is unchanged if anything fails; then
+	 * the generations, which a seal only appends to (in place, the last step). */
+	struct manifest_obj *runs = NULL, *gens = NULL;
+	int grown = 0;
+	int rc = manifest_apply_list(m->runs, m->nruns, e->del_runs, e->ndel_runs, e->add_runs,
+				     e->nadd_runs, e->nruns, NULL, &runs);
 	if (rc == 0)
-		rc = manifest_apply_list(&next.runs, &next.nruns, e->del_runs, e->ndel_runs,
-					 e->add_runs, e->nadd_runs, e->nruns);
+		rc = manifest_apply_list(m->gens, m->ngens, e->del_gens, e->ndel_gens, e->add_gens,
+					 e->nadd_gens, e->ngens, &grown, &gens);
 	if (rc != 0) {
-		manifest_destroy(&next);
+		env.free(runs);
 		if (rc < 0)
 			return diag_set(rc, "manifest edit %s: no memory to apply", name);
 		return diag_set(STRATA_ECORRUPT, "manifest edit %s: does not apply to version %llu "
 				"(an object it removes is missing, or the counts disagree)", name,
 				(unsigned long long)m->version);
 	}
-	next.version = e->version;
-	next.writer_epoch = e->writer_epoch;
-	next.replay_after = e->replay_after;
-	next.next_generation = e->next_generation;
-	manifest_destroy(m);
-	*m = next;
+	if (!grown)
+		env.free(m->gens); /* a grown array is the old one, moved by realloc */
+	m->gens = gens;
+	m->ngens = e->ngens;
+	env.free(m->runs);
+	m->runs = runs;
+	m->nruns = e->nruns;
+	m->version = e->version;
+	m->writer_epoch = e->writer_epoch;
+	m->replay_after = e->replay_after;
+	m->next_generation = e->next_generation;
 	return 0;
 }
 
