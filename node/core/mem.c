@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -233,6 +232,13 @@ mem_populate(void *p, size_t n)
 		c[off] = 0;
 }
 
+/** One more chunk made or allocated: less left to make (under pf->lock). */
+static void
+mem_prefault_count(struct mem_prefault *pf)
+{
+	pf->left = pf->left > MEM_HUGE_CHUNK_BYTES ? pf->left - MEM_HUGE_CHUNK_BYTES : 0;
+}
+
 static void *
 mem_prefault_main(void *arg)
 {
@@ -244,7 +250,7 @@ mem_prefault_main(void *arg)
 			pthread_cond_wait(&pf->cond, &pf->lock);
 		if (pf->stop || pf->left == 0)
 			break;
-		pf->left = pf->left > MEM_HUGE_CHUNK_BYTES ? pf->left - MEM_HUGE_CHUNK_BYTES : 0;
+		mem_prefault_count(pf);
 		pthread_mutex_unlock(&pf->lock);
 		struct mem_chunk *c = env.malloc(total);
 		if (c != NULL) {
@@ -352,7 +358,7 @@ mem_prefault_take(struct mem *m)
 		pf->taken++;
 		pthread_cond_signal(&pf->cond);
 	} else {
-		pf->left = pf->left > MEM_HUGE_CHUNK_BYTES ? pf->left - MEM_HUGE_CHUNK_BYTES : 0;
+		mem_prefault_count(pf);
 	}
 	pthread_mutex_unlock(&pf->lock);
 	return c;
