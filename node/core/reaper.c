@@ -41,7 +41,9 @@ struct reaper {
 	uint64_t deleted, deleted_bytes;
 	/** Rate in bytes per second (0 = unlimited) and the step of a large object. */
 	uint64_t rate, chunk;
-	/** Token bucket: bytes that may be freed now, and when it was last filled. */
+	/** Token bucket: bytes that may be freed now (below zero: freed ahead of the rate,
+	 *  by an object larger than the bucket), and when it was last filled. The bucket
+	 *  holds one chunk: deletes start paced, with no burst of a second's worth. */
 	double tokens;
 	uint64_t filled_ns;
 	/** A reaper_run is going on. */
@@ -64,7 +66,7 @@ reaper_new(struct objstore *os, uint64_t bytes_per_s, uint64_t chunk_bytes, stru
 	r->os = os;
 	r->rate = bytes_per_s;
 	r->chunk = chunk_bytes ? chunk_bytes : 8u << 20;
-	r->tokens = (double)(bytes_per_s > r->chunk ? bytes_per_s : r->chunk);
+	r->tokens = (double)r->chunk;
 	r->filled_ns = env.mono_ns();
 	pthread_mutex_init(&r->mu, NULL);
 	*out = r;
@@ -138,7 +140,7 @@ reaper_set_rate(struct reaper *r, uint64_t bytes_per_s)
 	pthread_mutex_unlock(&r->mu);
 }
 
-/** mu held: add the tokens earned since the last fill (at most one second's worth). */
+/** mu held: add the tokens earned since the last fill (at most one chunk's worth). */
 static void
 reaper_fill(struct reaper *r)
 {
@@ -147,7 +149,7 @@ reaper_fill(struct reaper *r)
 		r->filled_ns = now;
 		return;
 	}
-	double cap = (double)(r->rate > r->chunk ? r->rate : r->chunk);
+	double cap = (double)r->chunk;
 	r->tokens += (double)(now - r->filled_ns) * (double)r->rate / 1e9;
 	if (r->tokens > cap)
 		r->tokens = cap;
@@ -187,8 +189,11 @@ reaper_run(struct reaper *r, uint64_t max_wait_ns)
 		/* A large object is cut down a chunk at a time; the rest go in batches. */
 		int shrink = r->os->ops->shrink != NULL && e->left > r->chunk;
 		uint64_t cost = shrink ? r->chunk : e->left;
-		if (r->rate != 0 && r->tokens < (double)cost) {
-			uint64_t need = (uint64_t)(((double)cost - r->tokens) * 1e9 / (double)r->rate) + 1;
+		/* An object larger than the bucket (a store that cannot cut one down) goes once
+		 * the bucket is full, and the debt it leaves delays what follows. */
+		uint64_t want = cost < r->chunk ? cost : r->chunk;
+		if (r->rate != 0 && r->tokens < (double)want) {
+			uint64_t need = (uint64_t)(((double)want - r->tokens) * 1e9 / (double)r->rate) + 1;
 			if (waited >= max_wait_ns)
 				break;
 			if (need > max_wait_ns - waited)

@@ -224,9 +224,9 @@ TEST(deletes_are_paced_and_large_objects_freed_in_chunks)
 	char *dir = harness_tmpdir("reaper");
 	struct objstore *os = NULL;
 	REQUIRE_EQ(objstore_fs_new(dir, &os), 0);
-	/* 4 MiB/s, 1 MiB chunks: a bucket of 4 MiB to start with. */
+	/* 8 MiB/s, 1 MiB chunks: the bucket holds one chunk, no second's worth of burst. */
 	struct reaper *r = NULL;
-	REQUIRE_EQ(reaper_new(os, 4u << 20, 1u << 20, &r), 0);
+	REQUIRE_EQ(reaper_new(os, 8u << 20, 1u << 20, &r), 0);
 	REQUIRE_EQ(put_object(os, "a/big.sst", 3u << 20), 0);
 	for (int i = 0; i < 3; i++) {
 		char key[32];
@@ -240,13 +240,15 @@ TEST(deletes_are_paced_and_large_objects_freed_in_chunks)
 		snprintf(key, sizeof(key), "a/small-%d.sst", i);
 		reaper_add(r, key, 1u << 20);
 	}
-	/* 6 MiB to free, 4 MiB in the bucket: the rest takes about half a second. */
+	/* 6 MiB to free, 1 MiB in the bucket: the rest takes 5/8 of a second. */
 	uint64_t t0 = env.mono_ns();
-	CHECK_EQ(reaper_run(r, 0), 2); /* no waiting: the bucket's worth only */
-	CHECK_EQ(atomic_load(&all_truncates), 2); /* 3 MiB -> 2 -> 1, then deleted whole */
+	CHECK_EQ(reaper_run(r, 0), 4); /* no waiting: one chunk only */
+	CHECK_EQ(atomic_load(&all_truncates), 1); /* 3 MiB -> 2 */
+	CHECK_EQ(atomic_load(&all_unlinks), 0);
 	CHECK_EQ(reaper_run(r, 5000000000ull), 0);
 	uint64_t took = env.mono_ns() - t0;
-	CHECK(took >= 400000000ull);
+	CHECK(took >= 560000000ull);
+	CHECK_EQ(atomic_load(&all_truncates), 2); /* 3 MiB -> 2 -> 1, then deleted whole */
 	CHECK_EQ(atomic_load(&all_unlinks), 4);
 	uint64_t deleted = 0, bytes = 0;
 	reaper_stats(r, NULL, NULL, &deleted, &bytes);
@@ -259,6 +261,41 @@ TEST(deletes_are_paced_and_large_objects_freed_in_chunks)
 	free(dir);
 }
 
+TEST(an_object_larger_than_the_bucket_on_a_store_that_cannot_cut_it_is_deleted_and_paced)
+{
+	char *dir = harness_tmpdir("reaper");
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_fs_new(dir, &os), 0);
+	/* An object store's ops: no shrink, so a 6 MiB object goes in one delete. */
+	struct objstore_ops ops = *os->ops;
+	ops.shrink = NULL;
+	const struct objstore_ops *fs_ops = os->ops;
+	os->ops = &ops;
+	/* 4 MiB/s: the object is larger than a second's worth, and than the bucket. */
+	struct reaper *r = NULL;
+	REQUIRE_EQ(reaper_new(os, 4u << 20, 1u << 20, &r), 0);
+	REQUIRE_EQ(put_object(os, "a/run.sst", 6u << 20), 0);
+	REQUIRE_EQ(put_object(os, "a/next.sst", 1u << 10), 0);
+	counting_on();
+	reaper_add(r, "a/run.sst", 6u << 20);
+	/* It is not left waiting for tokens the bucket can never hold. */
+	CHECK_EQ(reaper_run(r, 2000000000ull), 0);
+	CHECK_EQ(atomic_load(&all_unlinks), 1);
+	CHECK_EQ(atomic_load(&all_truncates), 0);
+	/* Its 5 MiB over the bucket are owed: the next delete waits for them. */
+	reaper_add(r, "a/next.sst", 1u << 10);
+	CHECK_EQ(reaper_run(r, 0), 1);
+	CHECK_EQ(atomic_load(&all_unlinks), 1);
+	CHECK_EQ(reaper_run(r, 3000000000ull), 0);
+	CHECK_EQ(atomic_load(&all_unlinks), 2);
+	counting_off();
+	reaper_delete(r);
+	os->ops = fs_ops;
+	objstore_destroy(os);
+	harness_rmrf(dir);
+	free(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -266,5 +303,6 @@ main(int argc, char **argv)
 	RUN(a_pinned_scan_and_a_commit_delete_nothing_themselves);
 	RUN(with_a_runtime_the_background_executor_deletes);
 	RUN(deletes_are_paced_and_large_objects_freed_in_chunks);
+	RUN(an_object_larger_than_the_bucket_on_a_store_that_cannot_cut_it_is_deleted_and_paced);
 	return HARNESS_END("test_reaper");
 }
