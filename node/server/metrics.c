@@ -348,6 +348,19 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 
 	mo_objstore(&m, store_objstore(strata_store(a->db)));
 
+	uint64_t del_pending = 0, del_pending_bytes = 0, deleted = 0, deleted_bytes = 0;
+	store_reaper_stats(strata_store(a->db), &del_pending, &del_pending_bytes, &deleted, &deleted_bytes);
+	const struct metrics_scalar reaper[] = {
+		{"strata_deletes_pending_objects", "gauge",
+		 "Objects no manifest names any more (merged generations, compacted runs), queued for the "
+		 "reaper's paced deletes.", del_pending},
+		{"strata_deletes_pending_bytes", "gauge", "Bytes still to free of the queued deletes.",
+		 del_pending_bytes},
+		{"strata_deleted_objects_total", "counter", "Objects the reaper deleted since the open.", deleted},
+		{"strata_deleted_bytes_total", "counter", "Bytes the reaper freed since the open.", deleted_bytes},
+	};
+	mo_scalars(&m, reaper, sizeof(reaper) / sizeof(reaper[0]));
+
 	uint32_t n = strata_shards(a->db);
 	strata_stats *st = env.calloc(n ? n : 1, sizeof(*st));
 	if (st == NULL)
