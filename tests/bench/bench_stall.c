@@ -11,9 +11,11 @@
  * counts for every append it delayed (coordinated omission corrected). The writer runs
  * BENCH_STALL_IDLE_S seconds idle, then while one merge folds the whole backlog
  * (strata: strata_prepare_merge + strata_commit_merge with merge_max_inputs = gens;
- * RocksDB: rocksdb_compact_range over everything); it stops when the merge returns.
- * Prints p50/p99/p99.9/max per phase (strata's merge split into prepare, which writes
- * the run, and commit, which publishes it and deletes the inputs), the merge's MB/s,
+ * RocksDB: rocksdb_compact_range over everything); it stops when the merge returns and,
+ * for strata, whose commit only queues the inputs' deletes for the background executor,
+ * when those deletes are done. Prints p50/p99/p99.9/max per phase (strata's merge split
+ * into prepare, which writes the run, and commit, which publishes it; then the deletes,
+ * and the merge with its deletes), the merge's MB/s,
  * the during/idle ratios and strata/RocksDB, and what the run was made of: engine
  * versions, sync mode, file system and its mount options. Asserts nothing about speed.
  *
@@ -31,6 +33,7 @@
  * before incremental writeback), BENCH_STALL_SFR (how the bench's env seam passes the
  * store's sync_file_range on: "wait_write" as asked, the default; "write" drops
  * SYNC_FILE_RANGE_WAIT_BEFORE; "wait_all" adds SYNC_FILE_RANGE_WAIT_AFTER);
+ * BENCH_STALL_DELETE_RATE (strata's delete_bytes_per_s; unset = its default);
  * BENCH_STALL_ROCKSDB_BYTES_PER_SYNC (RocksDB's bytes_per_sync; default 0, its own
  * default); BENCH_STALL_MERGE_IOPRIO (idle or be7: the IO priority of the thread that
  * runs strata's merge and so submits its writeback; unset = unchanged);
@@ -46,8 +49,10 @@
 #include <rocksdb/c.h>
 
 #include "../../node/lib/env.h"
+#include "../../node/core/store.h"
 #include "../../node/objstore/objstore.h"
 #include "../../node/strata.h"
+#include "../../node/strata_host.h"
 #include "bench_util.h"
 
 #ifndef BENCH_ROCKSDB_VERSION
@@ -90,6 +95,8 @@ struct workload {
 	int merge_ioprio;
 	/** strata's background IO budget in its automatic mode (BENCH_STALL_IO_AUTO=1). */
 	int io_auto;
+	/** strata's delete_bytes_per_s (UINT64_MAX: its default). */
+	uint64_t delete_rate;
 };
 
 /** One paced append: when it was meant to go and how long it took from then. */
@@ -438,7 +445,7 @@ dump_samples(enum engine engine, const struct writer *w, uint64_t t0, uint64_t t
 	for (size_t i = 0; i < w->n; i++) {
 		const struct sample *s = &w->s[i];
 		const char *ph = s->at < t0 ? "idle" : s->at < t_prep ? "prepare" : s->at < t_end
-			? "commit" : "after";
+			? "commit" : "deletes";
 
 		fprintf(f, "%s %s %.6f %.3f\n", engine == ENGINE_STRATA ? "strata" : "rocksdb", ph,
 			off + (double)s->at / 1e9, (double)s->lat / 1e6);
@@ -606,10 +613,13 @@ struct result {
 	int ok;
 	/** Appends/s back to back, and the paced rate. */
 	double capacity, rate;
-	/** Phases: idle, whole merge, prepare, commit (strata). */
-	struct phase idle, merge, prepare, commit;
-	/** Merge seconds and its prepare part. */
-	double merge_s, prepare_s;
+	/** Phases: idle, whole merge, prepare, commit (strata), the deletes of the merged
+	 *  generations after the commit (strata), and the merge with its deletes. */
+	struct phase idle, merge, prepare, commit, deletes, whole;
+	/** Merge seconds, its prepare part, and the deletes' seconds after the commit. */
+	double merge_s, prepare_s, deletes_s;
+	/** Bytes the deletes after the commit removed. */
+	uint64_t deleted_bytes;
 	/** Input bytes of the merge. */
 	uint64_t bytes_in;
 	/** Generations / L0 files folded. */
@@ -625,7 +635,7 @@ run_engine(enum engine engine, struct result *res)
 	rocksdb_options_t *ropt = NULL;
 	struct writer w;
 	char dir[4096], err[512] = "";
-	uint64_t t0, t_prep, t_end;
+	uint64_t t0, t_prep, t_end, t_reaped;
 	int rc;
 
 	memset(res, 0, sizeof(*res));
@@ -649,6 +659,8 @@ run_engine(enum engine engine, struct result *res)
 			goto fail;
 		o.sync = STRATA_SYNC_FSYNC;
 		o.background_io_auto = WL.io_auto;
+		if (WL.delete_rate != UINT64_MAX)
+			o.delete_bytes_per_s = WL.delete_rate;
 		o.merge_max_inputs = (uint32_t)(WL.gens < 2 ? 2 : WL.gens);
 		if ((rc = strata_open(&o, &t.db)) != 0) {
 			snprintf(err, sizeof(err), "strata_open %.300s: %s: %.150s", dir, strata_strerror(rc),
@@ -717,14 +729,31 @@ run_engine(enum engine engine, struct result *res)
 		strata_shard_stats(t.db, 0, &after);
 		res->bytes_in = after.merge_bytes_in - before.merge_bytes_in;
 		res->inputs = after.merged_generations - before.merged_generations;
+		/* The commit only queues the merged generations' deletes. This handle has no
+		 * policy runtime, so this thread runs them, as strata_merge does after its
+		 * commit (a node's background executor runs the same reaper at the same
+		 * delete_bytes_per_s); the writer keeps going until they are done, so their
+		 * cost to appends is measured too. */
+		uint64_t left = 0, del0 = 0, del1 = 0;
+		store_reaper_stats(strata_store(t.db), NULL, NULL, NULL, &del0);
+		if (rc == 0)
+			left = store_reap(strata_store(t.db), UINT64_MAX);
+		t_reaped = bench_now_ns();
+		store_reaper_stats(strata_store(t.db), NULL, NULL, NULL, &del1);
+		if (rc == 0 && left != 0)
+			snprintf(err, sizeof(err), "strata: %" PRIu64 " deletes still queued after the "
+				 "reaper ran", left);
+		res->deleted_bytes = del1 - del0;
 	} else {
 		res->bytes_in = rdb_prop(t.rdb, "rocksdb.total-sst-files-size");
 		res->inputs = rdb_prop(t.rdb, "rocksdb.num-files-at-level0");
+		/* RocksDB deletes the compacted inputs itself before CompactRange returns
+		 * (no DeleteScheduler configured): they are inside the merge's window. */
 		rocksdb_compact_range(t.rdb, NULL, 0, NULL, 0);
-		t_prep = t_end = bench_now_ns();
+		t_prep = t_end = t_reaped = bench_now_ns();
 		rc = 0;
 	}
-	atomic_store(&w.stop_at, t_end);
+	atomic_store(&w.stop_at, t_reaped);
 	pthread_join(w.thread, NULL);
 	if (w.error[0] != '\0' && err[0] == '\0')
 		snprintf(err, sizeof(err), "%s", w.error);
@@ -732,8 +761,11 @@ run_engine(enum engine engine, struct result *res)
 	res->merge = phase_of(&w, t0, t_end);
 	res->prepare = phase_of(&w, t0, t_prep);
 	res->commit = phase_of(&w, t_prep, t_end);
+	res->deletes = phase_of(&w, t_end, t_reaped);
+	res->whole = phase_of(&w, t0, t_reaped);
 	res->merge_s = (double)(t_end - t0) / 1e9;
 	res->prepare_s = (double)(t_prep - t0) / 1e9;
+	res->deletes_s = (double)(t_reaped - t_end) / 1e9;
 	dump_samples(engine, &w, t0, t_prep, t_end);
 	free(w.s);
 	if (err[0] != '\0')
@@ -815,6 +847,9 @@ print_result(const char *engine, const struct result *r, int split)
 	if (split) {
 		print_phase(engine, " prepare", &r->prepare, r->prepare_s, -1);
 		print_phase(engine, " commit", &r->commit, r->merge_s - r->prepare_s, -1);
+		print_phase(engine, "deletes", &r->deletes, r->deletes_s,
+			    r->deletes_s > 0 ? (double)r->deleted_bytes / 1e6 / r->deletes_s : -1);
+		print_phase(engine, "merge+del", &r->whole, r->merge_s + r->deletes_s, -1);
 	}
 }
 
@@ -833,7 +868,7 @@ main(void)
 	const char *prio = getenv("BENCH_STALL_MERGE_IOPRIO");
 	int with_strata = 1, with_rocks = 1, failed = 0;
 	struct result rs, rr;
-	char mnt[1024], bps_s[64];
+	char mnt[1024], bps_s[64], del_s[64];
 	uint64_t need;
 
 	WL.gens = bench_env_u64("BENCH_STALL_GENS", 32);
@@ -845,6 +880,7 @@ main(void)
 	WL.settle_s = bench_env_u64("BENCH_STALL_SETTLE_S", 3);
 	WL.rate = bench_env_u64("BENCH_STALL_RATE", 0);
 	WL.io_auto = (int)bench_env_u64("BENCH_STALL_IO_AUTO", 0);
+	WL.delete_rate = bench_env_u64("BENCH_STALL_DELETE_RATE", UINT64_MAX);
 	WL.bytes_per_sync = bps != NULL && *bps != '\0' ? bench_env_u64("BENCH_STALL_BYTES_PER_SYNC", 0)
 						    : UINT64_MAX;
 	WL.rocksdb_bytes_per_sync = bench_env_u64("BENCH_STALL_ROCKSDB_BYTES_PER_SYNC", 0);
@@ -897,6 +933,12 @@ main(void)
 		snprintf(bps_s, sizeof(bps_s), "0 (off: one fsync of the whole run)");
 	else
 		snprintf(bps_s, sizeof(bps_s), "%" PRIu64 " bytes", WL.bytes_per_sync);
+	if (WL.delete_rate == UINT64_MAX)
+		snprintf(del_s, sizeof(del_s), "the default (256 MiB/s)");
+	else if (WL.delete_rate == 0)
+		snprintf(del_s, sizeof(del_s), "0 (unlimited)");
+	else
+		snprintf(del_s, sizeof(del_s), "%" PRIu64 " bytes/s", WL.delete_rate);
 	printf("backlog: %" PRIu64 " generations / L0 files of %" PRIu64 " MiB of raw rows "
 	       "(16-byte random keys, %" PRIu64 "-byte incompressible values), %.2f GiB\n",
 	       WL.gens, WL.gen_bytes >> 20, WL.value_bytes,
@@ -906,18 +948,19 @@ main(void)
 		       "at a share of the measured capacity\n", WL.rate);
 	printf("writer : 1 thread, 1-row appends (16-byte key, %d-byte value), paced at %" PRIu64
 	       "%% of its back-to-back rate over %" PRIu64 " s; latency from the intended send time "
-	       "(coordinated omission corrected); %" PRIu64 " s idle, then until the merge returns; "
+	       "(coordinated omission corrected); %" PRIu64 " s idle, then until the merge returns "
+	       "(strata: and its inputs are deleted); "
 	       "the backlog is synced (syncfs) and the disk left quiet %" PRIu64 " s first\n",
 	       W_VALUE_BYTES, WL.pct, WL.cap_s, WL.idle_s, WL.settle_s);
 	printf("strata : 1 shard, sync=STRATA_SYNC_FSYNC (ack after fdatasync), merge_max_inputs=%"
 	       PRIu64 ", one strata_prepare_merge + strata_commit_merge of everything; "
 	       "bytes_per_sync %s, sync_file_range flags %s, merge thread IO priority %s, "
-	       "background IO budget %s\n",
+	       "background IO budget %s, delete_bytes_per_s %s\n",
 	       WL.gens < 2 ? 2 : WL.gens, bps_s,
 	       WL.sfr == SFR_WRITE ? "WRITE" : WL.sfr == SFR_WAIT_ALL ? "WAIT_BEFORE|WRITE|WAIT_AFTER"
 								     : "WAIT_BEFORE|WRITE",
 	       prio != NULL && *prio != '\0' ? prio : "unchanged",
-	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : "unlimited");
+	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : "unlimited", del_s);
 	printf("rocksdb: WriteOptions sync=1 (WAL fsync per put), auto compactions off, L0 "
 	       "slowdown/stop triggers 1000, zstd, 64 KiB blocks, bloom 10, bytes_per_sync %" PRIu64
 	       ", no rate limiter; one rocksdb_compact_range of everything\n",
@@ -962,16 +1005,20 @@ main(void)
 	if (with_rocks)
 		print_result("rocksdb", &rr, 0);
 	printf("(merge MB/s = input file bytes / merge seconds; strata's merge = prepare, which "
-	       "writes the run, + commit, which publishes it and deletes the inputs)\n");
+	       "writes the run, + commit, which publishes it and queues the inputs' deletes; "
+	       "deletes = the reaper run after the commit, at delete_bytes_per_s, on the merge's "
+	       "thread as strata_merge does; RocksDB deletes its inputs inside CompactRange)\n");
 	printf("\nduring/idle p99.9:");
 	if (with_strata && rs.ok)
-		printf("  strata %.1fx", ratio(rs.merge.p999, rs.idle.p999));
+		printf("  strata %.1fx (with the deletes %.1fx)", ratio(rs.merge.p999, rs.idle.p999),
+		       ratio(rs.whole.p999, rs.idle.p999));
 	if (with_rocks && rr.ok)
 		printf("  rocksdb %.1fx", ratio(rr.merge.p999, rr.idle.p999));
 	printf("\n");
 	if (with_strata && with_rocks && rs.ok && rr.ok)
-		printf("strata/rocksdb during the merge: p99.9 %.2fx, max %.2fx (>1: strata stalls "
-		       "longer)\n", ratio(rs.merge.p999, rr.merge.p999), ratio(rs.merge.max, rr.merge.max));
+		printf("strata/rocksdb during the merge and its deletes: p99.9 %.2fx, max %.2fx (>1: "
+		       "strata stalls longer)\n", ratio(rs.whole.p999, rr.merge.p999),
+		       ratio(rs.whole.max, rr.merge.max));
 	if (failed)
 		printf("bench_stall: an engine reported an error (see stderr); figures are partial\n");
 	return failed ? 1 : 0;
