@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/store.h"
 #include "lib/buf.h"
@@ -23,6 +24,8 @@
 #include "lib/trace.h"
 #include "strata.h"
 #ifndef STRATA_CORE_ONLY
+#include "host/host.h"
+#include "lib/pool.h"
 #include "policy/runtime.h"
 #include "strata_host.h"
 #endif
@@ -142,6 +145,11 @@ struct strata {
 	struct host *rt_host;
 	/** The policy runtime on rt_host's loop, or NULL. */
 	struct runtime *rt;
+	/** A threaded handle without a runtime: its background executor runs the deletes of
+	 *  merged objects (reap_kick). A reap job is queued or running; deletes were queued
+	 *  since the job last looked. */
+	int reaps;
+	atomic_int reap_active, reap_wanted;
 #endif
 };
 
@@ -250,6 +258,55 @@ rt_stop_on_loop(void *arg)
 	db->rt = NULL;
 }
 
+/** The reap job on the background executor: drain the queue (at delete_bytes_per_s)
+ *  until no kick came while it ran. */
+static void
+reap_work(void *arg)
+{
+	strata *db = arg;
+	struct env_ops *prev = env_enter(db->env_ops);
+	for (;;) {
+		atomic_store(&db->reap_wanted, 0);
+		(void)store_reap(db->store, UINT64_MAX);
+		atomic_store(&db->reap_active, 0);
+		int idle = 0;
+		if (!atomic_load(&db->reap_wanted) ||
+		    !atomic_compare_exchange_strong(&db->reap_active, &idle, 1))
+			break; /* nothing new, or a kick queued a job of its own */
+	}
+	env_leave(prev);
+}
+
+/** The store queued deletes (any thread, no lock of the store's held): queue the reap
+ *  job unless one is queued or running, which then sees reap_wanted. */
+static void
+reap_kick(void *ctx)
+{
+	strata *db = ctx;
+	atomic_store(&db->reap_wanted, 1);
+	int idle = 0;
+	if (!atomic_compare_exchange_strong(&db->reap_active, &idle, 1))
+		return;
+	if (pool_submit(host_exec(db->host, HOST_BG), reap_work, NULL, db) != 0) {
+		atomic_store(&db->reap_active, 0);
+		diag_log(LOG_LVL_WARN, "deletes of merged objects stay queued until the next kick or the "
+			 "close: %s", diag_last());
+	}
+}
+
+/** Stop handing deletes to the background executor and wait out the reap job; what is
+ *  still queued is deleted by the store's close. */
+static void
+reaps_stop(strata *db)
+{
+	if (!db->reaps)
+		return;
+	store_set_reaper_kick(db->store, NULL, NULL);
+	while (atomic_load(&db->reap_active))
+		usleep(1000);
+	db->reaps = 0;
+}
+
 /** strata_open_on with the handle's environment made (o->env_ops is senv's when set). */
 static int
 open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
@@ -283,6 +340,13 @@ open_on(const strata_options *o, struct host *h, const struct strata_runtime_opt
 		env.free(db);
 		env_leave(prev);
 		return rc;
+	}
+	/* Without a runtime, a threaded handle's background executor still runs the deletes,
+	 * off the callers' threads. A manual clock's pacing moves only with its embedder's
+	 * ticks: there the next seal or merge runs them, as in inline mode. */
+	if (db->rt == NULL && host_mode(h) == HOST_THREADED && o->clock != STRATA_CLOCK_MANUAL) {
+		db->reaps = 1;
+		store_set_reaper_kick(db->store, reap_kick, db);
 	}
 	env_leave(prev);
 	*out = db;
@@ -414,6 +478,7 @@ strata_close(strata *db)
 	struct env_ops *prev = env_enter(db->env_ops);
 	if (db->rt != NULL)
 		host_invoke(db->rt_host, rt_stop_on_loop, db);
+	reaps_stop(db);
 	store_close(db->store);
 	if (db->own_host)
 		host_delete(db->host);

@@ -209,6 +209,42 @@ TEST(with_a_runtime_the_background_executor_deletes)
 	free(dir);
 }
 
+TEST(a_threaded_handle_without_a_policy_deletes_on_its_background_executor)
+{
+	char *dir = harness_tmpdir("reaper");
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = dir;
+	o.sync = STRATA_SYNC_NONE;
+	o.threads = 1; /* a background executor, and no runtime to drive it */
+	strata *db = NULL;
+	REQUIRE_EQ(strata_open(&o, &db), 0);
+	REQUIRE_EQ(gens(db, 3, 100), 0);
+	counting_on();
+	strata_plan *plan = NULL;
+	REQUIRE_EQ(strata_prepare_merge(db, 0, 0, &plan), 0);
+	CHECK_EQ(strata_commit_merge(db, plan), 0);
+	/* Nothing else is called: the executor deletes the three on its own. */
+	for (int i = 0; i < 5000 && count_gen_files(dir) != 0; i++)
+		usleep(1000);
+	CHECK_EQ(count_gen_files(dir), 0);
+	CHECK_EQ(atomic_load(&all_unlinks), 3);
+	CHECK_EQ(my_unlinks, 0);
+	/* strata_merge as well returns without deleting on the caller's thread. */
+	REQUIRE_EQ(gens(db, 2, 100), 0);
+	uint32_t merged = 0;
+	REQUIRE_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 2);
+	for (int i = 0; i < 5000 && count_gen_files(dir) != 0; i++)
+		usleep(1000);
+	CHECK_EQ(count_gen_files(dir), 0);
+	CHECK_EQ(my_unlinks, 0);
+	strata_close(db);
+	counting_off();
+	harness_rmrf(dir);
+	free(dir);
+}
+
 /** Write an object of n bytes through the fs store. */
 static int
 put_object(struct objstore *os, const char *key, size_t n)
@@ -302,6 +338,7 @@ main(int argc, char **argv)
 	HARNESS_BEGIN(argc, argv);
 	RUN(a_pinned_scan_and_a_commit_delete_nothing_themselves);
 	RUN(with_a_runtime_the_background_executor_deletes);
+	RUN(a_threaded_handle_without_a_policy_deletes_on_its_background_executor);
 	RUN(deletes_are_paced_and_large_objects_freed_in_chunks);
 	RUN(an_object_larger_than_the_bucket_on_a_store_that_cannot_cut_it_is_deleted_and_paced);
 	return HARNESS_END("test_reaper");
