@@ -147,9 +147,10 @@ struct strata {
 	struct runtime *rt;
 	/** A threaded handle without a runtime: its background executor runs the deletes of
 	 *  merged objects (reap_kick). A reap job is queued or running; deletes were queued
-	 *  since the job last looked. */
+	 *  since the job last looked; reap jobs not finished (the last thing a job touches:
+	 *  the close waits for 0). */
 	int reaps;
-	atomic_int reap_active, reap_wanted;
+	atomic_int reap_active, reap_wanted, reap_jobs;
 #endif
 };
 
@@ -275,6 +276,7 @@ reap_work(void *arg)
 			break; /* nothing new, or a kick queued a job of its own */
 	}
 	env_leave(prev);
+	atomic_fetch_sub(&db->reap_jobs, 1); /* db may be freed from here on */
 }
 
 /** The store queued deletes (any thread, no lock of the store's held): queue the reap
@@ -287,7 +289,9 @@ reap_kick(void *ctx)
 	int idle = 0;
 	if (!atomic_compare_exchange_strong(&db->reap_active, &idle, 1))
 		return;
+	atomic_fetch_add(&db->reap_jobs, 1);
 	if (pool_submit(host_exec(db->host, HOST_BG), reap_work, NULL, db) != 0) {
+		atomic_fetch_sub(&db->reap_jobs, 1);
 		atomic_store(&db->reap_active, 0);
 		diag_log(LOG_LVL_WARN, "deletes of merged objects stay queued until the next kick or the "
 			 "close: %s", diag_last());
@@ -301,8 +305,8 @@ reaps_stop(strata *db)
 {
 	if (!db->reaps)
 		return;
-	store_set_reaper_kick(db->store, NULL, NULL);
-	while (atomic_load(&db->reap_active))
+	store_set_reaper_kick(db->store, NULL, NULL); /* no kick runs or comes after this */
+	while (atomic_load(&db->reap_jobs) != 0)
 		usleep(1000);
 	db->reaps = 0;
 }
