@@ -7,7 +7,8 @@
 #   2. merge: a backlog of BENCH_STALL_GENS generations of BENCH_STALL_GEN_MB MiB
 #      (incompressible), then one writer paced at BENCH_STALL_PCT % of the capacity (or
 #      BENCH_STALL_RATE/s): 5 s idle, then while POST merge-wal folds the backlog in one
-#      pass (--merge-max-inputs = the generation count), until nothing is pending;
+#      pass (--merge-max-inputs = the generation count), until nothing is pending and
+#      the node's reaper has deleted the merged generations (paced, after the commits);
 #   3. hook: the same writer and GET /healthz at 50/s, 5 s idle, then 10 s after PUT
 #      /v1/policy of `on_seal = function() while true do end end` (flush_interval_s = 1).
 # Latency is measured from each request's intended start (open model). Prints
@@ -141,7 +142,8 @@ for m in $modes; do
 		stop_node
 		row "writer, idle" "$line" writer_idle
 		row "writer, during the merge" "$line" writer_during
-		echo "  merge of ${gens} x ${gen_mb} MiB: $(field merge_s "$line") s after the idle phase;" \
+		echo "  merge of ${gens} x ${gen_mb} MiB: $(field merge_s "$line") s after the idle phase," \
+			"then its deletes $(field deletes_s "$line") s (both in \"during\");" \
 			"during/idle p99.9 $(ratio "$(field writer_during_p999 "$line")" "$(field writer_idle_p999 "$line")")," \
 			"max $(field writer_during_max "$line") ms"
 		;;

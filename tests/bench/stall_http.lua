@@ -8,7 +8,8 @@
 -- (incompressible 4 KiB values, a seal after each GEN_MB), then one writer appends one
 -- 200-byte row at RATE per second (open model: latency from the intended start) for
 -- 5 s idle, then while POST merge-wal folds the backlog; the run ends once no
--- generation is pending. Stages "idle" and "during" get metrics of their own.
+-- generation is pending and the node's reaper has deleted the merged ones. Stages
+-- "idle" and "during" get metrics of their own.
 -- MODE "hook": the same writer, and GET /healthz 50 times a second; after 5 s a policy
 -- whose on_seal never returns is PUT (flush_interval_s = 1: a seal, and a hook run
 -- stopped by its budget, every second) and both go on for 10 s: stages "idle" and "hook".
@@ -75,7 +76,7 @@ local function report(mode_name, phases, scenarios)
 				out[#out + 1] = string.format("%s_%s_n=%d", sc, ph, m[x .. ".iterations"] or m[x .. ".count"] or -1)
 			end
 		end
-		for _, k in ipairs({ "merge_s", "errors", "writer.iterations" }) do
+		for _, k in ipairs({ "merge_s", "deletes_s", "errors", "writer.iterations" }) do
 			if m[k] ~= nil then
 				out[#out + 1] = string.format("%s=%s", k, tostring(m[k]))
 			end
@@ -83,6 +84,16 @@ local function report(mode_name, phases, scenarios)
 		print(table.concat(out, " "))
 	end
 end
+
+-- Objects the node's reaper still has to delete (its /metrics gauge).
+local function deletes_pending(ctx)
+	local status, body = ctx:http("GET", "/metrics")
+	assert(status == 200, "GET /metrics: " .. tostring(status))
+	return assert(tonumber(body:match("\nstrata_deletes_pending_objects (%d+)")),
+		"/metrics has no strata_deletes_pending_objects")
+end
+
+local merged_at
 
 local function writer(ctx)
 	assert(ctx:append(0, keys:next(), values:next()))
@@ -117,11 +128,20 @@ if mode == "merge" then
 				every = "50ms",
 				start = idle_s,
 				exec = function(ctx)
-					local t0 = ctx:now()
-					local _, pending = assert(load.retry(ctx, ctx.merge_wal, 0))
-					ctx:metric("merge_pass_s", ctx:now() - t0)
-					if pending == 0 then
-						ctx:metric("merge_s", ctx:now() - idle_s)
+					if merged_at == nil then
+						local t0 = ctx:now()
+						local _, pending = assert(load.retry(ctx, ctx.merge_wal, 0))
+						ctx:metric("merge_pass_s", ctx:now() - t0)
+						if pending ~= 0 then
+							return
+						end
+						merged_at = ctx:now()
+						ctx:metric("merge_s", merged_at - idle_s)
+					end
+					-- The background executor deletes the merged generations after the
+					-- commits (paced): the run goes on until it is done.
+					if deletes_pending(ctx) == 0 then
+						ctx:metric("deletes_s", ctx:now() - merged_at)
 						ctx:stop()
 					end
 				end,
