@@ -298,14 +298,16 @@ reap_kick(void *ctx)
 	}
 }
 
-/** Stop handing deletes to the background executor and wait out the reap job; what is
- *  still queued is deleted by the store's close. */
+/** Stop handing deletes to the background executor and wait out the reap job. The
+ *  store's close deletes what is left unpaced, so the job need not keep the pace either:
+ *  it ends within one step's sleep. */
 static void
 reaps_stop(strata *db)
 {
 	if (!db->reaps)
 		return;
 	store_set_reaper_kick(db->store, NULL, NULL); /* no kick runs or comes after this */
+	store_set_delete_rate(db->store, 0);
 	while (atomic_load(&db->reap_jobs) != 0)
 		usleep(1000);
 	db->reaps = 0;

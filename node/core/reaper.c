@@ -33,6 +33,8 @@ struct reaper {
 	struct objstore *os;
 	/** Guards everything below. */
 	pthread_mutex_t mu;
+	/** Wakes a runner waiting for tokens when the rate changes. */
+	pthread_cond_t rate_cv;
 	/** Queue, oldest first. */
 	struct reaper_entry *head, *tail;
 	/** Objects and bytes queued. */
@@ -69,6 +71,11 @@ reaper_new(struct objstore *os, uint64_t bytes_per_s, uint64_t chunk_bytes, stru
 	r->tokens = (double)r->chunk;
 	r->filled_ns = env.mono_ns();
 	pthread_mutex_init(&r->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->rate_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = r;
 	return 0;
 }
@@ -137,6 +144,7 @@ reaper_set_rate(struct reaper *r, uint64_t bytes_per_s)
 {
 	pthread_mutex_lock(&r->mu);
 	r->rate = bytes_per_s;
+	pthread_cond_broadcast(&r->rate_cv); /* a runner waiting at the old rate recounts */
 	pthread_mutex_unlock(&r->mu);
 }
 
@@ -156,17 +164,31 @@ reaper_fill(struct reaper *r)
 	r->filled_ns = now;
 }
 
-/** Wait ns for tokens. 0, or -1 when waiting is pointless: the clock is a manual one
- *  that did not move (only the caller's thread ticks it) or a forced fiber run. On a
- *  fiber the wait is a blocked chunk: the step returns and a later tick resumes it. */
+/** mu held: wait up to ns for tokens; a change of the rate ends the wait early. 0, or
+ *  -1 when waiting is pointless: the clock is a manual one that did not move (only the
+ *  caller's thread ticks it) or a forced fiber run. On a fiber the wait is a blocked
+ *  chunk: the step returns and a later tick resumes it. */
 static int
-reaper_sleep(uint64_t ns)
+reaper_sleep(struct reaper *r, uint64_t ns)
 {
-	if (fiber_active())
-		return fiber_block();
+	if (fiber_active()) {
+		pthread_mutex_unlock(&r->mu);
+		int rc = fiber_block();
+		pthread_mutex_lock(&r->mu);
+		return rc;
+	}
 	uint64_t before = env.mono_ns();
-	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-	nanosleep(&ts, NULL);
+	uint64_t rate = r->rate;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ns;
+	ts.tv_sec = (time_t)(at / 1000000000u);
+	ts.tv_nsec = (long)(at % 1000000000u);
+	while (r->rate == rate &&
+	       pthread_cond_timedwait(&r->rate_cv, &r->mu, &ts) == 0)
+		;
+	if (r->rate != rate)
+		return 0;
 	return env.mono_ns() == before ? -1 : 0;
 }
 
@@ -198,10 +220,8 @@ reaper_run(struct reaper *r, uint64_t max_wait_ns)
 				break;
 			if (need > max_wait_ns - waited)
 				need = max_wait_ns - waited;
-			pthread_mutex_unlock(&r->mu);
-			int slept = reaper_sleep(need);
+			int slept = reaper_sleep(r, need);
 			waited += need;
-			pthread_mutex_lock(&r->mu);
 			if (slept != 0)
 				break; /* the time this needs will not come on this call */
 			continue;
@@ -294,6 +314,7 @@ reaper_delete(struct reaper *r)
 		return;
 	reaper_set_rate(r, 0);
 	reaper_run(r, 0);
+	pthread_cond_destroy(&r->rate_cv);
 	pthread_mutex_destroy(&r->mu);
 	env.free(r);
 }

@@ -5,11 +5,11 @@
  * Whoever drops the last reference to such an object (a reader's unref, a commit)
  * only queues it: O(1), no IO. The deletes themselves run later as background work
  * (reaper_run): at most bytes_per_s (0 = unlimited) with a burst of one chunk, a large
- * object cut down in chunk_bytes steps first (on a store that cannot cut objects down, a
- * larger one is deleted whole and the bytes over the bucket delay the next deletes) (on ext4 with discard, unlinking one 32 MiB file took
- * 383 ms; freeing it in chunks spreads that), several objects per batch with one
- * directory sync per batch. RocksDB's DeleteScheduler does the same for the same
- * reason.
+ * object cut down in chunk_bytes steps first (on ext4 with discard, unlinking one 32 MiB
+ * file took 383 ms; freeing it in chunks spreads that), several objects per batch with
+ * one directory sync per batch. On a store that cannot cut objects down, a larger one
+ * is deleted whole and the bytes it had over the bucket delay the deletes after it.
+ * RocksDB's DeleteScheduler does the same for the same reason.
  */
 #ifndef STRATA_REAPER_H
 #define STRATA_REAPER_H

@@ -1319,6 +1319,12 @@ store_set_reaper_kick(struct store *db, void (*kick)(void *ctx), void *ctx)
 	reaper_set_kick(db->reaper, kick, ctx);
 }
 
+void
+store_set_delete_rate(struct store *db, uint64_t bytes_per_s)
+{
+	reaper_set_rate(db->reaper, bytes_per_s);
+}
+
 uint64_t
 store_reap(struct store *db, uint64_t max_wait_ns)
 {

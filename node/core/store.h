@@ -100,6 +100,8 @@ void store_set_io_auto(struct store *db, uint64_t ceiling);
  *  executor): kick is called, from any thread, when deletes are queued, and that
  *  someone calls store_reap. NULL: the store's own seals and merges run them. */
 void store_set_reaper_kick(struct store *db, void (*kick)(void *ctx), void *ctx);
+/** Change the rate of the deletes of merged objects (bytes per second, 0 = unlimited). */
+void store_set_delete_rate(struct store *db, uint64_t bytes_per_s);
 /** Run the queued deletes within the store's rate, waiting up to max_wait_ns in all;
  *  returns the objects still queued. */
 uint64_t store_reap(struct store *db, uint64_t max_wait_ns);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../node/core/reaper.h"
@@ -332,6 +333,115 @@ TEST(an_object_larger_than_the_bucket_on_a_store_that_cannot_cut_it_is_deleted_a
 	free(dir);
 }
 
+/** Rows of random bytes: n generations of about mib MiB each, that do not compress. */
+static int
+big_gens(strata *db, int n, int mib)
+{
+	static char val[64 << 10];
+	unsigned seed = 7;
+	for (int g = 0; g < n; g++) {
+		for (int i = 0; i < mib * 16; i++) {
+			for (size_t j = 0; j < sizeof(val); j++)
+				val[j] = (char)(rand_r(&seed) >> 7);
+			char key[32];
+			snprintf(key, sizeof(key), "b%03d-%05d", g, i);
+			strata_row row = {key, strlen(key), val, sizeof(val)};
+			if (strata_append(db, 0, &row, 1) != 0)
+				return -1;
+		}
+		if (strata_seal(db, 0) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+TEST(a_close_does_not_wait_out_the_pace_of_the_deletes_and_leaves_none)
+{
+	char *dir = harness_tmpdir("reaper");
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = dir;
+	o.sync = STRATA_SYNC_NONE;
+	o.threads = 1;
+	o.delete_bytes_per_s = 64u << 10; /* 12 MiB queued: over a minute at this pace */
+	strata *db = NULL;
+	REQUIRE_EQ(strata_open(&o, &db), 0);
+	REQUIRE_EQ(big_gens(db, 3, 4), 0);
+	uint32_t merged = 0;
+	REQUIRE_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 3);
+	/* The executor's job deletes what the bucket holds, then waits for tokens. */
+	for (int i = 0; i < 5000 && count_gen_files(dir) == 3; i++)
+		usleep(1000);
+	CHECK(count_gen_files(dir) < 3);
+	usleep(100000);
+	CHECK(count_gen_files(dir) > 0);
+	uint64_t t0 = now_ms();
+	strata_close(db);
+	uint64_t took = now_ms() - t0;
+	CHECK(took < 10000); /* the paced rest would take over 60 s */
+	CHECK_EQ(count_gen_files(dir), 0);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+static struct {
+	struct reaper *r;
+	atomic_int done;
+	uint64_t left;
+} W;
+
+static void *
+waiting_runner(void *arg)
+{
+	(void)arg;
+	W.left = reaper_run(W.r, UINT64_MAX);
+	atomic_store(&W.done, 1);
+	return NULL;
+}
+
+TEST(a_runner_waiting_for_tokens_goes_on_when_the_rate_changes)
+{
+	char *dir = harness_tmpdir("reaper");
+	struct objstore *os = NULL;
+	REQUIRE_EQ(objstore_fs_new(dir, &os), 0);
+	/* 1 KiB/s, a bucket of 1 MiB: the second object is a thousand seconds away. */
+	REQUIRE_EQ(reaper_new(os, 1u << 10, 1u << 20, &W.r), 0);
+	REQUIRE_EQ(put_object(os, "a/one.sst", 1u << 20), 0);
+	REQUIRE_EQ(put_object(os, "a/two.sst", 1u << 20), 0);
+	counting_on();
+	reaper_add(W.r, "a/one.sst", 1u << 20);
+	reaper_add(W.r, "a/two.sst", 1u << 20);
+	pthread_t t;
+	REQUIRE_EQ(pthread_create(&t, NULL, waiting_runner, NULL), 0);
+	for (int i = 0; i < 5000 && atomic_load(&all_unlinks) < 1; i++)
+		usleep(1000);
+	usleep(50000);
+	CHECK_EQ(atomic_load(&all_unlinks), 1);
+	CHECK_EQ(atomic_load(&W.done), 0);
+	reaper_set_rate(W.r, 0);
+	for (int i = 0; i < 5000 && !atomic_load(&W.done); i++)
+		usleep(1000);
+	/* Not done: the runner sleeps on; it is left to the exit rather than freed under it. */
+	REQUIRE_EQ(atomic_load(&W.done), 1);
+	pthread_join(t, NULL);
+	CHECK_EQ(W.left, 0);
+	CHECK_EQ(atomic_load(&all_unlinks), 2);
+	counting_off();
+	reaper_delete(W.r);
+	objstore_destroy(os);
+	harness_rmrf(dir);
+	free(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -341,5 +451,7 @@ main(int argc, char **argv)
 	RUN(a_threaded_handle_without_a_policy_deletes_on_its_background_executor);
 	RUN(deletes_are_paced_and_large_objects_freed_in_chunks);
 	RUN(an_object_larger_than_the_bucket_on_a_store_that_cannot_cut_it_is_deleted_and_paced);
+	RUN(a_close_does_not_wait_out_the_pace_of_the_deletes_and_leaves_none);
+	RUN(a_runner_waiting_for_tokens_goes_on_when_the_rate_changes);
 	return HARNESS_END("test_reaper");
 }
