@@ -14,7 +14,7 @@ PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl libcrypto expat
 DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
             luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
             libjansson-dev clang libclang-rt-14-dev curl prometheus luarocks libssl-dev libexpat1-dev
-BENCH_PKGS := librocksdb-dev wrk
+BENCH_PKGS := librocksdb-dev wrk tarantool
 
 comma := ,
 ifneq ($(SAN),)

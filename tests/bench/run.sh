@@ -22,7 +22,13 @@ case "${BENCH_ONLY:-}" in
   ""|policy) "$bindir/bench_policy" || status=1; echo ;;
 esac
 case "${BENCH_ONLY:-}" in
-  ""|stall) "$bindir/bench_stall" || status=1; echo ;;
+  ""|stall)
+    case "${BENCH_STALL_ENGINES:-}" in
+      ""|*strata*|*rocksdb*) "$bindir/bench_stall" || status=1; echo ;;
+    esac
+    case "${BENCH_STALL_ENGINES:-}" in
+      ""|*tarantool*) sh "$here/bench_stall_tarantool.sh" || status=1; echo ;;
+    esac ;;
 esac
 case "${BENCH_ONLY:-}" in
   ""|walsync) "$bindir/bench_walsync" || status=1; echo ;;
