@@ -78,15 +78,26 @@ counting_off(void)
 	env_default.fsync = real_fsync;
 }
 
+/** n generations of rows rows each: short text values, or (value_bytes > 0) random,
+ *  incompressible values of value_bytes. */
 static int
-gens(strata *db, int n, int rows)
+gens_of(strata *db, int n, int rows, size_t value_bytes)
 {
+	static char val[64 << 10];
+	unsigned seed = 7;
+	if (value_bytes > sizeof(val))
+		return -1;
 	for (int g = 0; g < n; g++) {
 		for (int i = 0; i < rows; i++) {
-			char key[32], val[64];
+			char key[32];
+			size_t vl = value_bytes;
 			snprintf(key, sizeof(key), "k%03d-%05d", g, i);
-			snprintf(val, sizeof(val), "value of generation %d row %d", g, i);
-			strata_row r = {key, strlen(key), val, strlen(val)};
+			if (vl == 0)
+				vl = (size_t)snprintf(val, sizeof(val), "value of generation %d row %d", g, i);
+			else
+				for (size_t j = 0; j < vl; j++)
+					val[j] = (char)(rand_r(&seed) >> 7);
+			strata_row r = {key, strlen(key), val, vl};
 			if (strata_append(db, 0, &r, 1) != 0)
 				return -1;
 		}
@@ -94,6 +105,12 @@ gens(strata *db, int n, int rows)
 			return -1;
 	}
 	return 0;
+}
+
+static int
+gens(strata *db, int n, int rows)
+{
+	return gens_of(db, n, rows, 0);
 }
 
 /** The pinned scan: blocks in its first callback until released. */
@@ -333,28 +350,6 @@ TEST(an_object_larger_than_the_bucket_on_a_store_that_cannot_cut_it_is_deleted_a
 	free(dir);
 }
 
-/** Rows of random bytes: n generations of about mib MiB each, that do not compress. */
-static int
-big_gens(strata *db, int n, int mib)
-{
-	static char val[64 << 10];
-	unsigned seed = 7;
-	for (int g = 0; g < n; g++) {
-		for (int i = 0; i < mib * 16; i++) {
-			for (size_t j = 0; j < sizeof(val); j++)
-				val[j] = (char)(rand_r(&seed) >> 7);
-			char key[32];
-			snprintf(key, sizeof(key), "b%03d-%05d", g, i);
-			strata_row row = {key, strlen(key), val, sizeof(val)};
-			if (strata_append(db, 0, &row, 1) != 0)
-				return -1;
-		}
-		if (strata_seal(db, 0) != 0)
-			return -1;
-	}
-	return 0;
-}
-
 static uint64_t
 now_ms(void)
 {
@@ -374,7 +369,7 @@ TEST(a_close_does_not_wait_out_the_pace_of_the_deletes_and_leaves_none)
 	o.delete_bytes_per_s = 64u << 10; /* 12 MiB queued: over a minute at this pace */
 	strata *db = NULL;
 	REQUIRE_EQ(strata_open(&o, &db), 0);
-	REQUIRE_EQ(big_gens(db, 3, 4), 0);
+	REQUIRE_EQ(gens_of(db, 3, 64, 64u << 10), 0); /* 3 x 4 MiB */
 	uint32_t merged = 0;
 	REQUIRE_EQ(strata_merge(db, 0, 0, &merged), 0);
 	CHECK_EQ(merged, 3);
