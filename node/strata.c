@@ -300,7 +300,7 @@ reap_kick(void *ctx)
 
 /** Stop handing deletes to the background executor and wait out the reap job. The
  *  store's close deletes what is left unpaced, so the job need not keep the pace either:
- *  it ends within one step's sleep. */
+ *  the rate change wakes it from its wait for tokens and it ends. */
 static void
 reaps_stop(strata *db)
 {

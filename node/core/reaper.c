@@ -3,6 +3,7 @@
  */
 #include "reaper.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/fiber.h"
+#include "../lib/mono.h"
 #include "../lib/trace.h"
 
 /** Most objects deleted in one batch (one directory sync). */
@@ -71,11 +73,7 @@ reaper_new(struct objstore *os, uint64_t bytes_per_s, uint64_t chunk_bytes, stru
 	r->tokens = (double)r->chunk;
 	r->filled_ns = env.mono_ns();
 	pthread_mutex_init(&r->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->rate_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&r->rate_cv);
 	*out = r;
 	return 0;
 }
@@ -179,13 +177,8 @@ reaper_sleep(struct reaper *r, uint64_t ns)
 	}
 	uint64_t before = env.mono_ns();
 	uint64_t rate = r->rate;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ns;
-	ts.tv_sec = (time_t)(at / 1000000000u);
-	ts.tv_nsec = (long)(at % 1000000000u);
-	while (r->rate == rate &&
-	       pthread_cond_timedwait(&r->rate_cv, &r->mu, &ts) == 0)
+	struct timespec dl = mono_deadline(ns);
+	while (r->rate == rate && pthread_cond_timedwait(&r->rate_cv, &r->mu, &dl) != ETIMEDOUT)
 		;
 	if (r->rate != rate)
 		return 0;

@@ -19,6 +19,7 @@
 #include "../lib/env.h"
 #include "../strata_types.h"
 #include "../lib/hist.h"
+#include "../lib/mono.h"
 #include "../lib/ratelimit.h"
 #include "checkpoint.h"
 #include "reaper.h"
@@ -679,11 +680,7 @@ store_syncer_main(void *arg)
 	env_enter(db->env_ops);
 	pthread_mutex_lock(&db->syncer_mu);
 	while (!db->syncer_stop) {
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)db->opt.sync_interval_ms * 1000000ull;
-		dl.tv_sec += (time_t)(ns / 1000000000ull);
-		dl.tv_nsec = (long)(ns % 1000000000ull);
+		struct timespec dl = mono_deadline((uint64_t)db->opt.sync_interval_ms * 1000000ull);
 		while (!db->syncer_stop &&
 		       pthread_cond_timedwait(&db->syncer_cv, &db->syncer_mu, &dl) != ETIMEDOUT)
 			;
@@ -706,11 +703,7 @@ static int
 store_syncer_start(struct store *db)
 {
 	pthread_mutex_init(&db->syncer_mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&db->syncer_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&db->syncer_cv);
 	int e = pthread_create(&db->syncer, NULL, store_syncer_main, db);
 	if (e != 0)
 		return diag_set(diag_errno(e), "strata_open: cannot start the WAL sync thread: %s",

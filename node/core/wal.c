@@ -27,6 +27,7 @@
 #include "../lib/crc.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/mono.h"
 #include "../lib/ratelimit.h"
 #include "../objstore/objstore.h"
 #include "reaper.h"
@@ -943,11 +944,7 @@ wal_gather(struct wal *w)
 	if (wait < 1000)
 		return;
 	unsigned before = w->q_count;
-	struct timespec dl;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	uint64_t ns = (uint64_t)dl.tv_nsec + wait;
-	dl.tv_sec += (time_t)(ns / 1000000000ull);
-	dl.tv_nsec = (long)(ns % 1000000000ull);
+	struct timespec dl = mono_deadline(wait);
 	w->gathering = 1;
 	while (w->q_count < want && !w->failed && !w->closing &&
 	       pthread_cond_timedwait(&w->submit_cv, &w->mu, &dl) != ETIMEDOUT)
@@ -1365,11 +1362,7 @@ wal_bg_main(void *arg)
 	env_enter(w->env_ops);
 	pthread_mutex_lock(&w->mu);
 	while (!w->bg_stop) {
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)w->interval_ms * 1000000ull;
-		dl.tv_sec += (time_t)(ns / 1000000000ull);
-		dl.tv_nsec = (long)(ns % 1000000000ull);
+		struct timespec dl = mono_deadline((uint64_t)w->interval_ms * 1000000ull);
 		while (!w->bg_stop && pthread_cond_timedwait(&w->bg_cond, &w->mu, &dl) != ETIMEDOUT)
 			;
 		if (w->bg_stop)
@@ -2576,12 +2569,8 @@ wal_new(const struct wal_options *o, struct wal **out)
 	}
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->bg_cond, &ca);
-	pthread_cond_init(&w->submit_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&w->bg_cond);
+	mono_cond_init(&w->submit_cv);
 	*out = w;
 	return 0;
 }
