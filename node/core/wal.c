@@ -156,8 +156,10 @@ struct wal {
 	uint64_t last_sync_ns;
 	/** Longest a leader waits for the writers of the last group, ns (0: never waits). */
 	uint64_t group_wait_ns;
-	/** A leader waits in wal_gather: submits signal submit_cv. */
-	int gathering;
+	/** Entries a leader in wal_gather waits for (0: none waits). Only the submit that
+	 *  queues the last of them signals submit_cv: waking the leader for each entry
+	 *  before it cost a context switch apiece and gained nothing. */
+	unsigned gather_want;
 	/** Signalled by a submit while a leader gathers (CLOCK_MONOTONIC). */
 	pthread_cond_t submit_cv;
 	/** Where each fdatasync's time is reported (wal_options.observe). */
@@ -945,11 +947,11 @@ wal_gather(struct wal *w)
 		return;
 	unsigned before = w->q_count;
 	struct timespec dl = mono_deadline(wait);
-	w->gathering = 1;
+	w->gather_want = want;
 	while (w->q_count < want && !w->failed && !w->closing &&
 	       pthread_cond_timedwait(&w->submit_cv, &w->mu, &dl) != ETIMEDOUT)
 		;
-	w->gathering = 0;
+	w->gather_want = 0;
 	w->gathers++;
 	w->gathered += w->q_count - before;
 }
@@ -2169,7 +2171,7 @@ wal_submit_encoded(struct wal *w, struct wal_entry *e, struct wal_ticket *t)
 		w->q_head = e;
 	w->q_tail = e;
 	w->q_count++;
-	if (w->gathering)
+	if (w->gather_want != 0 && w->q_count >= w->gather_want)
 		pthread_cond_signal(&w->submit_cv);
 	w->submitted_off += len;
 	t->first_seq = e->first_seq;
