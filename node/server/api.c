@@ -255,6 +255,14 @@ api_json(struct api *a, struct http_req *r, int status, json_t *o)
 	free(s);
 }
 
+/** The shard's statistics into st (zeroes where they cannot be read). */
+static void
+api_shard_stats(struct api *a, uint32_t shard, strata_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	strata_shard_stats(a->db, shard, st);
+}
+
 /** A JSON string of p, or (not UTF-8) NULL. */
 static json_t *
 json_bytes(const void *p, size_t n)
@@ -831,33 +839,45 @@ is_batch_type(const char *ct)
 	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
 }
 
-/** Submit a job to the pool, or answer 503 when it is full. */
+/** Submit a job to the host's executor exec (HOST_FG: appends, reads; HOST_BG: claims,
+ *  checkpoints), or answer when it refuses. */
 static int
-api_submit(struct api *a, struct http_req *r, pool_work_fn work, pool_done_fn done, void *job)
+api_submit(struct api *a, struct http_req *r, int exec, pool_work_fn work, pool_done_fn done, void *job)
 {
-	int rc = pool_submit(host_exec(a->host, HOST_FG), work, done, job);
-	if (rc != 0) {
-		/* A full queue is the node at capacity, not a busy shard. */
-		api_error(a, r, rc == STRATA_EBUSY ? 503 : api_status_of(rc), "node busy", diag_last());
-		return rc;
+	int rc = pool_submit(host_exec(a->host, exec), work, done, job);
+	if (rc == 0) {
+		a->jobs++;
+		return 0;
 	}
-	a->jobs++;
-	return 0;
+	/* A full foreground queue is the node at capacity, not a busy shard. */
+	if (exec == HOST_FG)
+		api_error(a, r, rc == STRATA_EBUSY ? 503 : api_status_of(rc), "node busy", diag_last());
+	else
+		api_error(a, r, api_status_of(rc), "busy", diag_last());
+	return rc;
+}
+
+/** A zeroed job of size bytes for r, or NULL (answered 503). */
+static void *
+api_job_new(struct api *a, struct http_req *r, size_t size)
+{
+	void *j = env.calloc(1, size);
+	if (j == NULL)
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+	return j;
 }
 
 static void
 api_append(struct api *a, struct http_req *r, uint32_t shard)
 {
-	struct api_append *j = env.calloc(1, sizeof(*j));
-	if (j == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_append *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
 		return;
-	}
 	j->a = a;
 	j->r = r;
 	j->shard = shard;
 	j->binary = is_batch_type(r->content_type);
-	if (api_submit(a, r, append_work, append_done, j) != 0)
+	if (api_submit(a, r, HOST_FG, append_work, append_done, j) != 0)
 		env.free(j);
 }
 
@@ -933,11 +953,9 @@ get_done(void *arg)
 static void
 api_get(struct api *a, struct http_req *r, const struct api_route *rt)
 {
-	struct api_get *j = env.calloc(1, sizeof(*j));
-	if (j == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_get *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
 		return;
-	}
 	j->a = a;
 	j->r = r;
 	j->shard = (uint32_t)rt->shard;
@@ -948,7 +966,7 @@ api_get(struct api *a, struct http_req *r, const struct api_route *rt)
 		char d[96];
 		snprintf(d, sizeof(d), "the key is %zu bytes; keys are 1..%u bytes", j->key.len, STRATA_MAX_KEY);
 		api_error(a, r, 400, "bad key", d);
-	} else if (api_submit(a, r, get_work, get_done, j) == 0) {
+	} else if (api_submit(a, r, HOST_FG, get_work, get_done, j) == 0) {
 		return;
 	}
 	buf_destroy(&j->key);
@@ -1295,11 +1313,9 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 static void
 api_scan(struct api *a, struct http_req *r, const struct api_route *rt)
 {
-	struct api_scan *s = env.calloc(1, sizeof(*s));
-	if (s == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_scan *s = api_job_new(a, r, sizeof(*s));
+	if (s == NULL)
 		return;
-	}
 	s->a = a;
 	s->r = r;
 	s->shard = (uint32_t)rt->shard;
@@ -1526,8 +1542,7 @@ rtcall_answer(void *arg)
 						      "pending", (json_int_t)c->pending, "shard", (json_int_t)c->shard));
 		} else {
 			strata_stats st;
-			memset(&st, 0, sizeof(st));
-			strata_shard_stats(a->db, c->shard, &st);
+			api_shard_stats(a, c->shard, &st);
 			json_t *o = json_pack("{s:b, s:I, s:I}", "sealed", st.seals != c->seals_before, "shard",
 					      (json_int_t)c->shard, "generations", (json_int_t)st.generations);
 			if (o != NULL && st.seals == c->seals_before)
@@ -1564,19 +1579,16 @@ rtcall_answer(void *arg)
 static void
 api_rtcall(struct api *a, struct http_req *r, int kind, uint32_t shard)
 {
-	struct api_rtcall *c = env.calloc(1, sizeof(*c));
-	if (c == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_rtcall *c = api_job_new(a, r, sizeof(*c));
+	if (c == NULL)
 		return;
-	}
 	c->a = a;
 	c->r = r;
 	c->kind = kind;
 	c->shard = shard;
 	if (kind == API_RT_SEAL) {
 		strata_stats st;
-		memset(&st, 0, sizeof(st));
-		strata_shard_stats(a->db, shard, &st);
+		api_shard_stats(a, shard, &st);
 		c->seals_before = st.seals;
 	}
 	if (kind == API_RT_POLICY_PUT) {
@@ -1682,15 +1694,14 @@ api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats 
  * background executor, so appends, reads and scans never queue behind its copying.
  */
 
-/** One claim of a shard on the background executor. */
-struct api_claim {
+/** What a request done on the background executor (claim, checkpoint) shares: the
+ *  first member of its job. */
+struct api_bg {
 	/** The API. */
 	struct api *a;
 	/** The request. */
 	struct http_req *r;
-	/** The shard. */
-	uint32_t shard;
-	/** strata_shard_claim's result. */
+	/** The engine call's result. */
 	int rc;
 	/** Its message. */
 	char detail[600];
@@ -1698,34 +1709,57 @@ struct api_claim {
 	uint64_t ns;
 };
 
+/** Worker: record the result rc of the engine call begun at t0 (env.mono_ns). */
+static void
+api_bg_end(struct api_bg *b, int rc, uint64_t t0)
+{
+	b->rc = rc;
+	b->ns = env.mono_ns() - t0;
+	if (rc != 0)
+		snprintf(b->detail, sizeof(b->detail), "%s", strata_last_error());
+}
+
+/** Server's loop: count the job finished and answer its failure (error words words).
+ *  1 when it failed (answered), 0 when the caller answers its success. */
+static int
+api_bg_failed(struct api_bg *b, const char *words)
+{
+	b->a->jobs--;
+	if (b->rc == 0)
+		return 0;
+	api_error(b->a, b->r, api_status_of(b->rc), words, b->detail);
+	return 1;
+}
+
+/** One claim of a shard on the background executor. */
+struct api_claim {
+	/** The request; rc is strata_shard_claim's result. */
+	struct api_bg bg;
+	/** The shard. */
+	uint32_t shard;
+};
+
 static void
 claim_work(void *arg)
 {
 	struct api_claim *j = arg;
 	uint64_t t0 = env.mono_ns();
-	j->rc = strata_shard_claim(j->a->db, j->shard);
-	j->ns = env.mono_ns() - t0;
-	if (j->rc != 0)
-		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
+	api_bg_end(&j->bg, strata_shard_claim(j->bg.a->db, j->shard), t0);
 }
 
 static void
 claim_done(void *arg)
 {
 	struct api_claim *j = arg;
-	struct api *a = j->a;
-	a->jobs--;
-	if (j->rc == 0) {
+	struct api *a = j->bg.a;
+	if (!api_bg_failed(&j->bg, "claim failed")) {
 		strata_stats st;
-		memset(&st, 0, sizeof(st));
-		strata_shard_stats(a->db, j->shard, &st);
-		diag_log(LOG_LVL_INFO, "shard %u claimed in %.1f ms (epoch %llu)", j->shard, (double)j->ns / 1e6,
+		api_shard_stats(a, j->shard, &st);
+		diag_log(LOG_LVL_INFO, "shard %u claimed in %.1f ms (epoch %llu)", j->shard, (double)j->bg.ns / 1e6,
 			 (unsigned long long)st.writer_epoch);
-		api_json(a, j->r, 200, json_pack("{s:I, s:b, s:I, s:I, s:f}", "shard", (json_int_t)j->shard,
-						 "claimed", 1, "epoch", (json_int_t)st.writer_epoch, "replayed_rows",
-						 (json_int_t)st.memtable_rows, "ms", (double)j->ns / 1e6));
-	} else {
-		api_error(a, j->r, api_status_of(j->rc), "claim failed", j->detail);
+		api_json(a, j->bg.r, 200, json_pack("{s:I, s:b, s:I, s:I, s:f}", "shard", (json_int_t)j->shard,
+						    "claimed", 1, "epoch", (json_int_t)st.writer_epoch, "replayed_rows",
+						    (json_int_t)st.memtable_rows, "ms", (double)j->bg.ns / 1e6));
 	}
 	env.free(j);
 }
@@ -1734,37 +1768,22 @@ claim_done(void *arg)
 static void
 api_claim(struct api *a, struct http_req *r, uint32_t shard)
 {
-	struct api_claim *j = env.calloc(1, sizeof(*j));
-	if (j == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_claim *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
 		return;
-	}
-	j->a = a;
-	j->r = r;
+	j->bg.a = a;
+	j->bg.r = r;
 	j->shard = shard;
-	int rc = pool_submit(host_exec(a->host, HOST_BG), claim_work, claim_done, j);
-	if (rc != 0) {
-		api_error(a, r, api_status_of(rc), "busy", diag_last());
+	if (api_submit(a, r, HOST_BG, claim_work, claim_done, j) != 0)
 		env.free(j);
-		return;
-	}
-	a->jobs++;
 }
 
 /** One checkpoint on the background executor. */
 struct api_ckpt {
-	/** The API. */
-	struct api *a;
-	/** The request. */
-	struct http_req *r;
+	/** The request; rc is strata_checkpoint's result. */
+	struct api_bg bg;
 	/** Target directory: root/name. */
 	char dir[4200];
-	/** strata_checkpoint's result. */
-	int rc;
-	/** Its message. */
-	char detail[600];
-	/** Time it took, ns. */
-	uint64_t ns;
 };
 
 static void
@@ -1772,24 +1791,18 @@ ckpt_work(void *arg)
 {
 	struct api_ckpt *j = arg;
 	uint64_t t0 = env.mono_ns();
-	j->rc = strata_checkpoint(j->a->db, j->dir);
-	j->ns = env.mono_ns() - t0;
-	if (j->rc != 0)
-		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
+	api_bg_end(&j->bg, strata_checkpoint(j->bg.a->db, j->dir), t0);
 }
 
 static void
 ckpt_done(void *arg)
 {
 	struct api_ckpt *j = arg;
-	struct api *a = j->a;
-	a->jobs--;
-	if (j->rc == 0) {
-		diag_log(LOG_LVL_INFO, "checkpoint written to %s in %.1f ms", j->dir, (double)j->ns / 1e6);
-		api_json(a, j->r, 200, json_pack("{s:s, s:I, s:f}", "checkpoint", j->dir, "shards",
-						 (json_int_t)strata_shards(a->db), "ms", (double)j->ns / 1e6));
-	} else {
-		api_error(a, j->r, api_status_of(j->rc), "checkpoint failed", j->detail);
+	struct api *a = j->bg.a;
+	if (!api_bg_failed(&j->bg, "checkpoint failed")) {
+		diag_log(LOG_LVL_INFO, "checkpoint written to %s in %.1f ms", j->dir, (double)j->bg.ns / 1e6);
+		api_json(a, j->bg.r, 200, json_pack("{s:s, s:I, s:f}", "checkpoint", j->dir, "shards",
+						    (json_int_t)strata_shards(a->db), "ms", (double)j->bg.ns / 1e6));
 	}
 	env.free(j);
 }
@@ -1887,23 +1900,17 @@ api_checkpoint(struct api *a, struct http_req *r)
 		buf_destroy(&dir);
 		return;
 	}
-	struct api_ckpt *j = env.calloc(1, sizeof(*j));
+	struct api_ckpt *j = api_job_new(a, r, sizeof(*j));
 	if (j == NULL) {
 		buf_destroy(&dir);
-		api_error(a, r, 503, "out of memory", "no memory for the request");
 		return;
 	}
-	j->a = a;
-	j->r = r;
+	j->bg.a = a;
+	j->bg.r = r;
 	snprintf(j->dir, sizeof(j->dir), "%s/%.*s", a->checkpoint_root, (int)n, name);
 	buf_destroy(&dir);
-	int rc = pool_submit(host_exec(a->host, HOST_BG), ckpt_work, ckpt_done, j);
-	if (rc != 0) {
-		api_error(a, r, api_status_of(rc), "busy", diag_last());
+	if (api_submit(a, r, HOST_BG, ckpt_work, ckpt_done, j) != 0)
 		env.free(j);
-		return;
-	}
-	a->jobs++;
 }
 
 /* ---------- dispatch ---------- */
