@@ -114,6 +114,40 @@ pct_decode(const char *s, size_t n, int plus_space, struct buf *out)
 	return 0;
 }
 
+/** One name=value pair of a query string, still percent-encoded. */
+struct api_qpair {
+	/** The name. */
+	const char *name;
+	/** Its length. */
+	size_t name_len;
+	/** The value ("" without '='). */
+	const char *value;
+	/** Its length. */
+	size_t value_len;
+};
+
+/** The next non-empty pair of the query at *q (up to end; *q NULL: no query) into p,
+ *  *q moved past it. 0 when there is none left. */
+static int
+api_query_next(const char **q, const char *end, struct api_qpair *p)
+{
+	while (*q != NULL && *q < end) {
+		const char *s = *q;
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(s, '=', (size_t)(pe - s));
+		*q = pe + 1;
+		if (pe == s)
+			continue;
+		p->name = s;
+		p->name_len = (size_t)((eq ? eq : pe) - s);
+		p->value = eq ? eq + 1 : pe;
+		p->value_len = eq ? (size_t)(pe - eq - 1) : 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* ---------- replies ---------- */
 
 int
@@ -239,20 +273,27 @@ api_error(struct api *a, struct http_req *r, int status, const char *error, cons
 	http_respond_error(r, status, extra, error, detail);
 }
 
+/** Reply with o (consumed) as JSON and 1, or (o NULL or not encoded) 0 without replying. */
+static int
+api_json_reply(struct api *a, struct http_req *r, int status, const char *extra, json_t *o)
+{
+	char *s = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
+	json_decref(o);
+	if (s == NULL)
+		return 0;
+	size_t n = strlen(s);
+	s[n] = '\n';
+	api_reply(a, r, status, "application/json", extra, s, n + 1);
+	free(s);
+	return 1;
+}
+
 /** Reply with o (consumed) as JSON. */
 static void
 api_json(struct api *a, struct http_req *r, int status, json_t *o)
 {
-	char *s = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
-	json_decref(o);
-	if (s == NULL) {
+	if (!api_json_reply(a, r, status, NULL, o))
 		api_error(a, r, 500, "internal error", "could not encode the response");
-		return;
-	}
-	size_t n = strlen(s);
-	s[n] = '\n';
-	api_reply(a, r, status, "application/json", NULL, s, n + 1);
-	free(s);
 }
 
 /** The shard's statistics into st (zeroes where they cannot be read). */
@@ -261,6 +302,13 @@ api_shard_stats(struct api *a, uint32_t shard, strata_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	strata_shard_stats(a->db, shard, st);
+}
+
+/** The error words of a failed engine call: "fenced" for STRATA_EFENCED, else words. */
+static const char *
+api_failed(int rc, const char *words)
+{
+	return rc == STRATA_EFENCED ? "fenced" : words;
 }
 
 /** A JSON string of p, or (not UTF-8) NULL. */
@@ -803,7 +851,7 @@ append_work(void *arg)
 	rc = strata_append_seq(j->a->db, j->shard, rows, n, &last);
 	hist_record(j->a->append_ns, env.mono_ns() - t0);
 	if (rc != 0) {
-		append_fail(j, api_status_of(rc), rc == STRATA_EFENCED ? "fenced" : "append failed", "%s",
+		append_fail(j, api_status_of(rc), api_failed(rc, "append failed"), "%s",
 			    strata_last_error());
 	} else {
 		j->status = 200;
@@ -942,8 +990,7 @@ get_done(void *arg)
 		snprintf(d, sizeof(d), "no row with that key (%zu bytes) in shard %u", j->key.len, j->shard);
 		api_error(a, j->r, 404, "not found", d);
 	} else {
-		api_error(a, j->r, api_status_of(j->rc), j->rc == STRATA_EFENCED ? "fenced" : "read failed",
-			  j->detail);
+		api_error(a, j->r, api_status_of(j->rc), api_failed(j->rc, "read failed"), j->detail);
 	}
 	strata_free(j->value);
 	buf_destroy(&j->key);
@@ -1142,8 +1189,7 @@ scan_done(void *arg)
 	}
 	if (s->rc < 0) {
 		if (!r->responded) {
-			api_error(a, r, api_status_of(s->rc), s->rc == STRATA_EFENCED ? "fenced" : "scan failed",
-				  s->detail);
+			api_error(a, r, api_status_of(s->rc), api_failed(s->rc, "scan failed"), s->detail);
 		} else {
 			diag_log(LOG_LVL_WARN, "scan of shard %u failed after streaming began: %s", s->shard,
 				 s->detail);
@@ -1212,27 +1258,17 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 	int has_prefix = 0, rc = 0;
 	char d[200] = "";
 	const char *q = r->query, *end = r->query ? r->query + r->query_len : NULL;
-	while (q != NULL && q < end && rc == 0) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(q, '=', (size_t)(pe - q));
-		const char *ne = eq ? eq : pe;
-		if (pe == q) {
-			q = pe + 1;
-			continue;
-		}
-		if (pct_decode(q, (size_t)(ne - q), 1, &name) ||
-		    pct_decode(eq ? eq + 1 : pe, eq ? (size_t)(pe - eq - 1) : 0, 1, &val)) {
+	struct api_qpair qp;
+	while (rc == 0 && api_query_next(&q, end, &qp)) {
+		if (pct_decode(qp.name, qp.name_len, 1, &name) || pct_decode(qp.value, qp.value_len, 1, &val)) {
 			snprintf(d, sizeof(d), "malformed %%-escape in the query");
 			rc = -1;
 			break;
 		}
 		const char *nm = (const char *)name.data;
 		if (val.len == 0 && (strcmp(nm, "prefix") == 0 || strcmp(nm, "start") == 0 || strcmp(nm, "end") == 0 ||
-				     strcmp(nm, "limit") == 0)) {
-			q = pe + 1;
+				     strcmp(nm, "limit") == 0))
 			continue;
-		}
 		struct buf *dst = NULL;
 		int *flag = NULL;
 		if (strcmp(nm, "prefix") == 0) {
@@ -1275,7 +1311,6 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 			}
 			*flag = 1;
 		}
-		q = pe + 1;
 	}
 	if (rc == 0 && has_prefix && prefix.len > 0) {
 		if (!s->has_lo || key_cmp(&s->lo, &prefix) < 0) {
@@ -1416,16 +1451,8 @@ api_busy(struct api *a, struct http_req *r, uint32_t shard, const char *request,
 	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:i}", "error", "shard busy", "detail", err, "shard",
 			      (json_int_t)shard, "busy", busy_what(err), "request", request, "retry_after_s",
 			      atoi(API_RETRY_AFTER_S));
-	char *body = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
-	json_decref(o);
-	if (body == NULL) {
+	if (!api_json_reply(a, r, 429, "Retry-After: " API_RETRY_AFTER_S "\r\n", o))
 		api_error(a, r, 429, "shard busy", err);
-		return;
-	}
-	size_t n = strlen(body);
-	body[n] = '\n';
-	api_reply(a, r, 429, "application/json", "Retry-After: " API_RETRY_AFTER_S "\r\n", body, n + 1);
-	free(body);
 }
 
 /** Runtime's loop: hand c back to the server's loop. */
@@ -1832,18 +1859,14 @@ ckpt_param(struct api *a, struct http_req *r, struct buf *out)
 	struct buf name = {0};
 	int found = 0, rc = 0;
 	const char *q = r->query, *end = r->query ? r->query + r->query_len : NULL;
-	while (q != NULL && q < end && rc == 0) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(q, '=', (size_t)(pe - q));
-		const char *ne = eq ? eq : pe;
-		if (pct_decode(q, (size_t)(ne - q), 1, &name) != 0) {
+	struct api_qpair qp;
+	while (rc == 0 && api_query_next(&q, end, &qp)) {
+		if (pct_decode(qp.name, qp.name_len, 1, &name) != 0) {
 			rc = -1;
 		} else if (strcmp((const char *)name.data, "dir") == 0) {
-			rc = pct_decode(eq ? eq + 1 : pe, eq ? (size_t)(pe - eq - 1) : 0, 1, out);
+			rc = pct_decode(qp.value, qp.value_len, 1, out);
 			found = 1;
 		}
-		q = pe + 1;
 	}
 	buf_destroy(&name);
 	if (rc != 0) {
