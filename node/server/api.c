@@ -1408,20 +1408,11 @@ struct api_rtcall {
 	char *body;
 	/** Length of body. */
 	size_t body_len;
-	/** (runtime) Inside runtime_*_request: a completion only records its result. */
-	int submitting;
-	/** (runtime) The completion ran. */
-	int done;
-	/** (runtime) Result code. */
-	int rc;
-	/** (runtime) Generations merged by the request. */
-	uint64_t reclaimed;
-	/** (runtime) Generations still waiting afterwards. */
-	uint64_t pending;
+	/** (runtime) The outcome: result code and error text of every kind, the counts of
+	 *  a merge. */
+	struct runtime_req req;
 	/** Seals counted on the shard when the seal request was made (server's loop). */
 	uint64_t seals_before;
-	/** (runtime) Error text. */
-	char err[2048];
 	/** (runtime) The runtime's counters, settings and (GET /v1/policy) source. */
 	struct views_policy_snap snap;
 };
@@ -1455,37 +1446,12 @@ api_busy(struct api *a, struct http_req *r, uint32_t shard, const char *request,
 		api_error(a, r, 429, "shard busy", err);
 }
 
-/** Runtime's loop: hand c back to the server's loop. */
+/** Runtime's loop: hand the call (an api_rtcall) back to the server's loop. */
 static void
-rtcall_back(struct api_rtcall *c)
+rtcall_back(void *arg)
 {
+	struct api_rtcall *c = arg;
 	host_post(c->a->host, &c->call, rtcall_answer, c);
-}
-
-/** Runtime's loop: record the outcome of a seal or merge request. */
-static void
-rtcall_result(struct api_rtcall *c, int rc, const char *err)
-{
-	c->rc = rc;
-	snprintf(c->err, sizeof(c->err), "%s", err ? err : "");
-	c->done = 1;
-	if (!c->submitting)
-		rtcall_back(c);
-}
-
-static void
-seal_cb(void *ctx, int rc, const char *err)
-{
-	rtcall_result(ctx, rc, err);
-}
-
-static void
-merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
-{
-	struct api_rtcall *c = ctx;
-	c->reclaimed = reclaimed;
-	c->pending = pending;
-	rtcall_result(c, rc, err);
 }
 
 /** Runtime's loop: do the request's part there. */
@@ -1498,38 +1464,28 @@ rtcall_run(void *arg)
 	if (a->rt == NULL) {
 		/* No runtime: stats and metrics show zeroes, the rest is refused. */
 		if (c->kind != API_RT_STATS && c->kind != API_RT_METRICS) {
-			c->rc = STRATA_EINVAL;
-			snprintf(c->err, sizeof(c->err), "this node runs no policy runtime");
+			c->req.rc = STRATA_EINVAL;
+			snprintf(c->req.err, sizeof(c->req.err), "this node runs no policy runtime");
 		}
 		rtcall_back(c);
 		return;
 	}
 	switch (c->kind) {
 	case API_RT_SEAL:
-	case API_RT_MERGE: {
-		c->submitting = 1;
-		int rc = c->kind == API_RT_MERGE ? runtime_merge_request(a->rt, c->shard, merge_cb, c)
-						 : runtime_seal_request(a->rt, c->shard, seal_cb, c);
-		c->submitting = 0;
-		if (!c->done && rc == 0)
-			return; /* the completion hands it back */
-		if (!c->done) {
-			c->rc = rc;
-			snprintf(c->err, sizeof(c->err), "%s", diag_last());
-		}
-		break;
-	}
+	case API_RT_MERGE:
+		runtime_req_run(a->rt, &c->req, c->kind == API_RT_MERGE, c->shard, rtcall_back, c);
+		return;
 	case API_RT_POLICY_PUT:
-		c->rc = runtime_reload_source(a->rt, c->body, c->body_len, "PUT /v1/policy", c->err,
-					      sizeof(c->err));
+		c->req.rc = runtime_reload_source(a->rt, c->body, c->body_len, "PUT /v1/policy", c->req.err,
+						  sizeof(c->req.err));
 		/* The answer shows the policy now running (without its source: no copy to fail). */
-		if (c->rc == 0)
+		if (c->req.rc == 0)
 			views_policy_snap(a->rt, 0, &c->snap);
 		break;
 	default:
 		if (views_policy_snap(a->rt, c->kind == API_RT_POLICY_GET, &c->snap) != 0) {
-			c->rc = STRATA_ENOMEM;
-			snprintf(c->err, sizeof(c->err), "%s", diag_last());
+			c->req.rc = STRATA_ENOMEM;
+			snprintf(c->req.err, sizeof(c->req.err), "%s", diag_last());
 		}
 		break;
 	}
@@ -1555,18 +1511,18 @@ rtcall_answer(void *arg)
 	struct api *a = c->a;
 	struct http_req *r = c->r;
 	a->jobs--;
-	const char *err = c->err[0] ? c->err : strata_strerror(c->rc);
+	const char *err = c->req.err[0] ? c->req.err : strata_strerror(c->req.rc);
 	switch (c->kind) {
 	case API_RT_SEAL:
 	case API_RT_MERGE:
-		if (c->rc == STRATA_EBUSY) {
+		if (c->req.rc == STRATA_EBUSY) {
 			api_busy(a, r, c->shard, c->kind == API_RT_MERGE ? "merge-wal" : "seal", err);
-		} else if (c->rc != 0) {
-			api_error(a, r, api_status_of(c->rc), c->kind == API_RT_MERGE ? "merge failed" : "seal failed",
-				  err);
+		} else if (c->req.rc != 0) {
+			api_error(a, r, api_status_of(c->req.rc),
+				  c->kind == API_RT_MERGE ? "merge failed" : "seal failed", err);
 		} else if (c->kind == API_RT_MERGE) {
-			api_json(a, r, 200, json_pack("{s:I, s:I, s:I}", "reclaimed", (json_int_t)c->reclaimed,
-						      "pending", (json_int_t)c->pending, "shard", (json_int_t)c->shard));
+			api_json(a, r, 200, json_pack("{s:I, s:I, s:I}", "reclaimed", (json_int_t)c->req.reclaimed,
+						      "pending", (json_int_t)c->req.pending, "shard", (json_int_t)c->shard));
 		} else {
 			strata_stats st;
 			api_shard_stats(a, c->shard, &st);
@@ -1580,7 +1536,7 @@ rtcall_answer(void *arg)
 		}
 		break;
 	case API_RT_POLICY_PUT:
-		if (c->rc != 0) {
+		if (c->req.rc != 0) {
 			api_error(a, r, 400, "policy refused", err);
 			break;
 		}
@@ -1589,8 +1545,8 @@ rtcall_answer(void *arg)
 		api_json(a, r, 200, views_policy(&c->snap));
 		break;
 	default:
-		if (c->rc != 0)
-			api_error(a, r, api_status_of(c->rc), "policy runtime", err);
+		if (c->req.rc != 0)
+			api_error(a, r, api_status_of(c->req.rc), "policy runtime", err);
 		else if (c->kind == API_RT_STATS)
 			api_stats_reply(a, r, &c->snap);
 		else if (c->kind == API_RT_METRICS)
