@@ -375,54 +375,21 @@ struct lembed_rtcall {
 	struct lembed *e;
 	/** The request (the runtime's side reads only its verb, shard and body). */
 	struct load_req *r;
-	/** (runtime) Inside runtime_*_request: a completion only records its result. */
-	int submitting;
-	/** (runtime) The completion ran. */
-	int done;
-	/** (runtime) Result code. */
-	int rc;
-	/** (runtime) Generations merged by a merge_wal. */
-	uint64_t reclaimed;
-	/** (runtime) Generations still waiting afterwards. */
-	uint64_t pending;
-	/** (runtime) Error text. */
-	char err[2048];
+	/** (runtime) The outcome: result code and error text of every verb, the counts of a
+	 *  merge_wal. */
+	struct runtime_req req;
 	/** (runtime) The running policy (get_policy). */
 	struct views_policy_snap snap;
 };
 
 static void lembed_rt_answer(void *arg);
 
-/** Runtime's loop: hand c back to the runner's loop. */
+/** Runtime's loop: hand the call (a lembed_rtcall) back to the runner's loop. */
 static void
-lembed_rt_back(struct lembed_rtcall *c)
+lembed_rt_back(void *arg)
 {
+	struct lembed_rtcall *c = arg;
 	host_post(c->e->host, &c->call, lembed_rt_answer, c);
-}
-
-static void
-lembed_rt_done(struct lembed_rtcall *c, int rc, const char *err)
-{
-	c->rc = rc;
-	snprintf(c->err, sizeof(c->err), "%s", err ? err : "");
-	c->done = 1;
-	if (!c->submitting)
-		lembed_rt_back(c);
-}
-
-static void
-lembed_seal_cb(void *ctx, int rc, const char *err)
-{
-	lembed_rt_done(ctx, rc, err);
-}
-
-static void
-lembed_merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
-{
-	struct lembed_rtcall *c = ctx;
-	c->reclaimed = reclaimed;
-	c->pending = pending;
-	lembed_rt_done(c, rc, err);
 }
 
 /** Runtime's loop: run the verb there. */
@@ -435,27 +402,17 @@ lembed_rt_run(void *arg)
 	diag_clear();
 	switch (r->verb) {
 	case LOAD_VERB_SEAL:
-	case LOAD_VERB_MERGE: {
-		c->submitting = 1;
-		int rc = r->verb == LOAD_VERB_SEAL ? runtime_seal_request(e->rt, r->shard, lembed_seal_cb, c)
-						   : runtime_merge_request(e->rt, r->shard, lembed_merge_cb, c);
-		c->submitting = 0;
-		if (!c->done && rc == 0)
-			return; /* the completion hands it back */
-		if (!c->done) {
-			c->rc = rc;
-			snprintf(c->err, sizeof(c->err), "%s", diag_last());
-		}
-		break;
-	}
+	case LOAD_VERB_MERGE:
+		runtime_req_run(e->rt, &c->req, r->verb == LOAD_VERB_MERGE, r->shard, lembed_rt_back, c);
+		return;
 	case LOAD_VERB_GET_POLICY:
-		c->rc = views_policy_snap(e->rt, 1, &c->snap);
-		if (c->rc != 0)
-			snprintf(c->err, sizeof(c->err), "%s", diag_last());
+		c->req.rc = views_policy_snap(e->rt, 1, &c->snap);
+		if (c->req.rc != 0)
+			snprintf(c->req.err, sizeof(c->req.err), "%s", diag_last());
 		break;
 	default: /* LOAD_VERB_POLICY */
-		c->rc = runtime_reload_source(e->rt, r->body.len ? (const char *)r->body.data : "", r->body.len,
-					      "put_policy", c->err, sizeof(c->err));
+		c->req.rc = runtime_reload_source(e->rt, r->body.len ? (const char *)r->body.data : "",
+						  r->body.len, "put_policy", c->req.err, sizeof(c->req.err));
 		break;
 	}
 	lembed_rt_back(c);
@@ -486,21 +443,21 @@ lembed_rt_answer(void *arg)
 	switch (r->verb) {
 	case LOAD_VERB_SEAL:
 	case LOAD_VERB_MERGE:
-		r->reclaimed = c->reclaimed;
-		r->pending = c->pending;
-		lembed_rt_result(r, c->rc, c->err);
+		r->reclaimed = c->req.reclaimed;
+		r->pending = c->req.pending;
+		lembed_rt_result(r, c->req.rc, c->req.err);
 		break;
 	case LOAD_VERB_GET_POLICY:
-		if (c->rc != 0)
-			lembed_rt_result(r, c->rc, c->err);
+		if (c->req.rc != 0)
+			lembed_rt_result(r, c->req.rc, c->req.err);
 		else
 			lembed_policy_json(r, &c->snap);
 		break;
 	default:
-		if (c->rc != 0) {
+		if (c->req.rc != 0) {
 			r->status = 400;
 			load_req_fail(r, LOAD_FAIL_ENGINE, "put_policy: policy refused: %s",
-				      c->err[0] ? c->err : strata_strerror(c->rc));
+				      c->req.err[0] ? c->req.err : strata_strerror(c->req.rc));
 		} else {
 			r->status = 200;
 		}

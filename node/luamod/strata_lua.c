@@ -31,6 +31,8 @@
 #define LSTRATA_SCAN_MAX_ROWS 65536u
 /** A scan batch stops taking rows once it holds this many bytes (one row always fits). */
 #define LSTRATA_SCAN_BATCH_BYTES (4u << 20)
+/** The failure message of the policy calls in a build without policies. */
+#define LSTRATA_NO_POLICY "policies are not supported by this build (compiled without STRATA_HAVE_POLICY)"
 /** Longest policy error message kept. */
 #define LSTRATA_POLICY_ERR 4096
 
@@ -189,17 +191,17 @@ struct lstrata_box {
 	enum lstrata_box_kind kind;
 };
 
-/** One field of strata_stats, in declaration order. */
-struct lstrata_stat_field {
+/** One uint64_t counter of a C struct (strata_stats, strata_policy_info), shown in Lua. */
+struct lstrata_field {
 	/** Field name, the key in the Lua table. */
 	const char *name;
-	/** Offset in strata_stats. */
+	/** Offset in the struct. */
 	size_t off;
 };
 
 #define LSTRATA_STAT(field, kind, metric, scale, help) {#field, offsetof(strata_stats, field)},
 /** Every strata_stats field (STRATA_STATS_FIELDS), in declaration order. */
-static const struct lstrata_stat_field lstrata_stat_fields[] = {STRATA_STATS_FIELDS(LSTRATA_STAT)};
+static const struct lstrata_field lstrata_stat_fields[] = {STRATA_STATS_FIELDS(LSTRATA_STAT)};
 #undef LSTRATA_STAT
 
 /** A result code and its constant name. */
@@ -272,6 +274,26 @@ lstrata_fail_msg(lua_State *L, int rc, const char *msg)
 	return 3;
 }
 
+/** Push true, or the failure triple when rc is not 0: the result of a call that returns
+ *  no value. */
+static int
+lstrata_ok(lua_State *L, int rc)
+{
+	if (rc != 0)
+		return lstrata_fail(L, rc);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/** Push v, or the failure triple when rc is not 0. */
+static int
+lstrata_number(lua_State *L, int rc, lua_Number v)
+{
+	if (rc != 0)
+		return lstrata_fail(L, rc);
+	lua_pushnumber(L, v);
+	return 1;
+}
 
 /** Raise an argument error for every key of the table at t not in known, with the
  *  nearest known name suggested. */
@@ -371,6 +393,30 @@ lstrata_opt_table(lua_State *L, int idx, const char *const *known)
 	return 1;
 }
 
+/** The max_runs (compact) or max_generations (merge) of the optional option table at 3;
+ *  0 when absent. */
+static uint32_t
+lstrata_opt_max(lua_State *L, int compact)
+{
+	if (!lstrata_opt_table(L, 3, compact ? lstrata_compact_keys : lstrata_merge_keys))
+		return 0;
+	return (uint32_t)lstrata_opt_int(L, 3, 3, compact ? "max_runs" : "max_generations", 0, UINT32_MAX, 0);
+}
+
+/** Push a table of the n counters (fields) of the struct at base, with room for extra
+ *  more members. */
+static void
+lstrata_push_fields(lua_State *L, const void *base, const struct lstrata_field *fields, size_t n, int extra)
+{
+	lua_createtable(L, 0, (int)n + extra);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)base + fields[i].off, sizeof(v));
+		lua_pushnumber(L, (lua_Number)v);
+		lua_setfield(L, -2, fields[i].name);
+	}
+}
+
 /* ---------- boxes ---------- */
 
 static int
@@ -459,10 +505,8 @@ lstrata_set_policy(lua_State *L, strata *db, const char *src, size_t len)
 	int rc = strata_set_policy(db, src, len, err, sizeof(err));
 	if (rc == 0)
 		return 0;
-	lua_pushnil(L);
-	lua_pushfstring(L, "%s: %s", strata_strerror(rc), err[0] ? err : strata_last_error());
-	lua_pushinteger(L, rc);
-	return 3;
+	return lstrata_fail_msg(L, rc, lua_pushfstring(L, "%s: %s", strata_strerror(rc),
+						       err[0] ? err : strata_last_error()));
 }
 #else
 static int
@@ -471,8 +515,7 @@ lstrata_set_policy(lua_State *L, strata *db, const char *src, size_t len)
 	(void)db;
 	(void)src;
 	(void)len;
-	return lstrata_fail_msg(L, STRATA_EINVAL, "policies are not supported by this build "
-				"(compiled without STRATA_HAVE_POLICY)");
+	return lstrata_fail_msg(L, STRATA_EINVAL, LSTRATA_NO_POLICY);
 }
 #endif
 
@@ -485,6 +528,9 @@ static const struct lstrata_name lstrata_clocks[] = {
 	{"real", STRATA_CLOCK_REAL}, {"manual", STRATA_CLOCK_MANUAL}, {NULL, 0}};
 static const struct lstrata_name lstrata_meters[] = {
 	{"auto", STRATA_STEP_AUTO}, {"time", STRATA_STEP_TIME}, {"work", STRATA_STEP_WORK}, {NULL, 0}};
+static const struct lstrata_name lstrata_syncs[] = {
+	{"fsync", STRATA_SYNC_FSYNC}, {"none", STRATA_SYNC_NONE}, {"interval", STRATA_SYNC_INTERVAL}, {NULL, 0}};
+static const struct lstrata_name lstrata_wals[] = {{"local", STRATA_WAL_LOCAL}, {"store", STRATA_WAL_STORE}, {NULL, 0}};
 
 /** Option name of table 1 as one of names (absent: def); an argument error otherwise. */
 static int
@@ -514,6 +560,20 @@ lstrata_opt_enum(lua_State *L, int t, const char *name, const struct lstrata_nam
 	return v;
 }
 
+/** Option name of table t as a boolean (absent: def); an argument error otherwise. */
+static int
+lstrata_opt_bool(lua_State *L, int t, const char *name, int def)
+{
+	lua_getfield(L, t, name);
+	int v = def;
+	if (lua_isboolean(L, -1))
+		v = lua_toboolean(L, -1);
+	else if (!lua_isnil(L, -1))
+		luaL_argerror(L, t, lua_pushfstring(L, "%s must be a boolean, not %s", name, luaL_typename(L, -1)));
+	lua_pop(L, 1);
+	return v;
+}
+
 /** strata.open(opts | dir) -> db | nil, message, code */
 static int
 lstrata_open(lua_State *L)
@@ -535,30 +595,8 @@ lstrata_open(lua_State *L)
 		luaL_argerror(L, 1, lua_pushfstring(L, "dir must be a string, not %s", luaL_typename(L, 2)));
 	o.dir = lua_tostring(L, 2);
 	o.shards = (uint32_t)lstrata_opt_int(L, 1, 1, "shards", 0, 65536, o.shards);
-	lua_getfield(L, 1, "sync");
-	if (!lua_isnil(L, -1)) {
-		const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-		if (strcmp(s, "fsync") == 0)
-			o.sync = STRATA_SYNC_FSYNC;
-		else if (strcmp(s, "none") == 0)
-			o.sync = STRATA_SYNC_NONE;
-		else if (strcmp(s, "interval") == 0)
-			o.sync = STRATA_SYNC_INTERVAL;
-		else
-			luaL_argerror(L, 1, "sync must be \"fsync\", \"none\" or \"interval\"");
-	}
-	lua_pop(L, 1);
-	lua_getfield(L, 1, "wal");
-	if (!lua_isnil(L, -1)) {
-		const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-		if (strcmp(s, "local") == 0)
-			o.wal = STRATA_WAL_LOCAL;
-		else if (strcmp(s, "store") == 0)
-			o.wal = STRATA_WAL_STORE;
-		else
-			luaL_argerror(L, 1, "wal must be \"local\" or \"store\"");
-	}
-	lua_pop(L, 1);
+	o.sync = lstrata_opt_enum(L, 1, "sync", lstrata_syncs, o.sync);
+	o.wal = lstrata_opt_enum(L, 1, "wal", lstrata_wals, o.wal);
 	o.serve_first = (uint32_t)lstrata_opt_int(L, 1, 1, "serve_first", 0, 65535, 0);
 	o.serve_count = (uint32_t)lstrata_opt_int(L, 1, 1, "serve_count", 0, 65536, 0);
 	o.sync_interval_ms = (uint32_t)lstrata_opt_int(L, 1, 1, "sync_interval_ms", 1, UINT32_MAX,
@@ -584,20 +622,8 @@ lstrata_open(lua_State *L)
 								9007199254740992.0,
 								(lua_Number)o.background_io_bytes_per_s);
 	o.open_threads = (uint32_t)lstrata_opt_int(L, 1, 1, "open_threads", 0, 1024, o.open_threads);
-	lua_getfield(L, 1, "memtable_huge_pages");
-	if (lua_isboolean(L, -1))
-		o.memtable_huge_pages = lua_toboolean(L, -1);
-	else if (!lua_isnil(L, -1))
-		luaL_argerror(L, 1, lua_pushfstring(L, "memtable_huge_pages must be a boolean, not %s",
-						    luaL_typename(L, -1)));
-	lua_pop(L, 1);
-	lua_getfield(L, 1, "background_io_auto");
-	if (lua_isboolean(L, -1))
-		o.background_io_auto = lua_toboolean(L, -1);
-	else if (!lua_isnil(L, -1))
-		luaL_argerror(L, 1, lua_pushfstring(L, "background_io_auto must be a boolean, not %s",
-						    luaL_typename(L, -1)));
-	lua_pop(L, 1);
+	o.memtable_huge_pages = lstrata_opt_bool(L, 1, "memtable_huge_pages", o.memtable_huge_pages);
+	o.background_io_auto = lstrata_opt_bool(L, 1, "background_io_auto", o.background_io_auto);
 	o.group_commit_wait_us = (uint32_t)lstrata_opt_int(L, 1, 1, "group_commit_wait_us", 0, 10000000,
 							   o.group_commit_wait_us);
 	o.max_open_wal_files = (uint32_t)lstrata_opt_int(L, 1, 1, "max_open_wal_files", 0, 10000000,
@@ -696,23 +722,13 @@ lstrata_policy(lua_State *L)
 	size_t len;
 	const char *src = luaL_checklstring(L, 2, &len);
 	int nret = lstrata_set_policy(L, d->db, src, len);
-	if (nret != 0)
-		return nret;
-	lua_pushboolean(L, 1);
-	return 1;
+	return nret != 0 ? nret : lstrata_ok(L, 0);
 }
 
 #ifdef STRATA_HAVE_POLICY
-/** One counter of strata_policy_info. */
-struct lstrata_info_field {
-	/** Field name, the key in the Lua table. */
-	const char *name;
-	/** Offset in strata_policy_info. */
-	size_t off;
-};
-
 #define LSTRATA_INFO(f) { #f, offsetof(strata_policy_info, f) }
-static const struct lstrata_info_field lstrata_info_fields[] = {
+/** Every counter of strata_policy_info. */
+static const struct lstrata_field lstrata_info_fields[] = {
 	LSTRATA_INFO(version),
 	LSTRATA_INFO(reloads),
 	LSTRATA_INFO(reload_failures),
@@ -739,14 +755,8 @@ lstrata_policy_info(lua_State *L)
 	int rc = strata_policy_info_get(d->db, &info);
 	if (rc != 0)
 		return lstrata_fail(L, rc);
-	size_t n = sizeof(lstrata_info_fields) / sizeof(lstrata_info_fields[0]);
-	lua_createtable(L, 0, (int)n + 2);
-	for (size_t i = 0; i < n; i++) {
-		uint64_t v;
-		memcpy(&v, (const char *)&info + lstrata_info_fields[i].off, sizeof(v));
-		lua_pushnumber(L, (lua_Number)v);
-		lua_setfield(L, -2, lstrata_info_fields[i].name);
-	}
+	lstrata_push_fields(L, &info, lstrata_info_fields, sizeof(lstrata_info_fields) / sizeof(lstrata_info_fields[0]),
+			    2);
 	info.last_error[sizeof(info.last_error) - 1] = '\0';
 	info.name[sizeof(info.name) - 1] = '\0';
 	lua_pushstring(L, info.last_error);
@@ -760,8 +770,7 @@ static int
 lstrata_policy_info(lua_State *L)
 {
 	lstrata_checkdb(L, 1);
-	return lstrata_fail_msg(L, STRATA_EINVAL, "policies are not supported by this build "
-				"(compiled without STRATA_HAVE_POLICY)");
+	return lstrata_fail_msg(L, STRATA_EINVAL, LSTRATA_NO_POLICY);
 }
 #endif
 
@@ -815,10 +824,7 @@ lstrata_append(lua_State *L)
 		r.value = luaL_checklstring(L, 4, &r.value_len);
 		uint64_t seq = 0;
 		int rc = strata_append_seq(d->db, shard, &r, 1, &seq);
-		if (rc != 0)
-			return lstrata_fail(L, rc);
-		lua_pushnumber(L, (lua_Number)seq);
-		return 1;
+		return lstrata_number(L, rc, (lua_Number)seq);
 	}
 	luaL_checktype(L, 3, LUA_TTABLE);
 	lua_settop(L, 3);
@@ -871,8 +877,7 @@ lstrata_append(lua_State *L)
 			return lstrata_fail(L, rc);
 		seq = st.last_seq;
 	}
-	lua_pushnumber(L, (lua_Number)seq);
-	return 1;
+	return lstrata_number(L, 0, (lua_Number)seq);
 }
 
 /** db:delete(shard, key | keys) -> last_seq | nil, message, code
@@ -908,10 +913,7 @@ lstrata_delete(lua_State *L)
 	}
 	uint64_t seq = 0;
 	int rc = strata_append_seq(d->db, shard, rows, n, &seq);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushnumber(L, (lua_Number)seq);
-	return 1;
+	return lstrata_number(L, rc, (lua_Number)seq);
 }
 
 /** db:get(shard, key) -> value | nil (absent) | nil, message, code */
@@ -1035,11 +1037,7 @@ lstrata_claim(lua_State *L)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	uint32_t shard = lstrata_checkshard(L, 2);
-	int rc = strata_shard_claim(d->db, shard);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushboolean(L, 1);
-	return 1;
+	return lstrata_ok(L, strata_shard_claim(d->db, shard));
 }
 
 /** db:seal(shard) -> true | nil, message, code */
@@ -1048,11 +1046,7 @@ lstrata_seal(lua_State *L)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	uint32_t shard = lstrata_checkshard(L, 2);
-	int rc = strata_seal(d->db, shard);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushboolean(L, 1);
-	return 1;
+	return lstrata_ok(L, strata_seal(d->db, shard));
 }
 
 /** db:checkpoint(dir) -> true | nil, message, code (strata_checkpoint) */
@@ -1061,11 +1055,7 @@ lstrata_checkpoint(lua_State *L)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	const char *dir = luaL_checkstring(L, 2);
-	int rc = strata_checkpoint(d->db, dir);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushboolean(L, 1);
-	return 1;
+	return lstrata_ok(L, strata_checkpoint(d->db, dir));
 }
 
 /** db:merge(shard, {max_generations=}) -> generations merged | nil, message, code */
@@ -1074,15 +1064,10 @@ lstrata_merge(lua_State *L)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	uint32_t shard = lstrata_checkshard(L, 2);
-	uint32_t max = 0;
-	if (lstrata_opt_table(L, 3, lstrata_merge_keys))
-		max = (uint32_t)lstrata_opt_int(L, 3, 3, "max_generations", 0, UINT32_MAX, 0);
+	uint32_t max = lstrata_opt_max(L, 0);
 	uint32_t merged = 0;
 	int rc = strata_merge(d->db, shard, max, &merged);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushinteger(L, (lua_Integer)merged);
-	return 1;
+	return lstrata_number(L, rc, merged);
 }
 
 /** Shared body of prepare and prepare_compact. */
@@ -1091,11 +1076,7 @@ lstrata_prepare_kind(lua_State *L, int compact)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	uint32_t shard = lstrata_checkshard(L, 2);
-	uint32_t max = 0;
-	if (compact && lstrata_opt_table(L, 3, lstrata_compact_keys))
-		max = (uint32_t)lstrata_opt_int(L, 3, 3, "max_runs", 0, UINT32_MAX, 0);
-	else if (!compact && lstrata_opt_table(L, 3, lstrata_merge_keys))
-		max = (uint32_t)lstrata_opt_int(L, 3, 3, "max_generations", 0, UINT32_MAX, 0);
+	uint32_t max = lstrata_opt_max(L, compact);
 	/* Everything that may raise happens before the engine holds a plan. */
 	struct lstrata_plan *p = lua_newuserdata(L, sizeof(*p));
 	memset(p, 0, sizeof(*p));
@@ -1136,6 +1117,16 @@ lstrata_prepare_compact(lua_State *L)
 	return lstrata_prepare_kind(L, 1);
 }
 
+/** Take the engine's plan out of p (which is then consumed) and unlink p from its store. */
+static strata_plan *
+lstrata_plan_take(struct lstrata_plan *p)
+{
+	strata_plan *sp = p->plan;
+	lstrata_unlink_plan(p);
+	p->plan = NULL;
+	return sp;
+}
+
 /** Check that the plan at 2 can be consumed by the store d; pushes the failure triple
  *  and returns 3 when it cannot, else 0. */
 static int
@@ -1158,14 +1149,8 @@ lstrata_commit(lua_State *L)
 	int nret = lstrata_plan_usable(L, d, p);
 	if (nret != 0)
 		return nret;
-	strata_plan *sp = p->plan;
-	lstrata_unlink_plan(p);
-	p->plan = NULL;
-	int rc = strata_commit_merge(d->db, sp);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushinteger(L, (lua_Integer)p->inputs);
-	return 1;
+	int rc = strata_commit_merge(d->db, lstrata_plan_take(p));
+	return lstrata_number(L, rc, p->inputs);
 }
 
 /** db:abort(plan) -> true | nil, message, code. Deletes the plan's run. */
@@ -1177,12 +1162,8 @@ lstrata_abort(lua_State *L)
 	int nret = lstrata_plan_usable(L, d, p);
 	if (nret != 0)
 		return nret;
-	strata_plan *sp = p->plan;
-	lstrata_unlink_plan(p);
-	p->plan = NULL;
-	strata_abort_merge(d->db, sp);
-	lua_pushboolean(L, 1);
-	return 1;
+	strata_abort_merge(d->db, lstrata_plan_take(p));
+	return lstrata_ok(L, 0);
 }
 
 /** db:compact(shard, {max_runs=}) -> runs folded | nil, message, code */
@@ -1191,31 +1172,22 @@ lstrata_compact(lua_State *L)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	uint32_t shard = lstrata_checkshard(L, 2);
-	uint32_t max = 0;
-	if (lstrata_opt_table(L, 3, lstrata_compact_keys))
-		max = (uint32_t)lstrata_opt_int(L, 3, 3, "max_runs", 0, UINT32_MAX, 0);
+	uint32_t max = lstrata_opt_max(L, 1);
 	strata_plan *sp = NULL;
 	int rc = strata_prepare_compact(d->db, shard, max, &sp);
 	if (rc != 0)
 		return lstrata_fail(L, rc);
 	uint32_t n = strata_plan_generations(sp);
 	rc = strata_commit_merge(d->db, sp);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushinteger(L, (lua_Integer)n);
-	return 1;
+	return lstrata_number(L, rc, n);
 }
 
 static int
 lstrata_plan_gc(lua_State *L)
 {
 	struct lstrata_plan *p = luaL_checkudata(L, 1, LSTRATA_PLAN_MT);
-	if (p->plan != NULL && p->owner != NULL && p->owner->db != NULL) {
-		strata_plan *sp = p->plan;
-		lstrata_unlink_plan(p);
-		p->plan = NULL;
-		strata_abort_merge(p->owner->db, sp);
-	}
+	if (p->plan != NULL && p->owner != NULL && p->owner->db != NULL)
+		strata_abort_merge(p->owner->db, lstrata_plan_take(p));
 	return 0;
 }
 
@@ -1274,14 +1246,7 @@ lstrata_stats(lua_State *L)
 	int rc = strata_shard_stats(d->db, shard, &st);
 	if (rc != 0)
 		return lstrata_fail(L, rc);
-	size_t n = sizeof(lstrata_stat_fields) / sizeof(lstrata_stat_fields[0]);
-	lua_createtable(L, 0, (int)n);
-	for (size_t i = 0; i < n; i++) {
-		uint64_t v;
-		memcpy(&v, (const char *)&st + lstrata_stat_fields[i].off, sizeof(v));
-		lua_pushnumber(L, (lua_Number)v);
-		lua_setfield(L, -2, lstrata_stat_fields[i].name);
-	}
+	lstrata_push_fields(L, &st, lstrata_stat_fields, sizeof(lstrata_stat_fields) / sizeof(lstrata_stat_fields[0]), 0);
 	return 1;
 }
 
@@ -1291,11 +1256,7 @@ lstrata_check(lua_State *L)
 {
 	struct lstrata_db *d = lstrata_checkdb(L, 1);
 	uint32_t shard = lstrata_checkshard(L, 2);
-	int rc = strata_check(d->db, shard);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushboolean(L, 1);
-	return 1;
+	return lstrata_ok(L, strata_check(d->db, shard));
 }
 
 /** db:tick(now_ns) -> true | nil, message, code: set a manual clock (never backwards). */
@@ -1306,11 +1267,7 @@ lstrata_tick(lua_State *L)
 	lua_Number now = luaL_checknumber(L, 2);
 	if (!(now >= 0) || now > 9007199254740992.0)
 		return luaL_argerror(L, 2, "the time is nanoseconds, 0 .. 2^53");
-	int rc = strata_tick(d->db, (uint64_t)now);
-	if (rc != 0)
-		return lstrata_fail(L, rc);
-	lua_pushboolean(L, 1);
-	return 1;
+	return lstrata_ok(L, strata_tick(d->db, (uint64_t)now));
 }
 
 /** db:step(budget_us) -> {chunks, turns, spent_us, max_chunk_us, blocked, pending} |

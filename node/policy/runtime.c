@@ -1136,6 +1136,51 @@ runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, voi
 	return rt_submit(rt, j);
 }
 
+/** Record the outcome of q's request and, unless still inside it, hand it back. */
+static void
+runtime_req_result(struct runtime_req *q, int rc, const char *err)
+{
+	q->rc = rc;
+	snprintf(q->err, sizeof(q->err), "%s", err ? err : "");
+	q->done = 1;
+	if (!q->submitting)
+		q->back(q->arg);
+}
+
+static void
+runtime_req_seal_cb(void *ctx, int rc, const char *err)
+{
+	runtime_req_result(ctx, rc, err);
+}
+
+static void
+runtime_req_merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
+{
+	struct runtime_req *q = ctx;
+	q->reclaimed = reclaimed;
+	q->pending = pending;
+	runtime_req_result(q, rc, err);
+}
+
+void
+runtime_req_run(struct runtime *rt, struct runtime_req *q, int merge, uint32_t shard, void (*back)(void *arg),
+		void *arg)
+{
+	q->back = back;
+	q->arg = arg;
+	q->submitting = 1;
+	int rc = merge ? runtime_merge_request(rt, shard, runtime_req_merge_cb, q)
+		       : runtime_seal_request(rt, shard, runtime_req_seal_cb, q);
+	q->submitting = 0;
+	if (!q->done && rc == 0)
+		return; /* the completion hands it back */
+	if (!q->done) {
+		q->rc = rc;
+		snprintf(q->err, sizeof(q->err), "%s", diag_last());
+	}
+	back(arg);
+}
+
 int
 runtime_run_hook(struct runtime *rt, enum policy_hook h, uint32_t shard, runtime_hook_cb done, void *ctx)
 {

@@ -108,6 +108,32 @@ int runtime_merge_request(struct runtime *rt, uint32_t shard, runtime_merge_cb c
 typedef void (*runtime_done_cb)(void *ctx, int rc, const char *err);
 /** Seal a shard on the pool (HTTP seal); cb runs on the loop thread. */
 int runtime_seal_request(struct runtime *rt, uint32_t shard, runtime_done_cb cb, void *ctx);
+
+/** A seal or merge request made for a caller on another thread (an HTTP request, a verb of
+ *  `strata load`) and its outcome, which the caller reads once back has run. */
+struct runtime_req {
+	/** Hands the outcome back; runs on the loop thread, once. */
+	void (*back)(void *arg);
+	/** back's argument. */
+	void *arg;
+	/** Inside runtime_req_run's request: a completion only records its result. */
+	int submitting;
+	/** The completion ran. */
+	int done;
+	/** Result code. */
+	int rc;
+	/** Generations merged by a merge request. */
+	uint64_t reclaimed;
+	/** Generations still waiting after a merge request. */
+	uint64_t pending;
+	/** Error text ("" when none). */
+	char err[2048];
+};
+/** Request a seal (merge 0) or a merge of shard with q for its outcome, and call back(arg)
+ *  once q holds it: before returning when the request is refused or completes at once,
+ *  else from its completion. On the loop thread. */
+void runtime_req_run(struct runtime *rt, struct runtime_req *q, int merge, uint32_t shard, void (*back)(void *arg),
+		     void *arg);
 /** Completion of runtime_run_hook: err NULL when the hook returned (result: its return
  *  values as text, "" for none), cpu_ns the CPU time it ran (what its budget counts). */
 typedef void (*runtime_hook_cb)(void *ctx, const char *err, const char *result, uint64_t cpu_ns);

@@ -114,6 +114,40 @@ pct_decode(const char *s, size_t n, int plus_space, struct buf *out)
 	return 0;
 }
 
+/** One name=value pair of a query string, still percent-encoded. */
+struct api_qpair {
+	/** The name. */
+	const char *name;
+	/** Its length. */
+	size_t name_len;
+	/** The value ("" without '='). */
+	const char *value;
+	/** Its length. */
+	size_t value_len;
+};
+
+/** The next non-empty pair of the query at *q (up to end; *q NULL: no query) into p,
+ *  *q moved past it. 0 when there is none left. */
+static int
+api_query_next(const char **q, const char *end, struct api_qpair *p)
+{
+	while (*q != NULL && *q < end) {
+		const char *s = *q;
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(s, '=', (size_t)(pe - s));
+		*q = pe + 1;
+		if (pe == s)
+			continue;
+		p->name = s;
+		p->name_len = (size_t)((eq ? eq : pe) - s);
+		p->value = eq ? eq + 1 : pe;
+		p->value_len = eq ? (size_t)(pe - eq - 1) : 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* ---------- replies ---------- */
 
 int
@@ -239,20 +273,42 @@ api_error(struct api *a, struct http_req *r, int status, const char *error, cons
 	http_respond_error(r, status, extra, error, detail);
 }
 
+/** Reply with o (consumed) as JSON and 1, or (o NULL or not encoded) 0 without replying. */
+static int
+api_json_reply(struct api *a, struct http_req *r, int status, const char *extra, json_t *o)
+{
+	char *s = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
+	json_decref(o);
+	if (s == NULL)
+		return 0;
+	size_t n = strlen(s);
+	s[n] = '\n';
+	api_reply(a, r, status, "application/json", extra, s, n + 1);
+	free(s);
+	return 1;
+}
+
 /** Reply with o (consumed) as JSON. */
 static void
 api_json(struct api *a, struct http_req *r, int status, json_t *o)
 {
-	char *s = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
-	json_decref(o);
-	if (s == NULL) {
+	if (!api_json_reply(a, r, status, NULL, o))
 		api_error(a, r, 500, "internal error", "could not encode the response");
-		return;
-	}
-	size_t n = strlen(s);
-	s[n] = '\n';
-	api_reply(a, r, status, "application/json", NULL, s, n + 1);
-	free(s);
+}
+
+/** The shard's statistics into st (zeroes where they cannot be read). */
+static void
+api_shard_stats(struct api *a, uint32_t shard, strata_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	strata_shard_stats(a->db, shard, st);
+}
+
+/** The error words of a failed engine call: "fenced" for STRATA_EFENCED, else words. */
+static const char *
+api_failed(int rc, const char *words)
+{
+	return rc == STRATA_EFENCED ? "fenced" : words;
 }
 
 /** A JSON string of p, or (not UTF-8) NULL. */
@@ -795,7 +851,7 @@ append_work(void *arg)
 	rc = strata_append_seq(j->a->db, j->shard, rows, n, &last);
 	hist_record(j->a->append_ns, env.mono_ns() - t0);
 	if (rc != 0) {
-		append_fail(j, api_status_of(rc), rc == STRATA_EFENCED ? "fenced" : "append failed", "%s",
+		append_fail(j, api_status_of(rc), api_failed(rc, "append failed"), "%s",
 			    strata_last_error());
 	} else {
 		j->status = 200;
@@ -831,33 +887,45 @@ is_batch_type(const char *ct)
 	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
 }
 
-/** Submit a job to the pool, or answer 503 when it is full. */
+/** Submit a job to the host's executor exec (HOST_FG: appends, reads; HOST_BG: claims,
+ *  checkpoints), or answer when it refuses. */
 static int
-api_submit(struct api *a, struct http_req *r, pool_work_fn work, pool_done_fn done, void *job)
+api_submit(struct api *a, struct http_req *r, int exec, pool_work_fn work, pool_done_fn done, void *job)
 {
-	int rc = pool_submit(host_exec(a->host, HOST_FG), work, done, job);
-	if (rc != 0) {
-		/* A full queue is the node at capacity, not a busy shard. */
-		api_error(a, r, rc == STRATA_EBUSY ? 503 : api_status_of(rc), "node busy", diag_last());
-		return rc;
+	int rc = pool_submit(host_exec(a->host, exec), work, done, job);
+	if (rc == 0) {
+		a->jobs++;
+		return 0;
 	}
-	a->jobs++;
-	return 0;
+	/* A full foreground queue is the node at capacity, not a busy shard. */
+	if (exec == HOST_FG)
+		api_error(a, r, rc == STRATA_EBUSY ? 503 : api_status_of(rc), "node busy", diag_last());
+	else
+		api_error(a, r, api_status_of(rc), "busy", diag_last());
+	return rc;
+}
+
+/** A zeroed job of size bytes for r, or NULL (answered 503). */
+static void *
+api_job_new(struct api *a, struct http_req *r, size_t size)
+{
+	void *j = env.calloc(1, size);
+	if (j == NULL)
+		api_error(a, r, 503, "out of memory", "no memory for the request");
+	return j;
 }
 
 static void
 api_append(struct api *a, struct http_req *r, uint32_t shard)
 {
-	struct api_append *j = env.calloc(1, sizeof(*j));
-	if (j == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_append *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
 		return;
-	}
 	j->a = a;
 	j->r = r;
 	j->shard = shard;
 	j->binary = is_batch_type(r->content_type);
-	if (api_submit(a, r, append_work, append_done, j) != 0)
+	if (api_submit(a, r, HOST_FG, append_work, append_done, j) != 0)
 		env.free(j);
 }
 
@@ -922,8 +990,7 @@ get_done(void *arg)
 		snprintf(d, sizeof(d), "no row with that key (%zu bytes) in shard %u", j->key.len, j->shard);
 		api_error(a, j->r, 404, "not found", d);
 	} else {
-		api_error(a, j->r, api_status_of(j->rc), j->rc == STRATA_EFENCED ? "fenced" : "read failed",
-			  j->detail);
+		api_error(a, j->r, api_status_of(j->rc), api_failed(j->rc, "read failed"), j->detail);
 	}
 	strata_free(j->value);
 	buf_destroy(&j->key);
@@ -933,11 +1000,9 @@ get_done(void *arg)
 static void
 api_get(struct api *a, struct http_req *r, const struct api_route *rt)
 {
-	struct api_get *j = env.calloc(1, sizeof(*j));
-	if (j == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_get *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
 		return;
-	}
 	j->a = a;
 	j->r = r;
 	j->shard = (uint32_t)rt->shard;
@@ -948,7 +1013,7 @@ api_get(struct api *a, struct http_req *r, const struct api_route *rt)
 		char d[96];
 		snprintf(d, sizeof(d), "the key is %zu bytes; keys are 1..%u bytes", j->key.len, STRATA_MAX_KEY);
 		api_error(a, r, 400, "bad key", d);
-	} else if (api_submit(a, r, get_work, get_done, j) == 0) {
+	} else if (api_submit(a, r, HOST_FG, get_work, get_done, j) == 0) {
 		return;
 	}
 	buf_destroy(&j->key);
@@ -1124,8 +1189,7 @@ scan_done(void *arg)
 	}
 	if (s->rc < 0) {
 		if (!r->responded) {
-			api_error(a, r, api_status_of(s->rc), s->rc == STRATA_EFENCED ? "fenced" : "scan failed",
-				  s->detail);
+			api_error(a, r, api_status_of(s->rc), api_failed(s->rc, "scan failed"), s->detail);
 		} else {
 			diag_log(LOG_LVL_WARN, "scan of shard %u failed after streaming began: %s", s->shard,
 				 s->detail);
@@ -1194,27 +1258,17 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 	int has_prefix = 0, rc = 0;
 	char d[200] = "";
 	const char *q = r->query, *end = r->query ? r->query + r->query_len : NULL;
-	while (q != NULL && q < end && rc == 0) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(q, '=', (size_t)(pe - q));
-		const char *ne = eq ? eq : pe;
-		if (pe == q) {
-			q = pe + 1;
-			continue;
-		}
-		if (pct_decode(q, (size_t)(ne - q), 1, &name) ||
-		    pct_decode(eq ? eq + 1 : pe, eq ? (size_t)(pe - eq - 1) : 0, 1, &val)) {
+	struct api_qpair qp;
+	while (rc == 0 && api_query_next(&q, end, &qp)) {
+		if (pct_decode(qp.name, qp.name_len, 1, &name) || pct_decode(qp.value, qp.value_len, 1, &val)) {
 			snprintf(d, sizeof(d), "malformed %%-escape in the query");
 			rc = -1;
 			break;
 		}
 		const char *nm = (const char *)name.data;
 		if (val.len == 0 && (strcmp(nm, "prefix") == 0 || strcmp(nm, "start") == 0 || strcmp(nm, "end") == 0 ||
-				     strcmp(nm, "limit") == 0)) {
-			q = pe + 1;
+				     strcmp(nm, "limit") == 0))
 			continue;
-		}
 		struct buf *dst = NULL;
 		int *flag = NULL;
 		if (strcmp(nm, "prefix") == 0) {
@@ -1257,7 +1311,6 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 			}
 			*flag = 1;
 		}
-		q = pe + 1;
 	}
 	if (rc == 0 && has_prefix && prefix.len > 0) {
 		if (!s->has_lo || key_cmp(&s->lo, &prefix) < 0) {
@@ -1295,11 +1348,9 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 static void
 api_scan(struct api *a, struct http_req *r, const struct api_route *rt)
 {
-	struct api_scan *s = env.calloc(1, sizeof(*s));
-	if (s == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_scan *s = api_job_new(a, r, sizeof(*s));
+	if (s == NULL)
 		return;
-	}
 	s->a = a;
 	s->r = r;
 	s->shard = (uint32_t)rt->shard;
@@ -1357,20 +1408,11 @@ struct api_rtcall {
 	char *body;
 	/** Length of body. */
 	size_t body_len;
-	/** (runtime) Inside runtime_*_request: a completion only records its result. */
-	int submitting;
-	/** (runtime) The completion ran. */
-	int done;
-	/** (runtime) Result code. */
-	int rc;
-	/** (runtime) Generations merged by the request. */
-	uint64_t reclaimed;
-	/** (runtime) Generations still waiting afterwards. */
-	uint64_t pending;
+	/** (runtime) The outcome: result code and error text of every kind, the counts of
+	 *  a merge. */
+	struct runtime_req req;
 	/** Seals counted on the shard when the seal request was made (server's loop). */
 	uint64_t seals_before;
-	/** (runtime) Error text. */
-	char err[2048];
 	/** (runtime) The runtime's counters, settings and (GET /v1/policy) source. */
 	struct views_policy_snap snap;
 };
@@ -1400,49 +1442,16 @@ api_busy(struct api *a, struct http_req *r, uint32_t shard, const char *request,
 	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:i}", "error", "shard busy", "detail", err, "shard",
 			      (json_int_t)shard, "busy", busy_what(err), "request", request, "retry_after_s",
 			      atoi(API_RETRY_AFTER_S));
-	char *body = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
-	json_decref(o);
-	if (body == NULL) {
+	if (!api_json_reply(a, r, 429, "Retry-After: " API_RETRY_AFTER_S "\r\n", o))
 		api_error(a, r, 429, "shard busy", err);
-		return;
-	}
-	size_t n = strlen(body);
-	body[n] = '\n';
-	api_reply(a, r, 429, "application/json", "Retry-After: " API_RETRY_AFTER_S "\r\n", body, n + 1);
-	free(body);
 }
 
-/** Runtime's loop: hand c back to the server's loop. */
+/** Runtime's loop: hand the call (an api_rtcall) back to the server's loop. */
 static void
-rtcall_back(struct api_rtcall *c)
+rtcall_back(void *arg)
 {
+	struct api_rtcall *c = arg;
 	host_post(c->a->host, &c->call, rtcall_answer, c);
-}
-
-/** Runtime's loop: record the outcome of a seal or merge request. */
-static void
-rtcall_result(struct api_rtcall *c, int rc, const char *err)
-{
-	c->rc = rc;
-	snprintf(c->err, sizeof(c->err), "%s", err ? err : "");
-	c->done = 1;
-	if (!c->submitting)
-		rtcall_back(c);
-}
-
-static void
-seal_cb(void *ctx, int rc, const char *err)
-{
-	rtcall_result(ctx, rc, err);
-}
-
-static void
-merge_cb(void *ctx, int rc, uint64_t reclaimed, uint64_t pending, const char *err)
-{
-	struct api_rtcall *c = ctx;
-	c->reclaimed = reclaimed;
-	c->pending = pending;
-	rtcall_result(c, rc, err);
 }
 
 /** Runtime's loop: do the request's part there. */
@@ -1455,38 +1464,28 @@ rtcall_run(void *arg)
 	if (a->rt == NULL) {
 		/* No runtime: stats and metrics show zeroes, the rest is refused. */
 		if (c->kind != API_RT_STATS && c->kind != API_RT_METRICS) {
-			c->rc = STRATA_EINVAL;
-			snprintf(c->err, sizeof(c->err), "this node runs no policy runtime");
+			c->req.rc = STRATA_EINVAL;
+			snprintf(c->req.err, sizeof(c->req.err), "this node runs no policy runtime");
 		}
 		rtcall_back(c);
 		return;
 	}
 	switch (c->kind) {
 	case API_RT_SEAL:
-	case API_RT_MERGE: {
-		c->submitting = 1;
-		int rc = c->kind == API_RT_MERGE ? runtime_merge_request(a->rt, c->shard, merge_cb, c)
-						 : runtime_seal_request(a->rt, c->shard, seal_cb, c);
-		c->submitting = 0;
-		if (!c->done && rc == 0)
-			return; /* the completion hands it back */
-		if (!c->done) {
-			c->rc = rc;
-			snprintf(c->err, sizeof(c->err), "%s", diag_last());
-		}
-		break;
-	}
+	case API_RT_MERGE:
+		runtime_req_run(a->rt, &c->req, c->kind == API_RT_MERGE, c->shard, rtcall_back, c);
+		return;
 	case API_RT_POLICY_PUT:
-		c->rc = runtime_reload_source(a->rt, c->body, c->body_len, "PUT /v1/policy", c->err,
-					      sizeof(c->err));
+		c->req.rc = runtime_reload_source(a->rt, c->body, c->body_len, "PUT /v1/policy", c->req.err,
+						  sizeof(c->req.err));
 		/* The answer shows the policy now running (without its source: no copy to fail). */
-		if (c->rc == 0)
+		if (c->req.rc == 0)
 			views_policy_snap(a->rt, 0, &c->snap);
 		break;
 	default:
 		if (views_policy_snap(a->rt, c->kind == API_RT_POLICY_GET, &c->snap) != 0) {
-			c->rc = STRATA_ENOMEM;
-			snprintf(c->err, sizeof(c->err), "%s", diag_last());
+			c->req.rc = STRATA_ENOMEM;
+			snprintf(c->req.err, sizeof(c->req.err), "%s", diag_last());
 		}
 		break;
 	}
@@ -1512,22 +1511,21 @@ rtcall_answer(void *arg)
 	struct api *a = c->a;
 	struct http_req *r = c->r;
 	a->jobs--;
-	const char *err = c->err[0] ? c->err : strata_strerror(c->rc);
+	const char *err = c->req.err[0] ? c->req.err : strata_strerror(c->req.rc);
 	switch (c->kind) {
 	case API_RT_SEAL:
 	case API_RT_MERGE:
-		if (c->rc == STRATA_EBUSY) {
+		if (c->req.rc == STRATA_EBUSY) {
 			api_busy(a, r, c->shard, c->kind == API_RT_MERGE ? "merge-wal" : "seal", err);
-		} else if (c->rc != 0) {
-			api_error(a, r, api_status_of(c->rc), c->kind == API_RT_MERGE ? "merge failed" : "seal failed",
-				  err);
+		} else if (c->req.rc != 0) {
+			api_error(a, r, api_status_of(c->req.rc),
+				  c->kind == API_RT_MERGE ? "merge failed" : "seal failed", err);
 		} else if (c->kind == API_RT_MERGE) {
-			api_json(a, r, 200, json_pack("{s:I, s:I, s:I}", "reclaimed", (json_int_t)c->reclaimed,
-						      "pending", (json_int_t)c->pending, "shard", (json_int_t)c->shard));
+			api_json(a, r, 200, json_pack("{s:I, s:I, s:I}", "reclaimed", (json_int_t)c->req.reclaimed,
+						      "pending", (json_int_t)c->req.pending, "shard", (json_int_t)c->shard));
 		} else {
 			strata_stats st;
-			memset(&st, 0, sizeof(st));
-			strata_shard_stats(a->db, c->shard, &st);
+			api_shard_stats(a, c->shard, &st);
 			json_t *o = json_pack("{s:b, s:I, s:I}", "sealed", st.seals != c->seals_before, "shard",
 					      (json_int_t)c->shard, "generations", (json_int_t)st.generations);
 			if (o != NULL && st.seals == c->seals_before)
@@ -1538,7 +1536,7 @@ rtcall_answer(void *arg)
 		}
 		break;
 	case API_RT_POLICY_PUT:
-		if (c->rc != 0) {
+		if (c->req.rc != 0) {
 			api_error(a, r, 400, "policy refused", err);
 			break;
 		}
@@ -1547,8 +1545,8 @@ rtcall_answer(void *arg)
 		api_json(a, r, 200, views_policy(&c->snap));
 		break;
 	default:
-		if (c->rc != 0)
-			api_error(a, r, api_status_of(c->rc), "policy runtime", err);
+		if (c->req.rc != 0)
+			api_error(a, r, api_status_of(c->req.rc), "policy runtime", err);
 		else if (c->kind == API_RT_STATS)
 			api_stats_reply(a, r, &c->snap);
 		else if (c->kind == API_RT_METRICS)
@@ -1564,19 +1562,16 @@ rtcall_answer(void *arg)
 static void
 api_rtcall(struct api *a, struct http_req *r, int kind, uint32_t shard)
 {
-	struct api_rtcall *c = env.calloc(1, sizeof(*c));
-	if (c == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_rtcall *c = api_job_new(a, r, sizeof(*c));
+	if (c == NULL)
 		return;
-	}
 	c->a = a;
 	c->r = r;
 	c->kind = kind;
 	c->shard = shard;
 	if (kind == API_RT_SEAL) {
 		strata_stats st;
-		memset(&st, 0, sizeof(st));
-		strata_shard_stats(a->db, shard, &st);
+		api_shard_stats(a, shard, &st);
 		c->seals_before = st.seals;
 	}
 	if (kind == API_RT_POLICY_PUT) {
@@ -1682,15 +1677,14 @@ api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats 
  * background executor, so appends, reads and scans never queue behind its copying.
  */
 
-/** One claim of a shard on the background executor. */
-struct api_claim {
+/** What a request done on the background executor (claim, checkpoint) shares: the
+ *  first member of its job. */
+struct api_bg {
 	/** The API. */
 	struct api *a;
 	/** The request. */
 	struct http_req *r;
-	/** The shard. */
-	uint32_t shard;
-	/** strata_shard_claim's result. */
+	/** The engine call's result. */
 	int rc;
 	/** Its message. */
 	char detail[600];
@@ -1698,34 +1692,57 @@ struct api_claim {
 	uint64_t ns;
 };
 
+/** Worker: record the result rc of the engine call begun at t0 (env.mono_ns). */
+static void
+api_bg_end(struct api_bg *b, int rc, uint64_t t0)
+{
+	b->rc = rc;
+	b->ns = env.mono_ns() - t0;
+	if (rc != 0)
+		snprintf(b->detail, sizeof(b->detail), "%s", strata_last_error());
+}
+
+/** Server's loop: count the job finished and answer its failure (error words words).
+ *  1 when it failed (answered), 0 when the caller answers its success. */
+static int
+api_bg_failed(struct api_bg *b, const char *words)
+{
+	b->a->jobs--;
+	if (b->rc == 0)
+		return 0;
+	api_error(b->a, b->r, api_status_of(b->rc), words, b->detail);
+	return 1;
+}
+
+/** One claim of a shard on the background executor. */
+struct api_claim {
+	/** The request; rc is strata_shard_claim's result. */
+	struct api_bg bg;
+	/** The shard. */
+	uint32_t shard;
+};
+
 static void
 claim_work(void *arg)
 {
 	struct api_claim *j = arg;
 	uint64_t t0 = env.mono_ns();
-	j->rc = strata_shard_claim(j->a->db, j->shard);
-	j->ns = env.mono_ns() - t0;
-	if (j->rc != 0)
-		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
+	api_bg_end(&j->bg, strata_shard_claim(j->bg.a->db, j->shard), t0);
 }
 
 static void
 claim_done(void *arg)
 {
 	struct api_claim *j = arg;
-	struct api *a = j->a;
-	a->jobs--;
-	if (j->rc == 0) {
+	struct api *a = j->bg.a;
+	if (!api_bg_failed(&j->bg, "claim failed")) {
 		strata_stats st;
-		memset(&st, 0, sizeof(st));
-		strata_shard_stats(a->db, j->shard, &st);
-		diag_log(LOG_LVL_INFO, "shard %u claimed in %.1f ms (epoch %llu)", j->shard, (double)j->ns / 1e6,
+		api_shard_stats(a, j->shard, &st);
+		diag_log(LOG_LVL_INFO, "shard %u claimed in %.1f ms (epoch %llu)", j->shard, (double)j->bg.ns / 1e6,
 			 (unsigned long long)st.writer_epoch);
-		api_json(a, j->r, 200, json_pack("{s:I, s:b, s:I, s:I, s:f}", "shard", (json_int_t)j->shard,
-						 "claimed", 1, "epoch", (json_int_t)st.writer_epoch, "replayed_rows",
-						 (json_int_t)st.memtable_rows, "ms", (double)j->ns / 1e6));
-	} else {
-		api_error(a, j->r, api_status_of(j->rc), "claim failed", j->detail);
+		api_json(a, j->bg.r, 200, json_pack("{s:I, s:b, s:I, s:I, s:f}", "shard", (json_int_t)j->shard,
+						    "claimed", 1, "epoch", (json_int_t)st.writer_epoch, "replayed_rows",
+						    (json_int_t)st.memtable_rows, "ms", (double)j->bg.ns / 1e6));
 	}
 	env.free(j);
 }
@@ -1734,37 +1751,22 @@ claim_done(void *arg)
 static void
 api_claim(struct api *a, struct http_req *r, uint32_t shard)
 {
-	struct api_claim *j = env.calloc(1, sizeof(*j));
-	if (j == NULL) {
-		api_error(a, r, 503, "out of memory", "no memory for the request");
+	struct api_claim *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
 		return;
-	}
-	j->a = a;
-	j->r = r;
+	j->bg.a = a;
+	j->bg.r = r;
 	j->shard = shard;
-	int rc = pool_submit(host_exec(a->host, HOST_BG), claim_work, claim_done, j);
-	if (rc != 0) {
-		api_error(a, r, api_status_of(rc), "busy", diag_last());
+	if (api_submit(a, r, HOST_BG, claim_work, claim_done, j) != 0)
 		env.free(j);
-		return;
-	}
-	a->jobs++;
 }
 
 /** One checkpoint on the background executor. */
 struct api_ckpt {
-	/** The API. */
-	struct api *a;
-	/** The request. */
-	struct http_req *r;
+	/** The request; rc is strata_checkpoint's result. */
+	struct api_bg bg;
 	/** Target directory: root/name. */
 	char dir[4200];
-	/** strata_checkpoint's result. */
-	int rc;
-	/** Its message. */
-	char detail[600];
-	/** Time it took, ns. */
-	uint64_t ns;
 };
 
 static void
@@ -1772,24 +1774,18 @@ ckpt_work(void *arg)
 {
 	struct api_ckpt *j = arg;
 	uint64_t t0 = env.mono_ns();
-	j->rc = strata_checkpoint(j->a->db, j->dir);
-	j->ns = env.mono_ns() - t0;
-	if (j->rc != 0)
-		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
+	api_bg_end(&j->bg, strata_checkpoint(j->bg.a->db, j->dir), t0);
 }
 
 static void
 ckpt_done(void *arg)
 {
 	struct api_ckpt *j = arg;
-	struct api *a = j->a;
-	a->jobs--;
-	if (j->rc == 0) {
-		diag_log(LOG_LVL_INFO, "checkpoint written to %s in %.1f ms", j->dir, (double)j->ns / 1e6);
-		api_json(a, j->r, 200, json_pack("{s:s, s:I, s:f}", "checkpoint", j->dir, "shards",
-						 (json_int_t)strata_shards(a->db), "ms", (double)j->ns / 1e6));
-	} else {
-		api_error(a, j->r, api_status_of(j->rc), "checkpoint failed", j->detail);
+	struct api *a = j->bg.a;
+	if (!api_bg_failed(&j->bg, "checkpoint failed")) {
+		diag_log(LOG_LVL_INFO, "checkpoint written to %s in %.1f ms", j->dir, (double)j->bg.ns / 1e6);
+		api_json(a, j->bg.r, 200, json_pack("{s:s, s:I, s:f}", "checkpoint", j->dir, "shards",
+						    (json_int_t)strata_shards(a->db), "ms", (double)j->bg.ns / 1e6));
 	}
 	env.free(j);
 }
@@ -1819,18 +1815,14 @@ ckpt_param(struct api *a, struct http_req *r, struct buf *out)
 	struct buf name = {0};
 	int found = 0, rc = 0;
 	const char *q = r->query, *end = r->query ? r->query + r->query_len : NULL;
-	while (q != NULL && q < end && rc == 0) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(q, '=', (size_t)(pe - q));
-		const char *ne = eq ? eq : pe;
-		if (pct_decode(q, (size_t)(ne - q), 1, &name) != 0) {
+	struct api_qpair qp;
+	while (rc == 0 && api_query_next(&q, end, &qp)) {
+		if (pct_decode(qp.name, qp.name_len, 1, &name) != 0) {
 			rc = -1;
 		} else if (strcmp((const char *)name.data, "dir") == 0) {
-			rc = pct_decode(eq ? eq + 1 : pe, eq ? (size_t)(pe - eq - 1) : 0, 1, out);
+			rc = pct_decode(qp.value, qp.value_len, 1, out);
 			found = 1;
 		}
-		q = pe + 1;
 	}
 	buf_destroy(&name);
 	if (rc != 0) {
@@ -1887,23 +1879,17 @@ api_checkpoint(struct api *a, struct http_req *r)
 		buf_destroy(&dir);
 		return;
 	}
-	struct api_ckpt *j = env.calloc(1, sizeof(*j));
+	struct api_ckpt *j = api_job_new(a, r, sizeof(*j));
 	if (j == NULL) {
 		buf_destroy(&dir);
-		api_error(a, r, 503, "out of memory", "no memory for the request");
 		return;
 	}
-	j->a = a;
-	j->r = r;
+	j->bg.a = a;
+	j->bg.r = r;
 	snprintf(j->dir, sizeof(j->dir), "%s/%.*s", a->checkpoint_root, (int)n, name);
 	buf_destroy(&dir);
-	int rc = pool_submit(host_exec(a->host, HOST_BG), ckpt_work, ckpt_done, j);
-	if (rc != 0) {
-		api_error(a, r, api_status_of(rc), "busy", diag_last());
+	if (api_submit(a, r, HOST_BG, ckpt_work, ckpt_done, j) != 0)
 		env.free(j);
-		return;
-	}
-	a->jobs++;
 }
 
 /* ---------- dispatch ---------- */
