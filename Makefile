@@ -43,7 +43,7 @@ KEEP_WARN = 2>$@.warn; rc=$$?; cat $@.warn >&2; exit $$rc
 # libstrata.a when those are found, but linked into a program only when it asks for them
 # (node/objstore/url.c refers to them weakly): the strata binary and strata.so do.
 OBJSTORE_REMOTE := node/objstore/azure.c node/objstore/azure_xml.c node/objstore/http.c \
-                   node/objstore/s3.c node/objstore/s3_xml.c
+                   node/objstore/s3.c node/objstore/s3_xml.c node/objstore/xml.c
 REMOTE   := $(shell pkg-config --exists libcurl libcrypto expat 2>/dev/null && echo yes)
 REMOTE_OBJ := $(if $(REMOTE),$(OBJSTORE_REMOTE:%.c=$(BUILD)/obj/%.o))
 LIB_SRC  := $(filter-out $(if $(REMOTE),,$(OBJSTORE_REMOTE)),$(wildcard node/lib/*.c node/objstore/*.c \

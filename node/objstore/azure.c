@@ -276,9 +276,7 @@ az_error_code(struct az_call *c, char *code, size_t cap, char *msg, size_t mcap)
 			diag_clear();
 		}
 	}
-	for (char *p = msg; *p != '\0'; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
+	oshttp_flatten(msg);
 }
 
 /** Map an answer that is not the expected success to a code and a message. */
@@ -295,30 +293,14 @@ az_fail(struct az_call *c)
 	if (st == 404 && strcmp(code, "ContainerNotFound") == 0)
 		return diag_set(STRATA_EIO, "%s: container '%s' of account '%s' does not exist", c->what,
 				c->az->container, c->az->account);
-	if (c->http.indeterminate) {
-		oshttp_set_indeterminate(1);
-		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld %s after %u attempts, an earlier one "
-				"may have been applied", c->what, st, code, c->http.attempts);
-	}
-	return diag_set(STRATA_EIO, "%s: HTTP %ld %s%s%s (after %u attempts)", c->what, st, code,
-			msg[0] ? ": " : "", msg, c->http.attempts);
+	return oshttp_fail_answer(&c->http, code, msg);
 }
 
 /** Check a key: non-empty, at most AZ_KEY_MAX with the prefix, no "//" or leading '/'. */
 static int
 az_check_key(struct az_store *az, const char *key, int is_prefix)
 {
-	if (key == NULL)
-		return diag_set(STRATA_EINVAL, "%s: NULL key", az->base.name);
-	size_t n = strlen(key);
-	if (n == 0 && !is_prefix)
-		return diag_set(STRATA_EINVAL, "%s: empty key", az->base.name);
-	if (n + az->prefix_len > AZ_KEY_MAX)
-		return diag_set(STRATA_EINVAL, "%s: key '%.64s...' longer than %d bytes with the prefix",
-				az->base.name, key, AZ_KEY_MAX);
-	if (n > 0 && (key[0] == '/' || strstr(key, "//") != NULL))
-		return diag_set(STRATA_EINVAL, "%s: key '%s' has an empty component", az->base.name, key);
-	return 0;
+	return oshttp_check_key(az->base.name, az->prefix_len, AZ_KEY_MAX, key, is_prefix);
 }
 
 /* ---------------------------------------------------------------- reads */
@@ -451,21 +433,12 @@ az_put_blob(struct az_store *az, const char *opname, const char *key, const void
 		long st = c.http.status;
 		int lost = (if_none_match != NULL && (st == 409 || st == 412)) ||
 			   (if_match != NULL && (st == 412 || st == 404 || st == 409));
-		if (st == 201) {
+		if (st == 201)
 			rc = 0;
-		} else if (lost && c.http.indeterminate) {
-			/* An earlier attempt may have written it: the condition now fails on our own
-			 * object. Only a read-back can tell. */
-			oshttp_set_indeterminate(1);
-			rc = diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld after an attempt that may have "
-				      "been applied", c.what, st);
-		} else if (lost && if_none_match != NULL) {
-			rc = diag_set(STRATA_EEXIST, "%s: already exists", c.what);
-		} else if (lost) {
-			rc = diag_set(STRATA_ECONFLICT, "%s: the ETag %s is stale (HTTP %ld)", c.what, if_match, st);
-		} else {
+		else if (lost)
+			rc = oshttp_cond_lost(&c.http, if_match, if_none_match);
+		else
 			rc = az_fail(&c);
-		}
 	}
 	az_call_destroy(&c);
 	return rc;
@@ -810,66 +783,58 @@ az_load_key(struct az_store *az, const char *key_file)
 	return 0;
 }
 
-/** Parse a decimal parameter value in [lo, hi]. */
-static int
-az_param_u64(const char *url, const char *name, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(v, &end, 10);
-	if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
-		return diag_set(STRATA_EINVAL, "store URL %s: %s must be a number in %llu..%llu, not '%s'", url,
-				name, (unsigned long long)lo, (unsigned long long)hi, v);
-	*out = x;
-	return 0;
-}
+/** What the URL parameters set. */
+struct az_params {
+	/** The store being opened. */
+	struct az_store *az;
+	/** Its HTTP client's limits. */
+	struct oshttp_config *hc;
+	/** The URL, for messages. */
+	const char *url;
+	/** endpoint= and key_file= (NULL: absent). */
+	const char *endpoint, *key_file;
+};
 
-/** Set one URL parameter. */
+/** Set one URL parameter (an oshttp_param_fn of struct az_params). */
 static int
-az_param(struct az_store *az, struct oshttp_config *hc, const char *url, const char *name, const char *v,
-	 const char **endpoint, const char **key_file)
+az_param(void *ctx, const char *name, const char *v)
 {
+	struct az_params *ap = ctx;
+	struct az_store *az = ap->az;
 	static const struct {
 		const char *name;
 		uint64_t lo, hi;
 	} nums[] = {
-		{"connect_timeout_ms", 1, 3600000}, {"timeout_ms", 0, 86400000}, {"stall_timeout_ms", 0, 86400000},
-		{"retries", 0, 100}, {"backoff_base_ms", 0, 60000}, {"backoff_max_ms", 0, 600000},
-		{"pool", 1, 1024}, {"max_response_bytes", 4096, 1ull << 40},
 		{"block_bytes", AZ_BLOCK_MIN, AZ_BLOCK_MAX}, {"list_page", 1, AZ_LIST_PAGE},
 	};
 	if (strcmp(name, "endpoint") == 0) {
-		*endpoint = v;
+		ap->endpoint = v;
 		return 0;
 	}
 	if (strcmp(name, "key_file") == 0) {
-		*key_file = v;
+		ap->key_file = v;
 		return 0;
 	}
+	int taken = 0;
+	int rc = oshttp_config_param(ap->hc, ap->url, name, v, &taken);
+	if (rc || taken)
+		return rc;
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (strcmp(name, nums[i].name) != 0)
 			continue;
 		uint64_t x = 0;
-		int rc = az_param_u64(url, name, v, nums[i].lo, nums[i].hi, &x);
+		rc = oshttp_param_u64(ap->url, name, v, nums[i].lo, nums[i].hi, &x);
 		if (rc)
 			return rc;
-		switch (i) {
-		case 0: hc->connect_timeout_ms = (uint32_t)x; break;
-		case 1: hc->timeout_ms = (uint32_t)x; break;
-		case 2: hc->stall_timeout_ms = (uint32_t)x; break;
-		case 3: hc->retries = (uint32_t)x; break;
-		case 4: hc->backoff_base_ms = (uint32_t)x; break;
-		case 5: hc->backoff_max_ms = (uint32_t)x; break;
-		case 6: hc->pool_max = (uint32_t)x; break;
-		case 7: hc->max_response_bytes = x; break;
-		case 8: az->block_bytes = x; break;
-		default: az->list_page = (uint32_t)x; break;
-		}
+		if (i == 0)
+			az->block_bytes = x;
+		else
+			az->list_page = (uint32_t)x;
 		return 0;
 	}
 	return diag_set(STRATA_EINVAL, "store URL %s: unknown parameter '%s' (endpoint, key_file, "
 			"connect_timeout_ms, timeout_ms, stall_timeout_ms, retries, backoff_base_ms, "
-			"backoff_max_ms, pool, max_response_bytes, block_bytes, list_page)", url, name);
+			"backoff_max_ms, pool, max_response_bytes, block_bytes, list_page)", ap->url, name);
 }
 
 /** Make sure the container exists (create it when it does not) and the key is accepted. */
@@ -958,55 +923,26 @@ objstore_azure_new(const char *url, struct objstore **out)
 	if (rc == 0) {
 		snprintf(az->account, sizeof(az->account), "%s", acct);
 		snprintf(az->container, sizeof(az->container), "%s", ctr);
-		size_t pl = pfx != NULL ? strlen(pfx) : 0;
-		while (pl > 0 && pfx[pl - 1] == '/')
-			pfx[--pl] = '\0';
-		if (pl + 2 > sizeof(az->prefix))
-			rc = diag_set(STRATA_EINVAL, "store URL %s: prefix longer than %zu bytes", url,
-				      sizeof(az->prefix) - 2);
-		else if (pl > 0 && (pfx[0] == '/' || strstr(pfx, "//") != NULL))
-			rc = diag_set(STRATA_EINVAL, "store URL %s: the prefix has an empty component", url);
-		else if (pl > 0)
-			snprintf(az->prefix, sizeof(az->prefix), "%s/", pfx);
+		size_t pl = 0;
+		rc = oshttp_url_prefix(url, pfx, az->prefix, sizeof(az->prefix), &pl);
 		az->prefix_len = strlen(az->prefix);
 		snprintf(az->base.name, sizeof(az->base.name), "azure://%s/%s%s%.*s", az->account,
 			 az->container, pl ? "/" : "", (int)pl, pl ? pfx : "");
 	}
-	const char *endpoint = NULL, *key_file = NULL;
-	for (char *q = query; rc == 0 && q != NULL && *q != '\0';) {
-		char *amp = strchr(q, '&');
-		if (amp != NULL)
-			*amp = '\0';
-		char *eq = strchr(q, '=');
-		if (eq == NULL || eq == q) {
-			rc = diag_set(STRATA_EINVAL, "store URL %s: parameter '%s' is not NAME=VALUE", url, q);
-			break;
-		}
-		*eq = '\0';
-		rc = az_param(az, &hc, url, q, eq + 1, &endpoint, &key_file);
-		q = amp != NULL ? amp + 1 : NULL;
-	}
+	struct az_params ap = {.az = az, .hc = &hc, .url = url};
+	if (rc == 0)
+		rc = oshttp_url_params(url, query, az_param, &ap);
 	if (rc == 0) {
-		if (endpoint != NULL) {
-			const char *hs = strstr(endpoint, "://");
-			size_t el = strlen(endpoint);
-			while (el > 0 && endpoint[el - 1] == '/')
-				el--;
-			if ((strncmp(endpoint, "http://", 7) != 0 && strncmp(endpoint, "https://", 8) != 0) ||
-			    hs == NULL || memchr(hs + 3, '/', el - (size_t)(hs + 3 - endpoint)) != NULL ||
-			    el >= sizeof(az->origin) || el <= (size_t)(hs + 3 - endpoint))
-				rc = diag_set(STRATA_EINVAL, "store URL %s: endpoint must be http://HOST[:PORT] or "
-					      "https://HOST[:PORT] (no path)", url);
-			else {
-				snprintf(az->origin, sizeof(az->origin), "%.*s", (int)el, endpoint);
+		if (ap.endpoint != NULL) {
+			rc = oshttp_url_endpoint(url, ap.endpoint, az->origin, sizeof(az->origin));
+			if (rc == 0)
 				snprintf(az->path0, sizeof(az->path0), "/%s", az->account);
-			}
 		} else {
 			snprintf(az->origin, sizeof(az->origin), "https://%s.blob.core.windows.net", az->account);
 		}
 	}
 	if (rc == 0)
-		rc = az_load_key(az, key_file);
+		rc = az_load_key(az, ap.key_file);
 	if (rc == 0)
 		rc = oshttp_client_new(&hc, &az->http);
 	env.free(copy);

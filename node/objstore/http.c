@@ -8,6 +8,7 @@
 
 #include <assert.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -683,5 +684,155 @@ oshttp_header(struct curl_slist **h, const char *name, const char *value)
 	if (t == NULL)
 		return STRATA_ENOMEM;
 	*h = t;
+	return 0;
+}
+
+int
+oshttp_check_key(const char *name, size_t prefix_len, size_t max, const char *key, int is_prefix)
+{
+	if (key == NULL)
+		return diag_set(STRATA_EINVAL, "%s: NULL key", name);
+	size_t n = strlen(key);
+	if (n == 0 && !is_prefix)
+		return diag_set(STRATA_EINVAL, "%s: empty key", name);
+	if (n + prefix_len > max)
+		return diag_set(STRATA_EINVAL, "%s: key '%.64s...' longer than %zu bytes with the prefix", name,
+				key, max);
+	if (n > 0 && (key[0] == '/' || strstr(key, "//") != NULL))
+		return diag_set(STRATA_EINVAL, "%s: key '%s' has an empty component", name, key);
+	return 0;
+}
+
+void
+oshttp_flatten(char *msg)
+{
+	for (char *p = msg; *p != '\0'; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+}
+
+int
+oshttp_fail_answer(const struct oshttp_req *r, const char *code, const char *msg)
+{
+	if (r->indeterminate) {
+		oshttp_set_indeterminate(1);
+		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld %s after %u attempts, an earlier one "
+				"may have been applied", r->what, r->status, code, r->attempts);
+	}
+	return diag_set(STRATA_EIO, "%s: HTTP %ld %s%s%s (after %u attempts)", r->what, r->status, code,
+			msg[0] ? ": " : "", msg, r->attempts);
+}
+
+int
+oshttp_cond_lost(const struct oshttp_req *r, const char *if_match, const char *if_none_match)
+{
+	if (r->indeterminate) {
+		/* An earlier attempt may have written it: the condition now fails on our own
+		 * object. Only a read-back can tell. */
+		oshttp_set_indeterminate(1);
+		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld after an attempt that may have been "
+				"applied", r->what, r->status);
+	}
+	if (if_none_match != NULL)
+		return diag_set(STRATA_EEXIST, "%s: already exists", r->what);
+	return diag_set(STRATA_ECONFLICT, "%s: the ETag %s is stale (HTTP %ld)", r->what, if_match, r->status);
+}
+
+int
+oshttp_url_params(const char *url, char *query, oshttp_param_fn fn, void *ctx)
+{
+	int rc = 0;
+	for (char *q = query; rc == 0 && q != NULL && *q != '\0';) {
+		char *amp = strchr(q, '&');
+		if (amp != NULL)
+			*amp = '\0';
+		char *eq = strchr(q, '=');
+		if (eq == NULL || eq == q)
+			return diag_set(STRATA_EINVAL, "store URL %s: parameter '%s' is not NAME=VALUE", url, q);
+		*eq = '\0';
+		rc = fn(ctx, q, eq + 1);
+		q = amp != NULL ? amp + 1 : NULL;
+	}
+	return rc;
+}
+
+int
+oshttp_param_u64(const char *url, const char *name, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi || v[0] == '-')
+		return diag_set(STRATA_EINVAL, "store URL %s: %s must be a number in %llu..%llu, not '%s'", url,
+				name, (unsigned long long)lo, (unsigned long long)hi, v);
+	*out = x;
+	return 0;
+}
+
+int
+oshttp_config_param(struct oshttp_config *c, const char *url, const char *name, const char *v, int *taken)
+{
+	static const struct {
+		const char *name;
+		uint64_t lo, hi;
+	} nums[] = {
+		{"connect_timeout_ms", 1, 3600000}, {"timeout_ms", 0, 86400000}, {"stall_timeout_ms", 0, 86400000},
+		{"retries", 0, 100}, {"backoff_base_ms", 0, 60000}, {"backoff_max_ms", 0, 600000},
+		{"pool", 1, 1024}, {"max_response_bytes", 4096, 1ull << 40},
+	};
+	*taken = 0;
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (strcmp(name, nums[i].name) != 0)
+			continue;
+		*taken = 1;
+		uint64_t x = 0;
+		int rc = oshttp_param_u64(url, name, v, nums[i].lo, nums[i].hi, &x);
+		if (rc)
+			return rc;
+		switch (i) {
+		case 0: c->connect_timeout_ms = (uint32_t)x; break;
+		case 1: c->timeout_ms = (uint32_t)x; break;
+		case 2: c->stall_timeout_ms = (uint32_t)x; break;
+		case 3: c->retries = (uint32_t)x; break;
+		case 4: c->backoff_base_ms = (uint32_t)x; break;
+		case 5: c->backoff_max_ms = (uint32_t)x; break;
+		case 6: c->pool_max = (uint32_t)x; break;
+		default: c->max_response_bytes = x; break;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+int
+oshttp_url_endpoint(const char *url, const char *endpoint, char *origin, size_t cap)
+{
+	const char *hs = strstr(endpoint, "://");
+	size_t el = strlen(endpoint);
+	while (el > 0 && endpoint[el - 1] == '/')
+		el--;
+	if ((strncmp(endpoint, "http://", 7) != 0 && strncmp(endpoint, "https://", 8) != 0) || hs == NULL ||
+	    memchr(hs + 3, '/', el - (size_t)(hs + 3 - endpoint)) != NULL || el >= cap ||
+	    el <= (size_t)(hs + 3 - endpoint))
+		return diag_set(STRATA_EINVAL, "store URL %s: endpoint must be http://HOST[:PORT] or "
+				"https://HOST[:PORT] (no path)", url);
+	snprintf(origin, cap, "%.*s", (int)el, endpoint);
+	return 0;
+}
+
+int
+oshttp_url_prefix(const char *url, char *pfx, char *prefix, size_t cap, size_t *pl)
+{
+	size_t n = pfx != NULL ? strlen(pfx) : 0;
+	while (n > 0 && pfx[n - 1] == '/')
+		pfx[--n] = '\0';
+	*pl = n;
+	prefix[0] = '\0';
+	if (n + 2 > cap)
+		return diag_set(STRATA_EINVAL, "store URL %s: prefix longer than %zu bytes", url, cap - 2);
+	if (n > 0 && (pfx[0] == '/' || strstr(pfx, "//") != NULL))
+		return diag_set(STRATA_EINVAL, "store URL %s: the prefix has an empty component", url);
+	if (n > 0)
+		snprintf(prefix, cap, "%s/", pfx);
 	return 0;
 }

@@ -214,6 +214,42 @@ void oshttp_target_destroy(struct oshttp_target *t);
 /** Append the header "name: value" to *h. 0 or STRATA_ENOMEM (no message). */
 int oshttp_header(struct curl_slist **h, const char *name, const char *value);
 
+/** Check a key of the store named name, whose prefix is prefix_len bytes: non-empty
+ *  (unless is_prefix), at most max bytes with the prefix, no "//" or leading '/'. 0 or
+ *  STRATA_EINVAL with a message. */
+int oshttp_check_key(const char *name, size_t prefix_len, size_t max, const char *key, int is_prefix);
+/** Turn the line ends of an error message into spaces, in place. */
+void oshttp_flatten(char *msg);
+/** The failure of an answer (what: r->what) that no rule of the store mapped, with the
+ *  service's error code and message: STRATA_EIO, indeterminate when an earlier attempt may
+ *  have been applied. */
+int oshttp_fail_answer(const struct oshttp_req *r, const char *code, const char *msg);
+/** The failure of a conditional write whose condition failed (if_none_match: the key
+ *  exists, STRATA_EEXIST; if_match: the ETag is stale, STRATA_ECONFLICT), or STRATA_EIO,
+ *  indeterminate, when an earlier attempt may have been the write that made it fail. */
+int oshttp_cond_lost(const struct oshttp_req *r, const char *if_match, const char *if_none_match);
+
+/** Called for each NAME=VALUE parameter of a store URL; 0 or a STRATA_E* code with a message. */
+typedef int (*oshttp_param_fn)(void *ctx, const char *name, const char *value);
+/** Call fn for every parameter of query, the part of url after '?' (cut in place; NULL:
+ *  none). 0, fn's failure, or STRATA_EINVAL for a parameter that is not NAME=VALUE. */
+int oshttp_url_params(const char *url, char *query, oshttp_param_fn fn, void *ctx);
+/** A decimal parameter value of url in [lo, hi]. 0 or STRATA_EINVAL with a message. */
+int oshttp_param_u64(const char *url, const char *name, const char *v, uint64_t lo, uint64_t hi,
+		     uint64_t *out);
+/** Set the limit of c that URL parameter name is (connect_timeout_ms, timeout_ms,
+ *  stall_timeout_ms, retries, backoff_base_ms, backoff_max_ms, pool, max_response_bytes);
+ *  *taken says whether it is one. 0 or STRATA_EINVAL with a message. */
+int oshttp_config_param(struct oshttp_config *c, const char *url, const char *name, const char *v,
+			int *taken);
+/** Check endpoint= of url (http://HOST[:PORT] or https://HOST[:PORT], no path) and copy it,
+ *  without trailing '/', into origin (cap bytes). 0 or STRATA_EINVAL with a message. */
+int oshttp_url_endpoint(const char *url, const char *endpoint, char *origin, size_t cap);
+/** The key prefix of a store URL from pfx, the path after the container or bucket (NULL:
+ *  none; trailing '/' cut in place): "PFX/" into prefix (cap bytes), "" without one; *pl:
+ *  the length of pfx kept. 0 or STRATA_EINVAL with a message. */
+int oshttp_url_prefix(const char *url, char *pfx, char *prefix, size_t cap, size_t *pl);
+
 struct objstore;
 /** The HTTP client of an azure store (its counters), NULL for another kind of store. */
 struct oshttp_client *objstore_azure_client(struct objstore *os);

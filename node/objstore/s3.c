@@ -230,9 +230,7 @@ s3_error_code(const struct oshttp_req *r, char *code, size_t cap, char *msg, siz
 		diag_clear();
 	if (msg != NULL) {
 		snprintf(msg, mcap, "%s", m[0] ? m : "");
-		for (char *p = msg; *p != '\0'; p++)
-			if (*p == '\n' || *p == '\r')
-				*p = ' ';
+		oshttp_flatten(msg);
 	}
 }
 
@@ -308,13 +306,7 @@ s3_fail(struct s3_call *c)
 	if (st == 301 || strcmp(code, "PermanentRedirect") == 0)
 		return diag_set(STRATA_EIO, "%s: HTTP %ld %s: bucket '%s' is in another region than '%s' "
 				"(set region=)", c->what, st, code, c->s3->bucket, c->s3->region);
-	if (c->http.indeterminate) {
-		oshttp_set_indeterminate(1);
-		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld %s after %u attempts, an earlier one "
-				"may have been applied", c->what, st, code, c->http.attempts);
-	}
-	return diag_set(STRATA_EIO, "%s: HTTP %ld %s%s%s (after %u attempts)", c->what, st, code,
-			msg[0] ? ": " : "", msg, c->http.attempts);
+	return oshttp_fail_answer(&c->http, code, msg);
 }
 
 /** Whether a 404 answer is about the key (not the bucket). */
@@ -332,17 +324,7 @@ s3_key_missing(struct s3_call *c)
 static int
 s3_check_key(struct s3_store *s3, const char *key, int is_prefix)
 {
-	if (key == NULL)
-		return diag_set(STRATA_EINVAL, "%s: NULL key", s3->base.name);
-	size_t n = strlen(key);
-	if (n == 0 && !is_prefix)
-		return diag_set(STRATA_EINVAL, "%s: empty key", s3->base.name);
-	if (n + s3->prefix_len > S3_KEY_MAX)
-		return diag_set(STRATA_EINVAL, "%s: key '%.64s...' longer than %d bytes with the prefix",
-				s3->base.name, key, S3_KEY_MAX);
-	if (n > 0 && (key[0] == '/' || strstr(key, "//") != NULL))
-		return diag_set(STRATA_EINVAL, "%s: key '%s' has an empty component", s3->base.name, key);
-	return 0;
+	return oshttp_check_key(s3->base.name, s3->prefix_len, S3_KEY_MAX, key, is_prefix);
 }
 
 /* ---------------------------------------------------------------- reads */
@@ -459,17 +441,8 @@ s3_cond_result(struct s3_call *c, const char *if_match, const char *if_none_matc
 	s3_error_code(&c->http, code, sizeof(code), NULL, 0);
 	int lost = (if_none_match != NULL && st == 412) ||
 		   (if_match != NULL && (st == 412 || (st == 404 && strcmp(code, "NoSuchBucket") != 0)));
-	if (lost && c->http.indeterminate) {
-		/* An earlier attempt may have written it: the condition now fails on our own
-		 * object. Only a read-back can tell. */
-		oshttp_set_indeterminate(1);
-		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld after an attempt that may have been "
-				"applied", c->what, st);
-	}
-	if (lost && if_none_match != NULL)
-		return diag_set(STRATA_EEXIST, "%s: already exists", c->what);
 	if (lost)
-		return diag_set(STRATA_ECONFLICT, "%s: the ETag %s is stale (HTTP %ld)", c->what, if_match, st);
+		return oshttp_cond_lost(&c->http, if_match, if_none_match);
 	if (st == 501 && (if_match != NULL || if_none_match != NULL))
 		return diag_set(STRATA_EIO, "%s: HTTP 501 %s: the server does not implement conditional writes",
 				c->what, code);
@@ -1257,38 +1230,29 @@ s3_load_credentials(struct s3_store *s3, const char *cred_file, const char *prof
 			s3->base.name, s3->bucket);
 }
 
-/** Parse a decimal parameter value in [lo, hi]. */
-static int
-s3_param_u64(const char *url, const char *name, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(v, &end, 10);
-	if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi || v[0] == '-')
-		return diag_set(STRATA_EINVAL, "store URL %s: %s must be a number in %llu..%llu, not '%s'", url,
-				name, (unsigned long long)lo, (unsigned long long)hi, v);
-	*out = x;
-	return 0;
-}
-
-/** The string parameters of a URL. */
+/** What the URL parameters set. */
 struct s3_strparams {
+	/** The store being opened. */
+	struct s3_store *s3;
+	/** Its HTTP client's limits. */
+	struct oshttp_config *hc;
+	/** The URL, for messages. */
+	const char *url;
 	/** endpoint=, region=, credentials_file=, profile= (NULL: absent). */
 	const char *endpoint, *region, *cred_file, *profile;
 };
 
-/** Set one URL parameter. */
+/** Set one URL parameter (an oshttp_param_fn of struct s3_strparams). */
 static int
-s3_param(struct s3_store *s3, struct oshttp_config *hc, const char *url, const char *name, const char *v,
-	 struct s3_strparams *sp)
+s3_param(void *ctx, const char *name, const char *v)
 {
+	struct s3_strparams *sp = ctx;
+	struct s3_store *s3 = sp->s3;
+	const char *url = sp->url;
 	static const struct {
 		const char *name;
 		uint64_t lo, hi;
 	} nums[] = {
-		{"connect_timeout_ms", 1, 3600000}, {"timeout_ms", 0, 86400000}, {"stall_timeout_ms", 0, 86400000},
-		{"retries", 0, 100}, {"backoff_base_ms", 0, 60000}, {"backoff_max_ms", 0, 600000},
-		{"pool", 1, 1024}, {"max_response_bytes", 4096, 1ull << 40},
 		{"part_bytes", S3_PART_MIN, S3_PART_MAX}, {"list_page", 1, S3_LIST_PAGE},
 		{"single_writer", 0, 1}, {"stale_upload_s", 0, 365ull * 86400},
 	};
@@ -1302,25 +1266,21 @@ s3_param(struct s3_store *s3, struct oshttp_config *hc, const char *url, const c
 			return 0;
 		}
 	}
+	int taken = 0;
+	int rc = oshttp_config_param(sp->hc, url, name, v, &taken);
+	if (rc || taken)
+		return rc;
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (strcmp(name, nums[i].name) != 0)
 			continue;
 		uint64_t x = 0;
-		int rc = s3_param_u64(url, name, v, nums[i].lo, nums[i].hi, &x);
+		rc = oshttp_param_u64(url, name, v, nums[i].lo, nums[i].hi, &x);
 		if (rc)
 			return rc;
 		switch (i) {
-		case 0: hc->connect_timeout_ms = (uint32_t)x; break;
-		case 1: hc->timeout_ms = (uint32_t)x; break;
-		case 2: hc->stall_timeout_ms = (uint32_t)x; break;
-		case 3: hc->retries = (uint32_t)x; break;
-		case 4: hc->backoff_base_ms = (uint32_t)x; break;
-		case 5: hc->backoff_max_ms = (uint32_t)x; break;
-		case 6: hc->pool_max = (uint32_t)x; break;
-		case 7: hc->max_response_bytes = x; break;
-		case 8: s3->part_bytes = x; break;
-		case 9: s3->list_page = (uint32_t)x; break;
-		case 10: s3->single_writer = (int)x; break;
+		case 0: s3->part_bytes = x; break;
+		case 1: s3->list_page = (uint32_t)x; break;
+		case 2: s3->single_writer = (int)x; break;
 		default: s3->stale_upload_s = x; break;
 		}
 		return 0;
@@ -1484,34 +1444,15 @@ objstore_s3_new(const char *url, struct objstore **out)
 			      "dots and hyphens, not '%.64s' (s3://BUCKET[/PREFIX])", url, bucket);
 	if (rc == 0) {
 		snprintf(s3->bucket, sizeof(s3->bucket), "%s", bucket);
-		size_t pl = pfx != NULL ? strlen(pfx) : 0;
-		while (pl > 0 && pfx[pl - 1] == '/')
-			pfx[--pl] = '\0';
-		if (pl + 2 > sizeof(s3->prefix))
-			rc = diag_set(STRATA_EINVAL, "store URL %s: prefix longer than %zu bytes", url,
-				      sizeof(s3->prefix) - 2);
-		else if (pl > 0 && (pfx[0] == '/' || strstr(pfx, "//") != NULL))
-			rc = diag_set(STRATA_EINVAL, "store URL %s: the prefix has an empty component", url);
-		else if (pl > 0)
-			snprintf(s3->prefix, sizeof(s3->prefix), "%s/", pfx);
+		size_t pl = 0;
+		rc = oshttp_url_prefix(url, pfx, s3->prefix, sizeof(s3->prefix), &pl);
 		s3->prefix_len = strlen(s3->prefix);
 		snprintf(s3->base.name, sizeof(s3->base.name), "s3://%s%s%.*s", s3->bucket, pl ? "/" : "",
 			 (int)pl, pl ? pfx : "");
 	}
-	struct s3_strparams sp = {0};
-	for (char *q = query; rc == 0 && q != NULL && *q != '\0';) {
-		char *amp = strchr(q, '&');
-		if (amp != NULL)
-			*amp = '\0';
-		char *eq = strchr(q, '=');
-		if (eq == NULL || eq == q) {
-			rc = diag_set(STRATA_EINVAL, "store URL %s: parameter '%s' is not NAME=VALUE", url, q);
-			break;
-		}
-		*eq = '\0';
-		rc = s3_param(s3, &hc, url, q, eq + 1, &sp);
-		q = amp != NULL ? amp + 1 : NULL;
-	}
+	struct s3_strparams sp = {.s3 = s3, .hc = &hc, .url = url};
+	if (rc == 0)
+		rc = oshttp_url_params(url, query, s3_param, &sp);
 	if (rc == 0) {
 		const char *region = sp.region;
 		if (region == NULL)
@@ -1530,19 +1471,9 @@ objstore_s3_new(const char *url, struct objstore **out)
 	if (rc == 0) {
 		const char *endpoint = sp.endpoint;
 		if (endpoint != NULL) {
-			const char *hs = strstr(endpoint, "://");
-			size_t el = strlen(endpoint);
-			while (el > 0 && endpoint[el - 1] == '/')
-				el--;
-			if ((strncmp(endpoint, "http://", 7) != 0 && strncmp(endpoint, "https://", 8) != 0) ||
-			    hs == NULL || memchr(hs + 3, '/', el - (size_t)(hs + 3 - endpoint)) != NULL ||
-			    el >= sizeof(s3->origin) || el <= (size_t)(hs + 3 - endpoint))
-				rc = diag_set(STRATA_EINVAL, "store URL %s: endpoint must be http://HOST[:PORT] or "
-					      "https://HOST[:PORT] (no path)", url);
-			else {
-				snprintf(s3->origin, sizeof(s3->origin), "%.*s", (int)el, endpoint);
+			rc = oshttp_url_endpoint(url, endpoint, s3->origin, sizeof(s3->origin));
+			if (rc == 0)
 				snprintf(s3->path0, sizeof(s3->path0), "/%s", s3->bucket);
-			}
 		} else if (strchr(s3->bucket, '.') != NULL) {
 			snprintf(s3->origin, sizeof(s3->origin), "https://s3.%s.amazonaws.com", s3->region);
 			snprintf(s3->path0, sizeof(s3->path0), "/%s", s3->bucket);

@@ -4,16 +4,18 @@
  */
 #include "s3_xml.h"
 
-#include <expat.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "xml.h"
 
 /** Longest element path kept ("ListMultipartUploadsResult/Upload/UploadId" fits). */
 #define S3XML_MAX_PATH 256
+
+_Static_assert(S3XML_MAX_TEXT == OSXML_MAX_TEXT, "a continuation token holds any element text");
 
 /** The documents. */
 enum s3xml_kind {
@@ -63,8 +65,8 @@ static const struct s3xml_path s3xml_upload_id_paths[] = {
 
 /** Parse state. */
 struct s3xml_ctx {
-	/** The parser (to stop it). */
-	XML_Parser p;
+	/** The shared parse state; must be first. */
+	struct osxml x;
 	/** The document kind. */
 	enum s3xml_kind kind;
 	/** Its root element. */
@@ -77,10 +79,6 @@ struct s3xml_ctx {
 	size_t plen[S3XML_MAX_DEPTH + 1];
 	/** Element depth (1 = the root). */
 	int depth;
-	/** Text of the innermost element. */
-	char text[S3XML_MAX_TEXT + 1];
-	/** Its length. */
-	size_t tlen;
 	/** The page being filled (NULL: an upload id). */
 	struct s3xml_list *list;
 	/** Most entries accepted. */
@@ -93,29 +91,7 @@ struct s3xml_ctx {
 	char *id;
 	/** Its room. */
 	size_t id_cap;
-	/** What went wrong ("" while nothing did). */
-	char err[256];
-	/** STRATA_ENOMEM when that was it. */
-	int err_rc;
-	/** The root element was seen. */
-	int root_seen;
 };
-
-static void *s3xml_malloc(size_t n) { return env.malloc(n); }
-static void *s3xml_realloc(void *p, size_t n) { return env.realloc(p, n); }
-static void s3xml_free(void *p) { env.free(p); }
-
-static const XML_Memory_Handling_Suite s3xml_mem = {s3xml_malloc, s3xml_realloc, s3xml_free};
-
-static void
-s3xml_fail(struct s3xml_ctx *c, int rc, const char *fmt, const char *arg)
-{
-	if (c->err[0] == '\0') {
-		snprintf(c->err, sizeof(c->err), fmt, arg);
-		c->err_rc = rc;
-	}
-	XML_StopParser(c->p, XML_FALSE);
-}
 
 /** The field of the innermost element. */
 static enum s3xml_field
@@ -142,19 +118,19 @@ s3xml_start(void *ud, const XML_Char *name, const XML_Char **attrs)
 {
 	struct s3xml_ctx *c = ud;
 	if (c->depth >= S3XML_MAX_DEPTH) {
-		s3xml_fail(c, STRATA_EIO, "elements nested deeper than %s", "16");
+		osxml_fail(&c->x, STRATA_EIO, "elements nested deeper than %s", "16");
 		return;
 	}
 	if (c->depth == 0) {
 		if (strcmp(name, c->root) != 0) {
-			s3xml_fail(c, STRATA_EIO, "unexpected root element <%.64s>", name);
+			osxml_fail(&c->x, STRATA_EIO, "unexpected root element <%.64s>", name);
 			return;
 		}
-		c->root_seen = 1;
+		c->x.root_seen = 1;
 		c->path[0] = '\0';
 		c->plen[0] = 0;
 		c->depth = 1;
-		c->tlen = 0;
+		c->x.tlen = 0;
 		return;
 	}
 	size_t at = c->plen[c->depth - 1], nl = strlen(name);
@@ -166,27 +142,11 @@ s3xml_start(void *ud, const XML_Char *name, const XML_Char **attrs)
 		memcpy(c->path + at, name, nl + 1);
 		c->plen[c->depth++] = at + nl;
 	}
-	c->tlen = 0;
+	c->x.tlen = 0;
 	if (s3xml_field_of(c) == S3F_ENTRY) {
 		s3xml_entry_clear(&c->cur);
 		c->have_size = 0;
 	}
-}
-
-/** Parse a decimal u64 (digits only). */
-static int
-s3xml_u64(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-	if (*s == '\0')
-		return -1;
-	for (; *s != '\0'; s++) {
-		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
-			return -1;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	*out = v;
-	return 0;
 }
 
 /** Parse an ISO 8601 UTC time ("2026-12-02T02:10:11.000Z") to seconds. */
@@ -206,44 +166,32 @@ s3xml_time(const char *s, int64_t *out)
 	return 0;
 }
 
-static char *
-s3xml_dup(struct s3xml_ctx *c)
-{
-	char *s = env.malloc(c->tlen + 1);
-	if (s == NULL) {
-		s3xml_fail(c, STRATA_ENOMEM, "out of memory%s", "");
-		return NULL;
-	}
-	memcpy(s, c->text, c->tlen + 1);
-	return s;
-}
-
 /** An entry ended: check it and add it to the page. */
 static void
 s3xml_entry_end(struct s3xml_ctx *c)
 {
 	struct s3xml_list *l = c->list;
 	if (c->cur.name == NULL) {
-		s3xml_fail(c, STRATA_EIO, "an entry without a <Key>%s", "");
+		osxml_fail(&c->x, STRATA_EIO, "an entry without a <Key>%s", "");
 		return;
 	}
 	if (c->kind == S3XML_LIST && !c->have_size) {
-		s3xml_fail(c, STRATA_EIO, "object '%.200s' has no <Size>", c->cur.name);
+		osxml_fail(&c->x, STRATA_EIO, "object '%.200s' has no <Size>", c->cur.name);
 		return;
 	}
 	if (c->kind == S3XML_UPLOADS && c->cur.upload_id == NULL) {
-		s3xml_fail(c, STRATA_EIO, "upload of '%.200s' has no <UploadId>", c->cur.name);
+		osxml_fail(&c->x, STRATA_EIO, "upload of '%.200s' has no <UploadId>", c->cur.name);
 		return;
 	}
 	if (l->n >= c->max_entries) {
-		s3xml_fail(c, STRATA_EIO, "more entries in one page than the %s asked for", "request");
+		osxml_fail(&c->x, STRATA_EIO, "more entries in one page than the %s asked for", "request");
 		return;
 	}
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
 		struct s3xml_entry *v = env.realloc(l->v, cap * sizeof(*v));
 		if (v == NULL) {
-			s3xml_fail(c, STRATA_ENOMEM, "out of memory%s", "");
+			osxml_fail(&c->x, STRATA_ENOMEM, "out of memory%s", "");
 			return;
 		}
 		l->v = v;
@@ -260,59 +208,59 @@ s3xml_end(void *ud, const XML_Char *name)
 	if (c->depth == 0)
 		return;
 	enum s3xml_field f = s3xml_field_of(c);
-	c->text[c->tlen] = '\0';
+	c->x.text[c->x.tlen] = '\0';
 	switch (f) {
 	case S3F_ENTRY:
 		s3xml_entry_end(c);
 		break;
 	case S3F_NAME:
-		if (c->tlen == 0 || strlen(c->text) != c->tlen) {
-			s3xml_fail(c, STRATA_EIO, "an empty key%s", "");
+		if (c->x.tlen == 0 || strlen(c->x.text) != c->x.tlen) {
+			osxml_fail(&c->x, STRATA_EIO, "an empty key%s", "");
 			break;
 		}
 		env.free(c->cur.name);
-		c->cur.name = s3xml_dup(c);
+		c->cur.name = osxml_dup(&c->x);
 		break;
 	case S3F_SIZE:
-		if (s3xml_u64(c->text, &c->cur.size) != 0)
-			s3xml_fail(c, STRATA_EIO, "Size '%.64s' is not a number", c->text);
+		if (osxml_u64(c->x.text, &c->cur.size) != 0)
+			osxml_fail(&c->x, STRATA_EIO, "Size '%.64s' is not a number", c->x.text);
 		c->have_size = 1;
 		break;
 	case S3F_UPLOAD:
-		if (c->tlen == 0 || strlen(c->text) != c->tlen) {
-			s3xml_fail(c, STRATA_EIO, "an empty UploadId%s", "");
+		if (c->x.tlen == 0 || strlen(c->x.text) != c->x.tlen) {
+			osxml_fail(&c->x, STRATA_EIO, "an empty UploadId%s", "");
 			break;
 		}
 		if (c->kind == S3XML_UPLOAD_ID) {
-			if (c->tlen >= c->id_cap)
-				s3xml_fail(c, STRATA_EIO, "an UploadId longer than %s bytes", "the room for it");
+			if (c->x.tlen >= c->id_cap)
+				osxml_fail(&c->x, STRATA_EIO, "an UploadId longer than %s bytes", "the room for it");
 			else
-				memcpy(c->id, c->text, c->tlen + 1);
+				memcpy(c->id, c->x.text, c->x.tlen + 1);
 			break;
 		}
 		env.free(c->cur.upload_id);
-		c->cur.upload_id = s3xml_dup(c);
+		c->cur.upload_id = osxml_dup(&c->x);
 		break;
 	case S3F_INITIATED:
-		if (s3xml_time(c->text, &c->cur.initiated) != 0)
-			s3xml_fail(c, STRATA_EIO, "Initiated '%.64s' is not an ISO 8601 time", c->text);
+		if (s3xml_time(c->x.text, &c->cur.initiated) != 0)
+			osxml_fail(&c->x, STRATA_EIO, "Initiated '%.64s' is not an ISO 8601 time", c->x.text);
 		break;
 	case S3F_CODE:
-		snprintf(c->cur.code, sizeof(c->cur.code), "%.*s", (int)sizeof(c->cur.code) - 1, c->text);
+		snprintf(c->cur.code, sizeof(c->cur.code), "%.*s", (int)sizeof(c->cur.code) - 1, c->x.text);
 		break;
 	case S3F_TRUNCATED:
-		if (strcmp(c->text, "true") == 0)
+		if (strcmp(c->x.text, "true") == 0)
 			c->list->truncated = 1;
-		else if (strcmp(c->text, "false") == 0)
+		else if (strcmp(c->x.text, "false") == 0)
 			c->list->truncated = 0;
 		else
-			s3xml_fail(c, STRATA_EIO, "IsTruncated '%.64s' is neither true nor false", c->text);
+			osxml_fail(&c->x, STRATA_EIO, "IsTruncated '%.64s' is neither true nor false", c->x.text);
 		break;
 	case S3F_NEXT:
-		memcpy(c->list->next, c->text, c->tlen + 1);
+		memcpy(c->list->next, c->x.text, c->x.tlen + 1);
 		break;
 	case S3F_NEXT_UPLOAD:
-		memcpy(c->list->next_upload, c->text, c->tlen + 1);
+		memcpy(c->list->next_upload, c->x.text, c->x.tlen + 1);
 		break;
 	default:
 		break;
@@ -320,7 +268,7 @@ s3xml_end(void *ud, const XML_Char *name)
 	c->depth--;
 	if (c->depth > 0 && c->plen[c->depth - 1] != SIZE_MAX)
 		c->path[c->plen[c->depth - 1]] = '\0';
-	c->tlen = 0;
+	c->x.tlen = 0;
 }
 
 static void XMLCALL
@@ -332,26 +280,18 @@ s3xml_chars(void *ud, const XML_Char *s, int len)
 	enum s3xml_field f = s3xml_field_of(c);
 	if (f == S3F_NONE || f == S3F_ENTRY)
 		return;
-	if ((size_t)len > S3XML_MAX_TEXT - c->tlen) {
-		s3xml_fail(c, STRATA_EIO, "element text over %s bytes", "4096");
-		return;
+	osxml_text(&c->x, s, len, 0);
+}
+
+/** Free the entries of a page and empty it (its room kept). */
+static void
+s3xml_entries_free(struct s3xml_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		env.free(l->v[i].name);
+		env.free(l->v[i].upload_id);
 	}
-	memcpy(c->text + c->tlen, s, (size_t)len);
-	c->tlen += (size_t)len;
-}
-
-static void XMLCALL
-s3xml_doctype(void *ud, const XML_Char *name, const XML_Char *sysid, const XML_Char *pubid,
-	      int has_internal)
-{
-	s3xml_fail(ud, STRATA_EIO, "a document type declaration (<!DOCTYPE %.64s>) is refused", name);
-}
-
-static void XMLCALL
-s3xml_entity(void *ud, const XML_Char *name, int is_param, const XML_Char *value, int value_len,
-	     const XML_Char *base, const XML_Char *sysid, const XML_Char *pubid, const XML_Char *notation)
-{
-	s3xml_fail(ud, STRATA_EIO, "an entity declaration (%.64s) is refused", name);
+	l->n = 0;
 }
 
 /** Run expat over data as a document of kind; 0 or the error recorded with what. */
@@ -376,52 +316,20 @@ s3xml_run(enum s3xml_kind kind, const void *data, size_t len, const char *what, 
 	c->id = id;
 	c->id_cap = id_cap;
 	if (list != NULL) {
-		for (size_t i = 0; i < list->n; i++) { /* a page parsed into before */
-			env.free(list->v[i].name);
-			env.free(list->v[i].upload_id);
-		}
-		list->n = 0;
+		s3xml_entries_free(list); /* a page parsed into before */
 		list->truncated = 0;
 		list->next[0] = '\0';
 		list->next_upload[0] = '\0';
 	}
 	if (id != NULL && id_cap > 0)
 		id[0] = '\0';
-	XML_Parser p = XML_ParserCreate_MM("UTF-8", &s3xml_mem, NULL);
-	if (p == NULL) {
-		env.free(c);
-		return diag_set(STRATA_ENOMEM, "%s: out of memory creating the XML parser", what);
-	}
-	c->p = p;
-	XML_SetUserData(p, c);
-	XML_SetElementHandler(p, s3xml_start, s3xml_end);
-	XML_SetCharacterDataHandler(p, s3xml_chars);
-	XML_SetStartDoctypeDeclHandler(p, s3xml_doctype);
-	XML_SetEntityDeclHandler(p, s3xml_entity);
-	enum XML_Status st = XML_Parse(p, data, (int)len, XML_TRUE);
-	int rc = 0;
-	if (c->err[0] != '\0') {
-		rc = diag_set(c->err_rc, "%s: XML line %lu: %s", what, (unsigned long)XML_GetCurrentLineNumber(p),
-			      c->err);
-	} else if (st != XML_STATUS_OK) {
-		rc = diag_set(STRATA_EIO, "%s: malformed XML at line %lu column %lu: %s", what,
-			      (unsigned long)XML_GetCurrentLineNumber(p),
-			      (unsigned long)XML_GetCurrentColumnNumber(p), XML_ErrorString(XML_GetErrorCode(p)));
-	} else if (!c->root_seen) {
-		rc = diag_set(STRATA_EIO, "%s: XML without a root element", what);
-	} else if (kind == S3XML_UPLOAD_ID && id[0] == '\0') {
+	int rc = osxml_run(&c->x, data, len, what, s3xml_start, s3xml_end, s3xml_chars);
+	if (rc == 0 && kind == S3XML_UPLOAD_ID && id[0] == '\0')
 		rc = diag_set(STRATA_EIO, "%s: no <UploadId> in the answer", what);
-	}
-	XML_ParserFree(p);
 	s3xml_entry_clear(&c->cur);
 	env.free(c);
-	if (rc != 0 && list != NULL) {
-		for (size_t i = 0; i < list->n; i++) {
-			env.free(list->v[i].name);
-			env.free(list->v[i].upload_id);
-		}
-		list->n = 0;
-	}
+	if (rc != 0 && list != NULL)
+		s3xml_entries_free(list);
 	return rc;
 }
 
@@ -454,11 +362,8 @@ s3xml_parse_upload_id(const void *data, size_t len, const char *what, char *id, 
 void
 s3xml_list_destroy(struct s3xml_list *l)
 {
-	for (size_t i = 0; i < l->n; i++) {
-		env.free(l->v[i].name);
-		env.free(l->v[i].upload_id);
-	}
+	s3xml_entries_free(l);
 	env.free(l->v);
 	l->v = NULL;
-	l->n = l->cap = 0;
+	l->cap = 0;
 }

@@ -71,13 +71,15 @@ $(FUZZ_DIR)/fuzz_http: FUZZ_EXTRA = $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(F
                                     $(shell pkg-config --libs $(FUZZ_NODE_PC)) -lev -lhttp_parser
 $(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ)
 
-# The Azure XML target adds its parser and expat.
-$(FUZZ_DIR)/fuzz_azxml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/azure_xml.o $(shell pkg-config --libs expat)
-$(FUZZ_DIR)/fuzz_azxml: $(FUZZ_DIR)/obj/node/objstore/azure_xml.o
+# The Azure XML target adds its parser, the shared XML helpers and expat.
+$(FUZZ_DIR)/fuzz_azxml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/azure_xml.o $(FUZZ_DIR)/obj/node/objstore/xml.o \
+                                     $(shell pkg-config --libs expat)
+$(FUZZ_DIR)/fuzz_azxml: $(FUZZ_DIR)/obj/node/objstore/azure_xml.o $(FUZZ_DIR)/obj/node/objstore/xml.o
 
-# The S3 XML target adds its parser and expat.
-$(FUZZ_DIR)/fuzz_s3xml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/s3_xml.o $(shell pkg-config --libs expat)
-$(FUZZ_DIR)/fuzz_s3xml: $(FUZZ_DIR)/obj/node/objstore/s3_xml.o
+# The S3 XML target adds its parser, the shared XML helpers and expat.
+$(FUZZ_DIR)/fuzz_s3xml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/s3_xml.o $(FUZZ_DIR)/obj/node/objstore/xml.o \
+                                     $(shell pkg-config --libs expat)
+$(FUZZ_DIR)/fuzz_s3xml: $(FUZZ_DIR)/obj/node/objstore/s3_xml.o $(FUZZ_DIR)/obj/node/objstore/xml.o
 
 # The policy target adds the policy loader and LuaJIT.
 $(FUZZ_DIR)/fuzz_policy: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/policy/policy.o \
