@@ -14,6 +14,7 @@
 #include "../core/compactor.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/text.h"
 #include "../policy/policy.h"
 #include "../strata.h"
 #include "cli.h"
@@ -73,10 +74,8 @@ compact_usage(FILE *f)
 static int
 compact_uint(const char *flag, const char *v, uint32_t max, uint32_t *out)
 {
-	char *end = NULL;
-	errno = 0;
-	unsigned long long x = v != NULL && *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
-	if (v == NULL || end == NULL || *end != '\0' || errno != 0 || x > max) {
+	uint64_t x = 0;
+	if (text_u64(v, 10, &x, NULL) != 0 || x > max) {
 		fprintf(stderr, "strata compact: %s takes a number 0..%u, not '%s'\n", flag, max,
 			v ? v : "");
 		return -1;

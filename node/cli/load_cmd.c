@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../load/load.h"
+#include "../lib/text.h"
 #include "cli.h"
 
 
@@ -52,10 +53,8 @@ load_usage(FILE *f)
 static int
 load_arg_uint(const char *opt, const char *v, unsigned long long max, unsigned long long *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long long n = strtoull(v, &end, 10);
-	if (v[0] == '\0' || v[0] == '-' || *end != '\0' || errno != 0 || n > max) {
+	uint64_t n = 0;
+	if (text_u64(v, 10, &n, NULL) != 0 || n > max) {
 		fprintf(stderr, "strata load: %s needs an integer 0..%llu, not \"%s\"\n", opt, max, v);
 		return -1;
 	}

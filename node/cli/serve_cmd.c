@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "../lib/diag.h"
+#include "../lib/text.h"
 #include "../server/server.h"
 #include "../strata.h"
 #include "cli.h"
@@ -345,12 +346,9 @@ serve_usage(FILE *f)
 static int
 parse_size(const char *s, uint64_t *out)
 {
-	if (s == NULL || *s == '\0' || *s == '-')
-		return -1;
-	char *e = NULL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &e, 10);
-	if (errno != 0 || e == s)
+	uint64_t v = 0;
+	const char *e = NULL;
+	if (text_u64(s, 10, &v, &e) != 0)
 		return -1;
 	unsigned shift = 0;
 	if (*e == 'k' || *e == 'K')

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../sim/sim.h"
+#include "../lib/text.h"
 #include "../strata.h"
 #include "cli.h"
 
@@ -91,10 +92,8 @@ sim_usage(FILE *f)
 static int
 sim_num(const char *flag, const char *v, uint64_t max, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long long n = v ? strtoull(v, &end, 0) : 0;
-	if (v == NULL || *v == '\0' || *end != '\0' || errno != 0 || n > max || v[0] == '-') {
+	uint64_t n = 0;
+	if (text_u64(v, 0, &n, NULL) != 0 || n > max) {
 		fprintf(stderr, "strata sim: %s needs a number from 0 to %" PRIu64 "%s%s\n", flag, max,
 			v ? ", not " : "", v ? v : "");
 		return -1;

@@ -1,6 +1,24 @@
 #include "text.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+int
+text_u64(const char *v, int base, uint64_t *out, const char **rest)
+{
+	if (v == NULL || v[0] < '0' || v[0] > '9')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, base);
+	if (errno != 0 || (rest == NULL && *end != '\0'))
+		return -1;
+	if (rest != NULL)
+		*rest = end;
+	*out = x;
+	return 0;
+}
 
 unsigned
 text_edit_distance(const char *a, const char *b)

@@ -21,6 +21,7 @@
 #include "../lib/env.h"
 #include "../lib/fiber.h"
 #include "../lib/hist.h"
+#include "../lib/text.h"
 
 /** Most bytes of a non-2xx body kept for error parsing. */
 #define OSHTTP_ERROR_BODY_MAX (64u << 10)
@@ -759,10 +760,8 @@ oshttp_url_params(const char *url, char *query, oshttp_param_fn fn, void *ctx)
 int
 oshttp_param_u64(const char *url, const char *name, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(v, &end, 10);
-	if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi || v[0] == '-')
+	uint64_t x = 0;
+	if (text_u64(v, 10, &x, NULL) != 0 || x < lo || x > hi)
 		return diag_set(STRATA_EINVAL, "store URL %s: %s must be a number in %llu..%llu, not '%s'", url,
 				name, (unsigned long long)lo, (unsigned long long)hi, v);
 	*out = x;

@@ -15,6 +15,7 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/pool.h"
+#include "../lib/text.h"
 #include "../policy/runtime.h"
 #include "../strata_host.h"
 #include "metrics.h"
@@ -1281,10 +1282,8 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 			dst = &s->hi;
 			flag = &s->has_hi;
 		} else if (strcmp(nm, "limit") == 0) {
-			char *e = NULL;
-			const char *v = (const char *)val.data;
-			unsigned long long lim = strtoull(v, &e, 10);
-			if (val.len == 0 || *e != '\0' || v[0] == '-' || lim == 0) {
+			uint64_t lim = 0;
+			if (text_u64((const char *)val.data, 10, &lim, NULL) != 0 || lim == 0) {
 				snprintf(d, sizeof(d), "limit must be a positive integer");
 				rc = -1;
 				break;

@@ -370,6 +370,17 @@ TEST(bad_urls_are_refused_naming_what_is_wrong)
 	snprintf(url, sizeof(url), "azure://" ACCOUNT "/cfg1?endpoint=%s&retries=lots", endpoint);
 	CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
 	CHECK(strstr(diag_last(), "retries") != NULL);
+	/* strtoull would take these (a sign wraps round, "-0" is 0): only digits are a number. */
+	static const char *not_numbers[] = {"-0", "-1", "+3", "-18446744073709551615", "", "3x"};
+	for (size_t i = 0; i < sizeof(not_numbers) / sizeof(not_numbers[0]); i++) {
+		snprintf(url, sizeof(url), "azure://" ACCOUNT "/cfg1?endpoint=%s&retries=%s", endpoint, not_numbers[i]);
+		CHECK_EQ(objstore_url_new(url, &os), STRATA_EINVAL);
+		CHECK(strstr(diag_last(), "retries must be a number in 0..100") != NULL);
+	}
+	snprintf(url, sizeof(url), "azure://" ACCOUNT "/cfg1?endpoint=%s&retries=3", endpoint);
+	CHECK_EQ(objstore_url_new(url, &os), 0);
+	objstore_destroy(os);
+	os = NULL;
 	CHECK_EQ(objstore_url_new("azure://" ACCOUNT "/cfg1?endpoint=ftp://x", &os), STRATA_EINVAL);
 	CHECK(strstr(diag_last(), "endpoint") != NULL);
 	CHECK_EQ(objstore_url_new("gcs://bucket", &os), STRATA_EINVAL);

@@ -612,6 +612,10 @@ TEST(append_get_scan_round_trip)
 	json_decref(lim);
 	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?bogus=1", NULL, NULL), 400);
 	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?limit=-3", NULL, NULL), 400);
+	/* strtoull would take these: a blank and a sign (wrapping round), a plus. */
+	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?limit=%20-3", NULL, NULL), 400);
+	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?limit=%2B3", NULL, NULL), 400);
+	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?limit=2x", NULL, NULL), 400);
 
 	/* A scan larger than one chunk streams every row exactly once, in order. */
 	size_t big = 5000;

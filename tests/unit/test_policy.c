@@ -466,6 +466,28 @@ TEST(typo_key_is_refused_with_nearest_name)
 	CHECK_EQ(text_edit_distance("kitten", "sitting"), 3);
 }
 
+TEST(text_u64_takes_digits_only)
+{
+	uint64_t v = 7;
+	const char *rest = NULL;
+	CHECK_EQ(text_u64("0", 10, &v, NULL), 0);
+	CHECK_EQ(v, 0);
+	CHECK_EQ(text_u64("18446744073709551615", 10, &v, NULL), 0);
+	CHECK_EQ(v, UINT64_MAX);
+	CHECK_EQ(text_u64("0x10", 0, &v, NULL), 0);
+	CHECK_EQ(v, 16);
+	CHECK_EQ(text_u64("64MiB", 10, &v, &rest), 0);
+	CHECK_EQ(v, 64);
+	CHECK(strcmp(rest, "MiB") == 0);
+	/* What strtoull takes and a number flag must not: a sign wraps round, blanks, overflow. */
+	static const char *bad[] = {"-0", "-1", "+3", " 3", "\t3", "", "3x", "18446744073709551616", "0x"};
+	v = 7;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK_EQ(text_u64(bad[i], 10, &v, NULL), -1);
+	CHECK_EQ(text_u64(NULL, 10, &v, NULL), -1);
+	CHECK_EQ(v, 7); /* left alone on every refusal */
+}
+
 TEST(wrong_types_and_ranges_are_refused)
 {
 	static const struct {
@@ -1503,6 +1525,7 @@ main(int argc, char **argv)
 	test_default_sink = diag_log_sink;
 	RUN(shipped_policies_load_and_validate);
 	RUN(typo_key_is_refused_with_nearest_name);
+	RUN(text_u64_takes_digits_only);
 	RUN(wrong_types_and_ranges_are_refused);
 	RUN(count_trigger_fires_at_n_and_cap_binds);
 	RUN(sweeper_honours_cap);
