@@ -724,6 +724,8 @@ all_rows_read_back(strata *db, uint32_t shard, int n)
 	return bad == 0;
 }
 
+static uint64_t os_total(strata *db, size_t off);
+
 TEST(engine_round_trip_on_azure_append_seal_merge_compact_reopen)
 {
 	char url[512];
@@ -784,6 +786,20 @@ TEST(engine_round_trip_on_azure_append_seal_merge_compact_reopen)
 		CHECK(all_rows_read_back(db, shard, n));
 		CHECK_EQ(strata_check(db, shard), 0);
 	}
+	/* Remote blocks stay in the block cache: reading every row again sends no request. */
+	uint64_t before = os_total(db, offsetof(struct objstore_op_stats, requests));
+	for (uint32_t shard = 0; shard < 2; shard++)
+		CHECK(all_rows_read_back(db, shard, n));
+	CHECK_EQ(os_total(db, offsetof(struct objstore_op_stats, requests)), before);
+	strata_close(db);
+	/* Without a cache every read goes to the store. */
+	o.block_cache_bytes = 0;
+	db = NULL;
+	REQUIRE_EQ(strata_open(&o, &db), 0);
+	CHECK(all_rows_read_back(db, 0, n));
+	before = os_total(db, offsetof(struct objstore_op_stats, requests));
+	CHECK(all_rows_read_back(db, 0, n));
+	CHECK(os_total(db, offsetof(struct objstore_op_stats, requests)) > before);
 	strata_close(db);
 	harness_rmrf(dir);
 	free(dir);
