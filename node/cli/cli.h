@@ -23,4 +23,9 @@ struct cli_shards {
 /** Add the numbers of path's "shard-N" entries to sl (a missing path adds none). */
 void cli_scan_shard_dirs(const char *path, struct cli_shards *sl);
 
+struct objstore;
+/** Add the numbers of the "shard-N/" prefixes of os's keys to sl. 0, or the listing's
+ *  error code (diag set). */
+int cli_scan_shard_store(struct objstore *os, struct cli_shards *sl);
+
 #endif

@@ -35,8 +35,10 @@ usage(FILE *f)
 		"  policy check [--run] FILE        validate a policy: resolved settings or every error;\n"
 		"                                   --run also runs every hook on a simulated node\n"
 		"  load SCRIPT.lua [FLAGS]          run a scripted load test (strata load --help)\n"
-		"  inspect DIR [--json] [--verify]  print each shard's manifest, generations, base runs\n"
-		"                                   and WAL segments (read-only; works on a live node's DIR);\n"
+		"  inspect (DIR | --store URL [DIR]) [--json] [--verify]\n"
+		"                                   print each shard's manifest, generations, base runs,\n"
+		"                                   WAL segments and WAL objects (read-only; works on a live\n"
+		"                                   node's DIR or store);\n"
 		"                                   --verify also checks every run block and every WAL entry\n"
 		"                                   the way an open does: exit 1 when an open would refuse DIR\n"
 		"  repair DIR [--truncate-wal] [--json]\n"
@@ -159,6 +161,52 @@ inspect_log_cb(void *ctx, uint64_t version, int is_snapshot, const struct manife
 	return 0;
 }
 
+/**
+ * wal = store: the shard's WAL objects into js ("wal_objects", "wal_object_count",
+ * "wal_epoch_object"; nothing when the store holds none). An object wholly below the
+ * cursor (the next one starts at or below replay_after + 1) is one an open only reads the
+ * header of, to collect it; the others it replays whole. So with verify a damaged
+ * header anywhere, or a damaged entry above the cursor, is a failure, as for an open.
+ */
+static void
+inspect_wal_objects(json_t *js, struct objstore *os, const char *prefix, uint64_t replay_after,
+		    int verify, int *failures)
+{
+	char wprefix[64];
+	snprintf(wprefix, sizeof(wprefix), "%swal/", prefix);
+	static struct wal_object_info objs[INSPECT_MAX_SEGS];
+	uint64_t epoch = 0;
+	int n = wal_inspect_store(os, wprefix, verify, objs, INSPECT_MAX_SEGS, &epoch);
+	if (n < 0) {
+		json_object_set_new(js, "wal_objects_error", json_string(diag_last()));
+		(*failures)++;
+		return;
+	}
+	if (n == 0 && epoch == 0)
+		return;
+	int shown = n < INSPECT_MAX_SEGS ? n : INSPECT_MAX_SEGS;
+	json_t *arr = json_array();
+	for (int i = 0; i < shown; i++) {
+		const struct wal_object_info *o = &objs[i];
+		int header_bad = strcmp(o->kind, "?") == 0;
+		int below = (i + 1 < shown && objs[i + 1].first_seq <= replay_after + 1) ||
+			    (!header_bad && o->last_seq <= replay_after);
+		const char *state = o->why[0] == '\0' ? (below ? "below_cursor" : "replayed")
+				    : header_bad || !below ? "invalid"
+							   : "invalid_below_cursor";
+		if (verify && strcmp(state, "invalid") == 0)
+			(*failures)++;
+		json_array_append_new(
+			arr, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s}", "object", o->name, "kind",
+				       o->kind, "epoch", (json_int_t)o->epoch, "first_seq", (json_int_t)o->first_seq,
+				       "last_seq", (json_int_t)o->last_seq, "entries", (json_int_t)o->entries,
+				       "bytes", (json_int_t)o->bytes, "state", state, "why", o->why));
+	}
+	json_object_set_new(js, "wal_objects", arr);
+	json_object_set_new(js, "wal_object_count", json_integer(n));
+	json_object_set_new(js, "wal_epoch_object", json_integer((json_int_t)epoch));
+}
+
 /** Inspect one shard into a JSON object; errors are reported inside it. */
 static json_t *
 inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify, int *failures)
@@ -214,7 +262,7 @@ inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify
 	if (verify)
 		json_object_set_new(js, "verify_errors", bad);
 
-	DIR *d = opendir(wal_dir);
+	DIR *d = wal_root[0] != '\0' ? opendir(wal_dir) : NULL; /* "": no DIR, only a store */
 	int have_wal = d != NULL;
 	if (d != NULL)
 		closedir(d);
@@ -241,10 +289,12 @@ inspect_shard(const char *wal_root, struct objstore *os, unsigned id, int verify
 		json_object_set_new(js, "wal_segments", segs);
 		json_object_set_new(js, "wal_segment_count", json_integer(n));
 	}
+	if (os != NULL)
+		inspect_wal_objects(js, os, prefix, replay_after, verify, failures);
 	if (verify) {
 		/* Exactly what an open would refuse the WAL with (file and offset). */
 		char why[4400];
-		rc = wal_check_dir(wal_dir, replay_after, 0);
+		rc = have_wal ? wal_check_dir(wal_dir, replay_after, 0) : 0;
 		if (rc != 0)
 			snprintf(why, sizeof(why), "%s", diag_last());
 		else if (have_wal && fence_check(wal_dir, json_is_object(json_object_get(js, "manifest")),
@@ -356,12 +406,50 @@ print_text(json_t *shard)
 			       (long long)json_integer_value(json_object_get(o, "entries")), bytes, note);
 		}
 	}
+	json_t *oerr = json_object_get(shard, "wal_objects_error");
+	json_t *wobjs = json_object_get(shard, "wal_objects");
+	if (oerr) {
+		printf("  wal objects: ERROR %s\n", json_string_value(oerr));
+	} else if (wobjs) {
+		printf("  wal objects: %lld, the epoch object names epoch %lld\n",
+		       (long long)json_integer_value(json_object_get(shard, "wal_object_count")),
+		       (long long)json_integer_value(json_object_get(shard, "wal_epoch_object")));
+		size_t i;
+		json_t *o;
+		json_array_foreach(wobjs, i, o)
+		{
+			const char *state = json_string_value(json_object_get(o, "state"));
+			char note[512] = "";
+			if (strcmp(state, "below_cursor") == 0)
+				snprintf(note, sizeof(note), "  (below the cursor: %s)",
+					 strcmp(json_string_value(json_object_get(o, "kind")), "batch") == 0
+						 ? "the next open collects it"
+						 : "a marker, kept");
+			else if (strcmp(state, "invalid") == 0)
+				snprintf(note, sizeof(note), "  INVALID: %s", json_string_value(json_object_get(o, "why")));
+			else if (strcmp(state, "invalid_below_cursor") == 0)
+				snprintf(note, sizeof(note), "  damaged, below the cursor (an open collects it unread): %s",
+					 json_string_value(json_object_get(o, "why")));
+			printf("    %s  %s  epoch %lld  seq %lld..%lld  entries %lld  bytes %lld%s\n",
+			       json_string_value(json_object_get(o, "object")),
+			       json_string_value(json_object_get(o, "kind")),
+			       (long long)json_integer_value(json_object_get(o, "epoch")),
+			       (long long)json_integer_value(json_object_get(o, "first_seq")),
+			       (long long)json_integer_value(json_object_get(o, "last_seq")),
+			       (long long)json_integer_value(json_object_get(o, "entries")),
+			       (long long)json_integer_value(json_object_get(o, "bytes")), note);
+		}
+	}
 	json_t *ve = json_object_get(shard, "verify_errors");
 	json_t *wv = json_object_get(shard, "wal_verify");
 	if (ve == NULL)
 		return;
+	int objs_ok = oerr == NULL;
+	size_t oi;
+	json_t *oo;
+	json_array_foreach(wobjs, oi, oo) objs_ok &= strcmp(json_string_value(json_object_get(oo, "state")), "invalid") != 0;
 	int ok = json_array_size(ve) == 0 && err == NULL && werr == NULL && wv != NULL &&
-		 strcmp(json_string_value(wv), "ok") == 0;
+		 strcmp(json_string_value(wv), "ok") == 0 && objs_ok;
 	printf("  verify: %s\n", ok ? "ok" : "FAILED");
 	size_t i;
 	json_t *o;
@@ -372,6 +460,13 @@ print_text(json_t *shard)
 		printf("    %s\n", json_string_value(werr));
 	if (wv && strcmp(json_string_value(wv), "ok") != 0)
 		printf("    %s\n", json_string_value(wv));
+	if (oerr)
+		printf("    %s\n", json_string_value(oerr));
+	json_array_foreach(wobjs, oi, oo)
+	{
+		if (strcmp(json_string_value(json_object_get(oo, "state")), "invalid") == 0)
+			printf("    %s\n", json_string_value(json_object_get(oo, "why")));
+	}
 	json_array_foreach(segs, i, o)
 	{
 		if (strcmp(json_string_value(json_object_get(o, "state")), "torn_tail") == 0)
@@ -385,19 +480,30 @@ print_text(json_t *shard)
 static int
 cmd_inspect(int argc, char **argv)
 {
-	const char *dir = NULL;
+	static const char usage_line[] = "usage: strata inspect (DIR | --store URL [DIR]) [--json] [--verify]\n";
+	const char *dir = NULL, *url = NULL;
 	int as_json = 0, verify = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			as_json = 1;
 		else if (strcmp(argv[i], "--verify") == 0)
 			verify = 1;
-		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			printf("usage: strata inspect DIR [--json] [--verify]\n"
-			       "  print each shard's manifest, generations, base runs and WAL segments\n"
-			       "  (read-only; works on a live node's DIR); --json as JSON; --verify also\n"
-			       "  checks every run block and every WAL entry the way an open does: exit 1\n"
-			       "  when an open would refuse DIR\n");
+		else if (strcmp(argv[i], "--store") == 0) {
+			if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+				fprintf(stderr, "strata inspect: --store needs a store URL\n");
+				return 2;
+			}
+			url = argv[++i];
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			printf("%s"
+			       "  print each shard's manifest, generations, base runs, WAL segments and, with\n"
+			       "  wal = store, WAL objects (read-only; works on a live node's DIR or store);\n"
+			       "  --store URL reads the manifests, runs and WAL objects from that object store\n"
+			       "  (azure://..., s3://...: the node's --store) instead of DIR/objects, and DIR,\n"
+			       "  when given too, for the local WAL; --json as JSON; --verify also checks every\n"
+			       "  run block and every WAL entry the way an open does: exit 1 when an open would\n"
+			       "  refuse the store\n",
+			       usage_line);
 			return 0;
 		} else if (argv[i][0] == '-') {
 			fprintf(stderr, "strata inspect: unknown flag %s\n", argv[i]);
@@ -409,34 +515,48 @@ cmd_inspect(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (dir == NULL) {
-		fprintf(stderr, "usage: strata inspect DIR [--json] [--verify]\n");
+	if (dir == NULL && url == NULL) {
+		fprintf(stderr, "%s", usage_line);
 		return 2;
 	}
-	DIR *d = opendir(dir);
-	if (d == NULL) {
-		fprintf(stderr, "strata inspect: cannot open %s: %s\n", dir, strerror(errno));
-		return 1;
+	DIR *d = NULL;
+	if (dir != NULL) {
+		d = opendir(dir);
+		if (d == NULL) {
+			fprintf(stderr, "strata inspect: cannot open %s: %s\n", dir, strerror(errno));
+			return 1;
+		}
+		closedir(d);
 	}
-	closedir(d);
 	static struct cli_shards sl;
 	sl.n = 0;
-	char path[4096], wal_root[STORE_WAL_ROOT_MAX];
-	if (store_wal_root(dir, wal_root, sizeof(wal_root)) != 0) {
+	char path[4096], wal_root[STORE_WAL_ROOT_MAX] = "";
+	if (dir != NULL && store_wal_root(dir, wal_root, sizeof(wal_root)) != 0) {
 		fprintf(stderr, "strata inspect: %s\n", diag_last());
 		return 1;
 	}
-	cli_scan_shard_dirs(wal_root, &sl);
-	snprintf(path, sizeof(path), "%s/objects", dir);
-	cli_scan_shard_dirs(path, &sl);
+	if (dir != NULL)
+		cli_scan_shard_dirs(wal_root, &sl);
 	struct objstore *os = NULL;
-	d = opendir(path); /* read-only: never create DIR/objects */
-	if (d != NULL)
-		closedir(d);
-	if (d != NULL && sl.n > 0 && objstore_fs_new(path, &os) != 0) {
-		fprintf(stderr, "strata inspect: %s\n", diag_last());
-		return 1;
+	if (url != NULL) {
+		if (objstore_url_new(url, &os) != 0 || cli_scan_shard_store(os, &sl) != 0) {
+			fprintf(stderr, "strata inspect: %s\n", diag_last());
+			objstore_destroy(os);
+			return 1;
+		}
+	} else {
+		snprintf(path, sizeof(path), "%s/objects", dir);
+		cli_scan_shard_dirs(path, &sl);
+		d = opendir(path); /* read-only: never create DIR/objects */
+		if (d != NULL)
+			closedir(d);
+		if (d != NULL && sl.n > 0 && objstore_fs_new(path, &os) != 0) {
+			fprintf(stderr, "strata inspect: %s\n", diag_last());
+			return 1;
+		}
 	}
+	if (dir == NULL)
+		dir = url;
 	int failures = 0;
 	json_t *shards = json_array();
 	for (unsigned i = 0; i < sl.n; i++)

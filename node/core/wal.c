@@ -2072,6 +2072,76 @@ wal_store_has_rows(struct objstore *os, const char *prefix, uint64_t replay_afte
 	return rc;
 }
 
+int
+wal_inspect_store(struct objstore *os, const char *prefix, int verify, struct wal_object_info *infos,
+		  int max, uint64_t *epoch)
+{
+	*epoch = 0;
+	if (os == NULL || prefix == NULL || (infos == NULL && max > 0))
+		return diag_set(STRATA_EINVAL, "wal: inspect needs a store and a prefix");
+	/* An inspecting handle: no limit on entries but the format's, no reaper, no owner. */
+	struct wal w = {.os = os, .prefix = (char *)prefix, .max_entry = UINT32_MAX};
+	struct wal_listing l = {.w = &w};
+	int rc = objstore_list(os, prefix, wal_listing_cb, &l);
+	if (rc == 0 && wal_store_epoch_read(&w, epoch) != 0) {
+		*epoch = 0; /* a damaged epoch object is not the listing's failure: say so and go on */
+		diag_log(LOG_LVL_WARN, "%s", diag_last());
+	}
+	struct buf b = {0};
+	int n = 0;
+	for (size_t i = 0; rc == 0 && i < l.n; i++) {
+		if (n >= max) {
+			n++;
+			continue;
+		}
+		struct wal_object_info *in = &infos[n];
+		memset(in, 0, sizeof(*in));
+		snprintf(in->name, sizeof(in->name), "%020" PRIu64, l.v[i].first);
+		in->bytes = l.v[i].size;
+		in->kind = "?";
+		in->first_seq = l.v[i].first; /* the key names it; a whole header says the same */
+		char key[512];
+		wal_obj_key(&w, l.v[i].first, key, sizeof(key));
+		size_t got = 0;
+		buf_reset(&b);
+		int r;
+		if (verify) {
+			r = objstore_get(os, key, &b);
+		} else {
+			r = buf_reserve(&b, WAL_OBJ_HDR);
+			if (r == 0)
+				r = objstore_get_range(os, key, 0, WAL_OBJ_HDR, b.data, &got);
+			b.len = got;
+		}
+		if (r == STRATA_NOTFOUND)
+			continue; /* a running node released it since the listing */
+		if (r != 0) {
+			snprintf(in->why, sizeof(in->why), "%s", diag_last());
+			n++;
+			continue;
+		}
+		struct wal_obj o;
+		uint64_t ep = 0;
+		uint32_t ne = 0;
+		r = wal_obj_check_header(&w, key, l.v[i].first, b.data, b.len, &o, &ep, &ne);
+		if (r == 0) {
+			in->kind = wal_obj_kind_name(o.kind);
+			in->epoch = ep;
+			in->first_seq = o.first_seq;
+			in->last_seq = o.last_seq;
+			in->entries = ne;
+			if (verify)
+				r = wal_obj_replay(&w, key, l.v[i].first, b.data, b.len, 0, NULL, NULL, &o, &ep);
+		}
+		if (r != 0)
+			snprintf(in->why, sizeof(in->why), "%s", diag_last());
+		n++;
+	}
+	buf_destroy(&b);
+	env.free(l.v);
+	return rc ? rc : n;
+}
+
 void
 wal_store_stats(struct wal *w, uint64_t *gaps, uint64_t *gaps_closed, uint64_t *stale_collected)
 {

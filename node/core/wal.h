@@ -200,6 +200,31 @@ void wal_close(struct wal *w);
 /** wal = store: whether the WAL objects under prefix hold rows after replay_after (a
  *  shard opened with wal = local must not ignore them). Read-only. */
 int wal_store_has_rows(struct objstore *os, const char *prefix, uint64_t replay_after, int *has);
+/** One object of a WAL on an object store, as wal_inspect_store sees it. */
+struct wal_object_info {
+	/** Key, relative to the WAL's prefix (20 digits: its first position). */
+	char name[32];
+	/** Object size in bytes. */
+	uint64_t bytes;
+	/** "batch", "fence", "void", or "?" when the header is unreadable. */
+	const char *kind;
+	/** Owner epoch, last position and entries its header names (0 when unreadable);
+	 *  first_seq is the position its key names. */
+	uint64_t epoch, first_seq, last_seq;
+	uint32_t entries;
+	/** Why the object is corrupt ("" when its header, and with verify every entry, is
+	 *  whole); the message an open would fail with. */
+	char why[300];
+};
+
+/** Read-only scan of the WAL objects under prefix (`shard-NNNN/wal/`) for `strata
+ *  inspect`: each object's header, or with verify the whole object (every entry's
+ *  checksums and positions, as an open replays it). Fills up to max infos in position
+ *  order and *epoch with what the epoch object names (0: none); returns the number of
+ *  objects (may exceed max) or a negative code when the listing fails. An object that is
+ *  deleted between the listing and its read is skipped. */
+int wal_inspect_store(struct objstore *os, const char *prefix, int verify, struct wal_object_info *infos,
+		      int max, uint64_t *epoch);
 /** wal = store: gaps the open met, gaps this writer closed, and objects below the cursor
  *  its open found left over and queued for deletion. */
 void wal_store_stats(struct wal *w, uint64_t *gaps, uint64_t *gaps_closed, uint64_t *stale_collected);

@@ -164,6 +164,16 @@ if [ -n "$addr" ]; then
 	wait_lines "$loc/kill.acked" 30
 	kill -9 "$spid"; wait "$spid" 2>/dev/null
 	wait "$apid"
+	# strata inspect --store reads the dead node's WAL objects from the container: every
+	# object whole (--verify), the unsealed rows' batches among them.
+	"$BUILD/strata" inspect --store "$wurl" --verify --json >"$loc/inspect.json" 2>"$loc/inspect.err"
+	irc=$?
+	nbatch=$(grep -c '"kind": "batch"' "$loc/inspect.json")
+	ri=1
+	[ "$irc" = 0 ] && [ "$nbatch" -ge 1 ] && grep -q '"verify": "ok"' "$loc/inspect.json" &&
+		grep -q '"state": "replayed"' "$loc/inspect.json" && ri=0
+	check "inspect_store_lists_and_verifies_the_wal_objects" $ri \
+		"exit $irc, $nbatch batches; $(head -c 600 "$loc/inspect.err")"
 	start_node "$loc/k2" --shards 1
 	if [ -n "$addr" ]; then
 		nacked=$(wc -l <"$loc/kill.acked")
