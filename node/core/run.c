@@ -557,6 +557,36 @@ run_frame_encode(ZSTD_CCtx *cctx, int level, const uint8_t *raw, size_t n, struc
 	return 0;
 }
 
+/** Check a frame's length and checksum; *body: its length less the checksum, codec byte first. */
+static int
+run_frame_check(struct objstore *os, const char *key, const char *what, const uint8_t *frame,
+		size_t len, size_t *body)
+{
+	if (len < RUN_FRAME_OVERHEAD)
+		return run_corrupt(os, key, "%s: frame of %zu bytes is too short", what, len);
+	*body = len - 4;
+	uint32_t want = dec_u32(frame + *body);
+	uint32_t got = crc32c(0, frame, *body);
+	if (want != got)
+		return run_corrupt(os, key, "%s: checksum mismatch (stored %08x, computed %08x)",
+				   what, want, got);
+	return 0;
+}
+
+/** Decompress a checked zstd frame of body bytes into dst (room for raw_len), which it must fill. */
+static int
+run_frame_unzstd(struct objstore *os, const char *key, const char *what, const uint8_t *frame,
+		 size_t body, uint64_t raw_len, ZSTD_DCtx *dctx, uint8_t *dst)
+{
+	size_t n = ZSTD_decompressDCtx(dctx, dst, raw_len, frame + 1, body - 1);
+	if (ZSTD_isError(n))
+		return run_corrupt(os, key, "%s: zstd: %s", what, ZSTD_getErrorName(n));
+	if (n != raw_len)
+		return run_corrupt(os, key, "%s: decompressed to %zu bytes, expected %llu",
+				   what, n, (unsigned long long)raw_len);
+	return 0;
+}
+
 /**
  * Verify a frame and produce its raw bytes: *raw points into frame (raw codec) or into
  * scratch (zstd, decompressed with dctx). what names the part for messages.
@@ -566,14 +596,10 @@ run_frame_decode(struct objstore *os, const char *key, const char *what, const u
 		 size_t len, uint64_t raw_len, ZSTD_DCtx *dctx, struct buf *scratch,
 		 const uint8_t **raw)
 {
-	if (len < RUN_FRAME_OVERHEAD)
-		return run_corrupt(os, key, "%s: frame of %zu bytes is too short", what, len);
-	size_t body = len - 4;
-	uint32_t want = dec_u32(frame + body);
-	uint32_t got = crc32c(0, frame, body);
-	if (want != got)
-		return run_corrupt(os, key, "%s: checksum mismatch (stored %08x, computed %08x)",
-				   what, want, got);
+	size_t body;
+	int rc = run_frame_check(os, key, what, frame, len, &body);
+	if (rc)
+		return rc;
 	if (raw_len > RUN_MAX_RAW)
 		return run_corrupt(os, key, "%s: raw length %llu over the limit", what,
 				   (unsigned long long)raw_len);
@@ -589,13 +615,10 @@ run_frame_decode(struct objstore *os, const char *key, const char *what, const u
 		if (buf_reserve(scratch, raw_len ? raw_len : 1))
 			return diag_set(STRATA_ENOMEM, "run %s: %s: cannot allocate %llu bytes", key,
 					what, (unsigned long long)raw_len);
-		size_t n = ZSTD_decompressDCtx(dctx, scratch->data, raw_len, frame + 1, body - 1);
-		if (ZSTD_isError(n))
-			return run_corrupt(os, key, "%s: zstd: %s", what, ZSTD_getErrorName(n));
-		if (n != raw_len)
-			return run_corrupt(os, key, "%s: decompressed to %zu bytes, expected %llu",
-					   what, n, (unsigned long long)raw_len);
-		scratch->len = n;
+		rc = run_frame_unzstd(os, key, what, frame, body, raw_len, dctx, scratch->data);
+		if (rc)
+			return rc;
+		scratch->len = raw_len;
 		*raw = scratch->data;
 		return 0;
 	}
@@ -1163,14 +1186,10 @@ static int
 run_frame_decode_to(struct objstore *os, const char *key, const char *what, const uint8_t *frame,
 		    size_t len, uint64_t raw_len, ZSTD_DCtx *dctx, uint8_t *dst)
 {
-	if (len < RUN_FRAME_OVERHEAD)
-		return run_corrupt(os, key, "%s: frame of %zu bytes is too short", what, len);
-	size_t body = len - 4;
-	uint32_t want = dec_u32(frame + body);
-	uint32_t got = crc32c(0, frame, body);
-	if (want != got)
-		return run_corrupt(os, key, "%s: checksum mismatch (stored %08x, computed %08x)",
-				   what, want, got);
+	size_t body;
+	int rc = run_frame_check(os, key, what, frame, len, &body);
+	if (rc)
+		return rc;
 	switch (frame[0]) {
 	case RUN_CODEC_RAW:
 		if (body - 1 != raw_len)
@@ -1179,15 +1198,8 @@ run_frame_decode_to(struct objstore *os, const char *key, const char *what, cons
 		if (raw_len > 0)
 			memcpy(dst, frame + 1, raw_len);
 		return 0;
-	case RUN_CODEC_ZSTD: {
-		size_t n = ZSTD_decompressDCtx(dctx, dst, raw_len, frame + 1, body - 1);
-		if (ZSTD_isError(n))
-			return run_corrupt(os, key, "%s: zstd: %s", what, ZSTD_getErrorName(n));
-		if (n != raw_len)
-			return run_corrupt(os, key, "%s: decompressed to %zu bytes, expected %llu",
-					   what, n, (unsigned long long)raw_len);
-		return 0;
-	}
+	case RUN_CODEC_ZSTD:
+		return run_frame_unzstd(os, key, what, frame, body, raw_len, dctx, dst);
 	default:
 		return run_corrupt(os, key, "%s: unknown codec %u", what, frame[0]);
 	}

@@ -986,16 +986,26 @@ wrap_plan(struct store *db, uint32_t shard, struct shard_plan *p, strata_plan **
 	return 0;
 }
 
+/** The shard a prepare call names, with its plan pointer checked and cleared. */
 static int
-store_prepare_merge_in(struct store *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
+prepare_shard(struct store *db, uint32_t shard, strata_plan **plan, struct shard **s)
 {
-	struct shard *s = NULL;
-	int rc = shard_of(db, shard, &s);
+	int rc = shard_of(db, shard, s);
 	if (rc)
 		return rc;
 	if (plan == NULL)
 		return diag_set(STRATA_EINVAL, "prepare: NULL plan pointer");
 	*plan = NULL;
+	return 0;
+}
+
+static int
+store_prepare_merge_in(struct store *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
+{
+	struct shard *s = NULL;
+	int rc = prepare_shard(db, shard, plan, &s);
+	if (rc)
+		return rc;
 	struct shard_plan *p;
 	rc = shard_prepare_merge(s, max_generations, &p);
 	return rc ? rc : wrap_plan(db, shard, p, plan);
@@ -1005,12 +1015,9 @@ static int
 store_prepare_compact_in(struct store *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
 {
 	struct shard *s = NULL;
-	int rc = shard_of(db, shard, &s);
+	int rc = prepare_shard(db, shard, plan, &s);
 	if (rc)
 		return rc;
-	if (plan == NULL)
-		return diag_set(STRATA_EINVAL, "prepare: NULL plan pointer");
-	*plan = NULL;
 	struct shard_plan *p;
 	rc = shard_prepare_compact(s, max_runs, &p);
 	return rc ? rc : wrap_plan(db, shard, p, plan);

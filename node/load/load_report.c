@@ -48,6 +48,27 @@ rep_lat_header(FILE *f)
 	fprintf(f, " %9s", "max");
 }
 
+/** The latency cells of s, corrected then uncorrected, ending both rows. */
+static void
+rep_lat_rows(FILE *f, const struct load_stat *s)
+{
+	rep_lat_cells(f, s->lat);
+	fprintf(f, "  corrected\n%-20s %-18s %9s %9s %10s %6s %7s |", "", "", "", "", "", "", "");
+	rep_lat_cells(f, s->raw);
+	fprintf(f, "  uncorrected\n");
+}
+
+/** The kinds in e, each with its count and sample messages. */
+static void
+rep_kinds(FILE *f, const struct load_errors *e)
+{
+	for (unsigned i = 0; i < e->n; i++) {
+		fprintf(f, "  %-18s %llu\n", e->kind[i], (unsigned long long)e->count[i]);
+		for (int j = 0; j < LOAD_ERROR_SAMPLES && e->sample[i][j][0]; j++)
+			fprintf(f, "      e.g. %s\n", e->sample[i][j]);
+	}
+}
+
 void
 load_report_summary(struct load_run *run, void *fp)
 {
@@ -72,10 +93,7 @@ load_report_summary(struct load_run *run, void *fp)
 			(unsigned long long)s->stat->count, sd > 0 ? (double)s->stat->count / sd : 0,
 			sd > 0 ? (double)s->stat->rows / sd : 0, (unsigned long long)s->stat->errors,
 			(unsigned long long)s->dropped);
-		rep_lat_cells(f, s->stat->lat);
-		fprintf(f, "  corrected\n%-20s %-18s %9s %9s %10s %6s %7s |", "", "", "", "", "", "", "");
-		rep_lat_cells(f, s->stat->raw);
-		fprintf(f, "  uncorrected\n");
+		rep_lat_rows(f, s->stat);
 		for (unsigned j = 0; j < s->nstages; j++) {
 			const struct load_stat *st = s->stages[j].stat;
 			if (st == NULL)
@@ -102,10 +120,7 @@ load_report_summary(struct load_run *run, void *fp)
 			fprintf(f, "%-20s %-18s %9llu %9.1f %10.1f %6llu %7s |", s->name, "",
 				(unsigned long long)s->count, dur > 0 ? (double)s->count / dur : 0,
 				dur > 0 ? (double)s->rows / dur : 0, (unsigned long long)s->errors, "");
-			rep_lat_cells(f, s->lat);
-			fprintf(f, "  corrected\n%-20s %-18s %9s %9s %10s %6s %7s |", "", "", "", "", "", "", "");
-			rep_lat_cells(f, s->raw);
-			fprintf(f, "  uncorrected\n");
+			rep_lat_rows(f, s);
 		}
 	}
 
@@ -113,18 +128,10 @@ load_report_summary(struct load_run *run, void *fp)
 	if (run->interrupted)
 		fprintf(f, " (and %llu iterations interrupted at the end)", (unsigned long long)run->interrupted);
 	fprintf(f, "\n");
-	for (unsigned i = 0; i < run->errors.n; i++) {
-		fprintf(f, "  %-18s %llu\n", run->errors.kind[i], (unsigned long long)run->errors.count[i]);
-		for (int j = 0; j < LOAD_ERROR_SAMPLES && run->errors.sample[i][j][0]; j++)
-			fprintf(f, "      e.g. %s\n", run->errors.sample[i][j]);
-	}
+	rep_kinds(f, &run->errors);
 	fprintf(f, "busy: %llu (the node was busy with the shard: not errors)\n",
 		(unsigned long long)run->busy.total);
-	for (unsigned i = 0; i < run->busy.n; i++) {
-		fprintf(f, "  %-18s %llu\n", run->busy.kind[i], (unsigned long long)run->busy.count[i]);
-		for (int j = 0; j < LOAD_ERROR_SAMPLES && run->busy.sample[i][j][0]; j++)
-			fprintf(f, "      e.g. %s\n", run->busy.sample[i][j]);
-	}
+	rep_kinds(f, &run->busy);
 	if (run->track != NULL) {
 		fprintf(f,
 			"verify: %llu acknowledged keys, %llu read back: lost_rows %llu (missing %llu, different "
@@ -661,14 +668,52 @@ rep_table_lat(struct buf *b, const struct hist *h)
 	hp(b, "<td>%.3f</td>", rep_ms(hist_max(h)));
 }
 
+/** The percentile and max headers, ending the header row. */
+static void
+rep_table_lat_header(struct buf *b)
+{
+	for (size_t i = 0; i < REP_NPCTS; i++)
+		hp(b, "<th>%s ms</th>", rep_pcts[i].label);
+	hp(b, "<th>max ms</th></tr>\n");
+}
+
+/** The latency cells of s, corrected then uncorrected, ending both rows. */
+static void
+rep_table_lat_rows(struct buf *b, const struct load_stat *s)
+{
+	rep_table_lat(b, s->lat);
+	hp(b, "</tr><tr class=\"u\"><td>uncorrected</td>");
+	rep_table_lat(b, s->raw);
+	hp(b, "</tr>\n");
+}
+
+/** A table of the kinds in e, what naming a kind in the header; nothing when e is empty. */
+static void
+rep_table_kinds(struct buf *b, const struct load_errors *e, const char *what)
+{
+	if (e->n == 0)
+		return;
+	hp(b, "<table><tr><th>%s</th><th>count</th><th>examples</th></tr>", what);
+	for (unsigned i = 0; i < e->n; i++) {
+		hp(b, "<tr><td>");
+		hesc(b, e->kind[i]);
+		hp(b, "</td><td>%llu</td><td>", (unsigned long long)e->count[i]);
+		for (int j = 0; j < LOAD_ERROR_SAMPLES && e->sample[i][j][0]; j++) {
+			hp(b, "<code>");
+			hesc(b, e->sample[i][j]);
+			hp(b, "</code><br>");
+		}
+		hp(b, "</td></tr>");
+	}
+	hp(b, "</table>\n");
+}
+
 static void
 rep_html_tables(struct buf *b, struct load_run *run, double dur)
 {
 	hp(b, "<h2>Scenarios</h2><table><tr><th>scenario</th><th>model</th><th>window</th><th>iterations</th>"
 	      "<th>iters/s</th><th>rows/s</th><th>errors</th><th>dropped</th><th></th>");
-	for (size_t i = 0; i < REP_NPCTS; i++)
-		hp(b, "<th>%s ms</th>", rep_pcts[i].label);
-	hp(b, "<th>max ms</th></tr>\n");
+	rep_table_lat_header(b);
 	for (unsigned i = 0; i < run->nscn; i++) {
 		const struct load_scn *s = run->scn[i];
 		double sd = load_scn_seconds(run, s);
@@ -682,16 +727,11 @@ rep_html_tables(struct buf *b, struct load_run *run, double dur)
 		   (double)s->start / 1e9, (double)s->end / 1e9, (unsigned long long)s->stat->count,
 		   sd > 0 ? (double)s->stat->count / sd : 0, sd > 0 ? (double)s->stat->rows / sd : 0,
 		   (unsigned long long)s->stat->errors, (unsigned long long)s->dropped);
-		rep_table_lat(b, s->stat->lat);
-		hp(b, "</tr><tr class=\"u\"><td>uncorrected</td>");
-		rep_table_lat(b, s->stat->raw);
-		hp(b, "</tr>\n");
+		rep_table_lat_rows(b, s->stat);
 	}
 	hp(b, "</table>\n<h2>Verbs</h2><table><tr><th>verb</th><th>requests</th><th>req/s</th><th>rows/s</th>"
 	      "<th>errors</th><th>busy</th><th></th>");
-	for (size_t i = 0; i < REP_NPCTS; i++)
-		hp(b, "<th>%s ms</th>", rep_pcts[i].label);
-	hp(b, "<th>max ms</th></tr>\n");
+	rep_table_lat_header(b);
 	for (int v = 0; v < LOAD_VERB_COUNT; v++) {
 		const struct load_stat *s = run->verb[v];
 		if (s == NULL)
@@ -702,44 +742,13 @@ rep_html_tables(struct buf *b, struct load_run *run, double dur)
 		   s->name, (unsigned long long)s->count, dur > 0 ? (double)s->count / dur : 0,
 		   dur > 0 ? (double)s->rows / dur : 0, (unsigned long long)s->errors,
 		   (unsigned long long)s->busy);
-		rep_table_lat(b, s->lat);
-		hp(b, "</tr><tr class=\"u\"><td>uncorrected</td>");
-		rep_table_lat(b, s->raw);
-		hp(b, "</tr>\n");
+		rep_table_lat_rows(b, s);
 	}
 	hp(b, "</table>\n<h2>Errors: %llu</h2>", (unsigned long long)run->errors.total);
-	if (run->errors.n > 0) {
-		hp(b, "<table><tr><th>kind</th><th>count</th><th>examples</th></tr>");
-		for (unsigned i = 0; i < run->errors.n; i++) {
-			hp(b, "<tr><td>");
-			hesc(b, run->errors.kind[i]);
-			hp(b, "</td><td>%llu</td><td>", (unsigned long long)run->errors.count[i]);
-			for (int j = 0; j < LOAD_ERROR_SAMPLES && run->errors.sample[i][j][0]; j++) {
-				hp(b, "<code>");
-				hesc(b, run->errors.sample[i][j]);
-				hp(b, "</code><br>");
-			}
-			hp(b, "</td></tr>");
-		}
-		hp(b, "</table>\n");
-	}
+	rep_table_kinds(b, &run->errors, "kind");
 	hp(b, "<h2>Busy: %llu</h2><p>Requests the node answered busy with the shard (429, 409, 503 "
 	      "&ldquo;busy&rdquo;): not errors.</p>\n", (unsigned long long)run->busy.total);
-	if (run->busy.n > 0) {
-		hp(b, "<table><tr><th>verb</th><th>count</th><th>examples</th></tr>");
-		for (unsigned i = 0; i < run->busy.n; i++) {
-			hp(b, "<tr><td>");
-			hesc(b, run->busy.kind[i]);
-			hp(b, "</td><td>%llu</td><td>", (unsigned long long)run->busy.count[i]);
-			for (int j = 0; j < LOAD_ERROR_SAMPLES && run->busy.sample[i][j][0]; j++) {
-				hp(b, "<code>");
-				hesc(b, run->busy.sample[i][j]);
-				hp(b, "</code><br>");
-			}
-			hp(b, "</td></tr>");
-		}
-		hp(b, "</table>\n");
-	}
+	rep_table_kinds(b, &run->busy, "verb");
 	if (run->track != NULL) {
 		hp(b, "<h2>Verification</h2><p>%llu acknowledged keys, %llu read back: <b>lost_rows %llu</b> "
 		      "(missing %llu, different value %llu), uncertain %llu, unverified %llu, read errors %llu.</p>\n",
@@ -775,6 +784,50 @@ rep_html_tables(struct buf *b, struct load_run *run, double dur)
 		}
 		hp(b, "</table>\n");
 	}
+}
+
+/**
+ * l as the rate per second of s's iterations or requests in each interval, or of its rows where rows
+ * is set; -1 on ENOMEM.
+ */
+static int
+rep_line_rate(struct rep_line *l, const struct load_stat *s, const char *color, int rows)
+{
+	memset(l, 0, sizeof(*l));
+	snprintf(l->name, sizeof(l->name), "%s", s->name);
+	l->color = color;
+	if (rep_line_alloc(l, s->nseries) != 0)
+		return -1;
+	for (size_t j = 0; j < s->nseries; j++) {
+		double dt = j == 0 ? s->series[0].t : s->series[j].t - s->series[j - 1].t;
+		uint64_t v = rows ? s->series[j].rows : s->series[j].count;
+		l->x[l->n] = s->series[j].t;
+		l->y[l->n] = dt > 0 ? (double)v / dt : 0;
+		l->n++;
+	}
+	return 0;
+}
+
+/**
+ * l[0] and l[1] as the corrected and the uncorrected (dashed) latency by percentile of s, both in
+ * color; -1 on ENOMEM. Both lines are set up either way, so that both are freed.
+ */
+static int
+rep_lines_pct(struct rep_line *l, const struct load_stat *s, const char *color)
+{
+	int oom = 0;
+	memset(&l[0], 0, sizeof(l[0]));
+	snprintf(l[0].name, sizeof(l[0].name), "%s", s->name);
+	l[0].color = color;
+	if (rep_line_pct(&l[0], s->lat) != 0)
+		oom = 1;
+	memset(&l[1], 0, sizeof(l[1]));
+	snprintf(l[1].name, sizeof(l[1].name), "%s uncorrected", s->name);
+	l[1].color = color;
+	l[1].dashed = 1;
+	if (!oom && rep_line_pct(&l[1], s->raw) != 0)
+		oom = 1;
+	return oom ? -1 : 0;
 }
 
 static int
@@ -827,19 +880,9 @@ rep_html(struct load_run *run, struct buf *b)
 	hp(b, "<h2>Throughput over time</h2>");
 	for (unsigned i = 0; i < run->nscn && !oom; i++) {
 		const struct load_stat *s = run->scn[i]->stat;
-		struct rep_line *l = &lines[nl++];
-		memset(l, 0, sizeof(*l));
-		snprintf(l->name, sizeof(l->name), "%s", s->name);
-		l->color = rep_colors[i % REP_NCOLORS];
-		if (rep_line_alloc(l, s->nseries) != 0) {
+		if (rep_line_rate(&lines[nl++], s, rep_colors[i % REP_NCOLORS], 0) != 0) {
 			oom = 1;
 			break;
-		}
-		for (size_t j = 0; j < s->nseries; j++) {
-			double dt = j == 0 ? s->series[0].t : s->series[j].t - s->series[j - 1].t;
-			l->x[l->n] = s->series[j].t;
-			l->y[l->n] = dt > 0 ? (double)s->series[j].count / dt : 0;
-			l->n++;
 		}
 	}
 	if (!oom)
@@ -854,19 +897,9 @@ rep_html(struct load_run *run, struct buf *b)
 		const struct load_stat *s = run->scn[i]->stat;
 		if (s->rows == 0)
 			continue;
-		struct rep_line *l = &lines[nl++];
-		memset(l, 0, sizeof(*l));
-		snprintf(l->name, sizeof(l->name), "%s", s->name);
-		l->color = rep_colors[i % REP_NCOLORS];
-		if (rep_line_alloc(l, s->nseries) != 0) {
+		if (rep_line_rate(&lines[nl++], s, rep_colors[i % REP_NCOLORS], 1) != 0) {
 			oom = 1;
 			break;
-		}
-		for (size_t j = 0; j < s->nseries; j++) {
-			double dt = j == 0 ? s->series[0].t : s->series[j].t - s->series[j - 1].t;
-			l->x[l->n] = s->series[j].t;
-			l->y[l->n] = dt > 0 ? (double)s->series[j].rows / dt : 0;
-			l->n++;
 		}
 	}
 	if (any_rows && !oom)
@@ -911,19 +944,9 @@ rep_html(struct load_run *run, struct buf *b)
 	hp(b, "<h2>Latency by percentile</h2>");
 	for (unsigned i = 0; i < run->nscn && !oom; i++) {
 		const struct load_stat *s = run->scn[i]->stat;
-		struct rep_line *l = &lines[nl++];
-		memset(l, 0, sizeof(*l));
-		snprintf(l->name, sizeof(l->name), "%s", s->name);
-		l->color = rep_colors[i % REP_NCOLORS];
-		if (rep_line_pct(l, s->lat) != 0)
+		if (rep_lines_pct(&lines[nl], s, rep_colors[i % REP_NCOLORS]) != 0)
 			oom = 1;
-		l = &lines[nl++];
-		memset(l, 0, sizeof(*l));
-		snprintf(l->name, sizeof(l->name), "%s uncorrected", s->name);
-		l->color = rep_colors[i % REP_NCOLORS];
-		l->dashed = 1;
-		if (!oom && rep_line_pct(l, s->raw) != 0)
-			oom = 1;
+		nl += 2;
 	}
 	if (!oom)
 		rep_chart(b, "Iteration latency by percentile (ms, log scale)", "percentile", "ms", 1, 1, lines, nl,
@@ -935,19 +958,9 @@ rep_html(struct load_run *run, struct buf *b)
 		const struct load_stat *s = run->verb[v];
 		if (s == NULL)
 			continue;
-		struct rep_line *l = &lines[nl++];
-		memset(l, 0, sizeof(*l));
-		snprintf(l->name, sizeof(l->name), "%s", s->name);
-		l->color = rep_colors[vi % REP_NCOLORS];
-		if (rep_line_pct(l, s->lat) != 0)
+		if (rep_lines_pct(&lines[nl], s, rep_colors[vi % REP_NCOLORS]) != 0)
 			oom = 1;
-		l = &lines[nl++];
-		memset(l, 0, sizeof(*l));
-		snprintf(l->name, sizeof(l->name), "%s uncorrected", s->name);
-		l->color = rep_colors[vi % REP_NCOLORS];
-		l->dashed = 1;
-		if (!oom && rep_line_pct(l, s->raw) != 0)
-			oom = 1;
+		nl += 2;
 		vi++;
 	}
 	if (nl > 0 && !oom)

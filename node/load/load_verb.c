@@ -672,6 +672,40 @@ verb_rows_arg(lua_State *L)
 	}
 }
 
+/** opts.track of an options table at idx: whether the rows written are tracked (false turns it off). */
+static int
+verb_track(lua_State *L, int idx, struct load_run *run)
+{
+	int track = run->track != NULL;
+	if (lua_istable(L, idx)) {
+		lua_getfield(L, idx, "track");
+		if (lua_isboolean(L, -1) && !lua_toboolean(L, -1))
+			track = 0;
+		lua_pop(L, 1);
+	}
+	return track;
+}
+
+/**
+ * A request of the append verb for n rows to shard, with room for their row metadata and, in the batch
+ * format, the row count at the head of its body; *rc is 0, or not when that ran out of memory.
+ */
+static struct load_req *
+verb_append_req(lua_State *L, struct load_run *run, uint32_t shard, size_t n, int expect, int track,
+		int embedded, int *rc)
+{
+	struct load_req *r = verb_req(L, run, LOAD_VERB_APPEND);
+	r->shard = shard;
+	r->nrows = n;
+	r->expect = expect;
+	r->track = track;
+	r->batch = run->batch_format && !embedded;
+	*rc = buf_reserve(&r->rowmeta, n * sizeof(struct load_rowmeta));
+	if (*rc == 0 && r->batch)
+		*rc = buf_put_u32(&r->body, (uint32_t)n);
+	return r;
+}
+
 /* ctx:append(shard, rows | row | key, value [, {expect=, track=}]) -> last_seq | nil, msg, kind */
 static int
 l_append(lua_State *L)
@@ -681,28 +715,15 @@ l_append(lua_State *L)
 	uint32_t shard = verb_shard(L, 2, "append");
 	verb_rows_arg(L);
 	int expect = verb_expect(L, 4, "append");
-	int track = run->track != NULL;
-	if (lua_istable(L, 4)) {
-		lua_getfield(L, 4, "track");
-		if (lua_isboolean(L, -1) && !lua_toboolean(L, -1))
-			track = 0;
-		lua_pop(L, 1);
-	}
+	int track = verb_track(L, 4, run);
 	size_t n = lua_objlen(L, 3);
 	if (n == 0)
 		return luaL_error(L, "ctx:append: no rows (rows must be an array of {key, value})");
 	if (n > LOAD_MAX_BATCH_ROWS)
 		return luaL_error(L, "ctx:append: %zu rows, more than %u in one append", n, LOAD_MAX_BATCH_ROWS);
 	int embedded = strcmp(run->target->kind, "embedded") == 0;
-	struct load_req *r = verb_req(L, run, LOAD_VERB_APPEND);
-	r->shard = shard;
-	r->nrows = n;
-	r->expect = expect;
-	r->track = track;
-	r->batch = run->batch_format && !embedded;
-	int rc = buf_reserve(&r->rowmeta, n * sizeof(struct load_rowmeta));
-	if (rc == 0 && r->batch)
-		rc = buf_put_u32(&r->body, (uint32_t)n);
+	int rc;
+	struct load_req *r = verb_append_req(L, run, shard, n, expect, track, embedded, &rc);
 	for (size_t i = 1; i <= n && rc == 0; i++) {
 		lua_rawgeti(L, 3, (int)i);
 		const char *k, *v;
@@ -793,28 +814,15 @@ l_delete(lua_State *L)
 	if (!one)
 		luaL_checktype(L, 3, LUA_TTABLE);
 	int expect = verb_expect(L, 4, "delete");
-	int track = run->track != NULL;
-	if (lua_istable(L, 4)) {
-		lua_getfield(L, 4, "track");
-		if (lua_isboolean(L, -1) && !lua_toboolean(L, -1))
-			track = 0;
-		lua_pop(L, 1);
-	}
+	int track = verb_track(L, 4, run);
 	size_t n = one ? 1 : lua_objlen(L, 3);
 	if (n == 0)
 		return luaL_error(L, "ctx:delete: no keys (give a key or an array of keys)");
 	if (n > LOAD_MAX_BATCH_ROWS)
 		return luaL_error(L, "ctx:delete: %zu keys, more than %u in one delete", n, LOAD_MAX_BATCH_ROWS);
 	int embedded = strcmp(run->target->kind, "embedded") == 0;
-	struct load_req *r = verb_req(L, run, LOAD_VERB_APPEND);
-	r->shard = shard;
-	r->nrows = n;
-	r->expect = expect;
-	r->track = track;
-	r->batch = run->batch_format && !embedded;
-	int rc = buf_reserve(&r->rowmeta, n * sizeof(struct load_rowmeta));
-	if (rc == 0 && r->batch)
-		rc = buf_put_u32(&r->body, (uint32_t)n);
+	int rc;
+	struct load_req *r = verb_append_req(L, run, shard, n, expect, track, embedded, &rc);
 	for (size_t i = 1; i <= n && rc == 0; i++) {
 		if (!one)
 			lua_rawgeti(L, 3, (int)i);

@@ -388,18 +388,28 @@ rt_run_new(struct runtime *rt, enum policy_hook h, uint32_t shard)
 	return run;
 }
 
+/** rt_run_new, with done (may be NULL) to call when the run ends, or now if it cannot start. */
+static struct rt_run *
+rt_run_start(struct runtime *rt, enum policy_hook h, uint32_t shard, runtime_hook_cb done, void *done_ctx)
+{
+	struct rt_run *run = rt_run_new(rt, h, shard);
+	if (run == NULL) {
+		if (done != NULL)
+			done(done_ctx, "cannot start the hook (out of memory)", "", 0);
+		return NULL;
+	}
+	run->done = done;
+	run->done_ctx = done_ctx;
+	return run;
+}
+
 static void
 rt_start_seal_run(struct runtime *rt, uint32_t id, runtime_hook_cb done, void *done_ctx)
 {
 	struct rt_shard *sh = &rt->shards[id];
-	struct rt_run *run = rt_run_new(rt, POLICY_ON_SEAL, id);
-	if (run == NULL) {
-		if (done != NULL)
-			done(done_ctx, "cannot start the hook (out of memory)", "", 0);
+	struct rt_run *run = rt_run_start(rt, POLICY_ON_SEAL, id, done, done_ctx);
+	if (run == NULL)
 		return;
-	}
-	run->done = done;
-	run->done_ctx = done_ctx;
 	sh->seal_run = run;
 	strata_stats s;
 	uint64_t gens = store_shard_stats(rt->db, id, &s) == 0 ? s.generations : 0;
@@ -431,14 +441,9 @@ rt_start_sweep(struct runtime *rt, runtime_hook_cb done, void *done_ctx)
 		diag_log(LOG_LVL_DEBUG, "policy: sweep skipped, the previous one still runs");
 		return;
 	}
-	struct rt_run *run = rt_run_new(rt, POLICY_ON_SWEEP, 0);
-	if (run == NULL) {
-		if (done != NULL)
-			done(done_ctx, "cannot start the hook (out of memory)", "", 0);
+	struct rt_run *run = rt_run_start(rt, POLICY_ON_SWEEP, 0, done, done_ctx);
+	if (run == NULL)
 		return;
-	}
-	run->done = done;
-	run->done_ctx = done_ctx;
 	rt->sweep_run = run;
 	lua_State *co = policy_run_thread(run->pr);
 	lua_rawgeti(co, LUA_REGISTRYINDEX, run->st->node_ref);
@@ -606,18 +611,25 @@ rt_apply_settings(struct runtime *rt, int first)
 
 /* ---------------------------------------------------------------- events */
 
-static void
-rt_listener_seal(void *ctx, uint32_t shard, uint64_t generation_id, uint64_t rows, uint64_t bytes)
+/**
+ * Enter a listener callback for shard: the shard's pending event with ev_mu held, or NULL
+ * (and no lock) when the sink is closed or the shard is out of range. rt_event_post ends it.
+ */
+static struct rt_event *
+rt_event_open(struct runtime *rt, uint32_t shard)
 {
-	struct runtime *rt = ctx;
 	atomic_fetch_add(&rt->in_callback, 1);
-	if (!atomic_load(&rt->sink_closed) && shard < rt->nshards) {
-		pthread_mutex_lock(&rt->ev_mu);
-		struct rt_event *e = &rt->ev[shard];
-		e->seals++;
-		e->last_gen = generation_id;
-		e->rows += rows;
-		e->bytes += bytes;
+	if (atomic_load(&rt->sink_closed) || shard >= rt->nshards)
+		return NULL;
+	pthread_mutex_lock(&rt->ev_mu);
+	return &rt->ev[shard];
+}
+
+/** End a callback rt_event_open entered: queue e (if any) for the loop, unlock and wake it. */
+static void
+rt_event_post(struct runtime *rt, uint32_t shard, struct rt_event *e)
+{
+	if (e != NULL) {
 		if (!e->queued) {
 			e->queued = 1;
 			rt->dirty[rt->ndirty++] = shard;
@@ -629,23 +641,28 @@ rt_listener_seal(void *ctx, uint32_t shard, uint64_t generation_id, uint64_t row
 }
 
 static void
+rt_listener_seal(void *ctx, uint32_t shard, uint64_t generation_id, uint64_t rows, uint64_t bytes)
+{
+	struct runtime *rt = ctx;
+	struct rt_event *e = rt_event_open(rt, shard);
+	if (e != NULL) {
+		e->seals++;
+		e->last_gen = generation_id;
+		e->rows += rows;
+		e->bytes += bytes;
+	}
+	rt_event_post(rt, shard, e);
+}
+
+static void
 rt_listener_full(void *ctx, uint32_t shard, uint64_t bytes)
 {
 	(void)bytes;
 	struct runtime *rt = ctx;
-	atomic_fetch_add(&rt->in_callback, 1);
-	if (!atomic_load(&rt->sink_closed) && shard < rt->nshards) {
-		pthread_mutex_lock(&rt->ev_mu);
-		struct rt_event *e = &rt->ev[shard];
+	struct rt_event *e = rt_event_open(rt, shard);
+	if (e != NULL)
 		e->full = 1;
-		if (!e->queued) {
-			e->queued = 1;
-			rt->dirty[rt->ndirty++] = shard;
-		}
-		pthread_mutex_unlock(&rt->ev_mu);
-		ev_async_send(rt->loop, &rt->events);
-	}
-	atomic_fetch_sub(&rt->in_callback, 1);
+	rt_event_post(rt, shard, e);
 }
 
 
@@ -839,6 +856,20 @@ rt_watch_check(struct runtime *rt)
 
 /* ---------------------------------------------------------------- API */
 
+/** Free rt itself, its lock and its per-shard arrays (its states are freed already). */
+static void
+rt_free(struct runtime *rt)
+{
+	pthread_mutex_destroy(&rt->ev_mu);
+	free(rt->policy_path);
+	env.free(rt->shards);
+	env.free(rt->ev);
+	env.free(rt->dirty);
+	env.free(rt->taken);
+	env.free(rt->taken_full);
+	env.free(rt);
+}
+
 int
 runtime_new(const struct runtime_options *o, struct runtime **out, char *err, size_t errlen)
 {
@@ -912,14 +943,7 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 			snprintf(err, errlen, "runtime: %s", diag_last());
 		if (rt->cur != NULL)
 			rt_state_free(rt->cur);
-		pthread_mutex_destroy(&rt->ev_mu);
-		free(rt->policy_path);
-		env.free(rt->shards);
-		env.free(rt->ev);
-		env.free(rt->dirty);
-	env.free(rt->taken);
-	env.free(rt->taken_full);
-		env.free(rt);
+		rt_free(rt);
 		return diag_set(rc, "%s", err ? err : "runtime: cannot start");
 	}
 	rt->stats.policy_version = 1;
@@ -995,14 +1019,7 @@ runtime_delete(struct runtime *rt)
 		rt_state_free(st);
 	}
 	rt_state_free(rt->cur);
-	pthread_mutex_destroy(&rt->ev_mu);
-	free(rt->policy_path);
-	env.free(rt->shards);
-	env.free(rt->ev);
-	env.free(rt->dirty);
-	env.free(rt->taken);
-	env.free(rt->taken_full);
-	env.free(rt);
+	rt_free(rt);
 }
 
 int

@@ -495,6 +495,18 @@ sim_fd_get(struct sim_fs *fs, int fd)
 	return &fs->fds[i];
 }
 
+/** sim_enter for a call on fd: its open file, or NULL with errno set (EBADF: fd is not open). */
+static struct sim_fd *
+sim_enter_fd(struct sim_fs *fs, int fd)
+{
+	if (sim_enter(fs) != 0)
+		return NULL;
+	struct sim_fd *f = sim_fd_get(fs, fd);
+	if (f == NULL)
+		sim_fail(EBADF);
+	return f;
+}
+
 /* ---------- the env calls ---------- */
 
 static uint64_t
@@ -612,11 +624,9 @@ static ssize_t
 sim_pread(int fd, void *buf, size_t n, off_t off)
 {
 	struct sim_fs *fs = sim_self();
-	if (sim_enter(fs) != 0)
-		return -1;
-	struct sim_fd *f = sim_fd_get(fs, fd);
+	struct sim_fd *f = sim_enter_fd(fs, fd);
 	if (f == NULL)
-		return sim_fail(EBADF);
+		return -1;
 	struct sim_ino *in = &fs->inos[f->ino];
 	if (in->kind != 1)
 		return sim_fail(EISDIR);
@@ -684,10 +694,10 @@ static ssize_t
 sim_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	struct sim_fs *fs = sim_self();
-	if (sim_enter(fs) != 0)
+	struct sim_fd *f = sim_enter_fd(fs, fd);
+	if (f == NULL)
 		return -1;
-	struct sim_fd *f = sim_fd_get(fs, fd);
-	if (f == NULL || (f->flags & O_ACCMODE) == O_RDONLY)
+	if ((f->flags & O_ACCMODE) == O_RDONLY)
 		return sim_fail(EBADF);
 	struct sim_ino *in = &fs->inos[f->ino];
 	int lock = sim_is_lockfile(in->path);
@@ -724,11 +734,9 @@ static int
 sim_sync(int fd, const char *kind)
 {
 	struct sim_fs *fs = sim_self();
-	if (sim_enter(fs) != 0)
-		return -1;
-	struct sim_fd *f = sim_fd_get(fs, fd);
+	struct sim_fd *f = sim_enter_fd(fs, fd);
 	if (f == NULL)
-		return sim_fail(EBADF);
+		return -1;
 	uint32_t ino = f->ino;
 	struct sim_ino *in = &fs->inos[ino];
 	int err = in->kind == 2 && !fs->faults.dir_faults ? 0 : sim_fault(fs, 1);
@@ -799,11 +807,11 @@ static int
 sim_ftruncate(int fd, off_t len)
 {
 	struct sim_fs *fs = sim_self();
-	if (sim_enter(fs) != 0)
+	struct sim_fd *f = sim_enter_fd(fs, fd);
+	if (f == NULL)
 		return -1;
-	struct sim_fd *f = sim_fd_get(fs, fd);
-	if (f == NULL || (f->flags & O_ACCMODE) == O_RDONLY || len < 0)
-		return sim_fail(f == NULL ? EBADF : EINVAL);
+	if ((f->flags & O_ACCMODE) == O_RDONLY || len < 0)
+		return sim_fail(EINVAL);
 	struct sim_ino *in = &fs->inos[f->ino];
 	int err = sim_fault(fs, 1);
 	sim_ev(fs, "ftruncate", in->path, len, 0, -err);
@@ -836,11 +844,9 @@ static int
 sim_fstat(int fd, struct stat *st)
 {
 	struct sim_fs *fs = sim_self();
-	if (sim_enter(fs) != 0)
-		return -1;
-	struct sim_fd *f = sim_fd_get(fs, fd);
+	struct sim_fd *f = sim_enter_fd(fs, fd);
 	if (f == NULL)
-		return sim_fail(EBADF);
+		return -1;
 	sim_fill_stat(fs, f->ino, st);
 	return 0;
 }
@@ -973,11 +979,9 @@ static int
 sim_flock(int fd, int op)
 {
 	struct sim_fs *fs = sim_self();
-	if (sim_enter(fs) != 0)
-		return -1;
-	struct sim_fd *f = sim_fd_get(fs, fd);
+	struct sim_fd *f = sim_enter_fd(fs, fd);
 	if (f == NULL)
-		return sim_fail(EBADF);
+		return -1;
 	struct sim_ino *in = &fs->inos[f->ino];
 	if (op & LOCK_UN) {
 		if (in->lock_fd == fd)
@@ -1056,9 +1060,7 @@ static int
 sim_sync_file_range(int fd, off_t off, off_t n, unsigned int flags)
 {
 	struct sim_fs *fs = sim_self();
-	if (sim_enter(fs) != 0)
-		return -1;
-	return sim_fd_get(fs, fd) ? 0 : sim_fail(EBADF);
+	return sim_enter_fd(fs, fd) != NULL ? 0 : -1;
 }
 
 /** Engine log lines: printed with --trace, else dropped (a run is judged by its checks). */
