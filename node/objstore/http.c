@@ -689,6 +689,55 @@ oshttp_header(struct curl_slist **h, const char *name, const char *value)
 }
 
 int
+oshttp_call_init(struct oshttp_call *c, struct oshttp_store *st, enum oshttp_op op, const char *method,
+		 const char *opname, const char *key)
+{
+	memset(c, 0, st->ops->call_size);
+	c->st = st;
+	c->http.op = op;
+	c->http.method = method;
+	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", st->name, opname, key ? " " : "", key ? key : "");
+	c->http.what = c->what;
+	int rc = buf_append(&c->to.path, st->path0, strlen(st->path0));
+	if (rc == 0 && (key != NULL || st->path0[0] == '\0'))
+		rc = buf_append(&c->to.path, "/", 1);
+	if (rc == 0 && key != NULL) {
+		rc = oshttp_escape(&c->to.path, st->prefix, st->prefix_len, 1);
+		if (rc == 0)
+			rc = oshttp_escape(&c->to.path, key, strlen(key), 1);
+	}
+	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
+}
+
+void
+oshttp_call_destroy(struct oshttp_call *c)
+{
+	oshttp_target_destroy(&c->to);
+	oshttp_req_destroy(&c->http);
+}
+
+void
+oshttp_call_query(struct oshttp_call *c, const char *name, const char *value)
+{
+	oshttp_target_query(&c->to, name, value);
+}
+
+int
+oshttp_call_send(struct oshttp_call *c)
+{
+	if (oshttp_target_url(&c->to, c->st->origin) != 0)
+		return diag_set(STRATA_ENOMEM, "%s: out of memory", c->what);
+	c->http.url = (const char *)c->to.url.data;
+	int rc = c->st->ops->sign(c);
+	if (rc)
+		return rc;
+	rc = oshttp_perform(c->st->http, &c->http);
+	if (rc != 0 && c->http.indeterminate)
+		oshttp_set_indeterminate(1);
+	return rc;
+}
+
+int
 oshttp_check_key(const char *name, size_t prefix_len, size_t max, const char *key, int is_prefix)
 {
 	if (key == NULL)

@@ -214,6 +214,73 @@ void oshttp_target_destroy(struct oshttp_target *t);
 /** Append the header "name: value" to *h. 0 or STRATA_ENOMEM (no message). */
 int oshttp_header(struct curl_slist **h, const char *name, const char *value);
 
+/** Room for a request's message prefix: the store's name, the operation and a key of at
+ *  most 1024 bytes. */
+#define OSHTTP_WHAT_MAX (1024 + 384)
+
+struct oshttp_call;
+
+/** What a remote store's client (azure, s3) gives the requests built here. */
+struct oshttp_store_ops {
+	/** Bytes of the client's request, which embeds struct oshttp_call first. */
+	size_t call_size;
+	/** Make c ready to run (its URL is built): its headers function, which signs each
+	 *  attempt, and what else the client's requests carry. 0 or a STRATA_E* code with a
+	 *  message. */
+	int (*sign)(struct oshttp_call *c);
+};
+
+/** The part of a remote store its requests are built from; the store embeds it. */
+struct oshttp_store {
+	/** The client's callbacks. */
+	const struct oshttp_store_ops *ops;
+	/** The HTTP client (pooled connections, retries, counters). */
+	struct oshttp_client *http;
+	/** The store's name, for messages (its objstore name). */
+	const char *name;
+	/** Key prefix inside the container or bucket ("" or "dir/"). */
+	char prefix[256];
+	/** Its length. */
+	size_t prefix_len;
+	/** scheme://host[:port] of the service. */
+	char origin[256];
+	/** The path before a key's '/': "/ACCOUNT/CONTAINER" path-style or "/CONTAINER"
+	 *  (azure), "/BUCKET" path-style or "" virtual-host style (s3). */
+	char path0[160];
+};
+
+/** One request being built; a client's request embeds it first. */
+struct oshttp_call {
+	/** The store. */
+	struct oshttp_store *st;
+	/** The HTTP request. */
+	struct oshttp_req http;
+	/** Content-Type (NULL: none). */
+	const char *content_type;
+	/** If-Match and If-None-Match (NULL: none). */
+	const char *if_match, *if_none_match;
+	/** The range header's value ("" none). */
+	char range[64];
+	/** Its path, query and URL. */
+	struct oshttp_target to;
+	/** The message prefix. */
+	char what[OSHTTP_WHAT_MAX];
+};
+
+/** Start a call of method on key (NULL: the container or bucket itself) in c, a request
+ *  of st->ops->call_size bytes, all of them zeroed first: its message prefix
+ *  "NAME: OPNAME KEY" and its path. 0 or STRATA_ENOMEM with a message; release c with
+ *  oshttp_call_destroy either way. */
+int oshttp_call_init(struct oshttp_call *c, struct oshttp_store *st, enum oshttp_op op, const char *method,
+		     const char *opname, const char *key);
+/** Release what c holds. */
+void oshttp_call_destroy(struct oshttp_call *c);
+/** Add a query parameter; callers add them in name order (the signatures need it). */
+void oshttp_call_query(struct oshttp_call *c, const char *name, const char *value);
+/** Send c (after its body and query are set): build its URL, sign it and run it. 0 when
+ *  an answer arrived; a failure that may have been applied is recorded as such. */
+int oshttp_call_send(struct oshttp_call *c);
+
 /** Check a key of the store named name, whose prefix is prefix_len bytes: non-empty
  *  (unless is_prefix), at most max bytes with the prefix, no "//" or leading '/'. 0 or
  *  STRATA_EINVAL with a message. */
