@@ -232,119 +232,49 @@ az_fail(struct oshttp_call *c)
 	return oshttp_fail_answer(&c->http, code, msg);
 }
 
+/** Whether an answer is a 404 about the blob (not the container). */
+static int
+az_key_missing(struct oshttp_call *c)
+{
+	return c->http.status == 404 && strcmp(c->http.error_code, "ContainerNotFound") != 0;
+}
+
 static const struct oshttp_store_ops az_http_ops = {
 	.call_size = sizeof(struct az_call),
 	.sign = az_sign,
+	.fail = az_fail,
+	.key_missing = az_key_missing,
+	.delete_status = 202,
 };
-
-/** Check a key: non-empty, at most AZ_KEY_MAX with the prefix, no "//" or leading '/'. */
-static int
-az_check_key(struct az_store *az, const char *key, int is_prefix)
-{
-	return oshttp_check_key(az->base.name, az->st.prefix_len, AZ_KEY_MAX, key, is_prefix);
-}
 
 /* ---------------------------------------------------------------- reads */
 
 static int
 az_get(struct objstore *os, const char *key, struct buf *out)
 {
-	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
-	if (rc)
-		return rc;
 	struct az_call c;
-	rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_GET, "GET", "get", key);
-	size_t start = out->len;
-	c.call.http.out = out;
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0 && c.call.http.status == 404 && strcmp(c.call.http.error_code, "ContainerNotFound") != 0)
-		rc = STRATA_NOTFOUND;
-	else if (rc == 0 && c.call.http.status != 200)
-		rc = az_fail(&c.call);
-	if (rc != 0)
-		out->len = start;
-	oshttp_call_destroy(&c.call);
-	return rc;
+	return oshttp_get(&((struct az_store *)os)->st, &c.call, key, out);
 }
 
 static int
 az_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
 {
-	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	*got = 0;
-	int rc = az_check_key(az, key, 0);
-	if (rc || len == 0)
-		return rc;
 	struct az_call c;
-	rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
-	snprintf(c.call.range, sizeof(c.call.range), "bytes=%llu-%llu", (unsigned long long)off,
-		 (unsigned long long)(off + len - 1));
-	c.call.http.dst = dst;
-	c.call.http.dst_cap = len;
-	c.call.http.skip = off;
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0) {
-		long st = c.call.http.status;
-		if (st == 206 || st == 200)
-			*got = c.call.http.got;
-		else if (st == 416)
-			*got = 0; /* at or past the end */
-		else if (st == 404 && strcmp(c.call.http.error_code, "ContainerNotFound") != 0)
-			rc = STRATA_NOTFOUND;
-		else
-			rc = az_fail(&c.call);
-	}
-	oshttp_call_destroy(&c.call);
-	return rc;
-}
-
-/** HEAD a blob: its size and ETag. */
-static int
-az_head(struct az_store *az, const char *key, const char *opname, uint64_t *size, char *etag, size_t cap)
-{
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
-	if (rc)
-		return rc;
-	struct az_call c;
-	rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_HEAD, "HEAD", opname, key);
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0) {
-		if (c.call.http.status == 200) {
-			if (size != NULL) {
-				if (c.call.http.content_length < 0)
-					rc = diag_set(STRATA_EIO, "%s: no Content-Length in the answer", c.call.what);
-				else
-					*size = (uint64_t)c.call.http.content_length;
-			}
-			if (etag != NULL)
-				snprintf(etag, cap, "%s", c.call.http.etag);
-		} else if (c.call.http.status == 404 && strcmp(c.call.http.error_code, "ContainerNotFound") != 0) {
-			rc = STRATA_NOTFOUND;
-		} else {
-			rc = az_fail(&c.call);
-		}
-	}
-	oshttp_call_destroy(&c.call);
-	return rc;
+	return oshttp_get_range(&((struct az_store *)os)->st, &c.call, key, off, len, dst, got);
 }
 
 static int
 az_size(struct objstore *os, const char *key, uint64_t *size)
 {
-	return az_head((struct az_store *)os, key, "size", size, NULL, 0);
+	struct az_call c;
+	return oshttp_head(&((struct az_store *)os)->st, &c.call, key, "size", size, NULL, 0);
 }
 
 static int
 az_etag(struct objstore *os, const char *key, char *etag, size_t cap)
 {
-	return az_head((struct az_store *)os, key, "etag", NULL, etag, cap);
+	struct az_call c;
+	return oshttp_head(&((struct az_store *)os)->st, &c.call, key, "etag", NULL, etag, cap);
 }
 
 /* ---------------------------------------------------------------- writes */
@@ -355,7 +285,7 @@ az_put_blob(struct az_store *az, const char *opname, const char *key, const void
 	    const char *if_match, const char *if_none_match)
 {
 	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
+	int rc = oshttp_store_check_key(&az->st, key, 0);
 	if (rc)
 		return rc;
 	struct az_call c;
@@ -409,20 +339,8 @@ az_put_if_match(struct objstore *os, const char *key, const void *data, size_t l
 static int
 az_del(struct objstore *os, const char *key)
 {
-	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
-	if (rc)
-		return rc;
 	struct az_call c;
-	rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_DELETE, "DELETE", "delete", key);
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0 && c.call.http.status != 202 && c.call.http.status != 200 &&
-	    !(c.call.http.status == 404 && strcmp(c.call.http.error_code, "ContainerNotFound") != 0))
-		rc = az_fail(&c.call);
-	oshttp_call_destroy(&c.call);
-	return rc;
+	return oshttp_delete(&((struct az_store *)os)->st, &c.call, key);
 }
 
 /** The block id of block i of w (fixed length, base64). */
@@ -472,7 +390,7 @@ static int
 az_writer_open(struct objstore *os, const char *key, struct objstore_writer **out)
 {
 	struct az_store *az = (struct az_store *)os;
-	int rc = az_check_key(az, key, 0);
+	int rc = oshttp_store_check_key(&az->st, key, 0);
 	if (rc)
 		return rc;
 	struct az_writer *w = env.calloc(1, sizeof(*w));
@@ -574,7 +492,7 @@ az_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
 	struct az_store *az = (struct az_store *)os;
 	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, prefix, 1);
+	int rc = oshttp_store_check_key(&az->st, prefix, 1);
 	if (rc)
 		return rc;
 	char full[AZ_KEY_MAX + 1], page[16];
@@ -842,6 +760,7 @@ objstore_azure_new(const char *url, struct objstore **out)
 	az->base.ops = &az_ops;
 	az->st.ops = &az_http_ops;
 	az->st.name = az->base.name;
+	az->st.key_max = AZ_KEY_MAX;
 	az->block_bytes = AZ_BLOCK_DEFAULT;
 	az->list_page = AZ_LIST_PAGE;
 	struct oshttp_config hc;

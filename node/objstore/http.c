@@ -738,6 +738,114 @@ oshttp_call_send(struct oshttp_call *c)
 }
 
 int
+oshttp_store_check_key(const struct oshttp_store *st, const char *key, int is_prefix)
+{
+	return oshttp_check_key(st->name, st->prefix_len, st->key_max, key, is_prefix);
+}
+
+int
+oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, struct buf *out)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_GET, "GET", "get", key);
+	size_t start = out->len;
+	c->http.out = out;
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0 && st->ops->key_missing(c))
+		rc = STRATA_NOTFOUND;
+	else if (rc == 0 && c->http.status != 200)
+		rc = st->ops->fail(c);
+	if (rc != 0)
+		out->len = start;
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key, uint64_t off, size_t len,
+		 void *dst, size_t *got)
+{
+	oshttp_set_indeterminate(0);
+	*got = 0;
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc || len == 0)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
+	snprintf(c->range, sizeof(c->range), "bytes=%llu-%llu", (unsigned long long)off,
+		 (unsigned long long)(off + len - 1));
+	c->http.dst = dst;
+	c->http.dst_cap = len;
+	c->http.skip = off;
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0) {
+		long status = c->http.status;
+		if (status == 206 || status == 200)
+			*got = c->http.got;
+		else if (status == 416)
+			*got = 0; /* at or past the end */
+		else if (st->ops->key_missing(c))
+			rc = STRATA_NOTFOUND;
+		else
+			rc = st->ops->fail(c);
+	}
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, const char *opname,
+	    uint64_t *size, char *etag, size_t cap)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_HEAD, "HEAD", opname, key);
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0) {
+		if (c->http.status == 200) {
+			if (size != NULL) {
+				if (c->http.content_length < 0)
+					rc = diag_set(STRATA_EIO, "%s: no Content-Length in the answer", c->what);
+				else
+					*size = (uint64_t)c->http.content_length;
+			}
+			if (etag != NULL)
+				snprintf(etag, cap, "%s", c->http.etag);
+		} else if (st->ops->key_missing(c)) {
+			rc = STRATA_NOTFOUND;
+		} else {
+			rc = st->ops->fail(c);
+		}
+	}
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_DELETE, "DELETE", "delete", key);
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0 && c->http.status != st->ops->delete_status && c->http.status != 200 &&
+	    !st->ops->key_missing(c))
+		rc = st->ops->fail(c);
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
 oshttp_check_key(const char *name, size_t prefix_len, size_t max, const char *key, int is_prefix)
 {
 	if (key == NULL)

@@ -228,6 +228,12 @@ struct oshttp_store_ops {
 	 *  attempt, and what else the client's requests carry. 0 or a STRATA_E* code with a
 	 *  message. */
 	int (*sign)(struct oshttp_call *c);
+	/** Map an answer that is not the expected success to a code and a message. */
+	int (*fail)(struct oshttp_call *c);
+	/** Whether an answer is a 404 about the key (not the container or bucket). */
+	int (*key_missing)(struct oshttp_call *c);
+	/** The status of a delete done, besides 200 (azure: 202 Accepted; s3: 204 No Content). */
+	long delete_status;
 };
 
 /** The part of a remote store its requests are built from; the store embeds it. */
@@ -242,6 +248,8 @@ struct oshttp_store {
 	char prefix[256];
 	/** Its length. */
 	size_t prefix_len;
+	/** Longest key accepted, with the prefix. */
+	size_t key_max;
 	/** scheme://host[:port] of the service. */
 	char origin[256];
 	/** The path before a key's '/': "/ACCOUNT/CONTAINER" path-style or "/CONTAINER"
@@ -280,6 +288,26 @@ void oshttp_call_query(struct oshttp_call *c, const char *name, const char *valu
 /** Send c (after its body and query are set): build its URL, sign it and run it. 0 when
  *  an answer arrived; a failure that may have been applied is recorded as such. */
 int oshttp_call_send(struct oshttp_call *c);
+
+/** Check a key of st (oshttp_check_key with its prefix and key_max). */
+int oshttp_store_check_key(const struct oshttp_store *st, const char *key, int is_prefix);
+
+/*
+ * The single-key operations of a remote store, written once: each checks the key, runs
+ * its request in c (room of st->ops->call_size bytes, the client's request) and maps the
+ * answer, a missing key (st->ops->key_missing) to STRATA_NOTFOUND and any other failure
+ * through st->ops->fail.
+ */
+/** Read a whole object into out (appended; cut back on a failure). */
+int oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, struct buf *out);
+/** Read len bytes at off into dst; *got: the bytes read (short at the end, 0 past it). */
+int oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key, uint64_t off, size_t len,
+		     void *dst, size_t *got);
+/** HEAD an object, named opname in messages: its size and ETag (NULL: not wanted). */
+int oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, const char *opname,
+		uint64_t *size, char *etag, size_t cap);
+/** Delete an object; one that is missing is not a failure. */
+int oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key);
 
 /** Check a key of the store named name, whose prefix is prefix_len bytes: non-empty
  *  (unless is_prefix), at most max bytes with the prefix, no "//" or leading '/'. 0 or

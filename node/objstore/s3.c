@@ -218,11 +218,6 @@ s3_sign(struct oshttp_call *c)
 	return 0;
 }
 
-static const struct oshttp_store_ops s3_http_ops = {
-	.call_size = sizeof(struct s3_call),
-	.sign = s3_sign,
-};
-
 /** Whether an error code means the credentials were refused. */
 static int
 s3_auth_code(const char *code)
@@ -257,7 +252,8 @@ s3_fail(struct oshttp_call *c)
 	return oshttp_fail_answer(&c->http, code, msg);
 }
 
-/** Whether a 404 answer is about the key (not the bucket). */
+/** Whether an answer is a 404 about the key (not the bucket; a HEAD answer has no body
+ *  to tell them apart, so every 404 of one is the key's). */
 static int
 s3_key_missing(struct oshttp_call *c)
 {
@@ -268,102 +264,36 @@ s3_key_missing(struct oshttp_call *c)
 	return strcmp(code, "NoSuchBucket") != 0;
 }
 
-/** Check a key: non-empty, at most S3_KEY_MAX with the prefix, no "//" or leading '/'. */
-static int
-s3_check_key(struct s3_store *s3, const char *key, int is_prefix)
-{
-	return oshttp_check_key(s3->base.name, s3->st.prefix_len, S3_KEY_MAX, key, is_prefix);
-}
+static const struct oshttp_store_ops s3_http_ops = {
+	.call_size = sizeof(struct s3_call),
+	.sign = s3_sign,
+	.fail = s3_fail,
+	.key_missing = s3_key_missing,
+	.delete_status = 204,
+};
 
 /* ---------------------------------------------------------------- reads */
 
 static int
 s3_get(struct objstore *os, const char *key, struct buf *out)
 {
-	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_GET, "GET", "get", key);
-	size_t start = out->len;
-	c.call.http.out = out;
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0 && s3_key_missing(&c.call))
-		rc = STRATA_NOTFOUND;
-	else if (rc == 0 && c.call.http.status != 200)
-		rc = s3_fail(&c.call);
-	if (rc != 0)
-		out->len = start;
-	oshttp_call_destroy(&c.call);
-	return rc;
+	return oshttp_get(&((struct s3_store *)os)->st, &c.call, key, out);
 }
 
 static int
 s3_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
 {
-	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	*got = 0;
-	int rc = s3_check_key(s3, key, 0);
-	if (rc || len == 0)
-		return rc;
 	struct s3_call c;
-	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
-	snprintf(c.call.range, sizeof(c.call.range), "bytes=%llu-%llu", (unsigned long long)off,
-		 (unsigned long long)(off + len - 1));
-	c.call.http.dst = dst;
-	c.call.http.dst_cap = len;
-	c.call.http.skip = off;
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0) {
-		long st = c.call.http.status;
-		if (st == 206 || st == 200)
-			*got = c.call.http.got;
-		else if (st == 416)
-			*got = 0; /* at or past the end */
-		else if (s3_key_missing(&c.call))
-			rc = STRATA_NOTFOUND;
-		else
-			rc = s3_fail(&c.call);
-	}
-	oshttp_call_destroy(&c.call);
-	return rc;
+	return oshttp_get_range(&((struct s3_store *)os)->st, &c.call, key, off, len, dst, got);
 }
 
 /** HEAD an object: its size and ETag. */
 static int
 s3_head(struct s3_store *s3, const char *key, const char *opname, uint64_t *size, char *etag, size_t cap)
 {
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_HEAD, "HEAD", opname, key);
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0) {
-		if (c.call.http.status == 200) {
-			if (size != NULL) {
-				if (c.call.http.content_length < 0)
-					rc = diag_set(STRATA_EIO, "%s: no Content-Length in the answer", c.call.what);
-				else
-					*size = (uint64_t)c.call.http.content_length;
-			}
-			if (etag != NULL)
-				snprintf(etag, cap, "%s", c.call.http.etag);
-		} else if (c.call.http.status == 404) {
-			rc = STRATA_NOTFOUND; /* a HEAD answer has no body to tell the bucket from the key */
-		} else {
-			rc = s3_fail(&c.call);
-		}
-	}
-	oshttp_call_destroy(&c.call);
-	return rc;
+	return oshttp_head(&s3->st, &c.call, key, opname, size, etag, cap);
 }
 
 static int
@@ -403,7 +333,7 @@ s3_put_object_raw(struct s3_store *s3, const char *opname, const char *key, cons
 		  const char *if_match, const char *if_none_match)
 {
 	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
+	int rc = oshttp_store_check_key(&s3->st, key, 0);
 	if (rc)
 		return rc;
 	struct s3_call c;
@@ -468,19 +398,8 @@ s3_put_if_match(struct objstore *os, const char *key, const void *data, size_t l
 static int
 s3_del(struct objstore *os, const char *key)
 {
-	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_DELETE, "DELETE", "delete", key);
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	if (rc == 0 && c.call.http.status != 204 && c.call.http.status != 200 && !s3_key_missing(&c.call))
-		rc = s3_fail(&c.call);
-	oshttp_call_destroy(&c.call);
-	return rc;
+	return oshttp_delete(&((struct s3_store *)os)->st, &c.call, key);
 }
 
 /** Append s to out with XML's five special characters escaped. */
@@ -580,7 +499,7 @@ s3_del_batch(struct objstore *os, const char *const *keys, size_t n)
 	struct s3_store *s3 = (struct s3_store *)os;
 	oshttp_set_indeterminate(0);
 	for (size_t i = 0; i < n; i++) {
-		int rc = s3_check_key(s3, keys[i], 0);
+		int rc = oshttp_store_check_key(&s3->st, keys[i], 0);
 		if (rc)
 			return rc;
 	}
@@ -681,7 +600,7 @@ static int
 s3_writer_open_impl(struct objstore *os, const char *key, int if_absent, struct objstore_writer **out)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
-	int rc = s3_check_key(s3, key, 0);
+	int rc = oshttp_store_check_key(&s3->st, key, 0);
 	if (rc)
 		return rc;
 	struct s3_writer *w = env.calloc(1, sizeof(*w));
@@ -845,7 +764,7 @@ s3_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
 	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, prefix, 1);
+	int rc = oshttp_store_check_key(&s3->st, prefix, 1);
 	if (rc)
 		return rc;
 	char full[S3_KEY_MAX + 1], page[16];
@@ -1376,6 +1295,7 @@ objstore_s3_new(const char *url, struct objstore **out)
 	s3->base.ops = &s3_ops;
 	s3->st.ops = &s3_http_ops;
 	s3->st.name = s3->base.name;
+	s3->st.key_max = S3_KEY_MAX;
 	s3->part_bytes = S3_PART_DEFAULT;
 	s3->list_page = S3_LIST_PAGE;
 	s3->stale_upload_s = S3_STALE_UPLOAD_S;
