@@ -33,6 +33,7 @@
 #define AZ_VERSION "2021-12-02"
 /** Longest key accepted (the service's limit on a blob name, with the prefix). */
 #define AZ_KEY_MAX 1024
+_Static_assert(AZ_KEY_MAX <= OSHTTP_KEY_MAX, "a key fits the buffers of the shared requests");
 /** Default and limits of a streamed write's block. */
 #define AZ_BLOCK_DEFAULT (8u << 20)
 #define AZ_BLOCK_MIN (64u << 10)
@@ -239,12 +240,44 @@ az_key_missing(struct oshttp_call *c)
 	return c->http.status == 404 && strcmp(c->http.error_code, "ContainerNotFound") != 0;
 }
 
+/** The query of a List Blobs page (an oshttp_store_ops.list_query). */
+static void
+az_list_query(struct oshttp_call *c, const char *next, const char *page, const char *full)
+{
+	oshttp_call_query(c, "comp", "list");
+	if (next[0] != '\0')
+		oshttp_call_query(c, "marker", next);
+	oshttp_call_query(c, "maxresults", page);
+	if (full[0] != '\0')
+		oshttp_call_query(c, "prefix", full);
+	oshttp_call_query(c, "restype", "container");
+}
+
+_Static_assert(sizeof(((struct azxml_list *)0)->next_marker) == OSHTTP_LIST_NEXT_MAX + 1,
+	       "a NextMarker fits where oshttp_list keeps it");
+
+/** Parse a List Blobs page; the next starts at its NextMarker (an oshttp_store_ops.list_page). */
+static int
+az_list_page(struct oshttp_call *c, const struct buf *body, uint32_t max, struct oshttp_lister *ls, char *next)
+{
+	struct azxml_list l = {0};
+	int rc = azxml_parse_list(body->data, body->len, max, c->what, &l);
+	for (size_t i = 0; rc == 0 && i < l.n; i++)
+		rc = oshttp_list_entry(ls, l.v[i].name, l.v[i].size);
+	if (rc == 0)
+		memcpy(next, l.next_marker, sizeof(l.next_marker));
+	azxml_list_destroy(&l);
+	return rc;
+}
+
 static const struct oshttp_store_ops az_http_ops = {
 	.call_size = sizeof(struct az_call),
 	.sign = az_sign,
 	.fail = az_fail,
 	.key_missing = az_key_missing,
 	.delete_status = 202,
+	.list_query = az_list_query,
+	.list_page = az_list_page,
 };
 
 /* ---------------------------------------------------------------- reads */
@@ -491,58 +524,8 @@ static int
 az_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
 	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = oshttp_store_check_key(&az->st, prefix, 1);
-	if (rc)
-		return rc;
-	char full[AZ_KEY_MAX + 1], page[16];
-	snprintf(full, sizeof(full), "%s%s", az->st.prefix, prefix);
-	snprintf(page, sizeof(page), "%u", az->list_page);
-	struct azxml_list l = {0};
-	char *marker = env.malloc(sizeof(l.next_marker));
-	if (marker == NULL)
-		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", os->name);
-	marker[0] = '\0';
-	struct buf body = {0};
-	do {
-		struct az_call c;
-		rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_LIST, "GET", "list", NULL);
-		snprintf(c.call.what, sizeof(c.call.what), "%s: list '%s'", os->name, prefix);
-		if (rc) {
-			oshttp_call_destroy(&c.call);
-			break;
-		}
-		oshttp_call_query(&c.call, "comp", "list");
-		if (marker[0] != '\0')
-			oshttp_call_query(&c.call, "marker", marker);
-		oshttp_call_query(&c.call, "maxresults", page);
-		if (full[0] != '\0')
-			oshttp_call_query(&c.call, "prefix", full);
-		oshttp_call_query(&c.call, "restype", "container");
-		buf_reset(&body);
-		c.call.http.out = &body;
-		rc = oshttp_call_send(&c.call);
-		if (rc == 0 && c.call.http.status != 200)
-			rc = az_fail(&c.call);
-		if (rc == 0)
-			rc = azxml_parse_list(body.data, body.len, az->list_page, c.call.what, &l);
-		oshttp_call_destroy(&c.call);
-		for (size_t i = 0; rc == 0 && i < l.n; i++) {
-			const char *name = l.v[i].name;
-			if (strncmp(name, full, strlen(full)) != 0) {
-				rc = diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
-					      os->name, prefix, name);
-				break;
-			}
-			rc = cb(ctx, name + az->st.prefix_len, l.v[i].size);
-		}
-		if (rc == 0)
-			memcpy(marker, l.next_marker, sizeof(l.next_marker));
-		azxml_list_destroy(&l);
-	} while (rc == 0 && marker[0] != '\0');
-	buf_destroy(&body);
-	env.free(marker);
-	return rc;
+	struct az_call c;
+	return oshttp_list(&az->st, &c.call, prefix, az->list_page, cb, ctx);
 }
 
 /* ---------------------------------------------------------------- open */

@@ -845,6 +845,87 @@ oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key)
 	return rc;
 }
 
+/** A listing in progress (oshttp_list). */
+struct oshttp_lister {
+	/** The store. */
+	struct oshttp_store *st;
+	/** The prefix listed, as the caller gave it (messages). */
+	const char *prefix;
+	/** With the store's prefix, and its length. */
+	const char *full;
+	size_t full_len;
+	/** The last key given (list_in_order; NULL: not checked). */
+	char *last;
+	/** The caller's callback and its context. */
+	int (*cb)(void *ctx, const char *key, uint64_t size);
+	void *ctx;
+};
+
+int
+oshttp_list_entry(struct oshttp_lister *ls, const char *name, uint64_t size)
+{
+	if (strncmp(name, ls->full, ls->full_len) != 0)
+		return diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
+				ls->st->name, ls->prefix, name);
+	if (ls->last != NULL) {
+		if (ls->last[0] != '\0' && strcmp(name, ls->last) <= 0)
+			return diag_set(STRATA_EIO, "%s: list '%s': the server listed '%.200s' after '%.200s', "
+					"not in byte order", ls->st->name, ls->prefix, name, ls->last);
+		snprintf(ls->last, OSHTTP_KEY_MAX + 1, "%s", name);
+	}
+	return ls->cb(ls->ctx, name + ls->st->prefix_len, size);
+}
+
+int
+oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
+	    int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, prefix, 1);
+	if (rc)
+		return rc;
+	char full[OSHTTP_KEY_MAX + 1], page[16];
+	snprintf(full, sizeof(full), "%s%s", st->prefix, prefix);
+	snprintf(page, sizeof(page), "%u", page_max);
+	char *next = env.malloc(OSHTTP_LIST_NEXT_MAX + 1);
+	if (next == NULL)
+		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->name);
+	next[0] = '\0';
+	struct oshttp_lister ls = {
+		.st = st, .prefix = prefix, .full = full, .full_len = strlen(full), .cb = cb, .ctx = ctx,
+	};
+	if (st->ops->list_in_order) {
+		ls.last = env.malloc(OSHTTP_KEY_MAX + 1);
+		if (ls.last == NULL) {
+			env.free(next);
+			return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->name);
+		}
+		ls.last[0] = '\0';
+	}
+	struct buf body = {0};
+	do {
+		rc = oshttp_call_init(c, st, OSHTTP_OP_LIST, "GET", "list", NULL);
+		snprintf(c->what, sizeof(c->what), "%s: list '%s'", st->name, prefix);
+		if (rc) {
+			oshttp_call_destroy(c);
+			break;
+		}
+		st->ops->list_query(c, next, page, full);
+		buf_reset(&body);
+		c->http.out = &body;
+		rc = oshttp_call_send(c);
+		if (rc == 0 && c->http.status != 200)
+			rc = st->ops->fail(c);
+		if (rc == 0)
+			rc = st->ops->list_page(c, &body, page_max, &ls, next);
+		oshttp_call_destroy(c);
+	} while (rc == 0 && next[0] != '\0');
+	buf_destroy(&body);
+	env.free(next);
+	env.free(ls.last);
+	return rc;
+}
+
 int
 oshttp_check_key(const char *name, size_t prefix_len, size_t max, const char *key, int is_prefix)
 {

@@ -214,11 +214,15 @@ void oshttp_target_destroy(struct oshttp_target *t);
 /** Append the header "name: value" to *h. 0 or STRATA_ENOMEM (no message). */
 int oshttp_header(struct curl_slist **h, const char *name, const char *value);
 
-/** Room for a request's message prefix: the store's name, the operation and a key of at
- *  most 1024 bytes. */
-#define OSHTTP_WHAT_MAX (1024 + 384)
+/** Longest key of a remote store, with its prefix (azure's and s3's limit). */
+#define OSHTTP_KEY_MAX 1024
+/** Room for a request's message prefix: the store's name, the operation and a key. */
+#define OSHTTP_WHAT_MAX (OSHTTP_KEY_MAX + 384)
+/** Longest place a listing page says the next one starts at (a marker, a token). */
+#define OSHTTP_LIST_NEXT_MAX 4096
 
 struct oshttp_call;
+struct oshttp_lister;
 
 /** What a remote store's client (azure, s3) gives the requests built here. */
 struct oshttp_store_ops {
@@ -234,6 +238,18 @@ struct oshttp_store_ops {
 	int (*key_missing)(struct oshttp_call *c);
 	/** The status of a delete done, besides 200 (azure: 202 Accepted; s3: 204 No Content). */
 	long delete_status;
+	/** Add the query of one listing page (List Blobs, ListObjectsV2) to c: next, where it
+	 *  starts ("" for the first); page, the most keys it may hold (decimal); full, the
+	 *  key prefix with the store's ("" none). */
+	void (*list_query)(struct oshttp_call *c, const char *next, const char *page, const char *full);
+	/** Parse the listing page in body (at most max keys), give each key to
+	 *  oshttp_list_entry in the answer's order, and copy where the next page starts into
+	 *  next (OSHTTP_LIST_NEXT_MAX + 1 bytes; "" after the last). 0 or a STRATA_E* code
+	 *  with a message. */
+	int (*list_page)(struct oshttp_call *c, const struct buf *body, uint32_t max, struct oshttp_lister *ls,
+			 char *next);
+	/** A listing is refused when it is not in byte order (s3). */
+	int list_in_order;
 };
 
 /** The part of a remote store its requests are built from; the store embeds it. */
@@ -308,6 +324,14 @@ int oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key,
 		uint64_t *size, char *etag, size_t cap);
 /** Delete an object; one that is missing is not a failure. */
 int oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key);
+/** List the keys under prefix, page_max a page, calling cb(ctx, key without the store's
+ *  prefix, size) for each in byte order; cb's nonzero stops the listing and is returned. */
+int oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
+		int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx);
+/** One key of a listing page (full name, with the store's prefix): checked to be under the
+ *  listed prefix (and after the last one, with list_in_order), then given to the
+ *  listing's callback. 0, STRATA_EIO with a message, or the callback's nonzero. */
+int oshttp_list_entry(struct oshttp_lister *ls, const char *name, uint64_t size);
 
 /** Check a key of the store named name, whose prefix is prefix_len bytes: non-empty
  *  (unless is_prefix), at most max bytes with the prefix, no "//" or leading '/'. 0 or

@@ -40,6 +40,7 @@
 
 /** Longest key accepted (S3's limit, with the prefix). */
 #define S3_KEY_MAX 1024
+_Static_assert(S3_KEY_MAX <= OSHTTP_KEY_MAX, "a key fits the buffers of the shared requests");
 /** Default and limits of a multipart upload's part (AWS wants 5 MiB at least, but for
  *  the last part; smaller ones are for test servers). */
 #define S3_PART_DEFAULT (8u << 20)
@@ -264,12 +265,49 @@ s3_key_missing(struct oshttp_call *c)
 	return strcmp(code, "NoSuchBucket") != 0;
 }
 
+/** The query of a ListObjectsV2 page (an oshttp_store_ops.list_query). */
+static void
+s3_list_query(struct oshttp_call *c, const char *next, const char *page, const char *full)
+{
+	if (next[0] != '\0')
+		oshttp_call_query(c, "continuation-token", next);
+	oshttp_call_query(c, "list-type", "2");
+	oshttp_call_query(c, "max-keys", page);
+	if (full[0] != '\0')
+		oshttp_call_query(c, "prefix", full);
+}
+
+_Static_assert(sizeof(((struct s3xml_list *)0)->next) == OSHTTP_LIST_NEXT_MAX + 1,
+	       "a NextContinuationToken fits where oshttp_list keeps it");
+
+/** Parse a ListObjectsV2 page; a truncated one names where the next starts (an
+ *  oshttp_store_ops.list_page). */
+static int
+s3_list_page(struct oshttp_call *c, const struct buf *body, uint32_t max, struct oshttp_lister *ls, char *next)
+{
+	struct s3xml_list l = {0};
+	int rc = s3xml_parse_list(body->data, body->len, max, c->what, &l);
+	if (rc == 0 && l.truncated && l.next[0] == '\0')
+		rc = diag_set(STRATA_EIO, "%s: a truncated page without a NextContinuationToken", c->what);
+	for (size_t i = 0; rc == 0 && i < l.n; i++)
+		rc = oshttp_list_entry(ls, l.v[i].name, l.v[i].size);
+	if (rc == 0 && l.truncated)
+		memcpy(next, l.next, sizeof(l.next));
+	else if (rc == 0)
+		next[0] = '\0';
+	s3xml_list_destroy(&l);
+	return rc;
+}
+
 static const struct oshttp_store_ops s3_http_ops = {
 	.call_size = sizeof(struct s3_call),
 	.sign = s3_sign,
 	.fail = s3_fail,
 	.key_missing = s3_key_missing,
 	.delete_status = 204,
+	.list_query = s3_list_query,
+	.list_page = s3_list_page,
+	.list_in_order = 1,
 };
 
 /* ---------------------------------------------------------------- reads */
@@ -763,76 +801,8 @@ static int
 s3_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = oshttp_store_check_key(&s3->st, prefix, 1);
-	if (rc)
-		return rc;
-	char full[S3_KEY_MAX + 1], page[16];
-	snprintf(full, sizeof(full), "%s%s", s3->st.prefix, prefix);
-	snprintf(page, sizeof(page), "%u", s3->list_page);
-	struct s3xml_list l = {0};
-	char *token = env.malloc(sizeof(l.next));
-	if (token == NULL)
-		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", os->name);
-	token[0] = '\0';
-	struct buf body = {0};
-	size_t fl = strlen(full);
-	char *last = env.malloc(S3_KEY_MAX + 1);
-	if (last == NULL) {
-		env.free(token);
-		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", os->name);
-	}
-	last[0] = '\0';
-	do {
-		struct s3_call c;
-		rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_LIST, "GET", "list", NULL);
-		snprintf(c.call.what, sizeof(c.call.what), "%s: list '%s'", os->name, prefix);
-		if (rc) {
-			oshttp_call_destroy(&c.call);
-			break;
-		}
-		if (token[0] != '\0')
-			oshttp_call_query(&c.call, "continuation-token", token);
-		oshttp_call_query(&c.call, "list-type", "2");
-		oshttp_call_query(&c.call, "max-keys", page);
-		if (full[0] != '\0')
-			oshttp_call_query(&c.call, "prefix", full);
-		buf_reset(&body);
-		c.call.http.out = &body;
-		rc = oshttp_call_send(&c.call);
-		if (rc == 0 && c.call.http.status != 200)
-			rc = s3_fail(&c.call);
-		if (rc == 0)
-			rc = s3xml_parse_list(body.data, body.len, s3->list_page, c.call.what, &l);
-		if (rc == 0 && l.truncated && l.next[0] == '\0')
-			rc = diag_set(STRATA_EIO, "%s: a truncated page without a NextContinuationToken", c.call.what);
-		oshttp_call_destroy(&c.call);
-		for (size_t i = 0; rc == 0 && i < l.n; i++) {
-			const char *name = l.v[i].name;
-			if (strncmp(name, full, fl) != 0) {
-				rc = diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
-					      os->name, prefix, name);
-				break;
-			}
-			if (last[0] != '\0' && strcmp(name, last) <= 0) {
-				rc = diag_set(STRATA_EIO, "%s: list '%s': the server listed '%.200s' after '%.200s', "
-					      "not in byte order", os->name, prefix, name, last);
-				break;
-			}
-			snprintf(last, S3_KEY_MAX + 1, "%s", name);
-			rc = cb(ctx, name + s3->st.prefix_len, l.v[i].size);
-		}
-		if (rc == 0 && l.truncated)
-			memcpy(token, l.next, sizeof(l.next));
-		int more = l.truncated;
-		s3xml_list_destroy(&l);
-		if (!more)
-			break;
-	} while (rc == 0);
-	buf_destroy(&body);
-	env.free(token);
-	env.free(last);
-	return rc;
+	struct s3_call c;
+	return oshttp_list(&s3->st, &c.call, prefix, s3->list_page, cb, ctx);
 }
 
 /* ---------------------------------------------------------------- recover */
