@@ -112,12 +112,6 @@ az_date(char *dst, size_t cap)
 		 months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-static int
-az_add(struct curl_slist **h, const char *name, const char *value)
-{
-	return oshttp_header(h, name, value);
-}
-
 /** The headers of one attempt, signed (SharedKey) with a fresh date. */
 static int
 az_headers(void *ctx, struct curl_slist **h)
@@ -169,21 +163,14 @@ az_headers(void *ctx, struct curl_slist **h)
 		rc = buf_append(&sig, "", 1);
 	if (rc == 0) {
 		snprintf(head, sizeof(head), "SharedKey %s:%s", az->account, (const char *)sig.data);
-		rc = az_add(h, "Authorization", head);
+		rc = oshttp_header(h, "Authorization", head);
 	}
 	buf_destroy(&sig);
-	rc = rc ? rc : az_add(h, "x-ms-date", date);
-	rc = rc ? rc : az_add(h, "x-ms-version", AZ_VERSION);
-	if (rc == 0 && c->content_type != NULL)
-		rc = az_add(h, "Content-Type", c->content_type);
-	if (rc == 0 && c->if_match != NULL)
-		rc = az_add(h, "If-Match", c->if_match);
-	if (rc == 0 && c->if_none_match != NULL)
-		rc = az_add(h, "If-None-Match", c->if_none_match);
-	if (rc == 0 && c->range[0] != '\0')
-		rc = az_add(h, "x-ms-range", c->range);
+	rc = rc ? rc : oshttp_header(h, "x-ms-date", date);
+	rc = rc ? rc : oshttp_header(h, "x-ms-version", AZ_VERSION);
+	rc = rc ? rc : oshttp_call_headers(c, h, "x-ms-range");
 	if (rc == 0 && ac->blob_type != NULL)
-		rc = az_add(h, "x-ms-blob-type", ac->blob_type);
+		rc = oshttp_header(h, "x-ms-blob-type", ac->blob_type);
 	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
 }
 

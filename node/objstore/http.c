@@ -723,6 +723,19 @@ oshttp_call_query(struct oshttp_call *c, const char *name, const char *value)
 }
 
 int
+oshttp_call_headers(const struct oshttp_call *c, struct curl_slist **h, const char *range_name)
+{
+	int rc = c->content_type != NULL ? oshttp_header(h, "Content-Type", c->content_type) : 0;
+	if (rc == 0 && c->if_match != NULL)
+		rc = oshttp_header(h, "If-Match", c->if_match);
+	if (rc == 0 && c->if_none_match != NULL)
+		rc = oshttp_header(h, "If-None-Match", c->if_none_match);
+	if (rc == 0 && c->range[0] != '\0')
+		rc = oshttp_header(h, range_name, c->range);
+	return rc;
+}
+
+int
 oshttp_call_send(struct oshttp_call *c)
 {
 	if (oshttp_target_url(&c->to, c->st->origin) != 0)

@@ -301,6 +301,10 @@ int oshttp_call_init(struct oshttp_call *c, struct oshttp_store *st, enum oshttp
 void oshttp_call_destroy(struct oshttp_call *c);
 /** Add a query parameter; callers add them in name order (the signatures need it). */
 void oshttp_call_query(struct oshttp_call *c, const char *name, const char *value);
+/** Append the headers both stores' requests name alike, those c has, in this order:
+ *  Content-Type, If-Match, If-None-Match, and its range as range_name ("x-ms-range",
+ *  "Range"). 0 or STRATA_ENOMEM (no message). */
+int oshttp_call_headers(const struct oshttp_call *c, struct curl_slist **h, const char *range_name);
 /** Send c (after its body and query are set): build its URL, sign it and run it. 0 when
  *  an answer arrived; a failure that may have been applied is recorded as such. */
 int oshttp_call_send(struct oshttp_call *c);

@@ -132,12 +132,6 @@ s3_of(struct oshttp_store *st)
 	return (struct s3_store *)((char *)st - offsetof(struct s3_store, st));
 }
 
-static int
-s3_add(struct curl_slist **h, const char *name, const char *value)
-{
-	return oshttp_header(h, name, value);
-}
-
 /** The headers of one attempt; libcurl adds X-Amz-Date and the signature. */
 static int
 s3_headers(void *ctx, struct curl_slist **h)
@@ -145,19 +139,12 @@ s3_headers(void *ctx, struct curl_slist **h)
 	struct s3_call *sc = ctx;
 	struct oshttp_call *c = &sc->call;
 	struct s3_store *s3 = s3_of(c->st);
-	int rc = s3_add(h, "x-amz-content-sha256", sc->sha256);
-	if (rc == 0 && c->content_type != NULL)
-		rc = s3_add(h, "Content-Type", c->content_type);
-	if (rc == 0 && c->if_match != NULL)
-		rc = s3_add(h, "If-Match", c->if_match);
-	if (rc == 0 && c->if_none_match != NULL)
-		rc = s3_add(h, "If-None-Match", c->if_none_match);
-	if (rc == 0 && c->range[0] != '\0')
-		rc = s3_add(h, "Range", c->range);
+	int rc = oshttp_header(h, "x-amz-content-sha256", sc->sha256);
+	rc = rc ? rc : oshttp_call_headers(c, h, "Range");
 	if (rc == 0 && sc->md5[0] != '\0')
-		rc = s3_add(h, "Content-MD5", sc->md5);
+		rc = oshttp_header(h, "Content-MD5", sc->md5);
 	if (rc == 0 && s3->token[0] != '\0')
-		rc = s3_add(h, "x-amz-security-token", s3->token);
+		rc = oshttp_header(h, "x-amz-security-token", s3->token);
 	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
 }
 
