@@ -304,20 +304,9 @@ static int
 az_put_blob(struct az_store *az, const char *opname, const char *key, const void *data, size_t len,
 	    const char *if_match, const char *if_none_match)
 {
-	oshttp_set_indeterminate(0);
-	int rc = oshttp_store_check_key(&az->st, key, 0);
-	if (rc)
-		return rc;
 	struct az_call c;
-	rc = oshttp_call_init(&c.call, &az->st, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
-				  : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
-			  "PUT", opname, key);
-	c.call.content_type = "application/octet-stream";
+	int rc = oshttp_put_init(&az->st, &c.call, opname, key, data, len, if_match, if_none_match);
 	c.blob_type = "BlockBlob";
-	c.call.if_match = if_match;
-	c.call.if_none_match = if_none_match;
-	c.call.http.body = data;
-	c.call.http.body_len = len;
 	if (rc == 0)
 		rc = oshttp_call_send(&c.call);
 	if (rc == 0) {

@@ -858,6 +858,27 @@ oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key)
 	return rc;
 }
 
+int
+oshttp_put_init(struct oshttp_store *st, struct oshttp_call *c, const char *opname, const char *key,
+		const void *data, size_t len, const char *if_match, const char *if_none_match)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc) {
+		memset(c, 0, st->ops->call_size);
+		return rc;
+	}
+	rc = oshttp_call_init(c, st, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
+			      : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
+			      "PUT", opname, key);
+	c->content_type = "application/octet-stream";
+	c->if_match = if_match;
+	c->if_none_match = if_none_match;
+	c->http.body = data;
+	c->http.body_len = len;
+	return rc;
+}
+
 /** A listing in progress (oshttp_list). */
 struct oshttp_lister {
 	/** The store. */

@@ -328,6 +328,12 @@ int oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key,
 		uint64_t *size, char *etag, size_t cap);
 /** Delete an object; one that is missing is not a failure. */
 int oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key);
+/** Start a whole-object write (Put Blob, PutObject) of data at key in c, with an optional
+ *  condition: the key checked, the operation kind of its condition, Content-Type
+ *  application/octet-stream, the condition and the body. The client sends it and maps the
+ *  answer; release c with oshttp_call_destroy either way (after a failed key check too). */
+int oshttp_put_init(struct oshttp_store *st, struct oshttp_call *c, const char *opname, const char *key,
+		    const void *data, size_t len, const char *if_match, const char *if_none_match);
 /** List the keys under prefix, page_max a page, calling cb(ctx, key without the store's
  *  prefix, size) for each in byte order; cb's nonzero stops the listing and is returned. */
 int oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,

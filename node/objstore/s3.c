@@ -357,19 +357,8 @@ static int
 s3_put_object_raw(struct s3_store *s3, const char *opname, const char *key, const void *data, size_t len,
 		  const char *if_match, const char *if_none_match)
 {
-	oshttp_set_indeterminate(0);
-	int rc = oshttp_store_check_key(&s3->st, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = oshttp_call_init(&c.call, &s3->st, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
-				  : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
-			  "PUT", opname, key);
-	c.call.content_type = "application/octet-stream";
-	c.call.if_match = if_match;
-	c.call.if_none_match = if_none_match;
-	c.call.http.body = data;
-	c.call.http.body_len = len;
+	int rc = oshttp_put_init(&s3->st, &c.call, opname, key, data, len, if_match, if_none_match);
 	if (rc == 0)
 		rc = oshttp_call_send(&c.call);
 	if (rc == 0 && c.call.http.status != 200)
