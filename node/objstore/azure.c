@@ -704,18 +704,12 @@ objstore_azure_new(const char *url, struct objstore **out)
 {
 	*out = NULL;
 	static const char scheme[] = "azure://";
-	if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-		return diag_set(STRATA_EINVAL, "store URL %s: not an azure:// URL", url ? url : "(null)");
-	if (strlen(url) > 4096)
-		return diag_set(STRATA_EINVAL, "store URL: longer than 4096 bytes");
-	struct az_store *az = env.calloc(1, sizeof(*az));
-	char *copy = env.malloc(strlen(url) + 1);
-	if (az == NULL || copy == NULL) {
-		env.free(az);
-		env.free(copy);
-		return diag_set(STRATA_ENOMEM, "store URL %s: out of memory", url);
-	}
-	strcpy(copy, url);
+	void *store;
+	char *copy, *query;
+	int rc = oshttp_url_open(url, scheme, sizeof(struct az_store), &store, &copy, &query);
+	if (rc)
+		return rc;
+	struct az_store *az = store;
 	az->base.ops = &az_ops;
 	az->st.ops = &az_http_ops;
 	az->st.name = az->base.name;
@@ -724,10 +718,6 @@ objstore_azure_new(const char *url, struct objstore **out)
 	az->list_page = AZ_LIST_PAGE;
 	struct oshttp_config hc;
 	oshttp_config_init(&hc);
-	int rc = 0;
-	char *query = strchr(copy, '?');
-	if (query != NULL)
-		*query++ = '\0';
 	char *acct = copy + sizeof(scheme) - 1;
 	char *ctr = strchr(acct, '/');
 	char *pfx = ctr != NULL ? strchr(ctr + 1, '/') : NULL;

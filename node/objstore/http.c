@@ -1012,6 +1012,32 @@ oshttp_cond_lost(const struct oshttp_req *r, const char *if_match, const char *i
 }
 
 int
+oshttp_url_open(const char *url, const char *scheme, size_t size, void **store, char **copy, char **query)
+{
+	*store = NULL;
+	*copy = *query = NULL;
+	if (url == NULL || strncmp(url, scheme, strlen(scheme)) != 0)
+		return diag_set(STRATA_EINVAL, "store URL %s: not an %s URL", url ? url : "(null)", scheme);
+	if (strlen(url) > 4096)
+		return diag_set(STRATA_EINVAL, "store URL: longer than 4096 bytes");
+	void *s = env.calloc(1, size);
+	char *c = env.malloc(strlen(url) + 1);
+	if (s == NULL || c == NULL) {
+		env.free(s);
+		env.free(c);
+		return diag_set(STRATA_ENOMEM, "store URL %s: out of memory", url);
+	}
+	strcpy(c, url);
+	char *q = strchr(c, '?');
+	if (q != NULL)
+		*q++ = '\0';
+	*store = s;
+	*copy = c;
+	*query = q;
+	return 0;
+}
+
+int
 oshttp_url_params(const char *url, char *query, oshttp_param_fn fn, void *ctx)
 {
 	int rc = 0;

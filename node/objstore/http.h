@@ -358,6 +358,11 @@ int oshttp_fail_answer(const struct oshttp_req *r, const char *code, const char 
  *  indeterminate, when an earlier attempt may have been the write that made it fail. */
 int oshttp_cond_lost(const struct oshttp_req *r, const char *if_match, const char *if_none_match);
 
+/** Start opening a store URL of scheme ("azure://", "s3://"), at most 4096 bytes: the store,
+ *  size bytes zeroed, into *store, and a copy of url into *copy, cut at its query (*query:
+ *  what follows '?', NULL when none); free both with env.free. 0, or STRATA_EINVAL or
+ *  STRATA_ENOMEM with a message. */
+int oshttp_url_open(const char *url, const char *scheme, size_t size, void **store, char **copy, char **query);
 /** Called for each NAME=VALUE parameter of a store URL; 0 or a STRATA_E* code with a message. */
 typedef int (*oshttp_param_fn)(void *ctx, const char *name, const char *value);
 /** Call fn for every parameter of query, the part of url after '?' (cut in place; NULL:

@@ -1226,18 +1226,12 @@ objstore_s3_new(const char *url, struct objstore **out)
 {
 	*out = NULL;
 	static const char scheme[] = "s3://";
-	if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-		return diag_set(STRATA_EINVAL, "store URL %s: not an s3:// URL", url ? url : "(null)");
-	if (strlen(url) > 4096)
-		return diag_set(STRATA_EINVAL, "store URL: longer than 4096 bytes");
-	struct s3_store *s3 = env.calloc(1, sizeof(*s3));
-	char *copy = env.malloc(strlen(url) + 1);
-	if (s3 == NULL || copy == NULL) {
-		env.free(s3);
-		env.free(copy);
-		return diag_set(STRATA_ENOMEM, "store URL %s: out of memory", url);
-	}
-	strcpy(copy, url);
+	void *store;
+	char *copy, *query;
+	int rc = oshttp_url_open(url, scheme, sizeof(struct s3_store), &store, &copy, &query);
+	if (rc)
+		return rc;
+	struct s3_store *s3 = store;
 	s3->base.ops = &s3_ops;
 	s3->st.ops = &s3_http_ops;
 	s3->st.name = s3->base.name;
@@ -1247,10 +1241,6 @@ objstore_s3_new(const char *url, struct objstore **out)
 	s3->stale_upload_s = S3_STALE_UPLOAD_S;
 	struct oshttp_config hc;
 	oshttp_config_init(&hc);
-	int rc = 0;
-	char *query = strchr(copy, '?');
-	if (query != NULL)
-		*query++ = '\0';
 	char *bucket = copy + sizeof(scheme) - 1;
 	char *pfx = strchr(bucket, '/');
 	if (pfx != NULL)
