@@ -1,7 +1,9 @@
 /*
  * http.c — the remote object stores' HTTP client over libcurl: a pool of easy handles
  * (connection reuse), timeouts, retries with jittered backoff, indeterminate results
- * and per-operation counters. libcurl allocates its own memory; everything of ours goes
+ * and per-operation counters; and the requests the azure and s3 clients share (get,
+ * get_range, head, delete, whole-object writes, listing), each client's own part given
+ * by its oshttp_store_ops. libcurl allocates its own memory; everything of ours goes
  * through env.
  */
 #include "http.h"

@@ -6,7 +6,12 @@
  * operation kind. A failure after the request was sent (a timeout, a dropped
  * connection, a 500/502/504) may or may not have been applied by the server: the
  * request says so (oshttp_req.indeterminate) and the backend reports it as such
- * (objstore_last_indeterminate).
+ * (objstore_last_indeterminate). Above the client, the requests both stores make alike
+ * are built here too (struct oshttp_call, which each client's request embeds, from the
+ * struct oshttp_store each store embeds): get, get_range, head, delete, the start of a
+ * whole-object write and the listing loop, with a small callback table per client
+ * (oshttp_store_ops) for what differs: signing, failure mapping, a missing key, the
+ * listing's query and XML format.
  */
 #ifndef STRATA_OSHTTP_H
 #define STRATA_OSHTTP_H
@@ -335,7 +340,8 @@ int oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *ke
 int oshttp_put_init(struct oshttp_store *st, struct oshttp_call *c, const char *opname, const char *key,
 		    const void *data, size_t len, const char *if_match, const char *if_none_match);
 /** List the keys under prefix, page_max a page, calling cb(ctx, key without the store's
- *  prefix, size) for each in byte order; cb's nonzero stops the listing and is returned. */
+ *  prefix, size) for each in the order of the answers (refused when it is not byte order,
+ *  with list_in_order); cb's nonzero stops the listing and is returned. */
 int oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
 		int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx);
 /** One key of a listing page (full name, with the store's prefix): checked to be under the
