@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #define AZ_VERSION "2021-12-02"
 /** Longest key accepted (the service's limit on a blob name, with the prefix). */
 #define AZ_KEY_MAX 1024
+_Static_assert(AZ_KEY_MAX <= OSHTTP_KEY_MAX, "a key fits the buffers of the shared requests");
 /** Default and limits of a streamed write's block. */
 #define AZ_BLOCK_DEFAULT (8u << 20)
 #define AZ_BLOCK_MIN (64u << 10)
@@ -45,20 +47,13 @@
 struct az_store {
 	/** Generic header; must be first. */
 	struct objstore base;
-	/** The HTTP client (pooled connections, retries, counters). */
-	struct oshttp_client *http;
+	/** What its requests are built from: the HTTP client, the key prefix, the origin and
+	 *  the path ("/ACCOUNT/CONTAINER" path-style, "/CONTAINER" on the public endpoint). */
+	struct oshttp_store st;
 	/** Storage account. */
 	char account[64];
 	/** Container. */
 	char container[64];
-	/** Key prefix inside the container ("" or "dir/"). */
-	char prefix[256];
-	/** Its length. */
-	size_t prefix_len;
-	/** scheme://host[:port] of the service. */
-	char origin[256];
-	/** Path before /CONTAINER: "/ACCOUNT" path-style, "" on the public endpoint. */
-	char path0[80];
 	/** The decoded account key. */
 	uint8_t key[128];
 	/** Its length. */
@@ -83,78 +78,24 @@ struct az_writer {
 	uint64_t id;
 };
 
-/** One signed request being built. */
+/** One signed request being built (its range goes in x-ms-range). */
 struct az_call {
-	/** The store. */
-	struct az_store *az;
-	/** The HTTP request. */
-	struct oshttp_req http;
-	/** Content-Type (NULL: none). */
-	const char *content_type;
-	/** If-Match and If-None-Match (NULL: none). */
-	const char *if_match, *if_none_match;
-	/** x-ms-range ("" none). */
-	char range[64];
+	/** The request; must be first. */
+	struct oshttp_call call;
 	/** x-ms-blob-type (NULL: none). */
 	const char *blob_type;
-	/** Its path, query and URL. */
-	struct oshttp_target to;
-	/** The message prefix. */
-	char what[AZ_KEY_MAX + 384];
 };
 
 static const struct objstore_ops az_ops;
+static const struct oshttp_store_ops az_http_ops;
 
 /* ---------------------------------------------------------------- requests */
 
-/** Start a call of method on key (NULL: the container itself). */
-static int
-az_call_init(struct az_call *c, struct az_store *az, enum oshttp_op op, const char *method,
-	     const char *opname, const char *key)
+/** The store of a request. */
+static struct az_store *
+az_of(struct oshttp_store *st)
 {
-	memset(c, 0, sizeof(*c));
-	c->az = az;
-	c->http.op = op;
-	c->http.method = method;
-	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", az->base.name, opname, key ? " " : "", key ? key : "");
-	c->http.what = c->what;
-	int rc = buf_append(&c->to.path, az->path0, strlen(az->path0));
-	if (rc == 0)
-		rc = buf_append(&c->to.path, "/", 1);
-	if (rc == 0)
-		rc = buf_append(&c->to.path, az->container, strlen(az->container));
-	if (rc == 0 && key != NULL) {
-		rc = buf_append(&c->to.path, "/", 1);
-		if (rc == 0)
-			rc = oshttp_escape(&c->to.path, az->prefix, az->prefix_len, 1);
-		if (rc == 0)
-			rc = oshttp_escape(&c->to.path, key, strlen(key), 1);
-	}
-	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
-}
-
-static void
-az_call_destroy(struct az_call *c)
-{
-	oshttp_target_destroy(&c->to);
-	oshttp_req_destroy(&c->http);
-}
-
-/** Add a query parameter; callers add them in name order. */
-static void
-az_query(struct az_call *c, const char *name, const char *value)
-{
-	oshttp_target_query(&c->to, name, value);
-}
-
-/** The full URL from origin, path and query. */
-static int
-az_url(struct az_call *c)
-{
-	if (oshttp_target_url(&c->to, c->az->origin) != 0)
-		return diag_set(STRATA_ENOMEM, "%s: out of memory", c->what);
-	c->http.url = (const char *)c->to.url.data;
-	return 0;
+	return (struct az_store *)((char *)st - offsetof(struct az_store, st));
 }
 
 /** RFC 1123 date of the environment's wall clock. */
@@ -171,18 +112,13 @@ az_date(char *dst, size_t cap)
 		 months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-static int
-az_add(struct curl_slist **h, const char *name, const char *value)
-{
-	return oshttp_header(h, name, value);
-}
-
 /** The headers of one attempt, signed (SharedKey) with a fresh date. */
 static int
 az_headers(void *ctx, struct curl_slist **h)
 {
-	struct az_call *c = ctx;
-	struct az_store *az = c->az;
+	struct az_call *ac = ctx;
+	struct oshttp_call *c = &ac->call;
+	struct az_store *az = az_of(c->st);
 	char date[64], len[32] = "";
 	az_date(date, sizeof(date));
 	if (c->http.body_len > 0)
@@ -194,8 +130,8 @@ az_headers(void *ctx, struct curl_slist **h)
 		 c->content_type ? c->content_type : "", c->if_match ? c->if_match : "",
 		 c->if_none_match ? c->if_none_match : "");
 	rc |= buf_append(&s, head, strlen(head));
-	if (c->blob_type != NULL) {
-		snprintf(head, sizeof(head), "x-ms-blob-type:%s\n", c->blob_type);
+	if (ac->blob_type != NULL) {
+		snprintf(head, sizeof(head), "x-ms-blob-type:%s\n", ac->blob_type);
 		rc |= buf_append(&s, head, strlen(head));
 	}
 	snprintf(head, sizeof(head), "x-ms-date:%s\n", date);
@@ -227,42 +163,29 @@ az_headers(void *ctx, struct curl_slist **h)
 		rc = buf_append(&sig, "", 1);
 	if (rc == 0) {
 		snprintf(head, sizeof(head), "SharedKey %s:%s", az->account, (const char *)sig.data);
-		rc = az_add(h, "Authorization", head);
+		rc = oshttp_header(h, "Authorization", head);
 	}
 	buf_destroy(&sig);
-	rc = rc ? rc : az_add(h, "x-ms-date", date);
-	rc = rc ? rc : az_add(h, "x-ms-version", AZ_VERSION);
-	if (rc == 0 && c->content_type != NULL)
-		rc = az_add(h, "Content-Type", c->content_type);
-	if (rc == 0 && c->if_match != NULL)
-		rc = az_add(h, "If-Match", c->if_match);
-	if (rc == 0 && c->if_none_match != NULL)
-		rc = az_add(h, "If-None-Match", c->if_none_match);
-	if (rc == 0 && c->range[0] != '\0')
-		rc = az_add(h, "x-ms-range", c->range);
-	if (rc == 0 && c->blob_type != NULL)
-		rc = az_add(h, "x-ms-blob-type", c->blob_type);
+	rc = rc ? rc : oshttp_header(h, "x-ms-date", date);
+	rc = rc ? rc : oshttp_header(h, "x-ms-version", AZ_VERSION);
+	rc = rc ? rc : oshttp_call_headers(c, h, "x-ms-range");
+	if (rc == 0 && ac->blob_type != NULL)
+		rc = oshttp_header(h, "x-ms-blob-type", ac->blob_type);
 	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
 }
 
-/** Send c (after its URL is built); 0 when an answer arrived. */
+/** Sign c with SharedKey (an oshttp_store_ops.sign). */
 static int
-az_send(struct az_call *c)
+az_sign(struct oshttp_call *c)
 {
-	int rc = az_url(c);
-	if (rc)
-		return rc;
 	c->http.headers = az_headers;
 	c->http.headers_ctx = c;
-	rc = oshttp_perform(c->az->http, &c->http);
-	if (rc != 0 && c->http.indeterminate)
-		oshttp_set_indeterminate(1);
-	return rc;
+	return 0;
 }
 
 /** The service's error code of an answer (the header, else the body's <Code>). */
 static void
-az_error_code(struct az_call *c, char *code, size_t cap, char *msg, size_t mcap)
+az_error_code(struct oshttp_call *c, char *code, size_t cap, char *msg, size_t mcap)
 {
 	msg[0] = '\0';
 	snprintf(code, cap, "%s", c->http.error_code);
@@ -281,129 +204,97 @@ az_error_code(struct az_call *c, char *code, size_t cap, char *msg, size_t mcap)
 
 /** Map an answer that is not the expected success to a code and a message. */
 static int
-az_fail(struct az_call *c)
+az_fail(struct oshttp_call *c)
 {
+	struct az_store *az = az_of(c->st);
 	char code[128], msg[512];
 	az_error_code(c, code, sizeof(code), msg, sizeof(msg));
 	long st = c->http.status;
 	if (st == 403)
 		return diag_set(STRATA_EIO, "%s: HTTP 403 %s: the service refused the credentials of account '%s' "
 				"(check its key: key_file=, AZURE_STORAGE_KEY_FILE or AZURE_STORAGE_KEY)%s%s",
-				c->what, code, c->az->account, msg[0] ? ": " : "", msg);
+				c->what, code, az->account, msg[0] ? ": " : "", msg);
 	if (st == 404 && strcmp(code, "ContainerNotFound") == 0)
 		return diag_set(STRATA_EIO, "%s: container '%s' of account '%s' does not exist", c->what,
-				c->az->container, c->az->account);
+				az->container, az->account);
 	return oshttp_fail_answer(&c->http, code, msg);
 }
 
-/** Check a key: non-empty, at most AZ_KEY_MAX with the prefix, no "//" or leading '/'. */
+/** Whether an answer is a 404 about the blob (not the container). */
 static int
-az_check_key(struct az_store *az, const char *key, int is_prefix)
+az_key_missing(struct oshttp_call *c)
 {
-	return oshttp_check_key(az->base.name, az->prefix_len, AZ_KEY_MAX, key, is_prefix);
+	return c->http.status == 404 && strcmp(c->http.error_code, "ContainerNotFound") != 0;
 }
+
+/** The query of a List Blobs page (an oshttp_store_ops.list_query). */
+static void
+az_list_query(struct oshttp_call *c, const char *next, const char *page, const char *full)
+{
+	oshttp_call_query(c, "comp", "list");
+	if (next[0] != '\0')
+		oshttp_call_query(c, "marker", next);
+	oshttp_call_query(c, "maxresults", page);
+	if (full[0] != '\0')
+		oshttp_call_query(c, "prefix", full);
+	oshttp_call_query(c, "restype", "container");
+}
+
+_Static_assert(sizeof(((struct azxml_list *)0)->next_marker) == OSHTTP_LIST_NEXT_MAX + 1,
+	       "a NextMarker fits where oshttp_list keeps it");
+
+/** Parse a List Blobs page; the next starts at its NextMarker (an oshttp_store_ops.list_page). */
+static int
+az_list_page(struct oshttp_call *c, const struct buf *body, uint32_t max, struct oshttp_lister *ls, char *next)
+{
+	struct azxml_list l = {0};
+	int rc = azxml_parse_list(body->data, body->len, max, c->what, &l);
+	for (size_t i = 0; rc == 0 && i < l.n; i++)
+		rc = oshttp_list_entry(ls, l.v[i].name, l.v[i].size);
+	if (rc == 0)
+		memcpy(next, l.next_marker, sizeof(l.next_marker));
+	azxml_list_destroy(&l);
+	return rc;
+}
+
+static const struct oshttp_store_ops az_http_ops = {
+	.call_size = sizeof(struct az_call),
+	.sign = az_sign,
+	.fail = az_fail,
+	.key_missing = az_key_missing,
+	.delete_status = 202,
+	.list_query = az_list_query,
+	.list_page = az_list_page,
+};
 
 /* ---------------------------------------------------------------- reads */
 
 static int
 az_get(struct objstore *os, const char *key, struct buf *out)
 {
-	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
-	if (rc)
-		return rc;
 	struct az_call c;
-	rc = az_call_init(&c, az, OSHTTP_OP_GET, "GET", "get", key);
-	size_t start = out->len;
-	c.http.out = out;
-	if (rc == 0)
-		rc = az_send(&c);
-	if (rc == 0 && c.http.status == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0)
-		rc = STRATA_NOTFOUND;
-	else if (rc == 0 && c.http.status != 200)
-		rc = az_fail(&c);
-	if (rc != 0)
-		out->len = start;
-	az_call_destroy(&c);
-	return rc;
+	return oshttp_get(&((struct az_store *)os)->st, &c.call, key, out);
 }
 
 static int
 az_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
 {
-	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	*got = 0;
-	int rc = az_check_key(az, key, 0);
-	if (rc || len == 0)
-		return rc;
 	struct az_call c;
-	rc = az_call_init(&c, az, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
-	snprintf(c.range, sizeof(c.range), "bytes=%llu-%llu", (unsigned long long)off,
-		 (unsigned long long)(off + len - 1));
-	c.http.dst = dst;
-	c.http.dst_cap = len;
-	c.http.skip = off;
-	if (rc == 0)
-		rc = az_send(&c);
-	if (rc == 0) {
-		long st = c.http.status;
-		if (st == 206 || st == 200)
-			*got = c.http.got;
-		else if (st == 416)
-			*got = 0; /* at or past the end */
-		else if (st == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0)
-			rc = STRATA_NOTFOUND;
-		else
-			rc = az_fail(&c);
-	}
-	az_call_destroy(&c);
-	return rc;
-}
-
-/** HEAD a blob: its size and ETag. */
-static int
-az_head(struct az_store *az, const char *key, const char *opname, uint64_t *size, char *etag, size_t cap)
-{
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
-	if (rc)
-		return rc;
-	struct az_call c;
-	rc = az_call_init(&c, az, OSHTTP_OP_HEAD, "HEAD", opname, key);
-	if (rc == 0)
-		rc = az_send(&c);
-	if (rc == 0) {
-		if (c.http.status == 200) {
-			if (size != NULL) {
-				if (c.http.content_length < 0)
-					rc = diag_set(STRATA_EIO, "%s: no Content-Length in the answer", c.what);
-				else
-					*size = (uint64_t)c.http.content_length;
-			}
-			if (etag != NULL)
-				snprintf(etag, cap, "%s", c.http.etag);
-		} else if (c.http.status == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0) {
-			rc = STRATA_NOTFOUND;
-		} else {
-			rc = az_fail(&c);
-		}
-	}
-	az_call_destroy(&c);
-	return rc;
+	return oshttp_get_range(&((struct az_store *)os)->st, &c.call, key, off, len, dst, got);
 }
 
 static int
 az_size(struct objstore *os, const char *key, uint64_t *size)
 {
-	return az_head((struct az_store *)os, key, "size", size, NULL, 0);
+	struct az_call c;
+	return oshttp_head(&((struct az_store *)os)->st, &c.call, key, "size", size, NULL, 0);
 }
 
 static int
 az_etag(struct objstore *os, const char *key, char *etag, size_t cap)
 {
-	return az_head((struct az_store *)os, key, "etag", NULL, etag, cap);
+	struct az_call c;
+	return oshttp_head(&((struct az_store *)os)->st, &c.call, key, "etag", NULL, etag, cap);
 }
 
 /* ---------------------------------------------------------------- writes */
@@ -413,34 +304,23 @@ static int
 az_put_blob(struct az_store *az, const char *opname, const char *key, const void *data, size_t len,
 	    const char *if_match, const char *if_none_match)
 {
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
-	if (rc)
-		return rc;
 	struct az_call c;
-	rc = az_call_init(&c, az, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
-				  : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
-			  "PUT", opname, key);
-	c.content_type = "application/octet-stream";
+	int rc = oshttp_put_init(&az->st, &c.call, opname, key, data, len, if_match, if_none_match);
 	c.blob_type = "BlockBlob";
-	c.if_match = if_match;
-	c.if_none_match = if_none_match;
-	c.http.body = data;
-	c.http.body_len = len;
 	if (rc == 0)
-		rc = az_send(&c);
+		rc = oshttp_call_send(&c.call);
 	if (rc == 0) {
-		long st = c.http.status;
+		long st = c.call.http.status;
 		int lost = (if_none_match != NULL && (st == 409 || st == 412)) ||
 			   (if_match != NULL && (st == 412 || st == 404 || st == 409));
 		if (st == 201)
 			rc = 0;
 		else if (lost)
-			rc = oshttp_cond_lost(&c.http, if_match, if_none_match);
+			rc = oshttp_cond_lost(&c.call.http, if_match, if_none_match);
 		else
-			rc = az_fail(&c);
+			rc = az_fail(&c.call);
 	}
-	az_call_destroy(&c);
+	oshttp_call_destroy(&c.call);
 	return rc;
 }
 
@@ -468,20 +348,8 @@ az_put_if_match(struct objstore *os, const char *key, const void *data, size_t l
 static int
 az_del(struct objstore *os, const char *key)
 {
-	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, key, 0);
-	if (rc)
-		return rc;
 	struct az_call c;
-	rc = az_call_init(&c, az, OSHTTP_OP_DELETE, "DELETE", "delete", key);
-	if (rc == 0)
-		rc = az_send(&c);
-	if (rc == 0 && c.http.status != 202 && c.http.status != 200 &&
-	    !(c.http.status == 404 && strcmp(c.http.error_code, "ContainerNotFound") != 0))
-		rc = az_fail(&c);
-	az_call_destroy(&c);
-	return rc;
+	return oshttp_delete(&((struct az_store *)os)->st, &c.call, key);
 }
 
 /** The block id of block i of w (fixed length, base64). */
@@ -505,24 +373,24 @@ az_put_block(struct az_writer *w)
 				w->key, AZ_BLOCKS_MAX, (unsigned long long)az->block_bytes);
 	struct buf id = {0};
 	struct az_call c;
-	int rc = az_call_init(&c, az, OSHTTP_OP_PART, "PUT", "put_block", w->key);
+	int rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_PART, "PUT", "put_block", w->key);
 	if (rc == 0 && az_block_id(w, w->nblocks, &id) != 0)
-		rc = diag_set(STRATA_ENOMEM, "%s: out of memory", c.what);
+		rc = diag_set(STRATA_ENOMEM, "%s: out of memory", c.call.what);
 	if (rc == 0) {
-		az_query(&c, "blockid", (const char *)id.data);
-		az_query(&c, "comp", "block");
-		c.content_type = "application/octet-stream";
-		c.http.body = w->pending.data;
-		c.http.body_len = w->pending.len;
-		rc = az_send(&c);
+		oshttp_call_query(&c.call, "blockid", (const char *)id.data);
+		oshttp_call_query(&c.call, "comp", "block");
+		c.call.content_type = "application/octet-stream";
+		c.call.http.body = w->pending.data;
+		c.call.http.body_len = w->pending.len;
+		rc = oshttp_call_send(&c.call);
 	}
-	if (rc == 0 && c.http.status != 201)
-		rc = az_fail(&c);
+	if (rc == 0 && c.call.http.status != 201)
+		rc = az_fail(&c.call);
 	if (rc == 0) {
 		w->nblocks++;
 		buf_reset(&w->pending);
 	}
-	az_call_destroy(&c);
+	oshttp_call_destroy(&c.call);
 	buf_destroy(&id);
 	return rc;
 }
@@ -531,7 +399,7 @@ static int
 az_writer_open(struct objstore *os, const char *key, struct objstore_writer **out)
 {
 	struct az_store *az = (struct az_store *)os;
-	int rc = az_check_key(az, key, 0);
+	int rc = oshttp_store_check_key(&az->st, key, 0);
 	if (rc)
 		return rc;
 	struct az_writer *w = env.calloc(1, sizeof(*w));
@@ -601,17 +469,17 @@ az_writer_commit(struct objstore_writer *base)
 	if (rc == 0) {
 		oshttp_set_indeterminate(0);
 		struct az_call c;
-		rc = az_call_init(&c, az, OSHTTP_OP_COMMIT, "PUT", "put_block_list", w->key);
+		rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_COMMIT, "PUT", "put_block_list", w->key);
 		if (rc == 0) {
-			az_query(&c, "comp", "blocklist");
-			c.content_type = "application/xml";
-			c.http.body = xml.data;
-			c.http.body_len = xml.len;
-			rc = az_send(&c);
+			oshttp_call_query(&c.call, "comp", "blocklist");
+			c.call.content_type = "application/xml";
+			c.call.http.body = xml.data;
+			c.call.http.body_len = xml.len;
+			rc = oshttp_call_send(&c.call);
 		}
-		if (rc == 0 && c.http.status != 201)
-			rc = az_fail(&c);
-		az_call_destroy(&c);
+		if (rc == 0 && c.call.http.status != 201)
+			rc = az_fail(&c.call);
+		oshttp_call_destroy(&c.call);
 	}
 	buf_destroy(&xml);
 	buf_destroy(&id);
@@ -632,58 +500,8 @@ static int
 az_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
 	struct az_store *az = (struct az_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = az_check_key(az, prefix, 1);
-	if (rc)
-		return rc;
-	char full[AZ_KEY_MAX + 1], page[16];
-	snprintf(full, sizeof(full), "%s%s", az->prefix, prefix);
-	snprintf(page, sizeof(page), "%u", az->list_page);
-	struct azxml_list l = {0};
-	char *marker = env.malloc(sizeof(l.next_marker));
-	if (marker == NULL)
-		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", os->name);
-	marker[0] = '\0';
-	struct buf body = {0};
-	do {
-		struct az_call c;
-		rc = az_call_init(&c, az, OSHTTP_OP_LIST, "GET", "list", NULL);
-		snprintf(c.what, sizeof(c.what), "%s: list '%s'", os->name, prefix);
-		if (rc) {
-			az_call_destroy(&c);
-			break;
-		}
-		az_query(&c, "comp", "list");
-		if (marker[0] != '\0')
-			az_query(&c, "marker", marker);
-		az_query(&c, "maxresults", page);
-		if (full[0] != '\0')
-			az_query(&c, "prefix", full);
-		az_query(&c, "restype", "container");
-		buf_reset(&body);
-		c.http.out = &body;
-		rc = az_send(&c);
-		if (rc == 0 && c.http.status != 200)
-			rc = az_fail(&c);
-		if (rc == 0)
-			rc = azxml_parse_list(body.data, body.len, az->list_page, c.what, &l);
-		az_call_destroy(&c);
-		for (size_t i = 0; rc == 0 && i < l.n; i++) {
-			const char *name = l.v[i].name;
-			if (strncmp(name, full, strlen(full)) != 0) {
-				rc = diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
-					      os->name, prefix, name);
-				break;
-			}
-			rc = cb(ctx, name + az->prefix_len, l.v[i].size);
-		}
-		if (rc == 0)
-			memcpy(marker, l.next_marker, sizeof(l.next_marker));
-		azxml_list_destroy(&l);
-	} while (rc == 0 && marker[0] != '\0');
-	buf_destroy(&body);
-	env.free(marker);
-	return rc;
+	struct az_call c;
+	return oshttp_list(&az->st, &c.call, prefix, az->list_page, cb, ctx);
 }
 
 /* ---------------------------------------------------------------- open */
@@ -692,7 +510,7 @@ static void
 az_destroy(struct objstore *os)
 {
 	struct az_store *az = (struct az_store *)os;
-	oshttp_client_delete(az->http);
+	oshttp_client_delete(az->st.http);
 	memset(az->key, 0, sizeof(az->key));
 	env.free(az);
 }
@@ -842,25 +660,25 @@ static int
 az_probe(struct az_store *az)
 {
 	struct az_call c;
-	int rc = az_call_init(&c, az, OSHTTP_OP_OTHER, "GET", "open: container properties", NULL);
-	az_query(&c, "restype", "container");
+	int rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_OTHER, "GET", "open: container properties", NULL);
+	oshttp_call_query(&c.call, "restype", "container");
 	if (rc == 0)
-		rc = az_send(&c);
+		rc = oshttp_call_send(&c.call);
 	int create = 0;
-	if (rc == 0 && c.http.status == 404)
+	if (rc == 0 && c.call.http.status == 404)
 		create = 1;
-	else if (rc == 0 && c.http.status != 200)
-		rc = az_fail(&c);
-	az_call_destroy(&c);
+	else if (rc == 0 && c.call.http.status != 200)
+		rc = az_fail(&c.call);
+	oshttp_call_destroy(&c.call);
 	if (rc || !create)
 		return rc;
-	rc = az_call_init(&c, az, OSHTTP_OP_OTHER, "PUT", "open: create container", NULL);
-	az_query(&c, "restype", "container");
+	rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_OTHER, "PUT", "open: create container", NULL);
+	oshttp_call_query(&c.call, "restype", "container");
 	if (rc == 0)
-		rc = az_send(&c);
-	if (rc == 0 && c.http.status != 201 && c.http.status != 409)
-		rc = az_fail(&c);
-	az_call_destroy(&c);
+		rc = oshttp_call_send(&c.call);
+	if (rc == 0 && c.call.http.status != 201 && c.call.http.status != 409)
+		rc = az_fail(&c.call);
+	oshttp_call_destroy(&c.call);
 	return rc;
 }
 
@@ -886,27 +704,20 @@ objstore_azure_new(const char *url, struct objstore **out)
 {
 	*out = NULL;
 	static const char scheme[] = "azure://";
-	if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-		return diag_set(STRATA_EINVAL, "store URL %s: not an azure:// URL", url ? url : "(null)");
-	if (strlen(url) > 4096)
-		return diag_set(STRATA_EINVAL, "store URL: longer than 4096 bytes");
-	struct az_store *az = env.calloc(1, sizeof(*az));
-	char *copy = env.malloc(strlen(url) + 1);
-	if (az == NULL || copy == NULL) {
-		env.free(az);
-		env.free(copy);
-		return diag_set(STRATA_ENOMEM, "store URL %s: out of memory", url);
-	}
-	strcpy(copy, url);
+	void *store;
+	char *copy, *query;
+	int rc = oshttp_url_open(url, scheme, sizeof(struct az_store), &store, &copy, &query);
+	if (rc)
+		return rc;
+	struct az_store *az = store;
 	az->base.ops = &az_ops;
+	az->st.ops = &az_http_ops;
+	az->st.name = az->base.name;
+	az->st.key_max = AZ_KEY_MAX;
 	az->block_bytes = AZ_BLOCK_DEFAULT;
 	az->list_page = AZ_LIST_PAGE;
 	struct oshttp_config hc;
 	oshttp_config_init(&hc);
-	int rc = 0;
-	char *query = strchr(copy, '?');
-	if (query != NULL)
-		*query++ = '\0';
 	char *acct = copy + sizeof(scheme) - 1;
 	char *ctr = strchr(acct, '/');
 	char *pfx = ctr != NULL ? strchr(ctr + 1, '/') : NULL;
@@ -924,8 +735,8 @@ objstore_azure_new(const char *url, struct objstore **out)
 		snprintf(az->account, sizeof(az->account), "%s", acct);
 		snprintf(az->container, sizeof(az->container), "%s", ctr);
 		size_t pl = 0;
-		rc = oshttp_url_prefix(url, pfx, az->prefix, sizeof(az->prefix), &pl);
-		az->prefix_len = strlen(az->prefix);
+		rc = oshttp_url_prefix(url, pfx, az->st.prefix, sizeof(az->st.prefix), &pl);
+		az->st.prefix_len = strlen(az->st.prefix);
 		snprintf(az->base.name, sizeof(az->base.name), "azure://%s/%s%s%.*s", az->account,
 			 az->container, pl ? "/" : "", (int)pl, pl ? pfx : "");
 	}
@@ -934,17 +745,18 @@ objstore_azure_new(const char *url, struct objstore **out)
 		rc = oshttp_url_params(url, query, az_param, &ap);
 	if (rc == 0) {
 		if (ap.endpoint != NULL) {
-			rc = oshttp_url_endpoint(url, ap.endpoint, az->origin, sizeof(az->origin));
+			rc = oshttp_url_endpoint(url, ap.endpoint, az->st.origin, sizeof(az->st.origin));
 			if (rc == 0)
-				snprintf(az->path0, sizeof(az->path0), "/%s", az->account);
+				snprintf(az->st.path0, sizeof(az->st.path0), "/%s/%s", az->account, az->container);
 		} else {
-			snprintf(az->origin, sizeof(az->origin), "https://%s.blob.core.windows.net", az->account);
+			snprintf(az->st.origin, sizeof(az->st.origin), "https://%s.blob.core.windows.net", az->account);
+			snprintf(az->st.path0, sizeof(az->st.path0), "/%s", az->container);
 		}
 	}
 	if (rc == 0)
 		rc = az_load_key(az, ap.key_file);
 	if (rc == 0)
-		rc = oshttp_client_new(&hc, &az->http);
+		rc = oshttp_client_new(&hc, &az->st.http);
 	env.free(copy);
 	if (rc == 0)
 		rc = az_probe(az);
@@ -959,5 +771,5 @@ objstore_azure_new(const char *url, struct objstore **out)
 struct oshttp_client *
 objstore_azure_client(struct objstore *os)
 {
-	return os != NULL && os->ops == &az_ops ? ((struct az_store *)os)->http : NULL;
+	return os != NULL && os->ops == &az_ops ? ((struct az_store *)os)->st.http : NULL;
 }

@@ -1,7 +1,9 @@
 /*
  * http.c — the remote object stores' HTTP client over libcurl: a pool of easy handles
  * (connection reuse), timeouts, retries with jittered backoff, indeterminate results
- * and per-operation counters. libcurl allocates its own memory; everything of ours goes
+ * and per-operation counters; and the requests the azure and s3 clients share (get,
+ * get_range, head, delete, whole-object writes, listing), each client's own part given
+ * by its oshttp_store_ops. libcurl allocates its own memory; everything of ours goes
  * through env.
  */
 #include "http.h"
@@ -689,6 +691,278 @@ oshttp_header(struct curl_slist **h, const char *name, const char *value)
 }
 
 int
+oshttp_call_init(struct oshttp_call *c, struct oshttp_store *st, enum oshttp_op op, const char *method,
+		 const char *opname, const char *key)
+{
+	memset(c, 0, st->ops->call_size);
+	c->st = st;
+	c->http.op = op;
+	c->http.method = method;
+	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", st->name, opname, key ? " " : "", key ? key : "");
+	c->http.what = c->what;
+	int rc = buf_append(&c->to.path, st->path0, strlen(st->path0));
+	if (rc == 0 && (key != NULL || st->path0[0] == '\0'))
+		rc = buf_append(&c->to.path, "/", 1);
+	if (rc == 0 && key != NULL) {
+		rc = oshttp_escape(&c->to.path, st->prefix, st->prefix_len, 1);
+		if (rc == 0)
+			rc = oshttp_escape(&c->to.path, key, strlen(key), 1);
+	}
+	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
+}
+
+void
+oshttp_call_destroy(struct oshttp_call *c)
+{
+	oshttp_target_destroy(&c->to);
+	oshttp_req_destroy(&c->http);
+}
+
+void
+oshttp_call_query(struct oshttp_call *c, const char *name, const char *value)
+{
+	oshttp_target_query(&c->to, name, value);
+}
+
+int
+oshttp_call_headers(const struct oshttp_call *c, struct curl_slist **h, const char *range_name)
+{
+	int rc = c->content_type != NULL ? oshttp_header(h, "Content-Type", c->content_type) : 0;
+	if (rc == 0 && c->if_match != NULL)
+		rc = oshttp_header(h, "If-Match", c->if_match);
+	if (rc == 0 && c->if_none_match != NULL)
+		rc = oshttp_header(h, "If-None-Match", c->if_none_match);
+	if (rc == 0 && c->range[0] != '\0')
+		rc = oshttp_header(h, range_name, c->range);
+	return rc;
+}
+
+int
+oshttp_call_send(struct oshttp_call *c)
+{
+	if (oshttp_target_url(&c->to, c->st->origin) != 0)
+		return diag_set(STRATA_ENOMEM, "%s: out of memory", c->what);
+	c->http.url = (const char *)c->to.url.data;
+	int rc = c->st->ops->sign(c);
+	if (rc)
+		return rc;
+	rc = oshttp_perform(c->st->http, &c->http);
+	if (rc != 0 && c->http.indeterminate)
+		oshttp_set_indeterminate(1);
+	return rc;
+}
+
+int
+oshttp_store_check_key(const struct oshttp_store *st, const char *key, int is_prefix)
+{
+	return oshttp_check_key(st->name, st->prefix_len, st->key_max, key, is_prefix);
+}
+
+int
+oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, struct buf *out)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_GET, "GET", "get", key);
+	size_t start = out->len;
+	c->http.out = out;
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0 && st->ops->key_missing(c))
+		rc = STRATA_NOTFOUND;
+	else if (rc == 0 && c->http.status != 200)
+		rc = st->ops->fail(c);
+	if (rc != 0)
+		out->len = start;
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key, uint64_t off, size_t len,
+		 void *dst, size_t *got)
+{
+	oshttp_set_indeterminate(0);
+	*got = 0;
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc || len == 0)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
+	snprintf(c->range, sizeof(c->range), "bytes=%llu-%llu", (unsigned long long)off,
+		 (unsigned long long)(off + len - 1));
+	c->http.dst = dst;
+	c->http.dst_cap = len;
+	c->http.skip = off;
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0) {
+		long status = c->http.status;
+		if (status == 206 || status == 200)
+			*got = c->http.got;
+		else if (status == 416)
+			*got = 0; /* at or past the end */
+		else if (st->ops->key_missing(c))
+			rc = STRATA_NOTFOUND;
+		else
+			rc = st->ops->fail(c);
+	}
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, const char *opname,
+	    uint64_t *size, char *etag, size_t cap)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_HEAD, "HEAD", opname, key);
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0) {
+		if (c->http.status == 200) {
+			if (size != NULL) {
+				if (c->http.content_length < 0)
+					rc = diag_set(STRATA_EIO, "%s: no Content-Length in the answer", c->what);
+				else
+					*size = (uint64_t)c->http.content_length;
+			}
+			if (etag != NULL)
+				snprintf(etag, cap, "%s", c->http.etag);
+		} else if (st->ops->key_missing(c)) {
+			rc = STRATA_NOTFOUND;
+		} else {
+			rc = st->ops->fail(c);
+		}
+	}
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc)
+		return rc;
+	rc = oshttp_call_init(c, st, OSHTTP_OP_DELETE, "DELETE", "delete", key);
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0 && c->http.status != st->ops->delete_status && c->http.status != 200 &&
+	    !st->ops->key_missing(c))
+		rc = st->ops->fail(c);
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_put_init(struct oshttp_store *st, struct oshttp_call *c, const char *opname, const char *key,
+		const void *data, size_t len, const char *if_match, const char *if_none_match)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, key, 0);
+	if (rc) {
+		memset(c, 0, st->ops->call_size);
+		return rc;
+	}
+	rc = oshttp_call_init(c, st, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
+			      : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
+			      "PUT", opname, key);
+	c->content_type = "application/octet-stream";
+	c->if_match = if_match;
+	c->if_none_match = if_none_match;
+	c->http.body = data;
+	c->http.body_len = len;
+	return rc;
+}
+
+/** A listing in progress (oshttp_list). */
+struct oshttp_lister {
+	/** The store. */
+	struct oshttp_store *st;
+	/** The prefix listed, as the caller gave it (messages). */
+	const char *prefix;
+	/** With the store's prefix, and its length. */
+	const char *full;
+	size_t full_len;
+	/** The last key given (list_in_order; NULL: not checked). */
+	char *last;
+	/** The caller's callback and its context. */
+	int (*cb)(void *ctx, const char *key, uint64_t size);
+	void *ctx;
+};
+
+int
+oshttp_list_entry(struct oshttp_lister *ls, const char *name, uint64_t size)
+{
+	if (strncmp(name, ls->full, ls->full_len) != 0)
+		return diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
+				ls->st->name, ls->prefix, name);
+	if (ls->last != NULL) {
+		if (ls->last[0] != '\0' && strcmp(name, ls->last) <= 0)
+			return diag_set(STRATA_EIO, "%s: list '%s': the server listed '%.200s' after '%.200s', "
+					"not in byte order", ls->st->name, ls->prefix, name, ls->last);
+		snprintf(ls->last, OSHTTP_KEY_MAX + 1, "%s", name);
+	}
+	return ls->cb(ls->ctx, name + ls->st->prefix_len, size);
+}
+
+int
+oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
+	    int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx)
+{
+	oshttp_set_indeterminate(0);
+	int rc = oshttp_store_check_key(st, prefix, 1);
+	if (rc)
+		return rc;
+	char full[OSHTTP_KEY_MAX + 1], page[16];
+	snprintf(full, sizeof(full), "%s%s", st->prefix, prefix);
+	snprintf(page, sizeof(page), "%u", page_max);
+	char *next = env.malloc(OSHTTP_LIST_NEXT_MAX + 1);
+	if (next == NULL)
+		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->name);
+	next[0] = '\0';
+	struct oshttp_lister ls = {
+		.st = st, .prefix = prefix, .full = full, .full_len = strlen(full), .cb = cb, .ctx = ctx,
+	};
+	if (st->ops->list_in_order) {
+		ls.last = env.malloc(OSHTTP_KEY_MAX + 1);
+		if (ls.last == NULL) {
+			env.free(next);
+			return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->name);
+		}
+		ls.last[0] = '\0';
+	}
+	struct buf body = {0};
+	do {
+		rc = oshttp_call_init(c, st, OSHTTP_OP_LIST, "GET", "list", NULL);
+		snprintf(c->what, sizeof(c->what), "%s: list '%s'", st->name, prefix);
+		if (rc) {
+			oshttp_call_destroy(c);
+			break;
+		}
+		st->ops->list_query(c, next, page, full);
+		buf_reset(&body);
+		c->http.out = &body;
+		rc = oshttp_call_send(c);
+		if (rc == 0 && c->http.status != 200)
+			rc = st->ops->fail(c);
+		if (rc == 0)
+			rc = st->ops->list_page(c, &body, page_max, &ls, next);
+		oshttp_call_destroy(c);
+	} while (rc == 0 && next[0] != '\0');
+	buf_destroy(&body);
+	env.free(next);
+	env.free(ls.last);
+	return rc;
+}
+
+int
 oshttp_check_key(const char *name, size_t prefix_len, size_t max, const char *key, int is_prefix)
 {
 	if (key == NULL)
@@ -737,6 +1011,32 @@ oshttp_cond_lost(const struct oshttp_req *r, const char *if_match, const char *i
 	if (if_none_match != NULL)
 		return diag_set(STRATA_EEXIST, "%s: already exists", r->what);
 	return diag_set(STRATA_ECONFLICT, "%s: the ETag %s is stale (HTTP %ld)", r->what, if_match, r->status);
+}
+
+int
+oshttp_url_open(const char *url, const char *scheme, size_t size, void **store, char **copy, char **query)
+{
+	*store = NULL;
+	*copy = *query = NULL;
+	if (url == NULL || strncmp(url, scheme, strlen(scheme)) != 0)
+		return diag_set(STRATA_EINVAL, "store URL %s: not an %s URL", url ? url : "(null)", scheme);
+	if (strlen(url) > 4096)
+		return diag_set(STRATA_EINVAL, "store URL: longer than 4096 bytes");
+	void *s = env.calloc(1, size);
+	char *c = env.malloc(strlen(url) + 1);
+	if (s == NULL || c == NULL) {
+		env.free(s);
+		env.free(c);
+		return diag_set(STRATA_ENOMEM, "store URL %s: out of memory", url);
+	}
+	strcpy(c, url);
+	char *q = strchr(c, '?');
+	if (q != NULL)
+		*q++ = '\0';
+	*store = s;
+	*copy = c;
+	*query = q;
+	return 0;
 }
 
 int

@@ -6,7 +6,12 @@
  * operation kind. A failure after the request was sent (a timeout, a dropped
  * connection, a 500/502/504) may or may not have been applied by the server: the
  * request says so (oshttp_req.indeterminate) and the backend reports it as such
- * (objstore_last_indeterminate).
+ * (objstore_last_indeterminate). Above the client, the requests both stores make alike
+ * are built here too (struct oshttp_call, which each client's request embeds, from the
+ * struct oshttp_store each store embeds): get, get_range, head, delete, the start of a
+ * whole-object write and the listing loop, with a small callback table per client
+ * (oshttp_store_ops) for what differs: signing, failure mapping, a missing key, the
+ * listing's query and XML format.
  */
 #ifndef STRATA_OSHTTP_H
 #define STRATA_OSHTTP_H
@@ -214,6 +219,136 @@ void oshttp_target_destroy(struct oshttp_target *t);
 /** Append the header "name: value" to *h. 0 or STRATA_ENOMEM (no message). */
 int oshttp_header(struct curl_slist **h, const char *name, const char *value);
 
+/** Longest key of a remote store, with its prefix (azure's and s3's limit). */
+#define OSHTTP_KEY_MAX 1024
+/** Room for a request's message prefix: the store's name, the operation and a key. */
+#define OSHTTP_WHAT_MAX (OSHTTP_KEY_MAX + 384)
+/** Longest place a listing page says the next one starts at (a marker, a token). */
+#define OSHTTP_LIST_NEXT_MAX 4096
+
+struct oshttp_call;
+struct oshttp_lister;
+
+/** What a remote store's client (azure, s3) gives the requests built here. */
+struct oshttp_store_ops {
+	/** Bytes of the client's request, which embeds struct oshttp_call first. */
+	size_t call_size;
+	/** Make c ready to run (its URL is built): its headers function, which signs each
+	 *  attempt, and what else the client's requests carry. 0 or a STRATA_E* code with a
+	 *  message. */
+	int (*sign)(struct oshttp_call *c);
+	/** Map an answer that is not the expected success to a code and a message. */
+	int (*fail)(struct oshttp_call *c);
+	/** Whether an answer is a 404 about the key (not the container or bucket). */
+	int (*key_missing)(struct oshttp_call *c);
+	/** The status of a delete done, besides 200 (azure: 202 Accepted; s3: 204 No Content). */
+	long delete_status;
+	/** Add the query of one listing page (List Blobs, ListObjectsV2) to c: next, where it
+	 *  starts ("" for the first); page, the most keys it may hold (decimal); full, the
+	 *  key prefix with the store's ("" none). */
+	void (*list_query)(struct oshttp_call *c, const char *next, const char *page, const char *full);
+	/** Parse the listing page in body (at most max keys), give each key to
+	 *  oshttp_list_entry in the answer's order, and copy where the next page starts into
+	 *  next (OSHTTP_LIST_NEXT_MAX + 1 bytes; "" after the last). 0 or a STRATA_E* code
+	 *  with a message. */
+	int (*list_page)(struct oshttp_call *c, const struct buf *body, uint32_t max, struct oshttp_lister *ls,
+			 char *next);
+	/** A listing is refused when it is not in byte order (s3). */
+	int list_in_order;
+};
+
+/** The part of a remote store its requests are built from; the store embeds it. */
+struct oshttp_store {
+	/** The client's callbacks. */
+	const struct oshttp_store_ops *ops;
+	/** The HTTP client (pooled connections, retries, counters). */
+	struct oshttp_client *http;
+	/** The store's name, for messages (its objstore name). */
+	const char *name;
+	/** Key prefix inside the container or bucket ("" or "dir/"). */
+	char prefix[256];
+	/** Its length. */
+	size_t prefix_len;
+	/** Longest key accepted, with the prefix. */
+	size_t key_max;
+	/** scheme://host[:port] of the service. */
+	char origin[256];
+	/** The path before a key's '/': "/ACCOUNT/CONTAINER" path-style or "/CONTAINER"
+	 *  (azure), "/BUCKET" path-style or "" virtual-host style (s3). */
+	char path0[160];
+};
+
+/** One request being built; a client's request embeds it first. */
+struct oshttp_call {
+	/** The store. */
+	struct oshttp_store *st;
+	/** The HTTP request. */
+	struct oshttp_req http;
+	/** Content-Type (NULL: none). */
+	const char *content_type;
+	/** If-Match and If-None-Match (NULL: none). */
+	const char *if_match, *if_none_match;
+	/** The range header's value ("" none). */
+	char range[64];
+	/** Its path, query and URL. */
+	struct oshttp_target to;
+	/** The message prefix. */
+	char what[OSHTTP_WHAT_MAX];
+};
+
+/** Start a call of method on key (NULL: the container or bucket itself) in c, a request
+ *  of st->ops->call_size bytes, all of them zeroed first: its message prefix
+ *  "NAME: OPNAME KEY" and its path. 0 or STRATA_ENOMEM with a message; release c with
+ *  oshttp_call_destroy either way. */
+int oshttp_call_init(struct oshttp_call *c, struct oshttp_store *st, enum oshttp_op op, const char *method,
+		     const char *opname, const char *key);
+/** Release what c holds. */
+void oshttp_call_destroy(struct oshttp_call *c);
+/** Add a query parameter; callers add them in name order (the signatures need it). */
+void oshttp_call_query(struct oshttp_call *c, const char *name, const char *value);
+/** Append the headers both stores' requests name alike, those c has, in this order:
+ *  Content-Type, If-Match, If-None-Match, and its range as range_name ("x-ms-range",
+ *  "Range"). 0 or STRATA_ENOMEM (no message). */
+int oshttp_call_headers(const struct oshttp_call *c, struct curl_slist **h, const char *range_name);
+/** Send c (after its body and query are set): build its URL, sign it and run it. 0 when
+ *  an answer arrived; a failure that may have been applied is recorded as such. */
+int oshttp_call_send(struct oshttp_call *c);
+
+/** Check a key of st (oshttp_check_key with its prefix and key_max). */
+int oshttp_store_check_key(const struct oshttp_store *st, const char *key, int is_prefix);
+
+/*
+ * The single-key operations of a remote store, written once: each checks the key, runs
+ * its request in c (room of st->ops->call_size bytes, the client's request) and maps the
+ * answer, a missing key (st->ops->key_missing) to STRATA_NOTFOUND and any other failure
+ * through st->ops->fail.
+ */
+/** Read a whole object into out (appended; cut back on a failure). */
+int oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, struct buf *out);
+/** Read len bytes at off into dst; *got: the bytes read (short at the end, 0 past it). */
+int oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key, uint64_t off, size_t len,
+		     void *dst, size_t *got);
+/** HEAD an object, named opname in messages: its size and ETag (NULL: not wanted). */
+int oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, const char *opname,
+		uint64_t *size, char *etag, size_t cap);
+/** Delete an object; one that is missing is not a failure. */
+int oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key);
+/** Start a whole-object write (Put Blob, PutObject) of data at key in c, with an optional
+ *  condition: the key checked, the operation kind of its condition, Content-Type
+ *  application/octet-stream, the condition and the body. The client sends it and maps the
+ *  answer; release c with oshttp_call_destroy either way (after a failed key check too). */
+int oshttp_put_init(struct oshttp_store *st, struct oshttp_call *c, const char *opname, const char *key,
+		    const void *data, size_t len, const char *if_match, const char *if_none_match);
+/** List the keys under prefix, page_max a page, calling cb(ctx, key without the store's
+ *  prefix, size) for each in the order of the answers (refused when it is not byte order,
+ *  with list_in_order); cb's nonzero stops the listing and is returned. */
+int oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
+		int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx);
+/** One key of a listing page (full name, with the store's prefix): checked to be under the
+ *  listed prefix (and after the last one, with list_in_order), then given to the
+ *  listing's callback. 0, STRATA_EIO with a message, or the callback's nonzero. */
+int oshttp_list_entry(struct oshttp_lister *ls, const char *name, uint64_t size);
+
 /** Check a key of the store named name, whose prefix is prefix_len bytes: non-empty
  *  (unless is_prefix), at most max bytes with the prefix, no "//" or leading '/'. 0 or
  *  STRATA_EINVAL with a message. */
@@ -229,6 +364,11 @@ int oshttp_fail_answer(const struct oshttp_req *r, const char *code, const char 
  *  indeterminate, when an earlier attempt may have been the write that made it fail. */
 int oshttp_cond_lost(const struct oshttp_req *r, const char *if_match, const char *if_none_match);
 
+/** Start opening a store URL of scheme ("azure://", "s3://"), at most 4096 bytes: the store,
+ *  size bytes zeroed, into *store, and a copy of url into *copy, cut at its query (*query:
+ *  what follows '?', NULL when none); free both with env.free. 0, or STRATA_EINVAL or
+ *  STRATA_ENOMEM with a message. */
+int oshttp_url_open(const char *url, const char *scheme, size_t size, void **store, char **copy, char **query);
 /** Called for each NAME=VALUE parameter of a store URL; 0 or a STRATA_E* code with a message. */
 typedef int (*oshttp_param_fn)(void *ctx, const char *name, const char *value);
 /** Call fn for every parameter of query, the part of url after '?' (cut in place; NULL:

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@
 
 /** Longest key accepted (S3's limit, with the prefix). */
 #define S3_KEY_MAX 1024
+_Static_assert(S3_KEY_MAX <= OSHTTP_KEY_MAX, "a key fits the buffers of the shared requests");
 /** Default and limits of a multipart upload's part (AWS wants 5 MiB at least, but for
  *  the last part; smaller ones are for test servers). */
 #define S3_PART_DEFAULT (8u << 20)
@@ -60,20 +62,13 @@
 struct s3_store {
 	/** Generic header; must be first. */
 	struct objstore base;
-	/** The HTTP client (pooled connections, retries, counters). */
-	struct oshttp_client *http;
+	/** What its requests are built from: the HTTP client, the key prefix, the origin and
+	 *  the path before the key ("/BUCKET" path-style, "" virtual-host style). */
+	struct oshttp_store st;
 	/** Bucket. */
 	char bucket[64];
 	/** Region of the signature scope. */
 	char region[64];
-	/** Key prefix inside the bucket ("" or "dir/"). */
-	char prefix[256];
-	/** Its length. */
-	size_t prefix_len;
-	/** scheme://host[:port] of the service. */
-	char origin[256];
-	/** Path before the key: "/BUCKET" path-style, "" virtual-host style. */
-	char path0[80];
 	/** libcurl's SigV4 provider string: "aws:amz:REGION:s3". */
 	char sigv4[96];
 	/** Access key id. */
@@ -115,105 +110,41 @@ struct s3_writer {
 	int if_absent;
 };
 
-/** One signed request being built. */
+/** One signed request being built (its range goes in Range). */
 struct s3_call {
-	/** The store. */
-	struct s3_store *s3;
-	/** The HTTP request. */
-	struct oshttp_req http;
-	/** Content-Type (NULL: none). */
-	const char *content_type;
-	/** If-Match and If-None-Match (NULL: none). */
-	const char *if_match, *if_none_match;
-	/** Range ("" none). */
-	char range[64];
+	/** The request; must be first. */
+	struct oshttp_call call;
 	/** Content-MD5 ("" none). */
 	char md5[32];
 	/** Hex SHA-256 of the body. */
 	char sha256[65];
-	/** Its path, query and URL. */
-	struct oshttp_target to;
-	/** The message prefix. */
-	char what[S3_KEY_MAX + 384];
 };
 
 static const struct objstore_ops s3_ops;
+static const struct oshttp_store_ops s3_http_ops;
 
 /* ---------------------------------------------------------------- requests */
 
-/** Start a call of method on key (NULL: the bucket itself). */
-static int
-s3_call_init(struct s3_call *c, struct s3_store *s3, enum oshttp_op op, const char *method,
-	     const char *opname, const char *key)
+/** The store of a request. */
+static struct s3_store *
+s3_of(struct oshttp_store *st)
 {
-	memset(c, 0, sizeof(*c));
-	c->s3 = s3;
-	c->http.op = op;
-	c->http.method = method;
-	c->http.aws_sigv4 = s3->sigv4;
-	c->http.aws_key_id = s3->key_id;
-	c->http.aws_secret = s3->secret;
-	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", s3->base.name, opname, key ? " " : "", key ? key : "");
-	c->http.what = c->what;
-	int rc = buf_append(&c->to.path, s3->path0, strlen(s3->path0));
-	if (rc == 0 && (key != NULL || s3->path0[0] == '\0'))
-		rc = buf_append(&c->to.path, "/", 1);
-	if (rc == 0 && key != NULL) {
-		rc = oshttp_escape(&c->to.path, s3->prefix, s3->prefix_len, 1);
-		if (rc == 0)
-			rc = oshttp_escape(&c->to.path, key, strlen(key), 1);
-	}
-	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
-}
-
-static void
-s3_call_destroy(struct s3_call *c)
-{
-	oshttp_target_destroy(&c->to);
-	oshttp_req_destroy(&c->http);
-}
-
-/** Add a query parameter; callers add them in name order (the signature needs it). */
-static void
-s3_query(struct s3_call *c, const char *name, const char *value)
-{
-	oshttp_target_query(&c->to, name, value);
-}
-
-/** The full URL from origin, path and query. */
-static int
-s3_url(struct s3_call *c)
-{
-	if (oshttp_target_url(&c->to, c->s3->origin) != 0)
-		return diag_set(STRATA_ENOMEM, "%s: out of memory", c->what);
-	c->http.url = (const char *)c->to.url.data;
-	return 0;
-}
-
-static int
-s3_add(struct curl_slist **h, const char *name, const char *value)
-{
-	return oshttp_header(h, name, value);
+	return (struct s3_store *)((char *)st - offsetof(struct s3_store, st));
 }
 
 /** The headers of one attempt; libcurl adds X-Amz-Date and the signature. */
 static int
 s3_headers(void *ctx, struct curl_slist **h)
 {
-	struct s3_call *c = ctx;
-	int rc = s3_add(h, "x-amz-content-sha256", c->sha256);
-	if (rc == 0 && c->content_type != NULL)
-		rc = s3_add(h, "Content-Type", c->content_type);
-	if (rc == 0 && c->if_match != NULL)
-		rc = s3_add(h, "If-Match", c->if_match);
-	if (rc == 0 && c->if_none_match != NULL)
-		rc = s3_add(h, "If-None-Match", c->if_none_match);
-	if (rc == 0 && c->range[0] != '\0')
-		rc = s3_add(h, "Range", c->range);
-	if (rc == 0 && c->md5[0] != '\0')
-		rc = s3_add(h, "Content-MD5", c->md5);
-	if (rc == 0 && c->s3->token[0] != '\0')
-		rc = s3_add(h, "x-amz-security-token", c->s3->token);
+	struct s3_call *sc = ctx;
+	struct oshttp_call *c = &sc->call;
+	struct s3_store *s3 = s3_of(c->st);
+	int rc = oshttp_header(h, "x-amz-content-sha256", sc->sha256);
+	rc = rc ? rc : oshttp_call_headers(c, h, "Range");
+	if (rc == 0 && sc->md5[0] != '\0')
+		rc = oshttp_header(h, "Content-MD5", sc->md5);
+	if (rc == 0 && s3->token[0] != '\0')
+		rc = oshttp_header(h, "x-amz-security-token", s3->token);
 	return rc ? diag_set(STRATA_ENOMEM, "%s: out of memory", c->what) : 0;
 }
 
@@ -258,22 +189,21 @@ s3_sha256_hex(const void *p, size_t n, char *hex)
 	return 0;
 }
 
-/** Send c (after its body and query are set); 0 when an answer arrived. */
+/** Sign c with SigV4 through libcurl, its payload's hash in x-amz-content-sha256 (an
+ *  oshttp_store_ops.sign). */
 static int
-s3_send(struct s3_call *c)
+s3_sign(struct oshttp_call *c)
 {
-	int rc = s3_url(c);
-	if (rc)
-		return rc;
-	if (s3_sha256_hex(c->http.body, c->http.body_len, c->sha256) != 0)
+	struct s3_store *s3 = s3_of(c->st);
+	c->http.aws_sigv4 = s3->sigv4;
+	c->http.aws_key_id = s3->key_id;
+	c->http.aws_secret = s3->secret;
+	if (s3_sha256_hex(c->http.body, c->http.body_len, ((struct s3_call *)c)->sha256) != 0)
 		return diag_set(STRATA_EIO, "%s: SHA-256 failed", c->what);
 	c->http.headers = s3_headers;
 	c->http.headers_ctx = c;
 	c->http.retry_answer = s3_retry_answer;
-	rc = oshttp_perform(c->s3->http, &c->http);
-	if (rc != 0 && c->http.indeterminate)
-		oshttp_set_indeterminate(1);
-	return rc;
+	return 0;
 }
 
 /** Whether an error code means the credentials were refused. */
@@ -291,8 +221,9 @@ s3_auth_code(const char *code)
 
 /** Map an answer that is not the expected success to a code and a message. */
 static int
-s3_fail(struct s3_call *c)
+s3_fail(struct oshttp_call *c)
 {
+	struct s3_store *s3 = s3_of(c->st);
 	char code[128], msg[512];
 	s3_error_code(&c->http, code, sizeof(code), msg, sizeof(msg));
 	long st = c->http.status;
@@ -300,18 +231,19 @@ s3_fail(struct s3_call *c)
 		return diag_set(STRATA_EIO, "%s: HTTP %ld %s: the service refused the credentials for bucket "
 				"'%s' (check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, credentials_file=, "
 				"AWS_SHARED_CREDENTIALS_FILE, and region=)%s%s", c->what, st,
-				code[0] ? code : "Forbidden", c->s3->bucket, msg[0] ? ": " : "", msg);
+				code[0] ? code : "Forbidden", s3->bucket, msg[0] ? ": " : "", msg);
 	if (strcmp(code, "NoSuchBucket") == 0)
-		return diag_set(STRATA_EIO, "%s: bucket '%s' does not exist", c->what, c->s3->bucket);
+		return diag_set(STRATA_EIO, "%s: bucket '%s' does not exist", c->what, s3->bucket);
 	if (st == 301 || strcmp(code, "PermanentRedirect") == 0)
 		return diag_set(STRATA_EIO, "%s: HTTP %ld %s: bucket '%s' is in another region than '%s' "
-				"(set region=)", c->what, st, code, c->s3->bucket, c->s3->region);
+				"(set region=)", c->what, st, code, s3->bucket, s3->region);
 	return oshttp_fail_answer(&c->http, code, msg);
 }
 
-/** Whether a 404 answer is about the key (not the bucket). */
+/** Whether an answer is a 404 about the key (not the bucket; a HEAD answer has no body
+ *  to tell them apart, so every 404 of one is the key's). */
 static int
-s3_key_missing(struct s3_call *c)
+s3_key_missing(struct oshttp_call *c)
 {
 	if (c->http.status != 404)
 		return 0;
@@ -320,102 +252,73 @@ s3_key_missing(struct s3_call *c)
 	return strcmp(code, "NoSuchBucket") != 0;
 }
 
-/** Check a key: non-empty, at most S3_KEY_MAX with the prefix, no "//" or leading '/'. */
-static int
-s3_check_key(struct s3_store *s3, const char *key, int is_prefix)
+/** The query of a ListObjectsV2 page (an oshttp_store_ops.list_query). */
+static void
+s3_list_query(struct oshttp_call *c, const char *next, const char *page, const char *full)
 {
-	return oshttp_check_key(s3->base.name, s3->prefix_len, S3_KEY_MAX, key, is_prefix);
+	if (next[0] != '\0')
+		oshttp_call_query(c, "continuation-token", next);
+	oshttp_call_query(c, "list-type", "2");
+	oshttp_call_query(c, "max-keys", page);
+	if (full[0] != '\0')
+		oshttp_call_query(c, "prefix", full);
 }
+
+_Static_assert(sizeof(((struct s3xml_list *)0)->next) == OSHTTP_LIST_NEXT_MAX + 1,
+	       "a NextContinuationToken fits where oshttp_list keeps it");
+
+/** Parse a ListObjectsV2 page; a truncated one names where the next starts (an
+ *  oshttp_store_ops.list_page). */
+static int
+s3_list_page(struct oshttp_call *c, const struct buf *body, uint32_t max, struct oshttp_lister *ls, char *next)
+{
+	struct s3xml_list l = {0};
+	int rc = s3xml_parse_list(body->data, body->len, max, c->what, &l);
+	if (rc == 0 && l.truncated && l.next[0] == '\0')
+		rc = diag_set(STRATA_EIO, "%s: a truncated page without a NextContinuationToken", c->what);
+	for (size_t i = 0; rc == 0 && i < l.n; i++)
+		rc = oshttp_list_entry(ls, l.v[i].name, l.v[i].size);
+	if (rc == 0 && l.truncated)
+		memcpy(next, l.next, sizeof(l.next));
+	else if (rc == 0)
+		next[0] = '\0';
+	s3xml_list_destroy(&l);
+	return rc;
+}
+
+static const struct oshttp_store_ops s3_http_ops = {
+	.call_size = sizeof(struct s3_call),
+	.sign = s3_sign,
+	.fail = s3_fail,
+	.key_missing = s3_key_missing,
+	.delete_status = 204,
+	.list_query = s3_list_query,
+	.list_page = s3_list_page,
+	.list_in_order = 1,
+};
 
 /* ---------------------------------------------------------------- reads */
 
 static int
 s3_get(struct objstore *os, const char *key, struct buf *out)
 {
-	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, OSHTTP_OP_GET, "GET", "get", key);
-	size_t start = out->len;
-	c.http.out = out;
-	if (rc == 0)
-		rc = s3_send(&c);
-	if (rc == 0 && s3_key_missing(&c))
-		rc = STRATA_NOTFOUND;
-	else if (rc == 0 && c.http.status != 200)
-		rc = s3_fail(&c);
-	if (rc != 0)
-		out->len = start;
-	s3_call_destroy(&c);
-	return rc;
+	return oshttp_get(&((struct s3_store *)os)->st, &c.call, key, out);
 }
 
 static int
 s3_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
 {
-	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	*got = 0;
-	int rc = s3_check_key(s3, key, 0);
-	if (rc || len == 0)
-		return rc;
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, OSHTTP_OP_GET_RANGE, "GET", "get_range", key);
-	snprintf(c.range, sizeof(c.range), "bytes=%llu-%llu", (unsigned long long)off,
-		 (unsigned long long)(off + len - 1));
-	c.http.dst = dst;
-	c.http.dst_cap = len;
-	c.http.skip = off;
-	if (rc == 0)
-		rc = s3_send(&c);
-	if (rc == 0) {
-		long st = c.http.status;
-		if (st == 206 || st == 200)
-			*got = c.http.got;
-		else if (st == 416)
-			*got = 0; /* at or past the end */
-		else if (s3_key_missing(&c))
-			rc = STRATA_NOTFOUND;
-		else
-			rc = s3_fail(&c);
-	}
-	s3_call_destroy(&c);
-	return rc;
+	return oshttp_get_range(&((struct s3_store *)os)->st, &c.call, key, off, len, dst, got);
 }
 
 /** HEAD an object: its size and ETag. */
 static int
 s3_head(struct s3_store *s3, const char *key, const char *opname, uint64_t *size, char *etag, size_t cap)
 {
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, OSHTTP_OP_HEAD, "HEAD", opname, key);
-	if (rc == 0)
-		rc = s3_send(&c);
-	if (rc == 0) {
-		if (c.http.status == 200) {
-			if (size != NULL) {
-				if (c.http.content_length < 0)
-					rc = diag_set(STRATA_EIO, "%s: no Content-Length in the answer", c.what);
-				else
-					*size = (uint64_t)c.http.content_length;
-			}
-			if (etag != NULL)
-				snprintf(etag, cap, "%s", c.http.etag);
-		} else if (c.http.status == 404) {
-			rc = STRATA_NOTFOUND; /* a HEAD answer has no body to tell the bucket from the key */
-		} else {
-			rc = s3_fail(&c);
-		}
-	}
-	s3_call_destroy(&c);
-	return rc;
+	return oshttp_head(&s3->st, &c.call, key, opname, size, etag, cap);
 }
 
 static int
@@ -434,7 +337,7 @@ s3_etag(struct objstore *os, const char *key, char *etag, size_t cap)
 
 /** Map the answer of a conditional write (PutObject, CompleteMultipartUpload). */
 static int
-s3_cond_result(struct s3_call *c, const char *if_match, const char *if_none_match)
+s3_cond_result(struct oshttp_call *c, const char *if_match, const char *if_none_match)
 {
 	long st = c->http.status;
 	char code[128];
@@ -454,24 +357,13 @@ static int
 s3_put_object_raw(struct s3_store *s3, const char *opname, const char *key, const void *data, size_t len,
 		  const char *if_match, const char *if_none_match)
 {
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, if_match != NULL ? OSHTTP_OP_PUT_IF_MATCH
-				  : if_none_match != NULL ? OSHTTP_OP_PUT_IF_ABSENT : OSHTTP_OP_PUT,
-			  "PUT", opname, key);
-	c.content_type = "application/octet-stream";
-	c.if_match = if_match;
-	c.if_none_match = if_none_match;
-	c.http.body = data;
-	c.http.body_len = len;
+	int rc = oshttp_put_init(&s3->st, &c.call, opname, key, data, len, if_match, if_none_match);
 	if (rc == 0)
-		rc = s3_send(&c);
-	if (rc == 0 && c.http.status != 200)
-		rc = s3_cond_result(&c, if_match, if_none_match);
-	s3_call_destroy(&c);
+		rc = oshttp_call_send(&c.call);
+	if (rc == 0 && c.call.http.status != 200)
+		rc = s3_cond_result(&c.call, if_match, if_none_match);
+	oshttp_call_destroy(&c.call);
 	return rc;
 }
 
@@ -520,19 +412,8 @@ s3_put_if_match(struct objstore *os, const char *key, const void *data, size_t l
 static int
 s3_del(struct objstore *os, const char *key)
 {
-	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, key, 0);
-	if (rc)
-		return rc;
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, OSHTTP_OP_DELETE, "DELETE", "delete", key);
-	if (rc == 0)
-		rc = s3_send(&c);
-	if (rc == 0 && c.http.status != 204 && c.http.status != 200 && !s3_key_missing(&c))
-		rc = s3_fail(&c);
-	s3_call_destroy(&c);
-	return rc;
+	return oshttp_delete(&((struct s3_store *)os)->st, &c.call, key);
 }
 
 /** Append s to out with XML's five special characters escaped. */
@@ -583,7 +464,7 @@ s3_delete_objects(struct s3_store *s3, const char *const *keys, size_t n)
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		rc = buf_append(&xml, "<Object><Key>", 13);
 		if (rc == 0)
-			rc = s3_xml_text(&xml, s3->prefix);
+			rc = s3_xml_text(&xml, s3->st.prefix);
 		if (rc == 0)
 			rc = s3_xml_text(&xml, keys[i]);
 		if (rc == 0)
@@ -597,30 +478,30 @@ s3_delete_objects(struct s3_store *s3, const char *const *keys, size_t n)
 	}
 	struct s3_call c;
 	struct buf body = {0};
-	rc = s3_call_init(&c, s3, OSHTTP_OP_DELETE, "POST", "delete_batch", NULL);
-	snprintf(c.what, sizeof(c.what), "%s: delete_batch of %zu keys from %s", s3->base.name, n, keys[0]);
+	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_DELETE, "POST", "delete_batch", NULL);
+	snprintf(c.call.what, sizeof(c.call.what), "%s: delete_batch of %zu keys from %s", s3->base.name, n, keys[0]);
 	if (rc == 0 && s3_md5_b64(xml.data, xml.len, c.md5, sizeof(c.md5)) != 0)
-		rc = diag_set(STRATA_EIO, "%s: MD5 failed", c.what);
+		rc = diag_set(STRATA_EIO, "%s: MD5 failed", c.call.what);
 	if (rc == 0) {
-		s3_query(&c, "delete", "");
-		c.content_type = "application/xml";
-		c.http.body = xml.data;
-		c.http.body_len = xml.len;
-		c.http.out = &body;
-		rc = s3_send(&c);
+		oshttp_call_query(&c.call, "delete", "");
+		c.call.content_type = "application/xml";
+		c.call.http.body = xml.data;
+		c.call.http.body_len = xml.len;
+		c.call.http.out = &body;
+		rc = oshttp_call_send(&c.call);
 	}
-	if (rc == 0 && c.http.status != 200)
-		rc = s3_fail(&c);
+	if (rc == 0 && c.call.http.status != 200)
+		rc = s3_fail(&c.call);
 	struct s3xml_list l = {0};
 	if (rc == 0)
-		rc = s3xml_parse_delete(body.data, body.len, n, c.what, &l);
+		rc = s3xml_parse_delete(body.data, body.len, n, c.call.what, &l);
 	for (size_t i = 0; rc == 0 && i < l.n; i++) {
 		if (strcmp(l.v[i].code, "NoSuchKey") == 0)
 			continue;
-		rc = diag_set(STRATA_EIO, "%s: %s was not deleted: %s", c.what, l.v[i].name, l.v[i].code);
+		rc = diag_set(STRATA_EIO, "%s: %s was not deleted: %s", c.call.what, l.v[i].name, l.v[i].code);
 	}
 	s3xml_list_destroy(&l);
-	s3_call_destroy(&c);
+	oshttp_call_destroy(&c.call);
 	buf_destroy(&body);
 	buf_destroy(&xml);
 	return rc;
@@ -632,7 +513,7 @@ s3_del_batch(struct objstore *os, const char *const *keys, size_t n)
 	struct s3_store *s3 = (struct s3_store *)os;
 	oshttp_set_indeterminate(0);
 	for (size_t i = 0; i < n; i++) {
-		int rc = s3_check_key(s3, keys[i], 0);
+		int rc = oshttp_store_check_key(&s3->st, keys[i], 0);
 		if (rc)
 			return rc;
 	}
@@ -653,18 +534,18 @@ s3_upload_create(struct s3_writer *w)
 	struct s3_store *s3 = (struct s3_store *)w->base.os;
 	struct s3_call c;
 	struct buf body = {0};
-	int rc = s3_call_init(&c, s3, OSHTTP_OP_PART, "POST", "create_multipart_upload", w->key);
+	int rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_PART, "POST", "create_multipart_upload", w->key);
 	if (rc == 0) {
-		s3_query(&c, "uploads", "");
-		c.content_type = "application/octet-stream";
-		c.http.out = &body;
-		rc = s3_send(&c);
+		oshttp_call_query(&c.call, "uploads", "");
+		c.call.content_type = "application/octet-stream";
+		c.call.http.out = &body;
+		rc = oshttp_call_send(&c.call);
 	}
-	if (rc == 0 && c.http.status != 200)
-		rc = s3_fail(&c);
+	if (rc == 0 && c.call.http.status != 200)
+		rc = s3_fail(&c.call);
 	if (rc == 0)
-		rc = s3xml_parse_upload_id(body.data, body.len, c.what, w->upload_id, sizeof(w->upload_id));
-	s3_call_destroy(&c);
+		rc = s3xml_parse_upload_id(body.data, body.len, c.call.what, w->upload_id, sizeof(w->upload_id));
+	oshttp_call_destroy(&c.call);
 	buf_destroy(&body);
 	return rc;
 }
@@ -691,25 +572,25 @@ s3_upload_part(struct s3_writer *w)
 	char num[16];
 	snprintf(num, sizeof(num), "%u", w->nparts + 1);
 	struct s3_call c;
-	rc = s3_call_init(&c, s3, OSHTTP_OP_PART, "PUT", "upload_part", w->key);
+	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_PART, "PUT", "upload_part", w->key);
 	if (rc == 0) {
-		s3_query(&c, "partNumber", num);
-		s3_query(&c, "uploadId", w->upload_id);
-		c.content_type = "application/octet-stream";
-		c.http.body = w->pending.data;
-		c.http.body_len = w->pending.len;
-		rc = s3_send(&c);
+		oshttp_call_query(&c.call, "partNumber", num);
+		oshttp_call_query(&c.call, "uploadId", w->upload_id);
+		c.call.content_type = "application/octet-stream";
+		c.call.http.body = w->pending.data;
+		c.call.http.body_len = w->pending.len;
+		rc = oshttp_call_send(&c.call);
 	}
-	if (rc == 0 && c.http.status != 200)
-		rc = s3_fail(&c);
-	if (rc == 0 && c.http.etag[0] == '\0')
-		rc = diag_set(STRATA_EIO, "%s: part %s has no ETag in the answer", c.what, num);
+	if (rc == 0 && c.call.http.status != 200)
+		rc = s3_fail(&c.call);
+	if (rc == 0 && c.call.http.etag[0] == '\0')
+		rc = diag_set(STRATA_EIO, "%s: part %s has no ETag in the answer", c.call.what, num);
 	if (rc == 0) {
-		snprintf(w->etags + (size_t)w->nparts * OBJSTORE_ETAG_MAX, OBJSTORE_ETAG_MAX, "%s", c.http.etag);
+		snprintf(w->etags + (size_t)w->nparts * OBJSTORE_ETAG_MAX, OBJSTORE_ETAG_MAX, "%s", c.call.http.etag);
 		w->nparts++;
 		buf_reset(&w->pending);
 	}
-	s3_call_destroy(&c);
+	oshttp_call_destroy(&c.call);
 	return rc;
 }
 
@@ -718,14 +599,14 @@ static int
 s3_upload_abort(struct s3_store *s3, const char *key, const char *upload_id)
 {
 	struct s3_call c;
-	int rc = s3_call_init(&c, s3, OSHTTP_OP_DELETE, "DELETE", "abort_multipart_upload", key);
+	int rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_DELETE, "DELETE", "abort_multipart_upload", key);
 	if (rc == 0) {
-		s3_query(&c, "uploadId", upload_id);
-		rc = s3_send(&c);
+		oshttp_call_query(&c.call, "uploadId", upload_id);
+		rc = oshttp_call_send(&c.call);
 	}
-	if (rc == 0 && c.http.status != 204 && c.http.status != 200 && c.http.status != 404)
-		rc = s3_fail(&c);
-	s3_call_destroy(&c);
+	if (rc == 0 && c.call.http.status != 204 && c.call.http.status != 200 && c.call.http.status != 404)
+		rc = s3_fail(&c.call);
+	oshttp_call_destroy(&c.call);
 	return rc;
 }
 
@@ -733,7 +614,7 @@ static int
 s3_writer_open_impl(struct objstore *os, const char *key, int if_absent, struct objstore_writer **out)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
-	int rc = s3_check_key(s3, key, 0);
+	int rc = oshttp_store_check_key(&s3->st, key, 0);
 	if (rc)
 		return rc;
 	struct s3_writer *w = env.calloc(1, sizeof(*w));
@@ -826,31 +707,31 @@ s3_upload_complete(struct s3_writer *w)
 	oshttp_set_indeterminate(0);
 	struct s3_call c;
 	if (rc == 0)
-		rc = s3_call_init(&c, s3, OSHTTP_OP_COMMIT, "POST", "complete_multipart_upload", w->key);
+		rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_COMMIT, "POST", "complete_multipart_upload", w->key);
 	else
 		memset(&c, 0, sizeof(c));
 	if (rc == 0) {
-		s3_query(&c, "uploadId", w->upload_id);
-		c.content_type = "application/xml";
-		c.if_none_match = inm;
-		c.http.body = xml.data;
-		c.http.body_len = xml.len;
-		c.http.out = &body;
-		rc = s3_send(&c);
-		if (rc == 0 && c.http.status != 200) {
-			rc = s3_cond_result(&c, NULL, inm);
+		oshttp_call_query(&c.call, "uploadId", w->upload_id);
+		c.call.content_type = "application/xml";
+		c.call.if_none_match = inm;
+		c.call.http.body = xml.data;
+		c.call.http.body_len = xml.len;
+		c.call.http.out = &body;
+		rc = oshttp_call_send(&c.call);
+		if (rc == 0 && c.call.http.status != 200) {
+			rc = s3_cond_result(&c.call, NULL, inm);
 		} else if (rc == 0) {
 			/* A 200 answer may still carry an <Error> (the service failed after it
 			 * started answering). */
 			char code[128], msg[256];
 			if (body.len > 0 && azxml_parse_error(body.data, body.len, code, sizeof(code), msg,
 							      sizeof(msg)) == 0)
-				rc = diag_set(STRATA_EIO, "%s: HTTP 200 with error %s: %s", c.what, code, msg);
+				rc = diag_set(STRATA_EIO, "%s: HTTP 200 with error %s: %s", c.call.what, code, msg);
 			else
 				diag_clear();
 		}
 	}
-	s3_call_destroy(&c);
+	oshttp_call_destroy(&c.call);
 	buf_destroy(&xml);
 	buf_destroy(&body);
 	return rc;
@@ -896,76 +777,8 @@ static int
 s3_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
-	int rc = s3_check_key(s3, prefix, 1);
-	if (rc)
-		return rc;
-	char full[S3_KEY_MAX + 1], page[16];
-	snprintf(full, sizeof(full), "%s%s", s3->prefix, prefix);
-	snprintf(page, sizeof(page), "%u", s3->list_page);
-	struct s3xml_list l = {0};
-	char *token = env.malloc(sizeof(l.next));
-	if (token == NULL)
-		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", os->name);
-	token[0] = '\0';
-	struct buf body = {0};
-	size_t fl = strlen(full);
-	char *last = env.malloc(S3_KEY_MAX + 1);
-	if (last == NULL) {
-		env.free(token);
-		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", os->name);
-	}
-	last[0] = '\0';
-	do {
-		struct s3_call c;
-		rc = s3_call_init(&c, s3, OSHTTP_OP_LIST, "GET", "list", NULL);
-		snprintf(c.what, sizeof(c.what), "%s: list '%s'", os->name, prefix);
-		if (rc) {
-			s3_call_destroy(&c);
-			break;
-		}
-		if (token[0] != '\0')
-			s3_query(&c, "continuation-token", token);
-		s3_query(&c, "list-type", "2");
-		s3_query(&c, "max-keys", page);
-		if (full[0] != '\0')
-			s3_query(&c, "prefix", full);
-		buf_reset(&body);
-		c.http.out = &body;
-		rc = s3_send(&c);
-		if (rc == 0 && c.http.status != 200)
-			rc = s3_fail(&c);
-		if (rc == 0)
-			rc = s3xml_parse_list(body.data, body.len, s3->list_page, c.what, &l);
-		if (rc == 0 && l.truncated && l.next[0] == '\0')
-			rc = diag_set(STRATA_EIO, "%s: a truncated page without a NextContinuationToken", c.what);
-		s3_call_destroy(&c);
-		for (size_t i = 0; rc == 0 && i < l.n; i++) {
-			const char *name = l.v[i].name;
-			if (strncmp(name, full, fl) != 0) {
-				rc = diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
-					      os->name, prefix, name);
-				break;
-			}
-			if (last[0] != '\0' && strcmp(name, last) <= 0) {
-				rc = diag_set(STRATA_EIO, "%s: list '%s': the server listed '%.200s' after '%.200s', "
-					      "not in byte order", os->name, prefix, name, last);
-				break;
-			}
-			snprintf(last, S3_KEY_MAX + 1, "%s", name);
-			rc = cb(ctx, name + s3->prefix_len, l.v[i].size);
-		}
-		if (rc == 0 && l.truncated)
-			memcpy(token, l.next, sizeof(l.next));
-		int more = l.truncated;
-		s3xml_list_destroy(&l);
-		if (!more)
-			break;
-	} while (rc == 0);
-	buf_destroy(&body);
-	env.free(token);
-	env.free(last);
-	return rc;
+	struct s3_call c;
+	return oshttp_list(&s3->st, &c.call, prefix, s3->list_page, cb, ctx);
 }
 
 /* ---------------------------------------------------------------- recover */
@@ -992,41 +805,41 @@ s3_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)
 	int rc = 0;
 	for (;;) {
 		struct s3_call c;
-		rc = s3_call_init(&c, s3, OSHTTP_OP_LIST, "GET", "recover: list uploads", NULL);
+		rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_LIST, "GET", "recover: list uploads", NULL);
 		if (rc) {
-			s3_call_destroy(&c);
+			oshttp_call_destroy(&c.call);
 			break;
 		}
 		if (key_marker[0] != '\0')
-			s3_query(&c, "key-marker", key_marker);
-		s3_query(&c, "max-uploads", page);
-		if (s3->prefix[0] != '\0')
-			s3_query(&c, "prefix", s3->prefix);
+			oshttp_call_query(&c.call, "key-marker", key_marker);
+		oshttp_call_query(&c.call, "max-uploads", page);
+		if (s3->st.prefix[0] != '\0')
+			oshttp_call_query(&c.call, "prefix", s3->st.prefix);
 		if (id_marker[0] != '\0')
-			s3_query(&c, "upload-id-marker", id_marker);
-		s3_query(&c, "uploads", "");
+			oshttp_call_query(&c.call, "upload-id-marker", id_marker);
+		oshttp_call_query(&c.call, "uploads", "");
 		buf_reset(&body);
-		c.http.out = &body;
-		rc = s3_send(&c);
-		if (rc == 0 && c.http.status == 501) {
+		c.call.http.out = &body;
+		rc = oshttp_call_send(&c.call);
+		if (rc == 0 && c.call.http.status == 501) {
 			diag_log(LOG_LVL_WARN, "%s: the server cannot list multipart uploads (HTTP 501): "
-				 "uploads a crash left are not aborted", c.what);
-			s3_call_destroy(&c);
+				 "uploads a crash left are not aborted", c.call.what);
+			oshttp_call_destroy(&c.call);
 			break;
 		}
-		if (rc == 0 && c.http.status != 200)
-			rc = s3_fail(&c);
+		if (rc == 0 && c.call.http.status != 200)
+			rc = s3_fail(&c.call);
 		if (rc == 0)
-			rc = s3xml_parse_uploads(body.data, body.len, s3->list_page, c.what, &l);
-		s3_call_destroy(&c);
+			rc = s3xml_parse_uploads(body.data, body.len, s3->list_page, c.call.what, &l);
+		oshttp_call_destroy(&c.call);
 		for (size_t i = 0; rc == 0 && i < l.n; i++) {
 			const char *name = l.v[i].name;
-			if (strncmp(name, s3->prefix, s3->prefix_len) != 0 || name[s3->prefix_len] == '\0')
+			if (strncmp(name, s3->st.prefix, s3->st.prefix_len) != 0 || name[s3->st.prefix_len] == '\0')
 				continue;
 			if (s3->stale_upload_s > 0 &&
 			    (l.v[i].initiated == 0 || now - l.v[i].initiated < (int64_t)s3->stale_upload_s))
 				continue;
-			rc = s3_upload_abort(s3, name + s3->prefix_len, l.v[i].upload_id);
+			rc = s3_upload_abort(s3, name + s3->st.prefix_len, l.v[i].upload_id);
 			if (rc == 0)
 				(*removed)++;
 		}
@@ -1050,7 +863,7 @@ static void
 s3_destroy(struct objstore *os)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_client_delete(s3->http);
+	oshttp_client_delete(s3->st.http);
 	memset(s3->secret, 0, sizeof(s3->secret));
 	memset(s3->token, 0, sizeof(s3->token));
 	env.free(s3);
@@ -1059,7 +872,7 @@ s3_destroy(struct objstore *os)
 static size_t
 s3_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
 {
-	return oshttp_client_request_stats(((struct s3_store *)os)->http, out, cap);
+	return oshttp_client_request_stats(((struct s3_store *)os)->st.http, out, cap);
 }
 
 static const struct objstore_ops s3_ops = {
@@ -1296,15 +1109,15 @@ static int
 s3_open_bucket(struct s3_store *s3)
 {
 	struct s3_call c;
-	int rc = s3_call_init(&c, s3, OSHTTP_OP_OTHER, "HEAD", "open: bucket", NULL);
+	int rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_OTHER, "HEAD", "open: bucket", NULL);
 	if (rc == 0)
-		rc = s3_send(&c);
+		rc = oshttp_call_send(&c.call);
 	int create = 0;
-	if (rc == 0 && c.http.status == 404)
+	if (rc == 0 && c.call.http.status == 404)
 		create = 1;
-	else if (rc == 0 && c.http.status != 200)
-		rc = s3_fail(&c);
-	s3_call_destroy(&c);
+	else if (rc == 0 && c.call.http.status != 200)
+		rc = s3_fail(&c.call);
+	oshttp_call_destroy(&c.call);
 	if (rc || !create)
 		return rc;
 	char body[256] = "";
@@ -1312,20 +1125,20 @@ s3_open_bucket(struct s3_store *s3)
 		snprintf(body, sizeof(body), "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/"
 			 "2006-03-01/\"><LocationConstraint>%s</LocationConstraint></CreateBucketConfiguration>",
 			 s3->region);
-	rc = s3_call_init(&c, s3, OSHTTP_OP_OTHER, "PUT", "open: create bucket", NULL);
+	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_OTHER, "PUT", "open: create bucket", NULL);
 	if (rc == 0) {
-		c.content_type = "application/xml";
-		c.http.body = body;
-		c.http.body_len = strlen(body);
-		rc = s3_send(&c);
+		c.call.content_type = "application/xml";
+		c.call.http.body = body;
+		c.call.http.body_len = strlen(body);
+		rc = oshttp_call_send(&c.call);
 	}
-	if (rc == 0 && c.http.status != 200) {
+	if (rc == 0 && c.call.http.status != 200) {
 		char code[128];
-		s3_error_code(&c.http, code, sizeof(code), NULL, 0);
-		if (c.http.status != 409 || strcmp(code, "BucketAlreadyOwnedByYou") != 0)
-			rc = s3_fail(&c);
+		s3_error_code(&c.call.http, code, sizeof(code), NULL, 0);
+		if (c.call.http.status != 409 || strcmp(code, "BucketAlreadyOwnedByYou") != 0)
+			rc = s3_fail(&c.call);
 	}
-	s3_call_destroy(&c);
+	oshttp_call_destroy(&c.call);
 	return rc;
 }
 
@@ -1413,28 +1226,21 @@ objstore_s3_new(const char *url, struct objstore **out)
 {
 	*out = NULL;
 	static const char scheme[] = "s3://";
-	if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-		return diag_set(STRATA_EINVAL, "store URL %s: not an s3:// URL", url ? url : "(null)");
-	if (strlen(url) > 4096)
-		return diag_set(STRATA_EINVAL, "store URL: longer than 4096 bytes");
-	struct s3_store *s3 = env.calloc(1, sizeof(*s3));
-	char *copy = env.malloc(strlen(url) + 1);
-	if (s3 == NULL || copy == NULL) {
-		env.free(s3);
-		env.free(copy);
-		return diag_set(STRATA_ENOMEM, "store URL %s: out of memory", url);
-	}
-	strcpy(copy, url);
+	void *store;
+	char *copy, *query;
+	int rc = oshttp_url_open(url, scheme, sizeof(struct s3_store), &store, &copy, &query);
+	if (rc)
+		return rc;
+	struct s3_store *s3 = store;
 	s3->base.ops = &s3_ops;
+	s3->st.ops = &s3_http_ops;
+	s3->st.name = s3->base.name;
+	s3->st.key_max = S3_KEY_MAX;
 	s3->part_bytes = S3_PART_DEFAULT;
 	s3->list_page = S3_LIST_PAGE;
 	s3->stale_upload_s = S3_STALE_UPLOAD_S;
 	struct oshttp_config hc;
 	oshttp_config_init(&hc);
-	int rc = 0;
-	char *query = strchr(copy, '?');
-	if (query != NULL)
-		*query++ = '\0';
 	char *bucket = copy + sizeof(scheme) - 1;
 	char *pfx = strchr(bucket, '/');
 	if (pfx != NULL)
@@ -1445,8 +1251,8 @@ objstore_s3_new(const char *url, struct objstore **out)
 	if (rc == 0) {
 		snprintf(s3->bucket, sizeof(s3->bucket), "%s", bucket);
 		size_t pl = 0;
-		rc = oshttp_url_prefix(url, pfx, s3->prefix, sizeof(s3->prefix), &pl);
-		s3->prefix_len = strlen(s3->prefix);
+		rc = oshttp_url_prefix(url, pfx, s3->st.prefix, sizeof(s3->st.prefix), &pl);
+		s3->st.prefix_len = strlen(s3->st.prefix);
 		snprintf(s3->base.name, sizeof(s3->base.name), "s3://%s%s%.*s", s3->bucket, pl ? "/" : "",
 			 (int)pl, pl ? pfx : "");
 	}
@@ -1471,21 +1277,21 @@ objstore_s3_new(const char *url, struct objstore **out)
 	if (rc == 0) {
 		const char *endpoint = sp.endpoint;
 		if (endpoint != NULL) {
-			rc = oshttp_url_endpoint(url, endpoint, s3->origin, sizeof(s3->origin));
+			rc = oshttp_url_endpoint(url, endpoint, s3->st.origin, sizeof(s3->st.origin));
 			if (rc == 0)
-				snprintf(s3->path0, sizeof(s3->path0), "/%s", s3->bucket);
+				snprintf(s3->st.path0, sizeof(s3->st.path0), "/%s", s3->bucket);
 		} else if (strchr(s3->bucket, '.') != NULL) {
-			snprintf(s3->origin, sizeof(s3->origin), "https://s3.%s.amazonaws.com", s3->region);
-			snprintf(s3->path0, sizeof(s3->path0), "/%s", s3->bucket);
+			snprintf(s3->st.origin, sizeof(s3->st.origin), "https://s3.%s.amazonaws.com", s3->region);
+			snprintf(s3->st.path0, sizeof(s3->st.path0), "/%s", s3->bucket);
 		} else {
-			snprintf(s3->origin, sizeof(s3->origin), "https://%s.s3.%s.amazonaws.com", s3->bucket,
+			snprintf(s3->st.origin, sizeof(s3->st.origin), "https://%s.s3.%s.amazonaws.com", s3->bucket,
 				 s3->region);
 		}
 	}
 	if (rc == 0)
 		rc = s3_load_credentials(s3, sp.cred_file, sp.profile);
 	if (rc == 0)
-		rc = oshttp_client_new(&hc, &s3->http);
+		rc = oshttp_client_new(&hc, &s3->st.http);
 	env.free(copy);
 	if (rc == 0)
 		rc = s3_open_bucket(s3);
@@ -1502,7 +1308,7 @@ objstore_s3_new(const char *url, struct objstore **out)
 struct oshttp_client *
 objstore_s3_client(struct objstore *os)
 {
-	return os != NULL && os->ops == &s3_ops ? ((struct s3_store *)os)->http : NULL;
+	return os != NULL && os->ops == &s3_ops ? ((struct s3_store *)os)->st.http : NULL;
 }
 
 int
