@@ -257,6 +257,8 @@ az_list_page(struct oshttp_call *c, const struct buf *body, uint32_t max, struct
 	return rc;
 }
 
+_Static_assert(offsetof(struct az_call, call) == 0, "the shared request is the first member");
+
 static const struct oshttp_store_ops az_http_ops = {
 	.call_size = sizeof(struct az_call),
 	.sign = az_sign,

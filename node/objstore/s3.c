@@ -286,6 +286,8 @@ s3_list_page(struct oshttp_call *c, const struct buf *body, uint32_t max, struct
 	return rc;
 }
 
+_Static_assert(offsetof(struct s3_call, call) == 0, "the shared request is the first member");
+
 static const struct oshttp_store_ops s3_http_ops = {
 	.call_size = sizeof(struct s3_call),
 	.sign = s3_sign,

@@ -37,6 +37,7 @@
  * BENCH_STALL_ROCKSDB_BYTES_PER_SYNC (RocksDB's bytes_per_sync; default 0, its own
  * default); BENCH_STALL_MERGE_IOPRIO (idle or be7: the IO priority of the thread that
  * runs strata's merge and so submits its writeback; unset = unchanged);
+ * BENCH_STALL_MERGE_NICE (0..19: the CPU nice value of that thread; 0 = unchanged);
  * BENCH_STALL_SAMPLES=FILE appends every sample to FILE (engine, phase, wall
  * clock seconds of the intended send, latency ms) to line stalls up with strace -tt. A quick run: BENCH_STALL_GENS=8 BENCH_STALL_GEN_MB=16.
  */
@@ -44,6 +45,7 @@
 #include <mntent.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 #include <rocksdb/c.h>
@@ -93,6 +95,8 @@ struct workload {
 	enum sfr_mode sfr;
 	/** IO priority (ioprio_set value) of strata's merge thread; 0 = left as it is. */
 	int merge_ioprio;
+	/** CPU nice of strata's merge thread (setpriority on the thread); 0 = left as it is. */
+	int merge_nice;
 	/** strata's background IO budget in its automatic mode (BENCH_STALL_IO_AUTO=1). */
 	int io_auto;
 	/** strata's delete_bytes_per_s (UINT64_MAX: its default). */
@@ -716,6 +720,11 @@ run_engine(enum engine engine, struct result *res)
 		long old_prio = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
 		if (WL.merge_ioprio != 0 && syscall(SYS_ioprio_set, 1, 0, WL.merge_ioprio) != 0)
 			bench_die("ioprio_set: %s", strerror(errno));
+		pid_t tid = (pid_t)syscall(SYS_gettid);
+		errno = 0;
+		int old_nice = getpriority(PRIO_PROCESS, (id_t)tid);
+		if (WL.merge_nice != 0 && setpriority(PRIO_PROCESS, (id_t)tid, WL.merge_nice) != 0)
+			bench_die("setpriority: %s", strerror(errno));
 		rc = strata_prepare_merge(t.db, 0, 0, &plan);
 		t_prep = bench_now_ns();
 		if (rc == 0)
@@ -723,6 +732,8 @@ run_engine(enum engine engine, struct result *res)
 		t_end = bench_now_ns();
 		if (WL.merge_ioprio != 0 && old_prio >= 0)
 			syscall(SYS_ioprio_set, 1, 0, (int)old_prio);
+		if (WL.merge_nice != 0 && setpriority(PRIO_PROCESS, (id_t)tid, old_nice) != 0)
+			fprintf(stderr, "bench_stall: cannot restore the nice value: %s\n", strerror(errno));
 		if (rc != 0)
 			snprintf(err, sizeof(err), "strata merge: %s: %s", strata_strerror(rc),
 				 strata_last_error());
@@ -880,6 +891,9 @@ main(void)
 	WL.settle_s = bench_env_u64("BENCH_STALL_SETTLE_S", 3);
 	WL.rate = bench_env_u64("BENCH_STALL_RATE", 0);
 	WL.io_auto = (int)bench_env_u64("BENCH_STALL_IO_AUTO", 0);
+	WL.merge_nice = (int)bench_env_u64("BENCH_STALL_MERGE_NICE", 0);
+	if (WL.merge_nice > 19)
+		bench_die("BENCH_STALL_MERGE_NICE must be 0..19");
 	WL.delete_rate = bench_env_u64("BENCH_STALL_DELETE_RATE", UINT64_MAX);
 	WL.bytes_per_sync = bps != NULL && *bps != '\0' ? bench_env_u64("BENCH_STALL_BYTES_PER_SYNC", 0)
 						    : UINT64_MAX;
@@ -954,12 +968,12 @@ main(void)
 	       W_VALUE_BYTES, WL.pct, WL.cap_s, WL.idle_s, WL.settle_s);
 	printf("strata : 1 shard, sync=STRATA_SYNC_FSYNC (ack after fdatasync), merge_max_inputs=%"
 	       PRIu64 ", one strata_prepare_merge + strata_commit_merge of everything; "
-	       "bytes_per_sync %s, sync_file_range flags %s, merge thread IO priority %s, "
+	       "bytes_per_sync %s, sync_file_range flags %s, merge thread IO priority %s, nice %d, "
 	       "background IO budget %s, delete_bytes_per_s %s\n",
 	       WL.gens < 2 ? 2 : WL.gens, bps_s,
 	       WL.sfr == SFR_WRITE ? "WRITE" : WL.sfr == SFR_WAIT_ALL ? "WAIT_BEFORE|WRITE|WAIT_AFTER"
 								     : "WAIT_BEFORE|WRITE",
-	       prio != NULL && *prio != '\0' ? prio : "unchanged",
+	       prio != NULL && *prio != '\0' ? prio : "unchanged", WL.merge_nice,
 	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : "unlimited", del_s);
 	printf("rocksdb: WriteOptions sync=1 (WAL fsync per put), auto compactions off, L0 "
 	       "slowdown/stop triggers 1000, zstd, 64 KiB blocks, bloom 10, bytes_per_sync %" PRIu64
