@@ -161,12 +161,40 @@ inspect_log_cb(void *ctx, uint64_t version, int is_snapshot, const struct manife
 	return 0;
 }
 
+/** What inspect_wal_objects collects from wal_inspect_store. */
+struct inspect_objs {
+	/** The objects listed: the first INSPECT_MAX_SEGS, and every refused one after them. */
+	json_t *arr;
+	/** Objects seen, and the refused ones among them. */
+	int n, refused;
+	/** inspect --verify. */
+	int verify;
+};
+
+static int
+inspect_obj_cb(void *ctx, const struct wal_object_info *o)
+{
+	struct inspect_objs *io = ctx;
+	io->n++;
+	io->refused += o->refused;
+	if (io->n > INSPECT_MAX_SEGS && !o->refused)
+		return 0;
+	const char *state = o->why[0] == '\0' ? (o->below ? "below_cursor" : "replayed")
+			    : o->refused ? "invalid"
+					 : "invalid_below_cursor";
+	json_array_append_new(
+		io->arr, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s}", "object", o->name, "kind",
+				   o->kind, "epoch", (json_int_t)o->epoch, "first_seq", (json_int_t)o->first_seq,
+				   "last_seq", (json_int_t)o->last_seq, "entries", (json_int_t)o->entries, "bytes",
+				   (json_int_t)o->bytes, "state", state, "why", o->why));
+	return 0;
+}
+
 /**
  * wal = store: the shard's WAL objects into js ("wal_objects", "wal_object_count",
- * "wal_epoch_object"; nothing when the store holds none). An object wholly below the
- * cursor (the next one starts at or below replay_after + 1) is one an open only reads the
- * header of, to collect it; the others it replays whole. So with verify a damaged
- * header anywhere, or a damaged entry above the cursor, is a failure, as for an open.
+ * "wal_epoch_object"; nothing when the store holds none). With verify every object is
+ * read whole, and each one an open would refuse (wal_inspect_store's refused: a damaged
+ * header anywhere, a damaged entry in an object it replays) is a failure.
  */
 static void
 inspect_wal_objects(json_t *js, struct objstore *os, const char *prefix, uint64_t replay_after,
@@ -174,35 +202,22 @@ inspect_wal_objects(json_t *js, struct objstore *os, const char *prefix, uint64_
 {
 	char wprefix[64];
 	snprintf(wprefix, sizeof(wprefix), "%swal/", prefix);
-	static struct wal_object_info objs[INSPECT_MAX_SEGS];
+	struct inspect_objs io = {.arr = json_array(), .verify = verify};
 	uint64_t epoch = 0;
-	int n = wal_inspect_store(os, wprefix, verify, objs, INSPECT_MAX_SEGS, &epoch);
+	int n = wal_inspect_store(os, wprefix, replay_after, verify, inspect_obj_cb, &io, &epoch);
 	if (n < 0) {
+		json_decref(io.arr);
 		json_object_set_new(js, "wal_objects_error", json_string(diag_last()));
 		(*failures)++;
 		return;
 	}
-	if (n == 0 && epoch == 0)
+	if (n == 0 && epoch == 0) {
+		json_decref(io.arr);
 		return;
-	int shown = n < INSPECT_MAX_SEGS ? n : INSPECT_MAX_SEGS;
-	json_t *arr = json_array();
-	for (int i = 0; i < shown; i++) {
-		const struct wal_object_info *o = &objs[i];
-		int header_bad = strcmp(o->kind, "?") == 0;
-		int below = (i + 1 < shown && objs[i + 1].first_seq <= replay_after + 1) ||
-			    (!header_bad && o->last_seq <= replay_after);
-		const char *state = o->why[0] == '\0' ? (below ? "below_cursor" : "replayed")
-				    : header_bad || !below ? "invalid"
-							   : "invalid_below_cursor";
-		if (verify && strcmp(state, "invalid") == 0)
-			(*failures)++;
-		json_array_append_new(
-			arr, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s}", "object", o->name, "kind",
-				       o->kind, "epoch", (json_int_t)o->epoch, "first_seq", (json_int_t)o->first_seq,
-				       "last_seq", (json_int_t)o->last_seq, "entries", (json_int_t)o->entries,
-				       "bytes", (json_int_t)o->bytes, "state", state, "why", o->why));
 	}
-	json_object_set_new(js, "wal_objects", arr);
+	if (verify)
+		*failures += io.refused;
+	json_object_set_new(js, "wal_objects", io.arr);
 	json_object_set_new(js, "wal_object_count", json_integer(n));
 	json_object_set_new(js, "wal_epoch_object", json_integer((json_int_t)epoch));
 }

@@ -85,7 +85,7 @@ struct repair_seg {
 struct repair_problem {
 	/** Shard it is in. */
 	unsigned shard;
-	/** "manifest", "generation", "base_run", "wal" or "fence". */
+	/** "manifest", "generation", "base_run", "wal", "wal_object" or "fence". */
 	const char *what;
 	/** The message of the failed check. */
 	char msg[1024];
@@ -191,6 +191,37 @@ repair_lost_range(struct repair_seg *g)
 	g->lost_last = last;
 }
 
+/** Where repair_obj_cb adds its problems. */
+struct repair_objs {
+	/** The run of repair, and the shard checked. */
+	struct repair_state *st;
+	unsigned shard;
+};
+
+static int
+repair_obj_cb(void *ctx, const struct wal_object_info *o)
+{
+	struct repair_objs *ro = ctx;
+	if (o->refused)
+		repair_problem_add(ro->st, ro->shard, "wal_object", o->why);
+	return 0;
+}
+
+/** wal = store: each WAL object under prefix that an open with replay_after refuses,
+ *  as a problem repair does not fix (the objects are the store's, which another node may
+ *  be writing; `strata inspect --verify` shows them all). */
+static void
+repair_check_wal_objects(struct repair_state *st, struct objstore *os, const char *prefix, unsigned id,
+			 uint64_t replay_after)
+{
+	char wprefix[64];
+	snprintf(wprefix, sizeof(wprefix), "%swal/", prefix);
+	struct repair_objs ro = {st, id};
+	uint64_t epoch = 0;
+	if (wal_inspect_store(os, wprefix, replay_after, 1, repair_obj_cb, &ro, &epoch) < 0)
+		repair_problem_add(st, id, "wal_object", diag_last());
+}
+
 /** Run every check an open makes on one shard; record what is wrong in st. */
 static void
 repair_check_shard(struct repair_state *st, struct objstore *os, unsigned id)
@@ -220,6 +251,8 @@ repair_check_shard(struct repair_state *st, struct objstore *os, unsigned id)
 	} else if (rc != STRATA_NOTFOUND) {
 		repair_problem_add(st, id, "manifest", diag_last());
 	}
+	if (os != NULL)
+		repair_check_wal_objects(st, os, prefix, id, replay_after);
 
 	rc = wal_check_dir(wal_dir, replay_after, 0);
 	if (rc == 0) {
@@ -518,6 +551,8 @@ repair_what_text(const char *what)
 		return "a base run is missing or corrupt";
 	if (strcmp(what, "fence") == 0)
 		return "its WAL fence is newer than its manifest";
+	if (strcmp(what, "wal_object") == 0)
+		return "an open refuses a WAL object on the store";
 	return "an open refuses its WAL";
 }
 

@@ -2073,12 +2073,12 @@ wal_store_has_rows(struct objstore *os, const char *prefix, uint64_t replay_afte
 }
 
 int
-wal_inspect_store(struct objstore *os, const char *prefix, int verify, struct wal_object_info *infos,
-		  int max, uint64_t *epoch)
+wal_inspect_store(struct objstore *os, const char *prefix, uint64_t replay_after, int verify,
+		  wal_object_cb cb, void *ctx, uint64_t *epoch)
 {
 	*epoch = 0;
-	if (os == NULL || prefix == NULL || (infos == NULL && max > 0))
-		return diag_set(STRATA_EINVAL, "wal: inspect needs a store and a prefix");
+	if (os == NULL || prefix == NULL || cb == NULL)
+		return diag_set(STRATA_EINVAL, "wal: inspect needs a store, a prefix and a callback");
 	/* An inspecting handle: no limit on entries but the format's, no reaper, no owner. */
 	struct wal w = {.os = os, .prefix = (char *)prefix, .max_entry = UINT32_MAX};
 	struct wal_listing l = {.w = &w};
@@ -2090,16 +2090,12 @@ wal_inspect_store(struct objstore *os, const char *prefix, int verify, struct wa
 	struct buf b = {0};
 	int n = 0;
 	for (size_t i = 0; rc == 0 && i < l.n; i++) {
-		if (n >= max) {
-			n++;
-			continue;
-		}
-		struct wal_object_info *in = &infos[n];
-		memset(in, 0, sizeof(*in));
-		snprintf(in->name, sizeof(in->name), "%020" PRIu64, l.v[i].first);
-		in->bytes = l.v[i].size;
-		in->kind = "?";
-		in->first_seq = l.v[i].first; /* the key names it; a whole header says the same */
+		struct wal_object_info in;
+		memset(&in, 0, sizeof(in));
+		snprintf(in.name, sizeof(in.name), "%020" PRIu64, l.v[i].first);
+		in.bytes = l.v[i].size;
+		in.kind = "?";
+		in.first_seq = l.v[i].first; /* the key names it; a whole header says the same */
 		char key[512];
 		wal_obj_key(&w, l.v[i].first, key, sizeof(key));
 		size_t got = 0;
@@ -2115,27 +2111,34 @@ wal_inspect_store(struct objstore *os, const char *prefix, int verify, struct wa
 		}
 		if (r == STRATA_NOTFOUND)
 			continue; /* a running node released it since the listing */
-		if (r != 0) {
-			snprintf(in->why, sizeof(in->why), "%s", diag_last());
-			n++;
-			continue;
-		}
-		struct wal_obj o;
-		uint64_t ep = 0;
-		uint32_t ne = 0;
-		r = wal_obj_check_header(&w, key, l.v[i].first, b.data, b.len, &o, &ep, &ne);
+		int header_ok = 0;
 		if (r == 0) {
-			in->kind = wal_obj_kind_name(o.kind);
-			in->epoch = ep;
-			in->first_seq = o.first_seq;
-			in->last_seq = o.last_seq;
-			in->entries = ne;
-			if (verify)
-				r = wal_obj_replay(&w, key, l.v[i].first, b.data, b.len, 0, NULL, NULL, &o, &ep);
+			struct wal_obj o;
+			uint64_t ep = 0;
+			uint32_t ne = 0;
+			r = wal_obj_check_header(&w, key, l.v[i].first, b.data, b.len, &o, &ep, &ne);
+			if (r == 0) {
+				header_ok = 1;
+				in.kind = wal_obj_kind_name(o.kind);
+				in.epoch = ep;
+				in.last_seq = o.last_seq;
+				in.entries = ne;
+				if (verify)
+					r = wal_obj_replay(&w, key, l.v[i].first, b.data, b.len, 0, NULL, NULL, &o,
+							   &ep);
+			}
 		}
 		if (r != 0)
-			snprintf(in->why, sizeof(in->why), "%s", diag_last());
+			snprintf(in.why, sizeof(in.why), "%s", diag_last());
+		/* As wal_store_walk judges it: an object the next one starts at or below
+		 * replay_after + 1 from, or one whose header ends at or below replay_after, is
+		 * only collected (a damaged header still fails the open); the others are
+		 * replayed whole. */
+		in.below = (i + 1 < l.n && l.v[i + 1].first <= replay_after + 1) ||
+			   (header_ok && in.last_seq <= replay_after);
+		in.refused = in.why[0] != '\0' && (!header_ok || !in.below);
 		n++;
+		rc = cb(ctx, &in);
 	}
 	buf_destroy(&b);
 	env.free(l.v);

@@ -215,16 +215,25 @@ struct wal_object_info {
 	/** Why the object is corrupt ("" when its header, and with verify every entry, is
 	 *  whole); the message an open would fail with. */
 	char why[300];
+	/** Wholly at or below replay_after: an open reads at most its header (to collect it). */
+	int below;
+	/** An open with that cursor refuses the store for this object: why is set, and its
+	 *  header is damaged or the open replays it. */
+	int refused;
 };
 
+/** Called by wal_inspect_store once per object, in position order; nonzero stops the
+ *  scan and is returned. */
+typedef int (*wal_object_cb)(void *ctx, const struct wal_object_info *in);
 /** Read-only scan of the WAL objects under prefix (`shard-NNNN/wal/`) for `strata
- *  inspect`: each object's header, or with verify the whole object (every entry's
- *  checksums and positions, as an open replays it). Fills up to max infos in position
- *  order and *epoch with what the epoch object names (0: none); returns the number of
- *  objects (may exceed max) or a negative code when the listing fails. An object that is
- *  deleted between the listing and its read is skipped. */
-int wal_inspect_store(struct objstore *os, const char *prefix, int verify, struct wal_object_info *infos,
-		      int max, uint64_t *epoch);
+ *  inspect` and `strata repair`: each object's header, or with verify the whole object
+ *  (every entry's checksums and positions, as an open replays it), judged against the
+ *  manifest's replay_after as an open would (below, refused), goes to cb; *epoch gets
+ *  what the epoch object names (0: none). Returns the number of objects, or a negative
+ *  code when the listing fails (or cb's nonzero). An object deleted between the listing
+ *  and its read is skipped. */
+int wal_inspect_store(struct objstore *os, const char *prefix, uint64_t replay_after, int verify,
+		      wal_object_cb cb, void *ctx, uint64_t *epoch);
 /** wal = store: gaps the open met, gaps this writer closed, and objects below the cursor
  *  its open found left over and queued for deletion. */
 void wal_store_stats(struct wal *w, uint64_t *gaps, uint64_t *gaps_closed, uint64_t *stale_collected);
