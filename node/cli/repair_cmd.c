@@ -117,17 +117,21 @@ static void
 repair_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata repair DIR [--truncate-wal] [--json]\n"
-		"  check DIR the way an open does (manifests, generations and base runs, WAL segments)\n"
+		"usage: strata repair DIR [--store URL] [--truncate-wal] [--json]\n"
+		"  check DIR the way an open does (manifests, generations and base runs, WAL segments\n"
+		"  and WAL objects)\n"
 		"  and report each problem and what a repair would do; changes nothing. Exit 0 when\n"
 		"  an open accepts DIR, 1 when a repair is needed or a problem cannot be repaired.\n"
 		"  --truncate-wal  cut each corrupt WAL segment at its first bad entry (the rows\n"
 		"                  after it are dropped and counted), after copying the original into\n"
 		"                  DIR/repair-<UTC YYYYmmddTHHMMSSZ>/wal/shard-NNNN/; exit 0 when DIR\n"
 		"                  then passes every check\n"
+		"  --store URL     the node's object store (azure://..., s3://...), read for the\n"
+		"                  manifests, runs and WAL objects instead of DIR/objects\n"
 		"  --json          print the report as one JSON object\n"
-		"  A corrupt manifest or a missing or corrupt generation is not repaired: restore\n"
-		"  from a backup. Refused while a node holds DIR (DIR/LOCK).\n");
+		"  A corrupt manifest, a missing or corrupt generation, or a WAL object on the store\n"
+		"  that an open refuses is not repaired: restore from a backup. Refused while a node\n"
+		"  holds DIR (DIR/LOCK).\n");
 }
 
 /* ---------------------------------------------------------------- collecting */
@@ -636,11 +640,18 @@ repair_lock(const char *dir, int write_pid)
 int
 cmd_repair(int argc, char **argv)
 {
-	const char *dir = NULL;
+	const char *dir = NULL, *url = NULL;
 	int truncate_wal = 0, as_json = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--truncate-wal") == 0)
 			truncate_wal = 1;
+		else if (strcmp(argv[i], "--store") == 0) {
+			if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+				fprintf(stderr, "strata repair: --store needs a store URL\n");
+				return 2;
+			}
+			url = argv[++i];
+		}
 		else if (strcmp(argv[i], "--json") == 0)
 			as_json = 1;
 		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -682,20 +693,29 @@ cmd_repair(int argc, char **argv)
 		return 1;
 	}
 	cli_scan_shard_dirs(st.wal_root, &found);
-	snprintf(path, sizeof(path), "%s/objects", dir);
-	cli_scan_shard_dirs(path, &found);
-	st.shards = found.ids;
-	st.nshards = found.n;
 	struct objstore *os = NULL;
-	dd = opendir(path); /* never create DIR/objects */
-	if (dd != NULL) {
-		closedir(dd);
-		if (objstore_fs_new(path, &os) != 0) {
+	if (url != NULL) {
+		if (objstore_url_new(url, &os) != 0 || cli_scan_shard_store(os, &found) != 0) {
 			fprintf(stderr, "strata repair: %s\n", diag_last());
+			objstore_destroy(os);
 			env.close(lock_fd);
 			return 1;
 		}
+	} else {
+		snprintf(path, sizeof(path), "%s/objects", dir);
+		cli_scan_shard_dirs(path, &found);
+		dd = opendir(path); /* never create DIR/objects */
+		if (dd != NULL) {
+			closedir(dd);
+			if (objstore_fs_new(path, &os) != 0) {
+				fprintf(stderr, "strata repair: %s\n", diag_last());
+				env.close(lock_fd);
+				return 1;
+			}
+		}
 	}
+	st.shards = found.ids;
+	st.nshards = found.n;
 	for (unsigned i = 0; i < st.nshards; i++)
 		repair_check_shard(&st, os, st.shards[i]);
 	objstore_destroy(os);

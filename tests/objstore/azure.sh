@@ -174,6 +174,12 @@ if [ -n "$addr" ]; then
 		grep -q '"state": "replayed"' "$loc/inspect.json" && ri=0
 	check "inspect_store_lists_and_verifies_the_wal_objects" $ri \
 		"exit $irc, $nbatch batches; $(head -c 600 "$loc/inspect.err")"
+	# strata repair --store checks the same objects as an open would: nothing to repair.
+	"$BUILD/strata" repair "$loc/k1" --store "$wurl" >"$loc/repair.out" 2>&1
+	rrc=$?
+	rr=1
+	[ "$rrc" = 0 ] && grep -q ': 1 shard$' "$loc/repair.out" && grep -q 'nothing to repair' "$loc/repair.out" && rr=0
+	check "repair_store_finds_nothing_to_repair_after_a_kill" $rr "exit $rrc: $(head -c 600 "$loc/repair.out")"
 	start_node "$loc/k2" --shards 1
 	if [ -n "$addr" ]; then
 		nacked=$(wc -l <"$loc/kill.acked")
