@@ -101,6 +101,18 @@ else
 	echo "not ok - serve_store_url_rows_read_back_from_the_bucket"
 	failed=$((failed + 1))
 fi
+# strata inspect --store reads the bucket: the merged run, every block checked.
+iout=$(AWS_SECRET_ACCESS_KEY=serve-secret-$$ "$BUILD/strata" inspect --store "$url" --verify 2>&1)
+irc=$?
+if [ "$irc" = 0 ] && printf '%s\n' "$iout" | grep -q '^  base_runs: 1$' &&
+	printf '%s\n' "$iout" | grep -q '^verify: ok$'; then
+	echo "ok - inspect_store_reads_the_bucket"
+	passed=$((passed + 1))
+else
+	printf '%s\n' "$iout" | tail -20
+	echo "not ok - inspect_store_reads_the_bucket (exit $irc)"
+	failed=$((failed + 1))
+fi
 # Without single_writer the node refuses to start, with the probe's message.
 shared="s3://serve-$$/node?endpoint=http://127.0.0.1:$port"
 msg=$("$BUILD/strata" serve --listen 127.0.0.1:0 --data "$loc/node2" --store "$shared" --shards 1 2>&1)
