@@ -41,7 +41,7 @@ usage(FILE *f)
 		"                                   node's DIR or store);\n"
 		"                                   --verify also checks every run block and every WAL entry\n"
 		"                                   the way an open does: exit 1 when an open would refuse DIR\n"
-		"  repair DIR [--truncate-wal] [--json]\n"
+		"  repair DIR [--store URL] [--truncate-wal] [--json]\n"
 		"                                   report what makes DIR unopenable and what repair would\n"
 		"                                   do (changes nothing; exit 1 when a repair is needed);\n"
 		"                                   --truncate-wal cuts each corrupt WAL segment at its first\n"
@@ -167,8 +167,6 @@ struct inspect_objs {
 	json_t *arr;
 	/** Objects seen, and the refused ones among them. */
 	int n, refused;
-	/** inspect --verify. */
-	int verify;
 };
 
 static int
@@ -202,7 +200,7 @@ inspect_wal_objects(json_t *js, struct objstore *os, const char *prefix, uint64_
 {
 	char wprefix[64];
 	snprintf(wprefix, sizeof(wprefix), "%swal/", prefix);
-	struct inspect_objs io = {.arr = json_array(), .verify = verify};
+	struct inspect_objs io = {.arr = json_array()};
 	uint64_t epoch = 0;
 	int n = wal_inspect_store(os, wprefix, replay_after, verify, inspect_obj_cb, &io, &epoch);
 	if (n < 0) {
@@ -570,6 +568,7 @@ cmd_inspect(int argc, char **argv)
 			return 1;
 		}
 	}
+	const char *local = dir; /* NULL: a store only */
 	if (dir == NULL)
 		dir = url;
 	int failures = 0;
@@ -585,14 +584,16 @@ cmd_inspect(int argc, char **argv)
 		printf("\n");
 		json_decref(root);
 	} else {
-		printf("data directory %s: %u shard%s\n", dir, sl.n, sl.n == 1 ? "" : "s");
+		printf("%s %s: %u shard%s\n", local != NULL ? "data directory" : "store", dir, sl.n,
+		       sl.n == 1 ? "" : "s");
 		size_t i;
 		json_t *o;
 		json_array_foreach(shards, i, o) print_text(o);
 		json_decref(shards);
 		if (verify && failures)
-			printf("verify: FAILED: %d problem%s; an open of %s would fail (see `strata repair %s`)\n",
-			       failures, failures == 1 ? "" : "s", dir, dir);
+			printf("verify: FAILED: %d problem%s; an open of %s would fail (see `strata repair "
+			       "%s%s%s`)\n", failures, failures == 1 ? "" : "s", dir,
+			       local != NULL ? local : "DIR", url != NULL ? " --store " : "", url != NULL ? url : "");
 		else if (verify)
 			printf("verify: ok\n");
 	}
