@@ -168,9 +168,10 @@ typedef struct strata_options {
 	uint64_t seed;
 	/** How strata_step measures its budget: STRATA_STEP_AUTO, _TIME or _WORK. */
 	int step_meter;
-	/** STRATA_SYNC_FSYNC group commit: the longest the writer that leads a group waits for
-	 *  the writers the previous group carried, so that one fdatasync acknowledges them
-	 *  all (at most half the last fdatasync's time; default 200 us; 0 = never waits). */
+	/** STRATA_SYNC_FSYNC group commit: the longest a group waits for the writers the
+	 *  previous group carried before it is written, so that one fdatasync acknowledges
+	 *  them all (at most half the last fdatasync's time; default 200 us; 0 = never
+	 *  waits). The writer whose append completes the group writes it at once. */
 	uint32_t group_commit_wait_us;
 	/** Most WAL segment files held open at once over all shards (default 512; 0 = one
 	 *  per shard, unbounded): the least recently appended idle shard's is closed to make

@@ -102,8 +102,9 @@ struct wal_options {
 	/** The background IO budget told how long each fdatasync took (its automatic mode
 	 *  backs off when they slow down; NULL: nobody). */
 	struct ratelimit *observe;
-	/** STRATA_SYNC_FSYNC: longest a group commit's leader waits for the writers of the
-	 *  previous group (at most half the last fdatasync), microseconds; 0 = never. */
+	/** STRATA_SYNC_FSYNC: longest writers wait for the writers of the previous group
+	 *  before one leads the next (at most half the last fdatasync), microseconds;
+	 *  0 = never. */
 	uint32_t group_wait_us;
 	/** STRATA_SYNC_INTERVAL: start no sync thread; the owner calls wal_sync_written every
 	 *  interval (inline mode). */

@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../node/core/wal.h"
 #include "../../node/lib/buf.h"
@@ -1271,6 +1273,117 @@ TEST(failed_sync_fails_every_waiter_of_the_batch_and_later)
 	env_reset();
 }
 
+/** A clock on which every fdatasync takes 400 ms, so that a group waits 200 ms. */
+static _Atomic uint64_t slow_clock;
+
+static uint64_t
+slow_mono_ns(void)
+{
+	return atomic_fetch_add(&slow_clock, 400000000ull);
+}
+
+/** An appender that reports when its wait returned. */
+struct late_arg {
+	struct gc_arg a;
+	atomic_int done;
+};
+
+static void *
+late_main(void *p)
+{
+	struct late_arg *l = p;
+	gc_main(&l->a);
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
+static void
+late_start(struct late_arg *l, pthread_t *th, struct wal *w, int t)
+{
+	l->a = (struct gc_arg){.w = w, .t = t};
+	atomic_store(&l->done, 0);
+	pthread_create(th, NULL, late_main, l);
+}
+
+/** Wait up to ms for l to finish; 1 if it did. */
+static int
+late_done_within(struct late_arg *l, int ms)
+{
+	for (int i = 0; i < ms && !atomic_load(&l->done); i++)
+		usleep(1000);
+	return atomic_load(&l->done);
+}
+
+static void
+fx_wait_submitted(int n)
+{
+	pthread_mutex_lock(&fx_mu);
+	while (fx_submitted < n)
+		pthread_cond_wait(&fx_cv, &fx_mu);
+	pthread_mutex_unlock(&fx_mu);
+}
+
+/* Writers that defer leading a group, waiting for the writers of the last one, sleep
+ * with no mutex and only the first of them on a timer: a fence must wake them all. */
+TEST(a_fence_wakes_the_writers_waiting_to_form_a_group)
+{
+	fx_install();
+	env.mono_ns = slow_mono_ns;
+	char *dir = harness_tmpdir("wal");
+	REQUIRE(dir != NULL);
+	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
+	o.group_wait_us = 10000000;
+	struct wal *w;
+	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
+	fx_arm();
+	/* A group of one, held in its sync while three more writers queue: the next group
+	 * expects four writers and, carrying three, the one after expects three. */
+	pthread_mutex_lock(&fx_mu);
+	fx_hold = 1;
+	pthread_mutex_unlock(&fx_mu);
+	struct late_arg l[6];
+	pthread_t th[6];
+	late_start(&l[0], &th[0], w, 0);
+	pthread_mutex_lock(&fx_mu);
+	while (fx_syncs < 1)
+		pthread_cond_wait(&fx_cv, &fx_mu);
+	pthread_mutex_unlock(&fx_mu);
+	for (int t = 1; t < 4; t++)
+		late_start(&l[t], &th[t], w, t);
+	fx_wait_submitted(4);
+	pthread_mutex_lock(&fx_mu);
+	fx_hold = 0;
+	pthread_cond_broadcast(&fx_cv);
+	pthread_mutex_unlock(&fx_mu);
+	for (int t = 0; t < 4; t++) {
+		pthread_join(th[t], NULL);
+		CHECK_EQ(l[t].a.wait_rc, 0);
+	}
+	CHECK_EQ(fx_get(&fx_syncs), 2);
+	/* Two writers of the three expected: they wait for a third, 200 ms at most, the
+	 * second of them with no timer. The fence ends both waits. */
+	late_start(&l[4], &th[4], w, 4);
+	late_start(&l[5], &th[5], w, 5);
+	fx_wait_submitted(6);
+	usleep(20000);
+	CHECK_EQ(fx_get(&fx_syncs), 2);
+	wal_fence(w, "test: fenced by a newer owner");
+	int done4 = late_done_within(&l[4], 5000), done5 = late_done_within(&l[5], 5000);
+	CHECK(done4);
+	CHECK(done5);
+	REQUIRE(done4 && done5); /* a writer still asleep would never return */
+	pthread_join(th[4], NULL);
+	pthread_join(th[5], NULL);
+	CHECK_EQ(l[4].a.wait_rc, STRATA_EFENCED);
+	CHECK_EQ(l[5].a.wait_rc, STRATA_EFENCED);
+	CHECK(strstr(l[5].a.msg, "fenced by a newer owner") != NULL);
+	CHECK_EQ(fx_get(&fx_syncs), 2);
+	wal_close(w);
+	harness_rmrf(dir);
+	free(dir);
+	env_reset();
+}
+
 TEST(enospc_on_write_reports_no_space)
 {
 	fx_install();
@@ -1592,6 +1705,7 @@ main(int argc, char **argv)
 	RUN(release_deletes_old_segments_but_never_the_current_one);
 	RUN(fdatasync_failure_turns_wal_readonly_and_keeps_acked_rows);
 	RUN(failed_sync_fails_every_waiter_of_the_batch_and_later);
+	RUN(a_fence_wakes_the_writers_waiting_to_form_a_group);
 	RUN(enospc_on_write_reports_no_space);
 	RUN(injected_point_before_sync_fails_the_leader);
 	RUN(positions_are_monotonic_across_reopen_and_rolls);
