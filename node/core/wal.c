@@ -125,7 +125,7 @@ struct wal {
 	uint64_t max_entry;
 	/** Guards every field below up to the leader-private ones. */
 	pthread_mutex_t mu;
-	/** Broadcast when a batch or a background sync finishes (CLOCK_MONOTONIC). */
+	/** Broadcast when a batch or a background sync finishes. */
 	pthread_cond_t cond;
 	/** Wakes the interval thread early (to stop it); uses CLOCK_MONOTONIC. */
 	pthread_cond_t bg_cond;
@@ -139,9 +139,8 @@ struct wal {
 	uint64_t submitted_off;
 	/** Logical stream offset written to segment files. */
 	uint64_t written_off;
-	/** Logical stream offset acknowledged to waiters under the sync mode. */
-	uint64_t durable_off;
-	/** durable_off, published for wal_wait's check without the mutex (release). */
+	/** Logical stream offset acknowledged to waiters under the sync mode: stored under
+	 *  the mutex (release), and read by wal_wait without it. */
 	_Atomic uint64_t ack_off;
 	/** Bumped after each group commit ends and when the WAL fails: what wal_wait's
 	 *  waiters sleep on (ecount.h), with no mutex to take again when they wake. */
@@ -164,11 +163,9 @@ struct wal {
 	/** Longest writers defer leading for the writers of the last group, ns (0: never waits). */
 	uint64_t group_wait_ns;
 	/** Set while writers defer leading a group until the writers of the last one are
-	 *  queued (wal_defer), until gather_dl (CLOCK_MONOTONIC); gather_base is how many
-	 *  entries were queued when it was armed. */
+	 *  queued (wal_defer), until gather_dl (CLOCK_MONOTONIC). */
 	int gather_armed;
 	struct timespec gather_dl;
-	unsigned gather_base;
 	/** Where each fdatasync's time is reported (wal_options.observe). */
 	struct ratelimit *observe;
 	/** The descriptor budget this WAL's segment descriptor counts against (NULL:
@@ -177,8 +174,6 @@ struct wal {
 	struct wal *fdc_prev, *fdc_next;
 	/** cur_fd counts against fdc (listed). */
 	int fdc_listed;
-	/** Group commits where the leader waited for more writers, and entries it gained. */
-	uint64_t gathers, gathered;
 	/** 0, STRATA_EREADONLY once a write or sync failed, STRATA_EFENCED once fenced. */
 	int failed;
 	/** What failed, repeated to every later caller. */
@@ -944,10 +939,10 @@ wal_datasync(int fd, const char *path, uint64_t *nsyncs)
  * finds it complete and leads at once, on its own thread. Only the waiter that armed
  * the deadline (*armer set) sleeps until it: it leads if no one has by then; the
  * others sleep until a group ends, so that a group that completes costs no timer
- * wake-ups during its sync. (A leader that slept until
- * the last writer's submit signalled it put a wake-up on the critical path of every
- * group. Waiting for the largest recent group instead of the last settled at 3 of 4
- * writers: the fourth always came one entry late and never raised the target.)
+ * wake-ups during its sync. (A leader that slept until the last writer's submit
+ * signalled it put a wake-up on the critical path of every group. Waiting for the
+ * largest recent group instead of the last settled at 3 of 4 writers: the fourth
+ * always came one entry late and never raised the target.)
  */
 static int
 wal_defer(struct wal *w, struct timespec *dl, int *armer)
@@ -963,7 +958,6 @@ wal_defer(struct wal *w, struct timespec *dl, int *armer)
 		if (wait < 1000)
 			return 0;
 		w->gather_dl = mono_deadline(wait);
-		w->gather_base = w->q_count;
 		w->gather_armed = 1;
 		*armer = 1;
 	} else {
@@ -1300,11 +1294,7 @@ wal_lead(struct wal *w)
 {
 	assert(!w->leader && !w->failed && w->q_head != NULL);
 	w->leader = 1;
-	if (w->gather_armed) {
-		w->gather_armed = 0;
-		w->gathers++;
-		w->gathered += w->q_count - w->gather_base;
-	}
+	w->gather_armed = 0;
 	struct wal_entry *head = w->q_head;
 	uint64_t end = w->submitted_off;
 	w->flushing = w->q_count;
@@ -1330,7 +1320,6 @@ wal_lead(struct wal *w)
 	}
 	if (rc == 0) {
 		w->written_off = end;
-		w->durable_off = end;
 		atomic_store_explicit(&w->ack_off, end, memory_order_release);
 		if (w->sync == STRATA_SYNC_FSYNC || w->os != NULL)
 			w->synced_off = end;
@@ -2310,7 +2299,7 @@ wal_wait(struct wal *w, const struct wal_ticket *t)
 			return 0;
 		pthread_mutex_lock(&w->mu);
 		assert(t->end_offset <= w->submitted_off);
-		if (w->durable_off >= t->end_offset) {
+		if (atomic_load_explicit(&w->ack_off, memory_order_relaxed) >= t->end_offset) {
 			pthread_mutex_unlock(&w->mu);
 			return 0;
 		}
@@ -2687,7 +2676,7 @@ wal_new(const struct wal_options *o, struct wal **out)
 		memcpy(w->prefix, o->prefix, pl + 1);
 	}
 	pthread_mutex_init(&w->mu, NULL);
-	mono_cond_init(&w->cond);
+	pthread_cond_init(&w->cond, NULL);
 	mono_cond_init(&w->bg_cond);
 	*out = w;
 	return 0;

@@ -163,6 +163,16 @@ fx_wait_syncs(int n)
 	return ok;
 }
 
+/** Hold every fdatasync from now on (on), or release the held ones (off). */
+static void
+fx_set_hold(int on)
+{
+	pthread_mutex_lock(&fx_mu);
+	fx_hold = on;
+	pthread_cond_broadcast(&fx_cv);
+	pthread_mutex_unlock(&fx_mu);
+}
+
 /* ---- rows with checkable contents ---- */
 
 /** Fill v[0..len) with the pattern of seed. */
@@ -1338,23 +1348,15 @@ TEST(a_fence_wakes_the_writers_waiting_to_form_a_group)
 	fx_arm();
 	/* A group of one, held in its sync while three more writers queue: the next group
 	 * expects four writers and, carrying three, the one after expects three. */
-	pthread_mutex_lock(&fx_mu);
-	fx_hold = 1;
-	pthread_mutex_unlock(&fx_mu);
+	fx_set_hold(1);
 	struct late_arg l[6];
 	pthread_t th[6];
 	late_start(&l[0], &th[0], w, 0);
-	pthread_mutex_lock(&fx_mu);
-	while (fx_syncs < 1)
-		pthread_cond_wait(&fx_cv, &fx_mu);
-	pthread_mutex_unlock(&fx_mu);
+	REQUIRE(fx_wait_syncs(1));
 	for (int t = 1; t < 4; t++)
 		late_start(&l[t], &th[t], w, t);
 	fx_wait_submitted(4);
-	pthread_mutex_lock(&fx_mu);
-	fx_hold = 0;
-	pthread_cond_broadcast(&fx_cv);
-	pthread_mutex_unlock(&fx_mu);
+	fx_set_hold(0);
 	for (int t = 0; t < 4; t++) {
 		pthread_join(th[t], NULL);
 		CHECK_EQ(l[t].a.wait_rc, 0);
@@ -1516,18 +1518,13 @@ TEST(interval_mode_acks_after_write_and_syncs_in_background)
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
 	fx_arm();
 	/* Every fdatasync blocks: appends must still be acknowledged. */
-	pthread_mutex_lock(&fx_mu);
-	fx_hold = 1;
-	pthread_mutex_unlock(&fx_mu);
+	fx_set_hold(1);
 	struct wal_ticket tk[10];
 	for (int i = 0; i < 10; i++)
 		CHECK_EQ(append_entry(w, 0, i, 1, &tk[i]), 0);
 	/* The background thread reaches fdatasync by itself (bounded wait, not a threshold). */
 	int seen_sync = fx_wait_syncs(1);
-	pthread_mutex_lock(&fx_mu);
-	fx_hold = 0;
-	pthread_cond_broadcast(&fx_cv);
-	pthread_mutex_unlock(&fx_mu);
+	fx_set_hold(0);
 	CHECK(seen_sync);
 	CHECK_EQ(fx_get(&fx_hold_timeouts), 0);
 	wal_close(w);
@@ -1574,9 +1571,7 @@ TEST(fsync_mode_acks_only_after_fdatasync)
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
 	fx_arm();
-	pthread_mutex_lock(&fx_mu);
-	fx_hold = 1;
-	pthread_mutex_unlock(&fx_mu);
+	fx_set_hold(1);
 	struct ack_arg a = {.w = w};
 	pthread_t th;
 	pthread_create(&th, NULL, ack_main, &a);
