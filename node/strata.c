@@ -218,6 +218,7 @@ strata_options_init(strata_options *o)
 	o->max_open_wal_files = 512;
 	o->max_open_object_files = 64;
 	o->memtable_huge_pages = 1;
+	o->replay_batch_rows = 1u << 20;
 	o->open_threads = 64;
 	o->block_cache_bytes = 64ull << 20;
 }

@@ -186,6 +186,12 @@ typedef struct strata_options {
 	 *  per 4 KiB, when a memtable fills (5x faster WAL replay measured here); a replay of
 	 *  over 32 MiB of WAL also has a thread fault the next chunks in ahead of it. */
 	int memtable_huge_pages;
+	/** Rows WAL replay holds, sorts and links into the memtable at a time (default
+	 *  1048576, 24 bytes each: 24 MiB at most; 0 = one insert per row): a sorted batch
+	 *  is linked with each search starting where the one before it ended, instead of a
+	 *  descent through the whole memtable per row (1 GiB of random keys replayed in
+	 *  1.8-2.3 s instead of 4.8-5.3 s here). */
+	uint32_t replay_batch_rows;
 	/** Threads that load and claim the shards at open (default 64; 0 or 1 = the caller's
 	 *  alone, as always in inline mode): claims sync, and concurrent syncs share journal
 	 *  commits, so many shards open in a fraction of the time. */

@@ -155,6 +155,9 @@ static const struct serve_flag serve_flags[] = {
 	{"--memtable-huge-pages", SERVE_INT, ST(memtable_huge_pages), 0, 1, "0|1",
 	 "memtable arenas past their first MiB in 16 MiB chunks advised as transparent huge pages",
 	 NULL, "memtable_huge_pages"},
+	{"--replay-batch-rows", SERVE_U32, ST(replay_batch_rows), 0, UINT32_MAX, "N",
+	 "rows WAL replay sorts and links into the memtable at a time (24 bytes each; 0 = one "
+	 "insert per row)", NULL, "replay_batch_rows"},
 	{"--open-threads", SERVE_U32, ST(open_threads), 0, 1024, "N",
 	 "threads that load and claim the shards at open (0 or 1 = one)", NULL, "open_threads"},
 	{"--block-cache-bytes", SERVE_U64, ST(block_cache_bytes), 0, UINT64_MAX, "BYTES",

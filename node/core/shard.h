@@ -73,6 +73,9 @@ struct shard_config {
 	/** A replay of a large WAL may start a thread that faults the memtable in ahead of
 	 *  it (mem_prefault_start); 0 in inline mode, which starts no threads. */
 	int replay_prefault;
+	/** Rows WAL replay sorts and links at a time (strata_options.replay_batch_rows; 0 =
+	 *  one insert per row). */
+	uint32_t replay_batch_rows;
 	/** STRATA_SYNC_INTERVAL without a WAL thread: the store calls shard_sync_written. */
 	int external_sync;
 	/** The store's event trace. */

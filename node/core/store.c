@@ -422,6 +422,7 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->external_sync = 1;
 	cfg->group_commit_wait_us = o->group_commit_wait_us;
 	cfg->memtable_huge_pages = o->memtable_huge_pages;
+	cfg->replay_batch_rows = o->replay_batch_rows;
 	cfg->replay_prefault = o->threads != 0;
 	cfg->wal_fds = db->wal_fds;
 	cfg->bcache = db->bcache;

@@ -240,7 +240,7 @@ static const char *const lstrata_open_keys[] = {
 	"merge_max_inputs", "policy",
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
-	"max_open_object_files", "memtable_huge_pages", "open_threads", "wal", "serve_first", "serve_count",
+	"max_open_object_files", "memtable_huge_pages", "replay_batch_rows", "open_threads", "wal", "serve_first", "serve_count",
 	"block_cache_bytes", NULL,
 };
 /** Options of merge and prepare. */
@@ -623,6 +623,8 @@ lstrata_open(lua_State *L)
 								(lua_Number)o.background_io_bytes_per_s);
 	o.open_threads = (uint32_t)lstrata_opt_int(L, 1, 1, "open_threads", 0, 1024, o.open_threads);
 	o.memtable_huge_pages = lstrata_opt_bool(L, 1, "memtable_huge_pages", o.memtable_huge_pages);
+	o.replay_batch_rows = (uint32_t)lstrata_opt_int(L, 1, 1, "replay_batch_rows", 0, 4294967295.0,
+							o.replay_batch_rows);
 	o.background_io_auto = lstrata_opt_bool(L, 1, "background_io_auto", o.background_io_auto);
 	o.group_commit_wait_us = (uint32_t)lstrata_opt_int(L, 1, 1, "group_commit_wait_us", 0, 10000000,
 							   o.group_commit_wait_us);

@@ -20,6 +20,7 @@
  *    Cold twice: in a fresh process (this binary run with --replay-open DIR: what a
  *    restarted node sees, memory it never touched) and in the process that built the
  *    WAL (memory it used before); then a warm reopen (decode speed without the disk).
+ *    Run twice: keys ascending (a counter's or a clock's), then in random order.
  * Prints tables, and writes an SVG of part 1 (BENCH_GROWTH_SVG, default
  * build/bench/growth.svg). Asserts nothing about speed.
  */
@@ -514,8 +515,10 @@ replay_open_fresh(const char *dir)
 	return 0;
 }
 
+/** Replay of mb MiB of WAL; keys ascending (as a counter or a clock makes them) or, with
+ *  random set, in random order. */
 static void
-replay(uint64_t mb)
+replay(uint64_t mb, int random)
 {
 	char dir[4096], wal[4200];
 	bench_mkdtemp("growth-replay", dir, sizeof(dir));
@@ -526,10 +529,19 @@ replay(uint64_t mb)
 		goto fail;
 	static char keys[256][17], vals[256][1000];
 	strata_row rows[256];
-	uint64_t bytes = 0, gen = 0;
+	uint64_t bytes = 0, gen = 0, x = 0x2545f4914f6cdd1dull;
 	while (bytes < mb << 20) {
 		for (int i = 0; i < 256; i++) {
-			key_of(keys[i], gen, (uint64_t)i);
+			if (random) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				char t[32];
+				snprintf(t, sizeof(t), "k%015" PRIu64, (uint64_t)(x % 1000000000000000ull));
+				memcpy(keys[i], t, 17);
+			} else {
+				key_of(keys[i], gen, (uint64_t)i);
+			}
 			memset(vals[i], 'a' + (int)((gen + (uint64_t)i) % 26), sizeof(vals[i]));
 			rows[i] = (strata_row){.key = keys[i], .key_len = 16, .value = vals[i], .value_len = 1000};
 		}
@@ -545,6 +557,8 @@ replay(uint64_t mb)
 	db = NULL;
 	snprintf(wal, sizeof(wal), "%s/wal", dir);
 	bench_drop_cache(wal);
+	direct_bytes = 0;
+	direct_s = 0;
 	nftw(wal, direct_read_one, 32, FTW_PHYS);
 	bench_drop_cache(wal);
 	/* Cold, in a fresh process: a restarted node's memtable is memory this process never
@@ -574,8 +588,9 @@ replay(uint64_t mb)
 	db = NULL;
 	double mib = (double)wal_bytes / (1u << 20);
 	double direct = (double)direct_bytes / (1u << 20) / direct_s;
-	printf("  WAL replay of %.0f MiB (%" PRIu64 " rows of 16 + 1000 bytes); O_DIRECT 1 MiB reads "
-	       "of the same files: %.0f MiB/s\n", mib, gen * 256, direct);
+	printf("  WAL replay of %.0f MiB (%" PRIu64 " rows of 16 + 1000 bytes, keys %s); O_DIRECT "
+	       "1 MiB reads of the same files: %.0f MiB/s\n", mib, gen * 256,
+	       random ? "in random order" : "ascending", direct);
 	printf("    cold, fresh process (a restart): %.2f s = %.0f MiB/s (%.0f%% of O_DIRECT)\n",
 	       fresh_cold, mib / fresh_cold, 100.0 * (mib / fresh_cold) / direct);
 	printf("    cold, in the process that built it: %.2f s = %.0f MiB/s (%.0f%% of O_DIRECT)\n",
@@ -801,7 +816,8 @@ main(int argc, char **argv)
 	if (replay_mb > 0) {
 		printf("\n");
 		fflush(stdout);
-		replay(replay_mb);
+		replay(replay_mb, 0);
+		replay(replay_mb, 1);
 	}
 	return 0;
 }

@@ -1304,6 +1304,186 @@ huge_page_chunks_after_the_first(void)
 	}
 }
 
+/* ---- bulk load (WAL replay) ---- */
+
+/** A row of the bulk load tests. */
+struct load_row {
+	char key[12];
+	size_t klen;
+	uint64_t seq;
+	uint32_t kind;
+	size_t vlen;
+};
+
+/** n rows in the given order (0 random, 1 ascending, 2 descending): short keys over a
+ *  small alphabet with zero bytes, so keys share their first 8 bytes, are prefixes of
+ *  each other and repeat; seqs from a small range, so (key, seq) repeats with another
+ *  value; tombstones; and now and then a value of a dedicated allocation. */
+static void
+load_rows(struct load_row *r, size_t n, int order, uint64_t *x)
+{
+	for (size_t i = 0; i < n; i++) {
+		*x ^= *x << 13;
+		*x ^= *x >> 7;
+		*x ^= *x << 17;
+		uint64_t v = *x;
+		if (order == 0) {
+			r[i].klen = v % 11;
+			for (size_t j = 0; j < r[i].klen; j++)
+				r[i].key[j] = "ab\0"[(v >> (8 + 2 * j)) % 3];
+		} else {
+			size_t k = order == 1 ? i / 3 : n - i / 3;
+			r[i].klen = (size_t)snprintf(r[i].key, sizeof(r[i].key), "key%08zu", k);
+		}
+		r[i].seq = 1 + (v >> 40) % 64;
+		r[i].kind = (v >> 50) % 5 == 0 ? STRATA_ROW_DELETE : STRATA_ROW_PUT;
+		r[i].vlen = r[i].kind == STRATA_ROW_DELETE ? 0 : (v >> 53) % 97 == 0 ? 300000 : (v >> 56) % 40;
+	}
+}
+
+/** The value of row i: its index in its first bytes, so which of two rows with the same
+ *  (key, seq) was kept shows. */
+static void
+load_val(char *val, size_t i)
+{
+	memcpy(val, &i, sizeof(i));
+}
+
+/** CHECK that a and b hold the same entries (key, seq, kind, value) and counters, and
+ *  that every search finds the same entry in both (the upper levels are linked right). */
+static void
+check_same_mem(struct mem *a, struct mem *b, const struct load_row *r, size_t n)
+{
+	CHECK_EQ(mem_rows(a), mem_rows(b));
+	CHECK_EQ(mem_bytes(a), mem_bytes(b));
+	CHECK_EQ(mem_max_seq(a), mem_max_seq(b));
+	struct mem_iter ia, ib;
+	mem_iter_seek(&ia, a, NULL, 0);
+	mem_iter_seek(&ib, b, NULL, 0);
+	size_t same = 0;
+	for (; mem_iter_valid(&ia) && mem_iter_valid(&ib); mem_iter_next(&ia), mem_iter_next(&ib)) {
+		const void *ka, *kb, *va, *vb;
+		size_t kla, klb, vla, vlb;
+		uint64_t sa, sb;
+		mem_iter_entry(&ia, &ka, &kla, &sa, &va, &vla);
+		mem_iter_entry(&ib, &kb, &klb, &sb, &vb, &vlb);
+		if (kla != klb || (kla > 0 && memcmp(ka, kb, kla) != 0) || sa != sb || vla != vlb ||
+		    (vla > 0 && memcmp(va, vb, vla < 8 ? vla : 8) != 0) ||
+		    mem_iter_kind(&ia) != mem_iter_kind(&ib)) {
+			fprintf(stderr, "  entry %zu: key of %zu bytes, seq %llu after the inserts, "
+				"%zu bytes, seq %llu after the load\n", same, kla, (unsigned long long)sa,
+				klb, (unsigned long long)sb);
+			break;
+		}
+		same++;
+	}
+	CHECK_EQ(same, mem_rows(a));
+	CHECK(!mem_iter_valid(&ia) && !mem_iter_valid(&ib));
+	size_t found = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t s1 = 0, s2 = 0;
+		int g1 = mem_get(a, r[i].key, r[i].klen, &s1, NULL, NULL);
+		int g2 = mem_get(b, r[i].key, r[i].klen, &s2, NULL, NULL);
+		mem_iter_seek(&ia, a, r[i].key, r[i].klen);
+		mem_iter_seek(&ib, b, r[i].key, r[i].klen);
+		const void *ka = NULL, *kb = NULL;
+		size_t kla = 0, klb = 0;
+		uint64_t sa = 0, sb = 0;
+		if (mem_iter_valid(&ia))
+			mem_iter_entry(&ia, &ka, &kla, &sa, NULL, NULL);
+		if (mem_iter_valid(&ib))
+			mem_iter_entry(&ib, &kb, &klb, &sb, NULL, NULL);
+		if (g1 == g2 && s1 == s2 && kla == klb && sa == sb &&
+		    (ka == NULL) == (kb == NULL) && (kla == 0 || memcmp(ka, kb, kla) == 0))
+			found++;
+	}
+	CHECK_EQ(found, n);
+}
+
+/** A bulk load holds the memtable's contents to what one insert per row makes: in every
+ *  key order, with rows already present, with every batch size down to one row. */
+static void
+bulk_load_links_what_inserts_would(void)
+{
+	static struct load_row r[3000];
+	static const size_t caps[] = {1, 2, 7, 64, 1000, 0};
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	char *val = calloc(1, 300000);
+	REQUIRE(val != NULL);
+	for (int order = 0; order < 3; order++) {
+		for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++) {
+			size_t n = sizeof(r) / sizeof(r[0]);
+			load_rows(r, n, order, &x);
+			struct mem *a = mem_new(0), *b = mem_new(0);
+			REQUIRE(a != NULL && b != NULL);
+			size_t pre = n / 10;
+			for (size_t i = 0; i < n; i++) {
+				load_val(val, i);
+				REQUIRE_EQ(mem_insert_kind(a, r[i].key, r[i].klen, r[i].seq, val, r[i].vlen,
+							   r[i].kind), 0);
+				if (i == pre)
+					REQUIRE_EQ(mem_load_begin(b, caps[c]), 0);
+				REQUIRE_EQ(mem_load_add(b, r[i].key, r[i].klen, r[i].seq, val, r[i].vlen,
+							r[i].kind), 0);
+			}
+			/* Rows the load holds are not visible before it links them. */
+			if (caps[c] == 0)
+				CHECK(mem_rows(b) < mem_rows(a));
+			mem_load_end(b);
+			check_same_mem(a, b, r, n);
+			/* After the load, an add is an insert. */
+			REQUIRE_EQ(mem_load_add(b, "zz-after", 8, 1, "v", 1, STRATA_ROW_PUT), 0);
+			CHECK_EQ(mem_get(b, "zz-after", 8, NULL, NULL, NULL), 0);
+			mem_unref(a);
+			mem_unref(b);
+		}
+	}
+	free(val);
+}
+
+/** A load that runs out of memory at any allocation keeps every row it accepted and
+ *  leaks nothing, also when the memtable is freed with the load still open. */
+static void
+bulk_load_enomem_at_every_allocation(void)
+{
+	static struct load_row r[200];
+	uint64_t x = 7;
+	load_rows(r, 200, 0, &x);
+	static char val[300000];
+	int failed_somewhere = 0;
+	for (long k = 0; k < 40; k++) {
+		seams_install();
+		struct mem *m = mem_new(0);
+		REQUIRE(m != NULL);
+		fail_after = k;
+		int begun = mem_load_begin(m, 16) == 0;
+		size_t ok = 0;
+		static size_t okv[200];
+		for (size_t i = 0; i < 200; i++) {
+			int rc = mem_load_add(m, r[i].key, r[i].klen, r[i].seq, val, r[i].vlen, r[i].kind);
+			CHECK(rc == 0 || rc == STRATA_ENOMEM);
+			if (rc == 0)
+				okv[ok++] = i;
+			else
+				failed_somewhere = 1;
+		}
+		fail_after = -1;
+		/* Every other time the load is left open: m's last unref below ends it. */
+		if (k % 2 == 0 || !begun) {
+			mem_load_end(m);
+			for (size_t j = 0; j < ok; j++) {
+				const struct load_row *w = &r[okv[j]];
+				uint64_t s;
+				CHECK_EQ(mem_get(m, w->key, w->klen, &s, NULL, NULL), 0);
+			}
+		}
+		mem_unref(m);
+		CHECK_EQ(live_blocks, 0);
+		env_reset();
+	}
+	CHECK(failed_somewhere);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1330,5 +1510,7 @@ main(int argc, char **argv)
 	RUN(batch_enomem_at_every_allocation);
 	RUN(batch_duplicate_key_seq_keeps_one);
 	RUN(concurrent_batch_inserts_with_readers);
+	RUN(bulk_load_links_what_inserts_would);
+	RUN(bulk_load_enomem_at_every_allocation);
 	return HARNESS_END("test_mem");
 }
