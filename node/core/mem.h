@@ -97,8 +97,8 @@ uint64_t mem_arena_bytes(const struct mem *m);
 /** Start a bulk load of m (WAL replay): from here until mem_load_end, mem_load_add
  *  copies a row into an unlinked node and keeps it; every max_pending rows (0:
  *  MEM_LOAD_DEFAULT_PENDING), and at mem_load_end, the rows held are sorted and linked
- *  in key order, each search starting where the one before it ended. A replay of
- *  random keys spent 80% of its time in mem_insert's descents from the head; rows
+ *  in key order, each search starting where the one before it ended (a replay of
+ *  random keys spent most of its time in mem_insert's descents from the head); rows
  *  already in m are kept. While a load runs, rows held are not visible or counted, and
  *  m must have no other user than the loading thread (no readers, no other inserts).
  *  STRATA_ENOMEM leaves m as it was: mem_load_add then inserts each row. */
@@ -107,8 +107,8 @@ int mem_load_begin(struct mem *m, size_t max_pending);
  *  errors; of two rows with the same (key, seq) the first added is kept. */
 int mem_load_add(struct mem *m, const void *key, size_t klen, uint64_t seq, const void *val,
 		 size_t vlen, uint32_t kind);
-/** Link every row the load holds and end it (cannot fail). Safe without a load; the
- *  last mem_unref ends one. */
+/** Link every row the load holds and end it (cannot fail). Safe without a load. The
+ *  last mem_unref of m frees a load left open without linking its rows. */
 void mem_load_end(struct mem *m);
 
 /** Chunks a prefault thread keeps ready at most (MEM_PREFAULT_DEPTH * 16 MiB). */
