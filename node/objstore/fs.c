@@ -257,9 +257,12 @@ fs_tmp_open(const char *path, char *tmp, int *fd_out)
 			*fd_out = fd;
 			return 0;
 		}
-		if (errno != EEXIST)
-			return diag_set(diag_errno(errno), "create temp file %s for %s: %s", tmp, path,
-					strerror(errno));
+		if (errno != EEXIST) {
+			/* diag_sys: out of descriptors names the limit. */
+			char what[FS_PATH_MAX + 32];
+			snprintf(what, sizeof(what), "create temp file for %s:", path);
+			return diag_sys(errno, what, tmp);
+		}
 	}
 	return diag_set(STRATA_EIO, "create temp file for %s: %d names taken", path, FS_TMP_TRIES);
 }

@@ -485,6 +485,36 @@ TEST(enospc_from_pwrite_is_strata_enospc)
 	fx_close(&fx);
 }
 
+/** The env.open that emfile_open wraps. */
+static int (*emfile_real_open)(const char *path, int flags, mode_t mode);
+
+/** env.open that is out of descriptors for every file it would create. */
+static int
+emfile_open(const char *path, int flags, mode_t mode)
+{
+	if (flags & O_CREAT) {
+		errno = EMFILE;
+		return -1;
+	}
+	return emfile_real_open(path, flags, mode);
+}
+
+TEST(out_of_descriptors_names_the_limit)
+{
+	/* A put that cannot create its temp file says which limit to raise. */
+	struct fixture fx = {0};
+	REQUIRE_EQ(fx_open(&fx), 0);
+	REQUIRE_EQ(put_str(fx.os, "a/b", "data"), 0); /* the directory exists */
+	emfile_real_open = env.open;
+	env.open = emfile_open;
+	CHECK(put_str(fx.os, "a/c", "data") != 0);
+	CHECK(strstr(diag_last(), "a/c") != NULL);
+	CHECK(strstr(diag_last(), "ulimit -n") != NULL);
+	env.open = emfile_real_open;
+	CHECK_EQ(root_files(&fx), 1);
+	fx_close(&fx);
+}
+
 /* ---- incremental writeback (sync_file_range every bytes_per_sync) ---- */
 
 /** Most sync_file_range calls recorded. */
@@ -648,6 +678,7 @@ main(int argc, char **argv)
 	RUN(bad_keys_are_refused);
 	RUN(fsync_failure_fails_put_naming_path_and_publishes_nothing);
 	RUN(enospc_from_pwrite_is_strata_enospc);
+	RUN(out_of_descriptors_names_the_limit);
 	RUN(writer_starts_writeback_every_bytes_per_sync);
 	RUN(writeback_failure_fails_the_write_and_publishes_nothing);
 	return HARNESS_END("test_objstore");
