@@ -473,7 +473,7 @@ mem_free_list(struct mem_chunk *c)
 	}
 }
 
-static void mem_node_drop(struct mem_node *node);
+static void mem_load_release(struct mem *m);
 
 void
 mem_unref(struct mem *m)
@@ -485,13 +485,7 @@ mem_unref(struct mem *m)
 	if (old != 1)
 		return;
 	mem_prefault_stop(m);
-	if (m->load != NULL) {
-		/* A load left open: its nodes are never linked. */
-		for (size_t i = 0; i < m->load->n; i++)
-			mem_node_drop(m->load->v[i].node);
-		env.free(m->load->v);
-		env.free(m->load);
-	}
+	mem_load_release(m);
 	mem_free_list(m->chunks);
 	mem_free_list(m->bigs);
 	pthread_mutex_destroy(&m->lock);
@@ -553,6 +547,17 @@ mem_check(const void *key, size_t klen, const void *val, size_t vlen, size_t row
 				at, klen, (unsigned)MEM_MAX_KEY);
 	return diag_set(STRATA_ETOOBIG, "memtable: %sentry with key %zu and value %zu bytes "
 			"does not fit in memory", at, klen, vlen);
+}
+
+/** mem_check of a row of a given kind: STRATA_EINVAL for a kind other than a put or a
+ *  delete. */
+static int
+mem_check_row(const void *key, size_t klen, const void *val, size_t vlen, uint32_t kind)
+{
+	int rc = mem_check(key, klen, val, vlen, SIZE_MAX);
+	if (rc == 0 && kind != STRATA_ROW_PUT && kind != STRATA_ROW_DELETE)
+		rc = diag_set(STRATA_EINVAL, "memtable: unknown row kind %u", (unsigned)kind);
+	return rc;
 }
 
 /** A node holding a copy of (key, val) with a tower of h levels, seq 0, not linked. One
@@ -692,9 +697,7 @@ mem_insert_kind(struct mem *m, const void *key, size_t klen, uint64_t seq, const
 		size_t vlen, uint32_t kind)
 {
 	assert(m != NULL);
-	int rc = mem_check(key, klen, val, vlen, SIZE_MAX);
-	if (rc == 0 && kind != STRATA_ROW_PUT && kind != STRATA_ROW_DELETE)
-		rc = diag_set(STRATA_EINVAL, "memtable: unknown row kind %u", (unsigned)kind);
+	int rc = mem_check_row(key, klen, val, vlen, kind);
 	if (rc != 0)
 		return rc;
 	int h = mem_random_height();
@@ -902,12 +905,12 @@ mem_load_flush(struct mem *m)
 			mem_node_drop(node);
 			continue;
 		}
-		for (int level = 0; level < h; level++) {
-			atomic_store_explicit(&node->next[level], next[level], memory_order_relaxed);
-			atomic_store_explicit(mem_slot(m, prev[level], level), node,
-					      memory_order_release);
+		/* No other inserter: the first CAS on every level succeeds. */
+		bool linked = mem_link(m, node, prev, next);
+		assert(linked);
+		(void)linked;
+		for (int level = 0; level < h; level++)
 			prev[level] = node;
-		}
 		mem_adopt(m, node);
 		last = node;
 		rows++;
@@ -941,9 +944,7 @@ mem_load_add(struct mem *m, const void *key, size_t klen, uint64_t seq, const vo
 	struct mem_load *l = m->load;
 	if (l == NULL)
 		return mem_insert_kind(m, key, klen, seq, val, vlen, kind);
-	int rc = mem_check(key, klen, val, vlen, SIZE_MAX);
-	if (rc == 0 && kind != STRATA_ROW_PUT && kind != STRATA_ROW_DELETE)
-		rc = diag_set(STRATA_EINVAL, "memtable: unknown row kind %u", (unsigned)kind);
+	int rc = mem_check_row(key, klen, val, vlen, kind);
 	if (rc != 0)
 		return rc;
 	if (l->n == l->cap) {
@@ -971,16 +972,27 @@ mem_load_add(struct mem *m, const void *key, size_t klen, uint64_t seq, const vo
 	return 0;
 }
 
-void
-mem_load_end(struct mem *m)
+/** Free m's load, dropping the nodes it still holds unlinked. Safe without one. */
+static void
+mem_load_release(struct mem *m)
 {
 	struct mem_load *l = m->load;
 	if (l == NULL)
 		return;
-	mem_load_flush(m);
+	for (size_t i = 0; i < l->n; i++)
+		mem_node_drop(l->v[i].node);
 	env.free(l->v);
 	env.free(l);
 	m->load = NULL;
+}
+
+void
+mem_load_end(struct mem *m)
+{
+	if (m->load == NULL)
+		return;
+	mem_load_flush(m);
+	mem_load_release(m);
 }
 
 int

@@ -25,7 +25,7 @@ replay_row_cb(void *ctx, uint64_t first_seq, const strata_row *rows, size_t n)
 	struct mem *mem = ctx;
 	for (size_t i = 0; i < n; i++) {
 		int rc = mem_load_add(mem, rows[i].key, rows[i].key_len, first_seq + i,
-					 rows[i].value, rows[i].value_len, rows[i].kind);
+				      rows[i].value, rows[i].value_len, rows[i].kind);
 		if (rc)
 			return rc;
 	}
