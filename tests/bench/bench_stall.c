@@ -16,7 +16,8 @@
  * when those deletes are done. Prints p50/p99/p99.9/max per phase (strata's merge split
  * into prepare, which writes the run, and commit, which publishes it; then the deletes,
  * and the merge with its deletes), the merge's MB/s,
- * the during/idle ratios and strata/RocksDB, and what the run was made of: engine
+ * the during/idle ratios and strata/RocksDB, the CPU time the hypervisor took from the
+ * machine in each phase (steal), and what the run was made of: engine
  * versions, sync mode, file system and its mount options. Asserts nothing about speed.
  *
  * Environment: BENCH_STALL_GENS (32), BENCH_STALL_GEN_MB (32), BENCH_STALL_VALUE (1024),
@@ -27,7 +28,8 @@
  * after an engine's directory is removed),
  * BENCH_STALL_ENGINES ("strata,rocksdb"), BENCH_DIR (data directory), BENCH_STALL_IO_AUTO
  * (1: strata's background IO budget in its automatic mode, which backs off while the
- * WAL's syncs slow down; unset: unlimited);
+ * WAL's syncs slow down; unset: unlimited), BENCH_STALL_IO_MIB (a fixed background IO
+ * budget in MiB/s; unset or 0: unlimited);
  * experiments on strata's writeback: BENCH_STALL_BYTES_PER_SYNC (bytes; unset = the fs
  * store's default, 0 = off: the whole run is written back by its final fsync, as
  * before incremental writeback), BENCH_STALL_SFR (how the bench's env seam passes the
@@ -99,6 +101,8 @@ struct workload {
 	int merge_nice;
 	/** strata's background IO budget in its automatic mode (BENCH_STALL_IO_AUTO=1). */
 	int io_auto;
+	/** strata's background IO budget in MiB/s (BENCH_STALL_IO_MIB; 0 = unlimited). */
+	uint64_t io_mib;
 	/** strata's delete_bytes_per_s (UINT64_MAX: its default). */
 	uint64_t delete_rate;
 };
@@ -149,7 +153,26 @@ struct phase {
 	uint64_t n;
 	/** Percentiles and max, ms. */
 	double p50, p99, p999, max;
+	/** CPU time the hypervisor took from this machine's CPUs during the phase (steal in
+	 *  /proc/stat, summed over CPUs), ms: a VM held over its host's CPU quota is frozen
+	 *  whole, every thread at once, whatever the engine does. */
+	double steal_ms;
 };
+
+/** Steal time of all CPUs so far, ms (0 where /proc/stat has no steal column). */
+static double
+steal_now_ms(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (f == NULL)
+		return 0;
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		       &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	return n == 8 ? (double)v[7] * 1000.0 / (double)sysconf(_SC_CLK_TCK) : 0;
+}
 
 /** Counters of the bench's env seams (strata runs only). */
 static struct {
@@ -663,6 +686,7 @@ run_engine(enum engine engine, struct result *res)
 			goto fail;
 		o.sync = STRATA_SYNC_FSYNC;
 		o.background_io_auto = WL.io_auto;
+		o.background_io_bytes_per_s = WL.io_mib << 20;
 		if (WL.delete_rate != UINT64_MAX)
 			o.delete_bytes_per_s = WL.delete_rate;
 		o.merge_max_inputs = (uint32_t)(WL.gens < 2 ? 2 : WL.gens);
@@ -706,9 +730,11 @@ run_engine(enum engine engine, struct result *res)
 	/* Idle, then the merge. */
 	if (engine == ENGINE_STRATA)
 		seam_reset();
+	double st_idle = steal_now_ms();
 	writer_start(&w, &t, res->rate, UINT64_MAX);
 	usleep((useconds_t)(WL.idle_s * 1000000));
 	t0 = bench_now_ns();
+	double st0 = steal_now_ms(), st_prep = 0, st_end = 0;
 	if (engine == ENGINE_STRATA) {
 		strata_stats before, after;
 		strata_plan *plan = NULL;
@@ -727,9 +753,11 @@ run_engine(enum engine engine, struct result *res)
 			bench_die("setpriority: %s", strerror(errno));
 		rc = strata_prepare_merge(t.db, 0, 0, &plan);
 		t_prep = bench_now_ns();
+		st_prep = steal_now_ms();
 		if (rc == 0)
 			rc = strata_commit_merge(t.db, plan);
 		t_end = bench_now_ns();
+		st_end = steal_now_ms();
 		if (WL.merge_ioprio != 0 && old_prio >= 0)
 			syscall(SYS_ioprio_set, 1, 0, (int)old_prio);
 		if (WL.merge_nice != 0 && setpriority(PRIO_PROCESS, (id_t)tid, old_nice) != 0)
@@ -762,8 +790,10 @@ run_engine(enum engine engine, struct result *res)
 		 * (no DeleteScheduler configured): they are inside the merge's window. */
 		rocksdb_compact_range(t.rdb, NULL, 0, NULL, 0);
 		t_prep = t_end = t_reaped = bench_now_ns();
+		st_prep = st_end = steal_now_ms();
 		rc = 0;
 	}
+	double st_reaped = steal_now_ms();
 	atomic_store(&w.stop_at, t_reaped);
 	pthread_join(w.thread, NULL);
 	if (w.error[0] != '\0' && err[0] == '\0')
@@ -774,6 +804,12 @@ run_engine(enum engine engine, struct result *res)
 	res->commit = phase_of(&w, t_prep, t_end);
 	res->deletes = phase_of(&w, t_end, t_reaped);
 	res->whole = phase_of(&w, t0, t_reaped);
+	res->idle.steal_ms = st0 - st_idle;
+	res->merge.steal_ms = st_end - st0;
+	res->prepare.steal_ms = st_prep - st0;
+	res->commit.steal_ms = st_end - st_prep;
+	res->deletes.steal_ms = st_reaped - st_end;
+	res->whole.steal_ms = st_reaped - st0;
 	res->merge_s = (double)(t_end - t0) / 1e9;
 	res->prepare_s = (double)(t_prep - t0) / 1e9;
 	res->deletes_s = (double)(t_reaped - t_end) / 1e9;
@@ -841,8 +877,8 @@ print_phase(const char *engine, const char *name, const struct phase *p, double 
 		snprintf(s, sizeof(s), "%.1f", secs);
 	if (mbs >= 0)
 		snprintf(m, sizeof(m), "%.0f", mbs);
-	printf("%-8s %-9s %8" PRIu64 " %9.2f %9.2f %9.2f %9.2f %7s %6s\n", engine, name, p->n,
-	       p->p50, p->p99, p->p999, p->max, s, m);
+	printf("%-8s %-9s %8" PRIu64 " %9.2f %9.2f %9.2f %9.2f %7s %6s %8.0f\n", engine, name, p->n,
+	       p->p50, p->p99, p->p999, p->max, s, m, p->steal_ms);
 }
 
 static void
@@ -879,7 +915,7 @@ main(void)
 	const char *prio = getenv("BENCH_STALL_MERGE_IOPRIO");
 	int with_strata = 1, with_rocks = 1, failed = 0;
 	struct result rs, rr;
-	char mnt[1024], bps_s[64], del_s[64];
+	char mnt[1024], bps_s[64], del_s[64], io_s[64];
 	uint64_t need;
 
 	WL.gens = bench_env_u64("BENCH_STALL_GENS", 32);
@@ -891,6 +927,7 @@ main(void)
 	WL.settle_s = bench_env_u64("BENCH_STALL_SETTLE_S", 3);
 	WL.rate = bench_env_u64("BENCH_STALL_RATE", 0);
 	WL.io_auto = (int)bench_env_u64("BENCH_STALL_IO_AUTO", 0);
+	WL.io_mib = bench_env_u64("BENCH_STALL_IO_MIB", 0);
 	WL.merge_nice = (int)bench_env_u64("BENCH_STALL_MERGE_NICE", 0);
 	if (WL.merge_nice > 19)
 		bench_die("BENCH_STALL_MERGE_NICE must be 0..19");
@@ -953,6 +990,10 @@ main(void)
 		snprintf(del_s, sizeof(del_s), "0 (unlimited)");
 	else
 		snprintf(del_s, sizeof(del_s), "%" PRIu64 " bytes/s", WL.delete_rate);
+	if (WL.io_mib == 0)
+		snprintf(io_s, sizeof(io_s), "unlimited");
+	else
+		snprintf(io_s, sizeof(io_s), "%" PRIu64 " MiB/s (BENCH_STALL_IO_MIB)", WL.io_mib);
 	printf("backlog: %" PRIu64 " generations / L0 files of %" PRIu64 " MiB of raw rows "
 	       "(16-byte random keys, %" PRIu64 "-byte incompressible values), %.2f GiB\n",
 	       WL.gens, WL.gen_bytes >> 20, WL.value_bytes,
@@ -974,7 +1015,7 @@ main(void)
 	       WL.sfr == SFR_WRITE ? "WRITE" : WL.sfr == SFR_WAIT_ALL ? "WAIT_BEFORE|WRITE|WAIT_AFTER"
 								     : "WAIT_BEFORE|WRITE",
 	       prio != NULL && *prio != '\0' ? prio : "unchanged", WL.merge_nice,
-	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : "unlimited", del_s);
+	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : io_s, del_s);
 	printf("rocksdb: WriteOptions sync=1 (WAL fsync per put), auto compactions off, L0 "
 	       "slowdown/stop triggers 1000, zstd, 64 KiB blocks, bloom 10, bytes_per_sync %" PRIu64
 	       ", no rate limiter; one rocksdb_compact_range of everything\n",
@@ -1012,8 +1053,8 @@ main(void)
 			       "%.0f/s; compaction of %" PRIu64 " L0 files\n",
 			       rr.load_s, rr.capacity, rr.rate, rr.inputs);
 	}
-	printf("\n%-8s %-9s %8s %9s %9s %9s %9s %7s %6s\n", "engine", "phase", "appends", "p50_ms",
-	       "p99_ms", "p99.9_ms", "max_ms", "secs", "MB/s");
+	printf("\n%-8s %-9s %8s %9s %9s %9s %9s %7s %6s %8s\n", "engine", "phase", "appends", "p50_ms",
+	       "p99_ms", "p99.9_ms", "max_ms", "secs", "MB/s", "steal_ms");
 	if (with_strata)
 		print_result("strata", &rs, 1);
 	if (with_rocks)
@@ -1021,7 +1062,10 @@ main(void)
 	printf("(merge MB/s = input file bytes / merge seconds; strata's merge = prepare, which "
 	       "writes the run, + commit, which publishes it and queues the inputs' deletes; "
 	       "deletes = the reaper run after the commit, at delete_bytes_per_s, on the merge's "
-	       "thread as strata_merge does; RocksDB deletes its inputs inside CompactRange)\n");
+	       "thread as strata_merge does; RocksDB deletes its inputs inside CompactRange; "
+	       "steal_ms = CPU time the hypervisor took from this machine during the phase, "
+	       "summed over CPUs: where it is not 0, the host froze the VM's every thread for "
+	       "that long in all)\n");
 	printf("\nduring/idle p99.9:");
 	if (with_strata && rs.ok)
 		printf("  strata %.1fx (with the deletes %.1fx)", ratio(rs.merge.p999, rs.idle.p999),
