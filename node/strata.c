@@ -221,6 +221,7 @@ strata_options_init(strata_options *o)
 	o->replay_batch_rows = 1u << 20;
 	o->open_threads = 64;
 	o->block_cache_bytes = 64ull << 20;
+	o->delete_chunk_bytes = 1ull << 20;
 }
 
 #ifndef STRATA_CORE_ONLY

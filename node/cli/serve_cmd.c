@@ -137,6 +137,9 @@ static const struct serve_flag serve_flags[] = {
 	 NULL, "merge_max_inputs"},
 	{"--delete-bytes-per-s", SERVE_U64, ST(delete_bytes_per_s), 0, UINT64_MAX, "BYTES",
 	 "rate of the deletes of merged objects, per second (0 = unlimited)", NULL, "delete_bytes_per_s"},
+	{"--delete-chunk-bytes", SERVE_U64, ST(delete_chunk_bytes), 0, UINT64_MAX, "BYTES",
+	 "step by which a large merged object is cut down before it is unlinked (0 = 1 MiB)", NULL,
+	 "delete_chunk_bytes"},
 	{"--background-io-bytes-per-s", SERVE_U64, ST(background_io_bytes_per_s), 0, UINT64_MAX, "BYTES",
 	 "budget of seals, merges and compactions, per second (0 = unlimited; a policy's "
 	 "background_io_mib_per_s replaces it)", NULL, "background_io_bytes_per_s"},

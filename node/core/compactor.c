@@ -60,7 +60,7 @@ compactor_open(const struct compactor_options *o, struct compactor **out)
 			rc = objstore_fs_new(path, &c->os);
 	}
 	if (rc == 0)
-		rc = reaper_new(c->os, 0, 8u << 20, &c->reaper);
+		rc = reaper_new(c->os, 0, 0, &c->reaper);
 	if (rc == 0) {
 		struct shard_config cfg;
 		memset(&cfg, 0, sizeof(cfg));

@@ -69,7 +69,7 @@ reaper_new(struct objstore *os, uint64_t bytes_per_s, uint64_t chunk_bytes, stru
 		return diag_set(STRATA_ENOMEM, "reaper: out of memory");
 	r->os = os;
 	r->rate = bytes_per_s;
-	r->chunk = chunk_bytes ? chunk_bytes : 8u << 20;
+	r->chunk = chunk_bytes ? chunk_bytes : REAPER_CHUNK_DEFAULT;
 	r->tokens = (double)r->chunk;
 	r->filled_ns = env.mono_ns();
 	pthread_mutex_init(&r->mu, NULL);

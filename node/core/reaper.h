@@ -24,7 +24,13 @@ struct trace;
 /** Called (from any thread, once per empty-to-pending change) when work is queued. */
 typedef void (*reaper_kick_fn)(void *ctx);
 
-/** Create a reaper deleting from os. */
+/** Step by which a large object is cut down when none is given: 1 MiB. On ext4 with
+ *  discard, a journal commit (so a growing WAL segment's fdatasync) waits for the
+ *  discard of what the commit freed; 8 MiB steps held WAL syncs for 5x longer at p99. */
+#define REAPER_CHUNK_DEFAULT (1u << 20)
+
+/** Create a reaper deleting from os, cutting large objects down by chunk_bytes (0:
+ *  REAPER_CHUNK_DEFAULT). */
 int reaper_new(struct objstore *os, uint64_t bytes_per_s, uint64_t chunk_bytes, struct reaper **out);
 /** Delete what is still queued (unpaced) and free. Safe on NULL. */
 void reaper_delete(struct reaper *r);

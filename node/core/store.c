@@ -619,7 +619,7 @@ store_open_in(const strata_options *o, struct store **out)
 	if (rc == 0 && objstore_fs_set_read_fds(db->os, o->max_open_object_files) != 0)
 		diag_clear(); /* another kind of store: its own business */
 	if (rc == 0)
-		rc = reaper_new(db->os, o->delete_bytes_per_s, 8u << 20, &db->reaper);
+		rc = reaper_new(db->os, o->delete_bytes_per_s, o->delete_chunk_bytes, &db->reaper);
 	if (rc == 0)
 		reaper_set_trace(db->reaper, &db->trace);
 	if (rc == 0)

@@ -241,7 +241,7 @@ static const char *const lstrata_open_keys[] = {
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
 	"max_open_object_files", "memtable_huge_pages", "replay_batch_rows", "open_threads", "wal", "serve_first", "serve_count",
-	"block_cache_bytes", NULL,
+	"block_cache_bytes", "delete_chunk_bytes", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -618,6 +618,8 @@ lstrata_open(lua_State *L)
 							      1000000, o.manifest_snapshot_edits);
 	o.delete_bytes_per_s = (uint64_t)lstrata_opt_int(L, 1, 1, "delete_bytes_per_s", 0, 9007199254740992.0,
 							 (lua_Number)o.delete_bytes_per_s);
+	o.delete_chunk_bytes = (uint64_t)lstrata_opt_int(L, 1, 1, "delete_chunk_bytes", 0, 9007199254740992.0,
+							 (lua_Number)o.delete_chunk_bytes);
 	o.background_io_bytes_per_s = (uint64_t)lstrata_opt_int(L, 1, 1, "background_io_bytes_per_s", 0,
 								9007199254740992.0,
 								(lua_Number)o.background_io_bytes_per_s);

@@ -36,6 +36,7 @@
  * store's sync_file_range on: "wait_write" as asked, the default; "write" drops
  * SYNC_FILE_RANGE_WAIT_BEFORE; "wait_all" adds SYNC_FILE_RANGE_WAIT_AFTER);
  * BENCH_STALL_DELETE_RATE (strata's delete_bytes_per_s; unset = its default);
+ * BENCH_STALL_DELETE_CHUNK (strata's delete_chunk_bytes; unset or 0 = its default);
  * BENCH_STALL_ROCKSDB_BYTES_PER_SYNC (RocksDB's bytes_per_sync; default 0, its own
  * default); BENCH_STALL_MERGE_IOPRIO (idle or be7: the IO priority of the thread that
  * runs strata's merge and so submits its writeback; unset = unchanged);
@@ -105,6 +106,8 @@ struct workload {
 	uint64_t io_mib;
 	/** strata's delete_bytes_per_s (UINT64_MAX: its default). */
 	uint64_t delete_rate;
+	/** strata's delete_chunk_bytes (0: its default). */
+	uint64_t delete_chunk;
 };
 
 /** One paced append: when it was meant to go and how long it took from then. */
@@ -689,6 +692,8 @@ run_engine(enum engine engine, struct result *res)
 		o.background_io_bytes_per_s = WL.io_mib << 20;
 		if (WL.delete_rate != UINT64_MAX)
 			o.delete_bytes_per_s = WL.delete_rate;
+		if (WL.delete_chunk != 0)
+			o.delete_chunk_bytes = WL.delete_chunk;
 		o.merge_max_inputs = (uint32_t)(WL.gens < 2 ? 2 : WL.gens);
 		if ((rc = strata_open(&o, &t.db)) != 0) {
 			snprintf(err, sizeof(err), "strata_open %.300s: %s: %.150s", dir, strata_strerror(rc),
@@ -932,6 +937,7 @@ main(void)
 	if (WL.merge_nice > 19)
 		bench_die("BENCH_STALL_MERGE_NICE must be 0..19");
 	WL.delete_rate = bench_env_u64("BENCH_STALL_DELETE_RATE", UINT64_MAX);
+	WL.delete_chunk = bench_env_u64("BENCH_STALL_DELETE_CHUNK", 0);
 	WL.bytes_per_sync = bps != NULL && *bps != '\0' ? bench_env_u64("BENCH_STALL_BYTES_PER_SYNC", 0)
 						    : UINT64_MAX;
 	WL.rocksdb_bytes_per_sync = bench_env_u64("BENCH_STALL_ROCKSDB_BYTES_PER_SYNC", 0);
@@ -1010,12 +1016,13 @@ main(void)
 	printf("strata : 1 shard, sync=STRATA_SYNC_FSYNC (ack after fdatasync), merge_max_inputs=%"
 	       PRIu64 ", one strata_prepare_merge + strata_commit_merge of everything; "
 	       "bytes_per_sync %s, sync_file_range flags %s, merge thread IO priority %s, nice %d, "
-	       "background IO budget %s, delete_bytes_per_s %s\n",
+	       "background IO budget %s, delete_bytes_per_s %s in steps of %" PRIu64 " KiB\n",
 	       WL.gens < 2 ? 2 : WL.gens, bps_s,
 	       WL.sfr == SFR_WRITE ? "WRITE" : WL.sfr == SFR_WAIT_ALL ? "WAIT_BEFORE|WRITE|WAIT_AFTER"
 								     : "WAIT_BEFORE|WRITE",
 	       prio != NULL && *prio != '\0' ? prio : "unchanged", WL.merge_nice,
-	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : io_s, del_s);
+	       WL.io_auto ? "automatic (BENCH_STALL_IO_AUTO=1)" : io_s, del_s,
+	       (WL.delete_chunk != 0 ? WL.delete_chunk : 1u << 20) >> 10);
 	printf("rocksdb: WriteOptions sync=1 (WAL fsync per put), auto compactions off, L0 "
 	       "slowdown/stop triggers 1000, zstd, 64 KiB blocks, bloom 10, bytes_per_sync %" PRIu64
 	       ", no rate limiter; one rocksdb_compact_range of everything\n",

@@ -350,7 +350,7 @@ describe("strata module", function()
 			local wal = tmpdir()
 			local db, dir = open({ wal_dir = wal, sync = "fsync", group_commit_wait_us = 0,
 				max_open_wal_files = 8, max_open_object_files = 4, background_io_auto = true,
-				delete_bytes_per_s = 1048576 })
+				delete_bytes_per_s = 1048576, delete_chunk_bytes = 65536 })
 			assert.truthy(db:append(0, "k", "v"))
 			db:close()
 			assert.is_true(count_entries(wal .. "/shard-0000") > 0)

@@ -4,6 +4,7 @@
  * executor (or, without one, the next seal or merge) runs them, paced, large files
  * cut down in chunks first, several per directory sync.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -367,6 +369,7 @@ TEST(a_close_does_not_wait_out_the_pace_of_the_deletes_and_leaves_none)
 	o.sync = STRATA_SYNC_NONE;
 	o.threads = 1;
 	o.delete_bytes_per_s = 64u << 10; /* 12 MiB queued: over a minute at this pace */
+	o.delete_chunk_bytes = 8u << 20;  /* a bucket that holds one whole generation */
 	strata *db = NULL;
 	REQUIRE_EQ(strata_open(&o, &db), 0);
 	REQUIRE_EQ(gens_of(db, 3, 64, 64u << 10), 0); /* 3 x 4 MiB */
@@ -386,6 +389,63 @@ TEST(a_close_does_not_wait_out_the_pace_of_the_deletes_and_leaves_none)
 	CHECK_EQ(count_gen_files(dir), 0);
 	harness_rmrf(dir);
 	free(dir);
+}
+
+/** Sum over the store's generation files of the cuts the reaper makes before it unlinks
+ *  each one in steps of chunk: ceil(size / chunk) - 1. */
+static long
+cuts_of_gen_files(const char *dir, uint64_t chunk)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/objects/shard-0000/gen", dir);
+	DIR *d = opendir(path);
+	long cuts = 0;
+	struct dirent *de;
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		char f[900];
+		struct stat st;
+		if (strstr(de->d_name, ".sst") == NULL)
+			continue;
+		snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
+		if (stat(f, &st) == 0 && st.st_size > 0)
+			cuts += (long)(((uint64_t)st.st_size + chunk - 1) / chunk) - 1;
+	}
+	if (d != NULL)
+		closedir(d);
+	return cuts;
+}
+
+TEST(merged_objects_are_cut_down_in_delete_chunk_bytes_steps)
+{
+	/* The store's option reaches its reaper: 3 generations of about 2 MiB, cut down in
+	 * 256 KiB steps, then by the default 1 MiB. */
+	const uint64_t chunks[] = {256u << 10, 0};
+	for (int c = 0; c < 2; c++) {
+		char *dir = harness_tmpdir("reaper");
+		strata_options o;
+		strata_options_init(&o);
+		o.dir = dir;
+		o.sync = STRATA_SYNC_NONE;
+		o.threads = 1;
+		o.delete_bytes_per_s = 0;
+		o.delete_chunk_bytes = chunks[c];
+		uint64_t step = chunks[c] != 0 ? chunks[c] : REAPER_CHUNK_DEFAULT;
+		strata *db = NULL;
+		REQUIRE_EQ(strata_open(&o, &db), 0);
+		REQUIRE_EQ(gens_of(db, 3, 32, 64u << 10), 0); /* 3 x 2 MiB, incompressible */
+		long want = cuts_of_gen_files(dir, step);
+		CHECK(want >= 3 * (c == 0 ? 7 : 1));
+		counting_on();
+		uint32_t merged = 0;
+		REQUIRE_EQ(strata_merge(db, 0, 0, &merged), 0);
+		CHECK_EQ(merged, 3);
+		strata_close(db);
+		CHECK_EQ(atomic_load(&all_truncates), want);
+		CHECK_EQ(count_gen_files(dir), 0);
+		counting_off();
+		harness_rmrf(dir);
+		free(dir);
+	}
 }
 
 static struct {
@@ -445,6 +505,7 @@ main(int argc, char **argv)
 	RUN(with_a_runtime_the_background_executor_deletes);
 	RUN(a_threaded_handle_without_a_policy_deletes_on_its_background_executor);
 	RUN(deletes_are_paced_and_large_objects_freed_in_chunks);
+	RUN(merged_objects_are_cut_down_in_delete_chunk_bytes_steps);
 	RUN(an_object_larger_than_the_bucket_on_a_store_that_cannot_cut_it_is_deleted_and_paced);
 	RUN(a_close_does_not_wait_out_the_pace_of_the_deletes_and_leaves_none);
 	RUN(a_runner_waiting_for_tokens_goes_on_when_the_rate_changes);
