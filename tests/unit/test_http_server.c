@@ -1624,7 +1624,7 @@ TEST(json_logs_and_help)
 	snprintf(cmd, sizeof(cmd), "%s/help.txt", dir);
 	f = fopen(cmd, "r");
 	REQUIRE(f != NULL);
-	char help[8192];
+	char help[32768];
 	size_t hl = fread(help, 1, sizeof(help) - 1, f);
 	help[hl] = '\0';
 	fclose(f);
