@@ -289,6 +289,8 @@ typedef struct strata_row {
 	  "Budget of the store's background writes (0 = unlimited).")                               \
 	X(background_io_wait_ns, "counter", "strata_background_io_wait_seconds_total", 1e9,           \
 	  "Time this shard's seals, merges and compactions waited on the background IO budget.") \
+	X(background_io_stalls, "counter", "strata_background_io_stalls_total", 1,                   \
+	  "WAL syncs the store's automatic background IO budget took as stalls and halved at.")     \
 	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
 	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")                         \
 	X(block_cache_hits, "counter", "strata_block_cache_hits_total", 1,                            \

@@ -38,6 +38,12 @@ struct ratelimit {
 	/** Automatic mode: bytes and env.mono_ns() when the current window began (what
 	 *  the background actually wrote over it). */
 	uint64_t win_bytes, win_ns;
+	/** Automatic mode: what the background wrote over the last RATELIMIT_AUTO_METER_NS
+	 *  or more, bytes/s, and the bytes and env.mono_ns() that span started at. */
+	uint64_t meter_rate, meter_bytes, meter_ns;
+	/** Automatic mode: env.mono_ns() of the last stall (0: none yet), the rate the
+	 *  budget had then (0: forgotten), and stalls so far. */
+	uint64_t stall_at, stall_rate, stalls;
 };
 
 /** Burst allowed: 50 ms of the rate, at least 256 KiB. */
@@ -98,10 +104,24 @@ ratelimit_set_auto(struct ratelimit *r, int on, uint64_t ceiling)
 		r->last_obs_ns = env.mono_ns();
 		r->win_bytes = r->bytes;
 		r->win_ns = r->last_obs_ns;
+		r->meter_rate = 0;
+		r->meter_bytes = r->bytes;
+		r->meter_ns = r->last_obs_ns;
+		r->stall_at = 0;
+		r->stall_rate = 0;
 		if (r->tokens > ratelimit_burst(r->rate))
 			r->tokens = ratelimit_burst(r->rate);
 	}
 	pthread_mutex_unlock(&r->mu);
+}
+
+uint64_t
+ratelimit_stalls(struct ratelimit *r)
+{
+	pthread_mutex_lock(&r->mu);
+	uint64_t v = r->stalls;
+	pthread_mutex_unlock(&r->mu);
+	return v;
 }
 
 int
@@ -123,7 +143,33 @@ ratelimit_observe(struct ratelimit *r, uint64_t sync_ns)
 		pthread_mutex_unlock(&r->mu);
 		return;
 	}
-	r->last_obs_ns = env.mono_ns();
+	uint64_t at = env.mono_ns();
+	r->last_obs_ns = at;
+	if (at - r->meter_ns >= RATELIMIT_AUTO_METER_NS) {
+		r->meter_rate = (uint64_t)((double)(r->bytes - r->meter_bytes) * 1e9 /
+					   (double)(at - r->meter_ns));
+		r->meter_bytes = r->bytes;
+		r->meter_ns = at;
+	}
+	if (r->stall_at != 0 && at - r->stall_at > RATELIMIT_AUTO_FORGET_NS)
+		r->stall_rate = 0; /* long enough without one: probe as fast as before */
+	/* One sync far over the baseline is a stall (a VM frozen by its host's CPU quota,
+	 * a device that stopped): the median of a window does not see it, since the
+	 * syncs around it are fast. Halve at once, from what the background wrote, once
+	 * per RATELIMIT_AUTO_HOLD_NS: a stall's neighbours are slow for the same cause. */
+	if (r->base_ns != 0 && sync_ns > RATELIMIT_AUTO_STALL_NS &&
+	    sync_ns / RATELIMIT_AUTO_STALL > r->base_ns &&
+	    (r->stall_at == 0 || at - r->stall_at >= RATELIMIT_AUTO_HOLD_NS)) {
+		uint64_t from = r->meter_rate > 0 && r->meter_rate < r->rate ? r->meter_rate : r->rate;
+		if (from / 2 > r->floor)
+			r->stall_rate = from; /* at the floor, a stall is not the background's */
+		r->rate = from / 2 > r->floor ? from / 2 : r->floor;
+		r->stall_at = at;
+		r->stalls++;
+		r->downs++;
+		if (r->tokens > ratelimit_burst(r->rate))
+			r->tokens = ratelimit_burst(r->rate);
+	}
 	r->win[r->win_n++] = sync_ns;
 	if (r->win_n >= RATELIMIT_AUTO_WINDOW) {
 		/* The window's median: one slow sync is the device's noise, most of them
@@ -156,13 +202,21 @@ ratelimit_observe(struct ratelimit *r, uint64_t sync_ns)
 			if (r->tokens > ratelimit_burst(r->rate))
 				r->tokens = ratelimit_burst(r->rate);
 		} else if (r->rate < r->ceiling && (2 * median <= 3 * r->base_ns ||
-						    median <= RATELIMIT_AUTO_SLOW_NS)) {
-			/* Fast again (under 1.5x the baseline): climb back, by the rate itself per
-			 * second of such windows (it doubles in a second), at least a 64th of the
-			 * ceiling per window. */
-			uint64_t step = (uint64_t)((double)r->rate * (double)dt / 1e9);
-			if (step < r->ceiling / 64)
-				step = r->ceiling / 64;
+						    median <= RATELIMIT_AUTO_SLOW_NS) &&
+			   (r->stall_at == 0 || now - r->stall_at >= RATELIMIT_AUTO_HOLD_NS)) {
+			/* Fast again (under 1.5x the baseline), and no stall in the last hold:
+			 * climb back by time, not by windows (a fast device closes a window of 8
+			 * syncs every millisecond): by the rate itself per second (it doubles in a
+			 * second), at least a 64th of the ceiling per RATELIMIT_AUTO_METER_NS;
+			 * within 3/4 of the rate of the last stall, by a 16th of the rate per
+			 * second, so that the budget creeps up to where it stalled instead of
+			 * jumping past it. */
+			double per_s = (double)r->rate;
+			if (per_s < (double)(r->ceiling / 64) * 1e9 / RATELIMIT_AUTO_METER_NS)
+				per_s = (double)(r->ceiling / 64) * 1e9 / RATELIMIT_AUTO_METER_NS;
+			if (r->stall_rate != 0 && 4 * r->rate >= 3 * r->stall_rate)
+				per_s = (double)r->rate / 16;
+			uint64_t step = (uint64_t)(per_s * (double)dt / 1e9) + 1;
 			uint64_t next = r->rate + step;
 			r->rate = next < r->ceiling ? next : r->ceiling;
 			r->ups++;

@@ -35,10 +35,17 @@ void ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns);
  * the background actually wrote over the window when that is below the rate, so a
  * ceiling far above the device's speed bites at the first slow window; it holds between
  * 1.5x and that, and under 1.5x (or under RATELIMIT_AUTO_SLOW_NS) it climbs back,
- * doubling in a second of such windows and by at least a 64th of the ceiling per window
- * (multiplicative decrease, gradual increase). It stays between a floor (ceiling / 64,
- * at least 4 MiB/s: merges always progress) and the ceiling, and returns to the ceiling
- * after a second without syncs (no foreground to protect).
+ * doubling in a second and by at least a 64th of the ceiling per RATELIMIT_AUTO_METER_NS
+ * (multiplicative decrease, gradual increase). A single sync over RATELIMIT_AUTO_STALL
+ * baselines and RATELIMIT_AUTO_STALL_NS is a stall, which a window's median cannot see:
+ * on a VM held over its host's CPU quota, every thread stops for milliseconds at the
+ * end of each quota period while the syncs around it stay fast. A stall halves the rate
+ * at once (from what the background wrote over the last RATELIMIT_AUTO_METER_NS), at
+ * most once per RATELIMIT_AUTO_HOLD_NS, with no climbing in that time; the climb then
+ * slows to a 16th of the rate per second within 3/4 of the rate the stall happened at,
+ * which is forgotten after RATELIMIT_AUTO_FORGET_NS without another. It stays between a
+ * floor (ceiling / 64, at least 4 MiB/s: merges always progress) and the ceiling, and
+ * returns to the ceiling after a second without syncs (no foreground to protect).
  *
  * Why 2x: a writer paced at 40% of what one sync at a time allows keeps up while a sync
  * takes under 2.5x its idle time; past that its queue grows for as long as the merge
@@ -48,6 +55,17 @@ void ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns);
 #define RATELIMIT_AUTO_SLOW 2u
 /** ... and over this many ns (a fast device's syncs may double without harm). */
 #define RATELIMIT_AUTO_SLOW_NS 500000u
+/** One sync over this many baselines ... */
+#define RATELIMIT_AUTO_STALL 16u
+/** ... and over this many ns is a stall: the rate halves at once. */
+#define RATELIMIT_AUTO_STALL_NS 4000000u
+/** After a stall, no climbing and no second stall halving for this long (the period of
+ *  a host's CPU quota, as Linux CFS bandwidth control sets it by default). */
+#define RATELIMIT_AUTO_HOLD_NS 100000000ull
+/** A stall's rate is forgotten after this long without another. */
+#define RATELIMIT_AUTO_FORGET_NS 10000000000ull
+/** The span over which what the background wrote is measured, ns. */
+#define RATELIMIT_AUTO_METER_NS 100000000ull
 /** Window of the automatic mode, in observed syncs. */
 #define RATELIMIT_AUTO_WINDOW 8u
 /** The ceiling of the automatic mode when none is given: 1 GiB/s. */
@@ -55,6 +73,8 @@ void ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns);
 /** Turn the automatic mode on (ceiling bytes/s, 0: RATELIMIT_AUTO_CEILING) or off (the
  *  rate stays where ratelimit_set puts it). It starts at the ceiling. */
 void ratelimit_set_auto(struct ratelimit *r, int on, uint64_t ceiling);
+/** Stalls the automatic mode halved at since the start. */
+uint64_t ratelimit_stalls(struct ratelimit *r);
 /** 1 in the automatic mode. */
 int ratelimit_is_auto(struct ratelimit *r);
 /** A foreground sync took sync_ns (automatic mode; otherwise ignored). Safe on NULL. */

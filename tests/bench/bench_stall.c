@@ -650,6 +650,9 @@ struct result {
 	double merge_s, prepare_s, deletes_s;
 	/** Bytes the deletes after the commit removed. */
 	uint64_t deleted_bytes;
+	/** strata: stalls the automatic budget halved at during the merge, and its rate
+	 *  when the merge ended (bytes/s, 0 = unlimited). */
+	uint64_t io_stalls, io_rate_end;
 	/** Input bytes of the merge. */
 	uint64_t bytes_in;
 	/** Generations / L0 files folded. */
@@ -772,6 +775,8 @@ run_engine(enum engine engine, struct result *res)
 				 strata_last_error());
 		strata_shard_stats(t.db, 0, &after);
 		res->bytes_in = after.merge_bytes_in - before.merge_bytes_in;
+		res->io_stalls = after.background_io_stalls - before.background_io_stalls;
+		res->io_rate_end = after.background_io_bytes_per_s;
 		res->inputs = after.merged_generations - before.merged_generations;
 		/* The commit only queues the merged generations' deletes. This handle has no
 		 * policy runtime, so this thread runs them, as strata_merge does after its
@@ -1043,7 +1048,8 @@ main(void)
 			printf("strata : backlog built in %.1f s; capacity %.0f appends/s, paced at %.0f/s; "
 			       "merge folded %" PRIu64 " generations; during it sync_file_range %" PRIu64
 			       " calls, %.2f s in all, longest %.1f ms; longest run/dir fsync %.1f ms, "
-			       "WAL fdatasync %.1f ms (%" PRIu64 " over 10 ms), unlink %.1f ms\n",
+			       "WAL fdatasync %.1f ms (%" PRIu64 " over 10 ms), unlink %.1f ms; "
+			       "background IO budget at the end %.0f MiB/s, %" PRIu64 " stalls halved at\n",
 			       rs.load_s, rs.capacity, rs.rate, rs.inputs,
 			       (uint64_t)atomic_load(&seam.sfr_calls),
 			       (double)atomic_load(&seam.sfr_ns) / 1e9,
@@ -1051,7 +1057,8 @@ main(void)
 			       (double)atomic_load(&seam.fsync_max) / 1e6,
 			       (double)atomic_load(&seam.fdatasync_max) / 1e6,
 			       (uint64_t)atomic_load(&seam.fdatasync_slow),
-			       (double)atomic_load(&seam.unlink_max) / 1e6);
+			       (double)atomic_load(&seam.unlink_max) / 1e6,
+			       (double)rs.io_rate_end / 1048576.0, rs.io_stalls);
 	}
 	if (with_rocks) {
 		failed |= run_engine(ENGINE_ROCKSDB, &rr);
