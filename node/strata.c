@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/reaper.h"
 #include "core/store.h"
 #include "lib/buf.h"
 #include "lib/diag.h"
@@ -221,7 +222,7 @@ strata_options_init(strata_options *o)
 	o->replay_batch_rows = 1u << 20;
 	o->open_threads = 64;
 	o->block_cache_bytes = 64ull << 20;
-	o->delete_chunk_bytes = 1ull << 20;
+	o->delete_chunk_bytes = REAPER_CHUNK_DEFAULT;
 }
 
 #ifndef STRATA_CORE_ONLY

@@ -1156,7 +1156,9 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->max_exclusive_wait_ns = atomic_load(&s->max_excl_wait_ns);
 	out->background_io_wait_ns = atomic_load(&s->io_wait_ns);
 	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;
-	out->background_io_stalls = s->cfg.run.limiter ? ratelimit_stalls(s->cfg.run.limiter) : 0;
+	out->background_io_stalls = 0;
+	if (s->cfg.run.limiter)
+		ratelimit_stats(s->cfg.run.limiter, NULL, NULL, &out->background_io_stalls);
 	out->block_cache_hits = atomic_load(&s->cache_hits);
 	out->block_cache_misses = atomic_load(&s->cache_misses);
 	if (s->cfg.bcache != NULL) {

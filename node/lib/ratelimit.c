@@ -46,6 +46,13 @@ struct ratelimit {
 	uint64_t stall_at, stall_rate, stalls;
 };
 
+/** mu held: a stall happened less than RATELIMIT_AUTO_HOLD_NS before now. */
+static int
+ratelimit_held(const struct ratelimit *r, uint64_t now)
+{
+	return r->stall_at != 0 && now - r->stall_at < RATELIMIT_AUTO_HOLD_NS;
+}
+
 /** Burst allowed: 50 ms of the rate, at least 256 KiB. */
 static double
 ratelimit_burst(uint64_t rate)
@@ -115,15 +122,6 @@ ratelimit_set_auto(struct ratelimit *r, int on, uint64_t ceiling)
 	pthread_mutex_unlock(&r->mu);
 }
 
-uint64_t
-ratelimit_stalls(struct ratelimit *r)
-{
-	pthread_mutex_lock(&r->mu);
-	uint64_t v = r->stalls;
-	pthread_mutex_unlock(&r->mu);
-	return v;
-}
-
 int
 ratelimit_is_auto(struct ratelimit *r)
 {
@@ -158,12 +156,14 @@ ratelimit_observe(struct ratelimit *r, uint64_t sync_ns)
 	 * syncs around it are fast. Halve at once, from what the background wrote, once
 	 * per RATELIMIT_AUTO_HOLD_NS: a stall's neighbours are slow for the same cause. */
 	if (r->base_ns != 0 && sync_ns > RATELIMIT_AUTO_STALL_NS &&
-	    sync_ns / RATELIMIT_AUTO_STALL > r->base_ns &&
-	    (r->stall_at == 0 || at - r->stall_at >= RATELIMIT_AUTO_HOLD_NS)) {
+	    sync_ns / RATELIMIT_AUTO_STALL > r->base_ns && !ratelimit_held(r, at)) {
 		uint64_t from = r->meter_rate > 0 && r->meter_rate < r->rate ? r->meter_rate : r->rate;
-		if (from / 2 > r->floor)
-			r->stall_rate = from; /* at the floor, a stall is not the background's */
-		r->rate = from / 2 > r->floor ? from / 2 : r->floor;
+		if (from / 2 > r->floor) {
+			r->rate = from / 2;
+			r->stall_rate = from;
+		} else {
+			r->rate = r->floor; /* a stall at the floor is not the background's */
+		}
 		r->stall_at = at;
 		r->stalls++;
 		r->downs++;
@@ -203,7 +203,7 @@ ratelimit_observe(struct ratelimit *r, uint64_t sync_ns)
 				r->tokens = ratelimit_burst(r->rate);
 		} else if (r->rate < r->ceiling && (2 * median <= 3 * r->base_ns ||
 						    median <= RATELIMIT_AUTO_SLOW_NS) &&
-			   (r->stall_at == 0 || now - r->stall_at >= RATELIMIT_AUTO_HOLD_NS)) {
+			   !ratelimit_held(r, now)) {
 			/* Fast again (under 1.5x the baseline), and no stall in the last hold:
 			 * climb back by time, not by windows (a fast device closes a window of 8
 			 * syncs every millisecond): by the rate itself per second (it doubles in a
@@ -300,12 +300,14 @@ ratelimit_acquire(struct ratelimit *r, uint64_t bytes)
 }
 
 void
-ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns)
+ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns, uint64_t *stalls)
 {
 	pthread_mutex_lock(&r->mu);
 	if (bytes)
 		*bytes = r->bytes;
 	if (waited_ns)
 		*waited_ns = r->waited_ns;
+	if (stalls)
+		*stalls = r->stalls;
 	pthread_mutex_unlock(&r->mu);
 }

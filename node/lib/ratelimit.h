@@ -23,8 +23,9 @@ uint64_t ratelimit_rate(struct ratelimit *r);
 /** Take bytes from the budget, sleeping while it is overdrawn. Returns the nanoseconds
  *  waited. NULL = no limit. */
 uint64_t ratelimit_acquire(struct ratelimit *r, uint64_t bytes);
-/** Bytes taken and nanoseconds waited since the start. */
-void ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns);
+/** Bytes taken, nanoseconds waited, and stalls the automatic mode halved at, since the
+ *  start. Any pointer may be NULL. */
+void ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns, uint64_t *stalls);
 
 /*
  * Automatic mode: the rate follows the foreground. The WAL reports how long each
@@ -73,8 +74,6 @@ void ratelimit_stats(struct ratelimit *r, uint64_t *bytes, uint64_t *waited_ns);
 /** Turn the automatic mode on (ceiling bytes/s, 0: RATELIMIT_AUTO_CEILING) or off (the
  *  rate stays where ratelimit_set puts it). It starts at the ceiling. */
 void ratelimit_set_auto(struct ratelimit *r, int on, uint64_t ceiling);
-/** Stalls the automatic mode halved at since the start. */
-uint64_t ratelimit_stalls(struct ratelimit *r);
 /** 1 in the automatic mode. */
 int ratelimit_is_auto(struct ratelimit *r);
 /** A foreground sync took sync_ns (automatic mode; otherwise ignored). Safe on NULL. */
