@@ -1,7 +1,9 @@
-# strata — `make run` starts a node, `make test` runs every test.
-# Dependencies are Debian packages found with pkg-config; `make deps` installs
-# missing ones (apt-get as root) or prints the exact command to run. `make` / `make all`
-# only builds; run, test, bench, soak and fuzz install what is missing first.
+# strata — `make run` starts a node, `make test` runs every test, `make help` lists the rest.
+# Dependencies are Debian packages found with pkg-config. The goals that run something
+# (run, test, check, unit, suites, soak, fuzz, bench) install what is missing first
+# (apt-get as root; otherwise they print the exact command to run) and only then start a
+# second make that builds: nothing here reads pkg-config before the packages are there.
+# `make` / `make all` only builds, and says which packages are missing if any are.
 # `make install [PREFIX=/usr/local] [DESTDIR=...]` installs the binary, both libraries,
 # the public headers, strata.pc, the policies and the Lua module.
 
@@ -10,11 +12,83 @@ SAN      ?=
 BUILD    ?= build
 PREFIX   ?= /usr/local
 DESTDIR  ?=
+# `make run`: where the node listens and keeps its data, and its policy file (empty: a copy
+# of policies/default.lua in DATA/policy.lua, made at the first run, that you own and edit).
+PORT     ?= 7070
+DATA     ?= ./data
+POLICY   ?=
+ARGS     ?=
 PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl libcrypto expat
-DEB_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
-            luajit2 libev-dev libcurl4-openssl-dev lua-busted lua-check libhttp-parser-dev \
-            libjansson-dev clang libclang-rt-14-dev curl prometheus luarocks libssl-dev libexpat1-dev
+# What the build needs, what the test suites need besides, and what the benchmarks' peers need.
+# npm (for Azurite and s3rver) is checked as a command: a machine may have it from
+# elsewhere than Debian's package.
+BUILD_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
+              luajit2 libev-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev libssl-dev \
+              libexpat1-dev curl
+TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks
+TEST_CMDS  := npm
 BENCH_PKGS := librocksdb-dev wrk tarantool
+
+.DEFAULT_GOAL := all
+.PHONY: all deps test-deps bench-deps pkg-check test check unit suites soak fuzz run bench clean help install FORCE
+
+help:
+	@echo "make run     build and start a node on 127.0.0.1:$(PORT) with $(DATA) (about 2 min the first"
+	@echo "             time on 2 cores; PORT=, DATA=, POLICY=FILE, ARGS='--flag ...' for strata serve)"
+	@echo "make test    build and run every test, ends with 'N passed, N failed' (about 8 min on 2 cores;"
+	@echo "             SAN=address,undefined or SAN=thread for the sanitizer builds, about 6 min each)"
+	@echo "make check   the C unit suites alone (under a minute once built)"
+	@echo "make bench   benchmarks, side by side with RocksDB and Tarantool (about 30 min)"
+	@echo "make soak    1000 crash kills (SOAK_KILLS=N) and 10000 strata sim seeds (SIM_SOAK_SEEDS=N), about 15 min"
+	@echo "make fuzz    every libFuzzer target for FUZZ_SECONDS (default 600) each, about 1 hour"
+	@echo "make deps    install the missing Debian packages (as root), or print the command to run"
+	@echo "make         only build: build/strata, build/libstrata.a, build/libstrata-core.a, build/strata.so"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  the binary, libraries, headers, strata.pc, policies, Lua module"
+	@echo "make clean   remove every build directory"
+
+# deps: install (as root) or name the missing packages of PKGS and commands of CMDS.
+DEPS_PKGS ?= $(BUILD_PKGS)
+DEPS_CMDS ?=
+deps:
+	@missing=""; \
+	if ! command -v dpkg >/dev/null 2>&1; then \
+	  echo "strata: not a Debian system; install the equivalents of: $(DEPS_PKGS) $(DEPS_CMDS)"; exit 0; fi; \
+	for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for c in $(DEPS_CMDS); do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "strata: installing$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null \
+	      || { echo "strata: apt-get install$$missing failed"; exit 1; }; \
+	  else \
+	    echo "strata: missing packages; run:"; echo "  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+test-deps:
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BUILD_PKGS) $(TEST_PKGS)" DEPS_CMDS="$(TEST_CMDS)"
+
+bench-deps:
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BUILD_PKGS) $(TEST_PKGS) $(BENCH_PKGS)" DEPS_CMDS="$(TEST_CMDS)"
+
+# The goals that run something install first, in this make, then build and run in a second
+# one (STRATA_DEPS=done), whose pkg-config calls then see the installed packages.
+RUN_GOALS := run test check unit suites soak fuzz bench
+ifneq ($(filter $(RUN_GOALS),$(MAKECMDGOALS)),)
+ifneq ($(STRATA_DEPS),done)
+STRATA_FIRST_PASS := 1
+endif
+endif
+
+ifdef STRATA_FIRST_PASS
+DEPS_GOAL := $(if $(filter bench,$(MAKECMDGOALS)),bench-deps,$(if $(filter run,$(MAKECMDGOALS)),$(if \
+             $(filter-out run,$(filter $(RUN_GOALS),$(MAKECMDGOALS))),test-deps,deps),test-deps))
+# Every goal given waits for the one that installs and builds.
+$(filter-out $(DEPS_GOAL),$(MAKECMDGOALS)): strata-first-pass ; @:
+.PHONY: strata-first-pass
+strata-first-pass: $(DEPS_GOAL)
+	@$(MAKE) --no-print-directory STRATA_DEPS=done $(MAKECMDGOALS)
+else
 
 comma := ,
 ifneq ($(SAN),)
@@ -77,43 +151,18 @@ INCDIR   := $(PREFIX)/include
 LUADIR   := $(PREFIX)/share/lua/5.1
 LUACDIR  := $(PREFIX)/lib/lua/5.1
 
-.PHONY: all deps bench-deps test unit suites soak fuzz run bench clean help install FORCE
-
-# Only builds: the targets that run something (run, test, bench, soak, fuzz) check deps.
+# Only builds; the goals that run something installed the packages in their first pass.
 all: $(BUILD)/libstrata.a $(BUILD)/libstrata-core.a $(BUILD)/strata $(BUILD)/strata.so $(BUILD)/strata.pc
 
-help:
-	@echo "make run    build and start a node on ./data with policies/default.lua"
-	@echo "make test   build and run every test (SAN=address,undefined or SAN=thread for sanitizers)"
-	@echo "make bench  benchmarks, side by side with RocksDB"
-	@echo "make soak   the crash-kill harness for 1000+ kills (SOAK_KILLS=N), 10000 strata sim seeds (SIM_SOAK_SEEDS=N)"
-	@echo "make fuzz   every libFuzzer target for FUZZ_SECONDS (default 600) each"
-	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the binary, libraries, headers, strata.pc, policies, Lua module"
-
-deps:
-	@missing=""; \
-	if ! command -v dpkg >/dev/null 2>&1; then \
-	  echo "strata: not a Debian system; install the equivalents of: $(DEB_PKGS)"; exit 0; fi; \
-	for p in $(DEB_PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "strata: installing$$missing"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null \
-	      || { echo "strata: apt-get install failed"; exit 1; }; \
-	  else \
-	    echo "strata: missing packages; run:"; echo "  sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	fi
-
-bench-deps:
-	@$(MAKE) --no-print-directory deps EXTRA_PKGS="$(BENCH_PKGS)"
-
-# The goals that run something (run, test, soak, fuzz, bench) check the packages first;
-# with -j too, nothing compiles before that check is done.
-DEPS_GOAL := $(if $(filter bench,$(MAKECMDGOALS)),bench-deps,$(if $(filter run test unit suites soak fuzz,$(MAKECMDGOALS)),deps))
-ifneq ($(DEPS_GOAL),)
-$(LIB_OBJ) $(CORE_OBJ) $(CLI_OBJ) $(LUA_OBJ) $(UNIT_BIN) $(GEN_DIR)/policy_lua.c: | $(DEPS_GOAL)
-endif
+# What a compile needs from pkg-config, checked before the first compile: a machine without
+# the packages gets their names and the command, not "lua.h: No such file or directory".
+CORE_PC := libzstd libisal libxxhash luajit
+pkg-check:
+	@pkg-config --exists $(CORE_PC) 2>/dev/null || { \
+	  echo "strata: pkg-config finds no $$(for p in $(CORE_PC); do pkg-config --exists $$p 2>/dev/null || printf '%s ' $$p; done)(Debian packages missing)."; \
+	  echo "  make deps            installs them as root, or prints the command to run;"; \
+	  echo "  make run / make test install them first by themselves."; exit 1; }
+$(LIB_OBJ) $(CORE_OBJ) $(CLI_OBJ) $(LUA_OBJ) $(UNIT_BIN) $(GEN_DIR)/policy_lua.c: | pkg-check
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -190,7 +239,7 @@ ALL_OBJ  := $(sort $(LIB_OBJ) $(CORE_OBJ) $(CLI_OBJ) $(LUA_OBJ))
 $(foreach o,$(ALL_OBJ),$(if $(and $(wildcard $(o:.o=.d)),$(wildcard $o.warn)),,$(wildcard $o))) \
 $(foreach t,$(UNIT_BIN),$(if $(and $(wildcard $t.d),$(wildcard $t.warn)),,$(wildcard $t))): FORCE
 
-unit: deps all $(UNIT_BIN) $(OBJSTORE_TESTS)
+unit: all $(UNIT_BIN) $(OBJSTORE_TESTS)
 
 # Lua suites load build/strata.so into the stock LuaJIT, and the fuzz corpora replay
 # through their own ASan+UBSan libFuzzer builds, so both run in plain builds only.
@@ -198,7 +247,7 @@ ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
               "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh" \
               "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh"
-BUILD_CHECK := "sh tests/build/check_build.sh" "sh tests/build/check_cli.sh"
+BUILD_CHECK := "sh tests/build/check_build.sh" "sh tests/build/check_cli.sh" "sh tests/build/fresh_machine.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif
 CRASH_KILLS ?= 60
@@ -226,14 +275,30 @@ soak: suites
 	@$(SUB_MAKE) -f tests/crash/crash.mk soak
 	$(BUILD)/strata sim --seed $(SIM_SOAK_SEED) --seeds $(SIM_SOAK_SEEDS) --steps 100
 
-fuzz: deps all
+fuzz: all
 	@$(MAKE) --no-print-directory -f tests/fuzz/fuzz.mk BUILD=$(BUILD) fuzz
 
-# Starts a node on 127.0.0.1:7070 with ./data and policies/default.lua (Ctrl-C stops it).
-run: deps all
-	$(BUILD)/strata serve --listen 127.0.0.1:7070 --data ./data --policy policies/default.lua
+# The C unit suites alone, the quick loop while changing the engine.
+check: all $(UNIT_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN)
 
-bench: bench-deps all
+# Starts a node on 127.0.0.1:PORT with DATA (Ctrl-C stops it). Its policy is POLICY, or
+# DATA/policy.lua: a copy of policies/default.lua made at the first run, yours to edit (the
+# node reloads it when it changes; policies/default.lua is also the built-in default, compiled
+# into the binary, so it is not the file to edit).
+run: all
+	@policy='$(POLICY)'; \
+	if [ -z "$$policy" ]; then \
+	  policy='$(DATA)/policy.lua'; \
+	  if [ ! -e "$$policy" ]; then \
+	    mkdir -p '$(DATA)' && cp policies/default.lua "$$policy" || exit 1; \
+	    echo "strata: $$policy is a copy of policies/default.lua: edit it and the node reloads it"; \
+	  fi; \
+	fi; \
+	echo "strata: $(BUILD)/strata serve --listen 127.0.0.1:$(PORT) --data $(DATA) --policy $$policy $(ARGS)"; \
+	exec $(BUILD)/strata serve --listen 127.0.0.1:$(PORT) --data '$(DATA)' --policy "$$policy" $(ARGS)
+
+bench: all
 	@$(MAKE) --no-print-directory -f tests/bench/bench.mk BUILD=$(BUILD) bench
 	@$(MAKE) --no-print-directory -f tests/load/load.mk BUILD=$(BUILD) bench-load
 
@@ -255,3 +320,5 @@ FORCE:
 
 clean:
 	rm -rf build build-san-*
+
+endif # STRATA_FIRST_PASS
