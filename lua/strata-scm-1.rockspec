@@ -11,8 +11,11 @@
 rockspec_format = "3.0"
 package = "strata"
 version = "scm-1"
+-- strata has no public repository yet. `luarocks make` (the way to install it, above) builds
+-- the tree it is run in and never fetches this URL; `luarocks install strata` cannot work
+-- until there is one. The address below is a reserved name that resolves nowhere, on purpose.
 source = {
-	url = "git+file:///work/main",
+	url = "git+https://strata.invalid/strata.git",
 }
 description = {
 	summary = "strata: a log-structured storage engine with Lua merge policies, for LuaJIT",
@@ -21,7 +24,7 @@ description = {
 		base runs, manifest) and gives append/get/scan, seal, two-phase merges
 		(prepare/commit) and per-shard statistics.
 	]],
-	license = "MIT",
+	license = "MIT", -- the LICENSE file at the top of the repository
 }
 dependencies = {
 	"lua ~> 5.1",
