@@ -23,6 +23,12 @@
  *    the run has spent while resumed (time parked in a primitive waiting for IO
  *    does not count) with the budget and raises "hook exceeded its time budget
  *    of N ms" ("policy exceeded ..." while loading the script).
+ *  - Positions: a line hook (LUA_MASKLINE, with the count hook) records the last line
+ *    of the script that began to run. LuaJIT drops the frame of a function that makes a
+ *    tail call, so an error raised by `return error(...)`, `return assert(...)` or a
+ *    primitive tail-called may have no frame of the script left to name; a failed run's
+ *    message then names the innermost frame of the script still on the stack, else that
+ *    last line (policy_fail_msg): every hook error carries file:line.
  *  - Once a run hit either limit it is marked killed: every later count hook
  *    raises again, and the sandbox's pcall/xpcall re-raise instead of returning
  *    false, so a script cannot swallow the error and go on.
@@ -74,6 +80,9 @@ struct policy_run {
 	int killed;
 	/** Line of the policy that was running when an allocation was refused (0 = none). */
 	int mem_line;
+	/** Last line of the policy's own chunk that began to run (0 = none yet): where an error
+	 *  raised by a function the policy tail-called was raised, once its frame is gone. */
+	int last_line;
 	/** Set for the loading pseudo-run (wording of the budget message). */
 	int loading;
 	/** The runtime's per-run pointer. */
@@ -93,6 +102,13 @@ struct policy {
 	/** Name in messages (a path or a label) and source text (owned). */
 	char *name, *src;
 	size_t len;
+	/** The chunk name of the script as the debug interface gives it (lua_Debug.source of
+	 *  every function the script defines; interned, so compared by address), or NULL
+	 *  before the script is compiled. */
+	const char *chunk;
+	/** name as Lua's messages spell it (lua_Debug.short_src: a long path is cut to
+	 *  "..." and its tail). */
+	char short_name[LUA_IDSIZE];
 	/** Resolved settings. */
 	struct runtime_settings settings;
 	/** Registry references of the function each hook runs (script's or default). */
@@ -186,6 +202,13 @@ policy_of(lua_State *L)
 	return ud;
 }
 
+/** Whether the debug record d (after lua_getinfo "S") is a function of the script itself. */
+static int
+policy_is_own(const struct policy *p, const lua_Debug *d)
+{
+	return p->chunk != NULL && d->source == p->chunk;
+}
+
 /** Remember the line of the policy r is running (for a refused allocation: after the
  *  error the topmost frame no longer knows its line). Reads the stack only. */
 static void
@@ -195,8 +218,7 @@ policy_note_line(struct policy *p, struct policy_run *r)
 	if (r->co == NULL || r->mem_line > 0)
 		return;
 	for (int lv = 0; lua_getstack(r->co, lv, &d); lv++) {
-		if (lua_getinfo(r->co, "Sl", &d) && d.currentline > 0 && d.source != NULL && d.source[0] == '@' &&
-		    strcmp(d.source + 1, p->name) == 0) {
+		if (lua_getinfo(r->co, "Sl", &d) && d.currentline > 0 && policy_is_own(p, &d)) {
 			r->mem_line = d.currentline;
 			return;
 		}
@@ -239,14 +261,24 @@ policy_panic(lua_State *L)
 	abort();
 }
 
+/**
+ * The state's debug hook. Line events record the last line of the script that began to
+ * run: LuaJIT drops the frame of a function that made a tail call (`return error(...)`,
+ * `return f()`), so after an error raised there the stack may hold no frame of the script
+ * at all; this line is where it was raised. Count events enforce the time budget.
+ */
 static void
-policy_count_hook(lua_State *L, lua_Debug *ar)
+policy_hook(lua_State *L, lua_Debug *ar)
 {
-	(void)ar;
 	struct policy *p = policy_of(L);
 	struct policy_run *r = p->current;
 	if (r == NULL)
 		return;
+	if (ar->event == LUA_HOOKLINE) {
+		if (ar->currentline > 0 && lua_getinfo(L, "S", ar) && policy_is_own(p, ar))
+			r->last_line = ar->currentline;
+		return;
+	}
 	if (r->killed == POLICY_KILL_NONE) {
 		uint64_t used = r->cpu_ns + (policy_now_cpu() - r->resumed_at);
 		if (used <= p->budget_ns)
@@ -257,7 +289,8 @@ policy_count_hook(lua_State *L, lua_Debug *ar)
 	lua_Debug d;
 	char where[128] = "";
 	if (lua_getstack(L, 0, &d) && lua_getinfo(L, "Sl", &d) && d.currentline > 0)
-		snprintf(where, sizeof(where), "%s:%d: ", d.short_src, d.currentline);
+		snprintf(where, sizeof(where), "%s:%d: ", policy_is_own(p, &d) ? p->name : d.short_src,
+			 d.currentline);
 	if (r->killed == POLICY_KILL_MEM)
 		lua_pushfstring(L, "%snot enough memory (the policy memory limit is %d KiB)", where,
 				(int)(p->mem_limit >> 10));
@@ -640,38 +673,77 @@ policy_code_where(struct policy *p, lua_State *co, char *buf, size_t len)
 	lua_Debug d;
 	buf[0] = '\0';
 	for (int lv = 0; lua_getstack(co, lv, &d); lv++) {
-		if (!lua_getinfo(co, "Sl", &d) || d.currentline <= 0 || d.source == NULL || d.source[0] != '@' ||
-		    strcmp(d.source + 1, p->name) != 0)
+		if (!lua_getinfo(co, "Sl", &d) || d.currentline <= 0 || !policy_is_own(p, &d))
 			continue;
 		snprintf(buf, len, "%s:%d: ", p->name, d.currentline);
 		return;
 	}
 }
 
-/** The message of a run of co that failed with m: prefixed with the policy's name (and
- *  the line, for a refused allocation, when a line of the policy was running). */
+/** name as lua_Debug.short_src spells a chunk named "@name": "..." and the tail of one
+ *  too long for LUA_IDSIZE (LuaJIT's lj_debug_shortname). */
+static void
+policy_short_name(const char *name, char *out, size_t len)
+{
+	size_t nl = strlen(name);
+	if (nl >= LUA_IDSIZE)
+		snprintf(out, len, "...%s", name + nl - (LUA_IDSIZE - 4));
+	else
+		snprintf(out, len, "%s", name);
+}
+
+/** The rest of m after the script's name (from its ':' on) when m begins with the name,
+ *  as given or as Lua's messages cut a long one ("..." and its tail); else NULL. */
+static const char *
+policy_msg_rest(const struct policy *p, const char *m)
+{
+	size_t nl = strlen(p->name), sl = strlen(p->short_name);
+	if (strncmp(m, p->name, nl) == 0 && m[nl] == ':')
+		return m + nl;
+	if (sl > 0 && strncmp(m, p->short_name, sl) == 0 && m[sl] == ':')
+		return m + sl;
+	return NULL;
+}
+
+/**
+ * The message of a run r that failed with m, always naming the script and, when any line
+ * of it ran, the line: m as Lua made it when it has a position (its name spelt in full);
+ * else (`error(e, 2)` whose caller's frame a tail call dropped, `assert`, an error object
+ * that is not a string, an error raised by a function the script tail-called, so that no
+ * frame of the script is left) the innermost frame of the script still on the stack, else
+ * the last line of the script that ran; for a refused allocation, the line recorded then.
+ */
 static void
 policy_fail_msg(struct policy *p, struct policy_run *r, const char *m, char *err, size_t errlen)
 {
-	size_t nl = strlen(p->name);
-	int named = strncmp(m, p->name, nl) == 0 && m[nl] == ':';
-	if (r->killed != POLICY_KILL_MEM) {
-		snprintf(err, errlen, "%s%s%s", named ? "" : p->name, named ? "" : ": ", m);
+	const char *rest = policy_msg_rest(p, m);
+	if (rest != NULL) {
+		char note[200] = "";
+		if (r->killed == POLICY_KILL_MEM && strstr(m, "memory limit") == NULL)
+			snprintf(note, sizeof(note), " (the policy memory limit is %d KiB)", (int)(p->mem_limit >> 10));
+		snprintf(err, errlen, "%s%s%s", p->name, rest, note);
 		return;
 	}
 	char where[700] = "";
-	if (!named && r->mem_line > 0)
+	if (r->killed == POLICY_KILL_MEM && r->mem_line > 0)
 		snprintf(where, sizeof(where), "%s:%d: ", p->name, r->mem_line);
-	else if (!named && r->co != NULL)
+	else if (r->co != NULL)
 		policy_code_where(p, r->co, where, sizeof(where));
+	if (where[0] == '\0' && r->killed != POLICY_KILL_MEM && r->last_line > 0)
+		snprintf(where, sizeof(where), "%s:%d: ", p->name, r->last_line);
+	if (r->killed != POLICY_KILL_MEM) {
+		if (where[0] != '\0')
+			snprintf(err, errlen, "%s%s", where, m);
+		else
+			snprintf(err, errlen, "%s: %s", p->name, m);
+		return;
+	}
 	char note[200] = "";
 	if (strstr(m, "memory limit") == NULL)
 		snprintf(note, sizeof(note), " (the policy memory limit is %d KiB%s)", (int)(p->mem_limit >> 10),
-			 named || where[0] ? "" : "; no line of the policy was running: the allocation was the "
-						  "runtime's own");
-	if (named)
-		snprintf(err, errlen, "%s%s", m, note);
-	else if (where[0] != '\0')
+			 where[0] ? "" : "; no line of the policy was running: the allocation was the "
+					 "runtime's own");
+	if (where[0] != '\0')
 		snprintf(err, errlen, "%s%s%s", where, m, note);
 	else
 		snprintf(err, errlen, "%s: %s%s", p->name, m, note);
@@ -725,9 +797,9 @@ policy_errmsg(lua_State *L)
 static void
 policy_err_named(struct policy *p, struct policy_errs *e, const char *msg)
 {
-	size_t nl = strlen(p->name);
-	if (strncmp(msg, p->name, nl) == 0 && msg[nl] == ':')
-		policy_err(e, "%s", msg);
+	const char *rest = policy_msg_rest(p, msg);
+	if (rest != NULL)
+		policy_err(e, "%s%s", p->name, rest);
 	else
 		policy_err(e, "%s: %s", p->name, msg);
 }
@@ -809,6 +881,10 @@ policy_load(struct policy *p, struct policy_errs *e)
 		policy_err_named(p, e, policy_errmsg(L));
 		return STRATA_EINVAL;
 	}
+	lua_Debug d;
+	lua_pushvalue(L, -1);
+	if (lua_getinfo(L, ">S", &d))
+		p->chunk = d.source;
 	lua_rawgeti(L, LUA_REGISTRYINDEX, p->env_ref);
 	lua_setfenv(L, -2);
 	if (policy_call_budgeted(p, 0, 1) != 0) {
@@ -880,6 +956,7 @@ policy_new(const char *name, const char *src, size_t len, const struct policy_li
 	for (int h = 0; h < POLICY_HOOK_COUNT; h++)
 		p->hook_ref[h] = LUA_NOREF;
 	p->name = strdup(name);
+	policy_short_name(name, p->short_name, sizeof(p->short_name));
 	p->src = env.malloc(len + 1);
 	if (p->name == NULL || p->src == NULL) {
 		policy_delete(p);
@@ -897,7 +974,7 @@ policy_new(const char *name, const char *src, size_t len, const struct policy_li
 	}
 	lua_atpanic(p->L, policy_panic);
 	luaJIT_setmode(p->L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-	lua_sethook(p->L, policy_count_hook, LUA_MASKCOUNT, POLICY_HOOK_INSTRUCTIONS);
+	lua_sethook(p->L, policy_hook, LUA_MASKCOUNT | LUA_MASKLINE, POLICY_HOOK_INSTRUCTIONS);
 	int rc = policy_setup(p, &e);
 	if (rc == 0)
 		rc = policy_load(p, &e);

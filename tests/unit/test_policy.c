@@ -1219,6 +1219,75 @@ TEST(primitive_errors_name_the_method_called)
 	CHECK(strstr(m.err, "named.lua:4: bad argument #1 to 'shard:compact' (unknown option 'max_gens'") != NULL);
 }
 
+/** Run a merge request of a policy (name tail.lua) whose helpers are in helpers and whose
+ *  on_merge_request body is body; its failure message in m, the runtime's last_error in last. */
+static void
+merge_request_of(const char *helpers, const char *body, struct mres *m, char *last, size_t lastlen)
+{
+	struct fx f;
+	char err[1024], src[2048];
+	snprintf(src, sizeof(src), "%s\nreturn { merge_after_generations = 0, flush_interval_s = 0,\n"
+		 "  sweep_interval_s = 0,\n"
+		 "  on_merge_request = function(shard, req)\n"
+		 "    %s\n"
+		 "  end }", helpers, body);
+	struct fx_opts o = {.policy = src, .name = "tail.lua"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	memset(m, 0, sizeof(*m));
+	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, m), 0);
+	REQUIRE(DRIVE_UNTIL(&f, m->done));
+	snprintf(last, lastlen, "%s", rt_stats(&f).last_error);
+	fx_close(&f);
+}
+
+/* LuaJIT drops the frame of a function that makes a tail call: after `return error(...)`
+ * in a helper the hook tail-called, no frame of the script is left on the stack, and
+ * error's own position (level 1, the dropped frame) comes out empty. The message still
+ * names the file and the line where the error was raised: in the merge request's
+ * answer, in last_error (what hook_errors and GET /v1/policy show) and in the log. */
+TEST(error_raised_in_a_tail_call_names_its_line)
+{
+	const char *helpers = "local function check(x)\n"	       /* 1 */
+			      "  if not x then\n"		       /* 2 */
+			      "    return error('boom')\n"	       /* 3 */
+			      "  end\n"			       /* 4 */
+			      "end\n"				       /* 5 */
+			      "local function blame(x)\n"	       /* 6 */
+			      "  error('caller blamed', 2)\n"	       /* 7 */
+			      "end\n"				       /* 8 */
+			      "local function f() error('plain') end\n" /* 9 */
+			      "local function merge(shard)\n"	       /* 10 */
+			      "  return shard:merge{max_generations = -1}\n" /* 11 */
+			      "end";				       /* 12 */
+	/* The hook's body is line 16. */
+	struct mres m;
+	char last[1024];
+	log_clear();
+	merge_request_of(helpers, "return check(false)", &m, last, sizeof(last));
+	CHECK(strstr(m.err, "tail.lua:3: boom") != NULL);
+	CHECK(strstr(last, "tail.lua:3: boom") != NULL);
+	CHECK(log_has("tail.lua:3: boom"));
+	if (strstr(m.err, "tail.lua:3: boom") == NULL)
+		fprintf(stderr, "  got: %s\n", m.err);
+	/* Level 2 blames the hook, whose frame the tail call dropped: the helper's line. */
+	merge_request_of(helpers, "return blame(1)", &m, last, sizeof(last));
+	CHECK(strstr(m.err, "tail.lua:7: caller blamed") != NULL);
+	/* assert adds no position of its own, tail call or not. */
+	merge_request_of(helpers, "return assert(nil, 'nope')", &m, last, sizeof(last));
+	CHECK(strstr(m.err, "tail.lua:16: nope") != NULL);
+	merge_request_of(helpers, "local ok = assert(false, 'nope')\n    return ok", &m, last, sizeof(last));
+	CHECK(strstr(m.err, "tail.lua:16: nope") != NULL);
+	/* An error object that is not a string. */
+	merge_request_of(helpers, "error({code = 7})", &m, last, sizeof(last));
+	CHECK(strstr(m.err, "tail.lua:16: ") != NULL);
+	/* A primitive's error, raised in C, from a tail call. */
+	merge_request_of(helpers, "return merge(shard)", &m, last, sizeof(last));
+	CHECK(strstr(m.err, "tail.lua:11: ") != NULL && strstr(m.err, "max_generations") != NULL);
+	/* The brief's case: the helper's own frame is still there. */
+	merge_request_of(helpers, "return f()", &m, last, sizeof(last));
+	CHECK(strstr(m.err, "tail.lua:9: plain") != NULL);
+}
+
 TEST(refused_allocation_names_the_policy_line)
 {
 	struct fx f;
@@ -1540,6 +1609,7 @@ main(int argc, char **argv)
 	RUN(hostile_policies_are_stopped_and_store_keeps_working);
 	RUN(budget_counts_only_time_running_not_parked);
 	RUN(primitive_errors_name_the_method_called);
+	RUN(error_raised_in_a_tail_call_names_its_line);
 	RUN(refused_allocation_names_the_policy_line);
 	RUN(multi_error_refusal_is_one_logfmt_record);
 	RUN(plan_misuse_gets_documented_errors);
