@@ -627,9 +627,14 @@ append_fail(struct api_append *j, int status, const char *error, const char *fmt
 	return -1;
 }
 
+/** A key over STRATA_MAX_KEY is a bad request, the same 400 on POST, GET and DELETE; a
+ *  value over --max-value is a body too large (413). */
 static int
 check_row(struct api_append *j, const char *where, size_t idx, size_t klen, size_t vlen)
 {
+	if (klen > STRATA_MAX_KEY)
+		return append_fail(j, 400, API_KEY_TOO_LONG, "%s %zu: the key is %zu bytes; the limit is %u", where,
+				   idx, klen, STRATA_MAX_KEY);
 	int rc = strata_check_row(j->a->db, klen, vlen);
 	if (rc == 0)
 		return 0;
@@ -1010,9 +1015,13 @@ api_get(struct api *a, struct http_req *r, const struct api_route *rt)
 	j->del = r->method == HTTP_DELETE;
 	if (pct_decode(rt->key, rt->key_len, 0, &j->key) != 0) {
 		api_error(a, r, 400, "bad key", "the key has a malformed %-escape");
-	} else if (j->key.len == 0 || j->key.len > STRATA_MAX_KEY) {
+	} else if (j->key.len > STRATA_MAX_KEY) {
 		char d[96];
-		snprintf(d, sizeof(d), "the key is %zu bytes; keys are 1..%u bytes", j->key.len, STRATA_MAX_KEY);
+		snprintf(d, sizeof(d), "the key is %zu bytes; the limit is %u", j->key.len, STRATA_MAX_KEY);
+		api_error(a, r, 400, API_KEY_TOO_LONG, d);
+	} else if (j->key.len == 0) {
+		char d[96];
+		snprintf(d, sizeof(d), "the key is empty; keys are 1..%u bytes", STRATA_MAX_KEY);
 		api_error(a, r, 400, "bad key", d);
 	} else if (api_submit(a, r, HOST_FG, get_work, get_done, j) == 0) {
 		return;

@@ -35,6 +35,9 @@ struct runtime;
 #define API_BATCH_CONTENT_TYPE "application/x-strata-batch"
 /** Content-Type of NDJSON rows (the default when a POST names none). */
 #define API_NDJSON_CONTENT_TYPE "application/x-ndjson"
+/** The "error" of a key over STRATA_MAX_KEY bytes: 400 on POST (NDJSON and binary batch),
+ *  GET and DELETE alike. */
+#define API_KEY_TOO_LONG "key too long"
 /** Retry-After of a 429 (busy shard) or 503 (node at capacity), seconds. */
 #define API_RETRY_AFTER_S "1"
 /** json_dumps flags of every JSON body: compact, doubles to 15 significant digits (no

@@ -921,10 +921,10 @@ TEST(bad_inputs_never_break_the_node)
 	CHECK_EQ(get_status(&n, 0, "ok-1"), 404);
 	CHECK_EQ(get_status(&n, 0, "ok-3"), 404);
 
-	/* Oversized key and value. */
+	/* Oversized key (a bad request: key_too_long_is_400_everywhere) and value (a body too large). */
 	char *bigkey = malloc(6000);
 	int kl = snprintf(bigkey, 6000, "{\"key\":\"%0*d\",\"value\":\"v\"}\n", 4097, 1);
-	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bigkey, (size_t)kl, NULL), 413);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bigkey, (size_t)kl, NULL), 400);
 	kl = snprintf(bigkey, 6000, "{\"key\":\"ok-6\",\"value\":\"v\"}\n{\"key\":\"ok-7\",\"value\":\"%0*d\"}\n", 1025, 1);
 	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", bigkey, (size_t)kl, NULL), 413);
 	free(bigkey);
@@ -1005,6 +1005,87 @@ TEST(bad_inputs_never_break_the_node)
 	REQUIRE(all != NULL);
 	CHECK_EQ(json_array_size(all), 1);
 	json_decref(all);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+/** Whether r is {"error": "key too long", "detail": "...N bytes; the limit is 4096"}. */
+static int
+is_key_too_long(const char *r, size_t klen)
+{
+	json_t *o = r ? json_loads(r, 0, NULL) : NULL;
+	const char *e = json_string_value(json_object_get(o, "error"));
+	const char *d = json_string_value(json_object_get(o, "detail"));
+	char want[64];
+	snprintf(want, sizeof(want), "%zu bytes; the limit is 4096", klen);
+	int ok = e != NULL && strcmp(e, "key too long") == 0 && d != NULL && strstr(d, want) != NULL;
+	if (!ok)
+		fprintf(stderr, "  answer: %s\n", r ? r : "(none)");
+	json_decref(o);
+	return ok;
+}
+
+/* A key over 4096 bytes is one answer on every route: 400 "key too long", whether it
+ * comes in an NDJSON or a binary batch, a GET or a DELETE. A value over --max-value is
+ * still a 413 (a body too large). Nothing of a refused batch is applied. */
+TEST(key_too_long_is_400_everywhere)
+{
+	char *dir = tmpdir("keylen");
+	struct node n;
+	const char *flags[] = {"--max-value", "1K", NULL};
+	REQUIRE(node_start(&n, dir, flags) == 0);
+	enum { KL = 4097 };
+	char *key = malloc(KL + 1);
+	memset(key, 'k', KL);
+	key[KL] = '\0';
+	char *r = NULL;
+	/* NDJSON, its second line. */
+	char *body = malloc(KL + 200);
+	int bl = snprintf(body, KL + 200, "{\"key\":\"ok-1\",\"value\":\"v\"}\n{\"key\":\"%s\",\"value\":\"v\"}\n",
+			  key);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", body, (size_t)bl, &r), 400);
+	CHECK(is_key_too_long(r, KL));
+	CHECK(r != NULL && strstr(r, "line 2") != NULL);
+	free(r);
+	CHECK_EQ(get_status(&n, 0, "ok-1"), 404);
+	/* The binary batch. */
+	size_t blen = 4 + 8 + KL + 1;
+	uint8_t *batch = malloc(blen);
+	uint32_t count = 1, klen = KL, vlen = 1;
+	memcpy(batch, &count, 4);
+	memcpy(batch + 4, &klen, 4);
+	memcpy(batch + 8, &vlen, 4);
+	memcpy(batch + 12, key, KL);
+	batch[12 + KL] = 'v';
+	const char *bh[] = {"Content-Type: application/x-strata-batch", NULL};
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", (const char *)batch, blen, bh, &r, NULL), 400);
+	CHECK(is_key_too_long(r, KL));
+	free(r);
+	/* GET and DELETE. */
+	char path[KL + 64];
+	snprintf(path, sizeof(path), "/v1/shards/0/rows/%s", key);
+	CHECK_EQ(http_get(&n, path, &r, NULL), 400);
+	CHECK(is_key_too_long(r, KL));
+	free(r);
+	CHECK_EQ(http_status(&n, "DELETE", path, NULL, 0, NULL, &r, NULL), 400);
+	CHECK(is_key_too_long(r, KL));
+	free(r);
+	/* 4096 bytes is a key. */
+	key[KL - 1] = '\0';
+	snprintf(path, sizeof(path), "/v1/shards/0/rows/%s", key);
+	CHECK_EQ(http_get(&n, path, NULL, NULL), 404);
+	bl = snprintf(body, KL + 200, "{\"key\":\"%s\",\"value\":\"v\"}\n", key);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", body, (size_t)bl, NULL), 200);
+	CHECK_EQ(http_status(&n, "DELETE", path, NULL, 0, NULL, NULL, NULL), 200);
+	/* A value over --max-value stays a 413. */
+	bl = snprintf(body, KL + 200, "{\"key\":\"big\",\"value\":\"%0*d\"}\n", 1025, 1);
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", body, (size_t)bl, &r), 413);
+	CHECK(r != NULL && strstr(r, "row too large") != NULL);
+	free(r);
+	CHECK_EQ(http_get(&n, "/healthz", NULL, NULL), 200);
+	free(batch);
+	free(body);
+	free(key);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
 	free(dir);
 }
@@ -1663,6 +1744,7 @@ main(int argc, char **argv)
 	RUN_NODE(pipelined_requests_answered_in_order);
 	RUN_NODE(chunked_body_accepted);
 	RUN_NODE(bad_inputs_never_break_the_node);
+	RUN_NODE(key_too_long_is_400_everywhere);
 	RUN_NODE(token_required_for_mutations);
 	RUN_NODE(policy_put_good_and_broken);
 	RUN_NODE(sighup_reloads_the_policy_file);
