@@ -3,7 +3,7 @@
 # ("# cli: N passed, N failed"):
 #   - every field of strata_options (node/strata_types.h) has a `strata serve` flag
 #     (its --help names the field), the flag is parsed (a bad value is refused by name),
-#     one reaches the engine (--wal-segment-bytes cuts WAL segments), and the README's
+#     one reaches the engine (--wal-segment-bytes cuts WAL segments), and node/cli/README.md's
 #     CLI section names every flag --help lists;
 #   - every subcommand's --help prints its usage and exits 0; an unknown flag is named
 #     as unknown (also when it is the last argument); `cannot open` says why (strerror);
@@ -108,17 +108,17 @@ else
 	not_ok "strata serve --wal-segment-bytes 4096 reaches the engine" "$segs segments; $(tail -3 "$tmp/node.log")"
 fi
 
-# The README's CLI section names every flag strata serve --help lists.
-awk '/^## CLI/ { on = 1; next } on && /^## / { exit } on' README.md >"$tmp/readme-cli"
+# node/cli/README.md's "strata serve" section names every flag strata serve --help lists.
+awk '/^## strata serve/ { on = 1; next } on && /^## / { exit } on' node/cli/README.md >"$tmp/readme-cli"
 missing=""
 for flag in $(grep -o -- '^  --[a-z0-9-]*' "$tmp/serve-help" | tr -d ' '); do
 	[ "$flag" = --help ] && continue
 	grep -q -- "\`$flag[\` =]" "$tmp/readme-cli" || missing="$missing $flag"
 done
 if [ -z "$missing" ]; then
-	ok "the README's CLI section names every strata serve flag"
+	ok "node/cli/README.md names every strata serve flag"
 else
-	not_ok "the README's CLI section names every strata serve flag" "missing:$missing"
+	not_ok "node/cli/README.md names every strata serve flag" "missing:$missing"
 fi
 
 # ---------------------------------------------------------------- --help, unknown flags, errno

@@ -1,7 +1,8 @@
 #!/bin/sh
-# second_opener.sh — the README's Lua example, run as a new user would run it next to
-# `make run`: its strata.open of the node's data directory must be refused with the lock
-# message, the node keeps serving, and its next acknowledged append survives kill -9.
+# second_opener.sh — lua/README.md's module example, pointed at the data directory of a
+# running node (as a user who mixes up the directories would): its strata.open must be
+# refused with the lock message, the node keeps serving, and its next acknowledged append
+# survives kill -9.
 # Prints "# second-opener: N passed, N failed".
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -44,14 +45,14 @@ if ! start_node; then
 fi
 [ "$(post '{"key":"k1","value":"before"}')" = 200 ] && ok "the node appends" || bad "the node appends"
 
-# The README's Lua example, verbatim, from a directory where "data" is the node's.
-awk '/^## Lua module/ {m = 1} m && /^```lua$/ {c = 1; next} c && /^```$/ {exit} c {print}' \
-	"$root/README.md" >"$tmp/example.lua"
+# lua/README.md's module example, with its directory replaced by the node's ("data").
+awk '/^## The module/ {m = 1} m && /^```lua$/ {c = 1; next} c && /^```$/ {exit} c {print}' \
+	"$root/lua/README.md" | sed 's/dir = "[^"]*"/dir = "data"/' >"$tmp/example.lua"
 ln -s "$root/policies" "$tmp/policies"
-if [ -s "$tmp/example.lua" ] && grep -q 'dir = "data"' "$tmp/example.lua"; then
-	ok "the README has a Lua example that opens data"
+if [ -s "$tmp/example.lua" ] && grep -q 'strata.open{dir = "data"' "$tmp/example.lua"; then
+	ok "lua/README.md has a module example that opens a directory"
 else
-	bad "the README has a Lua example that opens data"
+	bad "lua/README.md has a module example that opens a directory"
 fi
 (cd "$tmp" && LUA_PATH="$root/lua/?.lua;;" LUA_CPATH="$root/$BUILD/?.so;;" luajit example.lua) \
 	>"$tmp/example.out" 2>&1
