@@ -1133,20 +1133,62 @@ policy_run_delete(struct policy_run *r)
 	env.free(r);
 }
 
-void
-policy_describe(const struct policy *p, char *buf, size_t len)
+unsigned
+policy_clamps(const struct runtime_settings *s, const struct policy_engine *e, struct policy_clamp *out,
+	      unsigned max)
 {
-	const struct runtime_settings *s = &p->settings;
+	unsigned n = 0;
+	uint32_t cap = e->merge_max_inputs;
+	if (cap > 0 && (s->merge_max_generations == 0 || s->merge_max_generations > cap)) {
+		if (n < max) {
+			struct policy_clamp *c = &out[n];
+			c->setting = policy_specs[SET_CAP].name;
+			c->asked = s->merge_max_generations;
+			c->effective = cap;
+			if (s->merge_max_generations == 0)
+				snprintf(c->why, sizeof(c->why), "0 asks for no cap; the engine's merge_max_inputs "
+					 "= %u caps every pass", cap);
+			else
+				snprintf(c->why, sizeof(c->why), "clamped to the engine's merge_max_inputs = %u", cap);
+		}
+		n++;
+	}
+	return n;
+}
+
+void
+policy_effective(const struct runtime_settings *s, const struct policy_engine *e, struct runtime_settings *out)
+{
+	*out = *s;
+	struct policy_clamp c[POLICY_MAX_CLAMPS];
+	unsigned n = policy_clamps(s, e, c, POLICY_MAX_CLAMPS);
+	for (unsigned i = 0; i < n && i < POLICY_MAX_CLAMPS; i++)
+		if (strcmp(c[i].setting, policy_specs[SET_CAP].name) == 0)
+			out->merge_max_generations = (uint32_t)c[i].effective;
+}
+
+void
+policy_describe(const struct policy *p, const struct policy_engine *e, char *buf, size_t len)
+{
+	struct runtime_settings eff;
+	policy_effective(&p->settings, e, &eff);
+	const struct runtime_settings *s = &eff;
+	struct policy_clamp c[POLICY_MAX_CLAMPS];
+	unsigned nc = policy_clamps(&p->settings, e, c, POLICY_MAX_CLAMPS);
+	char cap_note[256] = "";
+	for (unsigned i = 0; i < nc && i < POLICY_MAX_CLAMPS; i++)
+		if (strcmp(c[i].setting, policy_specs[SET_CAP].name) == 0)
+			snprintf(cap_note, sizeof(cap_note), " (the policy asks %.0f; %s)", c[i].asked, c[i].why);
 	int n = snprintf(buf, len,
 			 "flush_interval_s = %g\n"
 			 "sweep_interval_s = %g\n"
 			 "merge_after_generations = %u\n"
-			 "merge_max_generations = %u\n"
+			 "merge_max_generations = %u%s\n"
 			 "memtable_max_bytes = %llu\n"
 			 "base_max_runs = %u\n"
 			 "background_io_mib_per_s = %g%s\n",
 			 s->flush_interval_s, s->sweep_interval_s, s->merge_after_generations,
-			 s->merge_max_generations, (unsigned long long)s->memtable_max_bytes, s->base_max_runs,
+			 s->merge_max_generations, cap_note, (unsigned long long)s->memtable_max_bytes, s->base_max_runs,
 			 s->background_io_mib_per_s < 0 ? 0 : s->background_io_mib_per_s,
 			 s->background_io_mib_per_s == POLICY_IO_AUTO ? " (auto)"
 			 : s->background_io_mib_per_s < 0 ? " (not set: the store's option)"

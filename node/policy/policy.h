@@ -132,7 +132,38 @@ void *policy_run_data(const struct policy_run *r);
 /** Free a run that finished or is abandoned (its coroutine becomes garbage). */
 void policy_run_delete(struct policy_run *r);
 
-/** Format the resolved settings and hooks as "key = value" lines (for `strata policy check`). */
-void policy_describe(const struct policy *p, char *buf, size_t len);
+/** What the engine allows and a policy's settings may only narrow (DESIGN: the engine
+ *  enforces merge_max_inputs for merges and compactions). */
+struct policy_engine {
+	/** Most generations (or runs) one merge or compaction pass folds
+	 *  (strata_options.merge_max_inputs). */
+	uint32_t merge_max_inputs;
+};
+
+/** A setting of a policy that the engine narrows: what the script asks, what runs, why. */
+struct policy_clamp {
+	/** The setting's name (static). */
+	const char *setting;
+	/** The value the script asks for. */
+	double asked;
+	/** The value the engine uses. */
+	double effective;
+	/** Why, in words ("clamped to the engine's merge_max_inputs = 8"). */
+	char why[160];
+};
+
+/** Most clamps one policy can have. */
+#define POLICY_MAX_CLAMPS 4
+
+/** The settings s asks for that engine e narrows (merge_max_generations above
+ *  merge_max_inputs, or 0 = no cap, runs at merge_max_inputs): up to max of them into
+ *  out; returns how many there are. */
+unsigned policy_clamps(const struct runtime_settings *s, const struct policy_engine *e, struct policy_clamp *out,
+		       unsigned max);
+/** s as the engine e runs it: every clamp applied. */
+void policy_effective(const struct runtime_settings *s, const struct policy_engine *e, struct runtime_settings *out);
+/** Format the settings (as engine e runs them; a clamped one says what the script asks and
+ *  why) and the hooks as "key = value" lines (for `strata policy check`). */
+void policy_describe(const struct policy *p, const struct policy_engine *e, char *buf, size_t len);
 
 #endif

@@ -67,7 +67,17 @@
  *
  * Reload: the new script is compiled and validated in a fresh state; on success
  * it becomes current for new runs, while runs already started finish on the old
- * state, which is closed when its last run ends. Appends never touch the loop.
+ * state, which is closed when its last run ends. Appends never touch the loop. A
+ * policy a PUT /v1/policy accepted (after its trial, node/policy/trial.h) is kept in
+ * the policy file: runtime_stage_file writes and syncs a temporary file beside it on
+ * the caller's thread, runtime_reload_persist compiles it here, renames it over the
+ * file and swaps it in, and takes the renamed file as the watcher's last look, so the
+ * watcher does not load it a second time.
+ *
+ * Clamps: the engine caps every merge pass at the store's merge_max_inputs, so a
+ * merge_max_generations over it (or 0, no cap) runs at merge_max_inputs.
+ * runtime_settings reports what runs, runtime_clamps what the policy asked and why,
+ * and each clamp is logged as a warning when the policy loads.
  *
  * Lifetime: the runtime runs on a host it is given (its loop, its background
  * executor) and on a store it does not own; whoever composed them (node/strata.c)
@@ -79,6 +89,10 @@
 #include "../lib/crc.h"
 
 static void rt_run_resume(struct rt_run *run, int nargs);
+static void rt_log_clamps(struct runtime *rt);
+static int rt_refused(struct runtime *rt, int rc, const char *err);
+static int rt_reload(struct runtime *rt, const char *src, size_t len, const char *name, const char *source_path,
+		     char *err, size_t errlen);
 static void rt_start_seal_run(struct runtime *rt, uint32_t id, runtime_hook_cb done, void *done_ctx);
 
 
@@ -843,10 +857,8 @@ rt_watch_check(struct runtime *rt)
 	rt->pending_since = 0;
 	rt->seen = fp;
 	if (rc != 0) {
-		rt->stats.reload_failures++;
-		rt_set_error(rt, err);
-		diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
-	} else if (runtime_reload_source(rt, src, len, rt->policy_path, err, sizeof(err)) == 0) {
+		(void)rt_refused(rt, rc, err);
+	} else if (rt_reload(rt, src, len, rt->policy_path, rt->policy_path, err, sizeof(err)) == 0) {
 		diag_log(LOG_LVL_INFO, "policy: reloaded %s (version %llu)", rt->policy_path,
 			 (unsigned long long)rt->stats.policy_version);
 	}
@@ -948,6 +960,9 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 	}
 	rt->stats.policy_version = 1;
 	rt_copy(rt->stats.policy_name, sizeof(rt->stats.policy_name), policy_name(rt->cur->pol));
+	if (o->policy_source == NULL && o->policy_path != NULL)
+		rt_copy(rt->stats.source_path, sizeof(rt->stats.source_path), o->policy_path);
+	rt_log_clamps(rt);
 	ev_async_start(rt->loop, &rt->events);
 	ev_prepare_start(rt->loop, &rt->prep);
 	ev_unref(rt->loop); /* the deadline check alone does not keep the loop running */
@@ -1022,26 +1037,21 @@ runtime_delete(struct runtime *rt)
 	rt_free(rt);
 }
 
-int
-runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name, char *err,
-		      size_t errlen)
+/** Count a refused reload: the running policy stays; err is its message. */
+static int
+rt_refused(struct runtime *rt, int rc, const char *err)
 {
-	char buf[1024];
-	if (err == NULL || errlen == 0) {
-		err = buf;
-		errlen = sizeof(buf);
-	}
-	err[0] = '\0';
-	if (name == NULL)
-		name = "policy";
-	struct rt_state *st;
-	int rc = rt_state_new(rt, name, src, len, &st, err, errlen);
-	if (rc != 0) {
-		rt->stats.reload_failures++;
-		rt_set_error(rt, err);
-		diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
-		return diag_set(rc, "%s", err);
-	}
+	rt->stats.reload_failures++;
+	rt_set_error(rt, err);
+	diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
+	return diag_set(rc, "%s", err);
+}
+
+/** Make st (a fresh state) the running policy, named name, read from source_path (NULL:
+ *  source text). */
+static void
+rt_swap(struct runtime *rt, struct rt_state *st, const char *name, const char *source_path)
+{
 	struct rt_state *old = rt->cur;
 	rt->cur = st;
 	old->retired = 1;
@@ -1055,8 +1065,43 @@ runtime_reload_source(struct runtime *rt, const char *src, size_t len, const cha
 	rt->stats.policy_version++;
 	rt_set_error(rt, "");
 	rt_copy(rt->stats.policy_name, sizeof(rt->stats.policy_name), name);
+	rt_copy(rt->stats.source_path, sizeof(rt->stats.source_path), source_path ? source_path : "");
 	rt_apply_settings(rt, 0);
+	rt_log_clamps(rt);
+}
+
+/** runtime_reload_source, with the file the source was read from (NULL: text). */
+static int
+rt_reload(struct runtime *rt, const char *src, size_t len, const char *name, const char *source_path, char *err,
+	  size_t errlen)
+{
+	char buf[1024];
+	if (err == NULL || errlen == 0) {
+		err = buf;
+		errlen = sizeof(buf);
+	}
+	err[0] = '\0';
+	if (name == NULL)
+		name = "policy";
+	struct rt_state *st;
+	int rc = rt_state_new(rt, name, src, len, &st, err, errlen);
+	if (rc != 0)
+		return rt_refused(rt, rc, err);
+	rt_swap(rt, st, name, source_path);
 	return 0;
+}
+
+void
+runtime_reload_refused(struct runtime *rt, const char *err)
+{
+	(void)rt_refused(rt, STRATA_EINVAL, err);
+}
+
+int
+runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name, char *err,
+		      size_t errlen)
+{
+	return rt_reload(rt, src, len, name, NULL, err, errlen);
 }
 
 int
@@ -1081,15 +1126,128 @@ runtime_reload_file(struct runtime *rt, char *err, size_t errlen)
 	/* What the watcher would reload next is what this reload saw. */
 	rt->seen = fp;
 	rt->pending_since = 0;
-	if (rc != 0) {
-		rt->stats.reload_failures++;
-		rt_set_error(rt, err);
-		diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
-		return diag_set(rc, "%s", err);
-	}
-	rc = runtime_reload_source(rt, src, len, rt->policy_path, err, errlen);
+	if (rc != 0)
+		return rt_refused(rt, rc, err);
+	rc = rt_reload(rt, src, len, rt->policy_path, rt->policy_path, err, errlen);
 	env.free(src);
 	return rc;
+}
+
+/** The directory part of path into dir ("." when it has none). */
+static void
+rt_dirname(const char *path, char *dir, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL)
+		snprintf(dir, len, ".");
+	else if (slash == path)
+		snprintf(dir, len, "/");
+	else
+		snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+int
+runtime_stage_file(const char *file, const char *src, size_t len, char *tmp, size_t tmplen, char *err,
+		   size_t errlen)
+{
+	static atomic_uint seq;
+	int n = snprintf(tmp, tmplen, "%s.put-%ld-%u.tmp", file, (long)getpid(), atomic_fetch_add(&seq, 1));
+	if (n < 0 || (size_t)n >= tmplen) {
+		snprintf(err, errlen, "%s: the path is too long for a temporary file beside it", file);
+		return diag_set(STRATA_EINVAL, "%s", err);
+	}
+	int fd = env.open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "%s: cannot create the temporary file %s: %s", file, tmp, strerror(e));
+		return diag_errno(e);
+	}
+	const char *what = NULL;
+	int e = 0;
+	size_t done = 0;
+	while (done < len && what == NULL) {
+		ssize_t w = env.pwrite(fd, src + done, len - done, (off_t)done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			e = w < 0 ? errno : EIO;
+			what = "write";
+		} else {
+			done += (size_t)w;
+		}
+	}
+	if (what == NULL && env.fsync(fd) != 0) {
+		e = errno;
+		what = "fsync";
+	}
+	if (env.close(fd) != 0 && what == NULL) {
+		e = errno;
+		what = "close";
+	}
+	if (what != NULL) {
+		env.unlink(tmp);
+		snprintf(err, errlen, "%s: cannot %s the temporary file %s: %s", file, what, tmp, strerror(e));
+		return diag_errno(e);
+	}
+	return 0;
+}
+
+int
+runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const char *name, const char *tmp,
+		       const char *file, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	struct rt_state *st;
+	int rc = rt_state_new(rt, name, src, len, &st, err, errlen);
+	if (rc != 0) {
+		env.unlink(tmp);
+		return rt_refused(rt, rc, err);
+	}
+	char *path = NULL;
+	if (rt->policy_path == NULL || strcmp(rt->policy_path, file) != 0) {
+		path = strdup(file);
+		if (path == NULL) {
+			rt_state_free(st);
+			env.unlink(tmp);
+			snprintf(err, errlen, "%s: out of memory", file);
+			return rt_refused(rt, STRATA_ENOMEM, err);
+		}
+	}
+	if (env.rename(tmp, file) != 0) {
+		int e = errno;
+		rt_state_free(st);
+		free(path);
+		env.unlink(tmp);
+		snprintf(err, errlen, "%s: cannot rename %s over it: %s; the policy is not kept there", file, tmp,
+			 strerror(e));
+		return rt_refused(rt, diag_errno(e), err);
+	}
+	/* The rename is the commit; a failed sync of the directory leaves it in place but
+	 * perhaps not durable: said, not undone. */
+	char dir[4096];
+	rt_dirname(file, dir, sizeof(dir));
+	int dfd = env.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (dfd < 0 || env.fsync(dfd) != 0)
+		diag_log(LOG_LVL_WARN, "policy: kept in %s, but the directory %s could not be synced: %s", file, dir,
+			 strerror(errno));
+	if (dfd >= 0)
+		env.close(dfd);
+	if (path != NULL) {
+		free(rt->policy_path);
+		rt->policy_path = path;
+	}
+	/* What the watcher compares the file with is what was just written: it must not load
+	 * the same content a second time. */
+	char *back = NULL, rerr[512];
+	size_t blen = 0;
+	struct rt_fileprint fp;
+	if (rt_read_file(file, &back, &blen, &fp, rerr, sizeof(rerr)) == 0) {
+		rt->seen = fp;
+		env.free(back);
+	}
+	rt->pending_since = 0;
+	rt_swap(rt, st, name, file);
+	return 0;
 }
 
 const char *
@@ -1098,10 +1256,50 @@ runtime_policy_source(struct runtime *rt, size_t *len)
 	return policy_source(rt->cur->pol, len);
 }
 
+/** What the store's engine allows a policy. */
+static void
+rt_engine(struct runtime *rt, struct policy_engine *e)
+{
+	e->merge_max_inputs = store_options(rt->db)->merge_max_inputs;
+}
+
 void
 runtime_settings(struct runtime *rt, struct runtime_settings *out)
 {
-	*out = *policy_settings(rt->cur->pol);
+	struct policy_engine e;
+	rt_engine(rt, &e);
+	policy_effective(policy_settings(rt->cur->pol), &e, out);
+}
+
+unsigned
+runtime_clamps(struct runtime *rt, struct policy_clamp *out, unsigned max)
+{
+	struct policy_engine e;
+	rt_engine(rt, &e);
+	return policy_clamps(policy_settings(rt->cur->pol), &e, out, max);
+}
+
+/** Log each clamp of the running policy (when it loads): one warning per setting. */
+static void
+rt_log_clamps(struct runtime *rt)
+{
+	struct policy_clamp c[POLICY_MAX_CLAMPS];
+	unsigned n = runtime_clamps(rt, c, POLICY_MAX_CLAMPS);
+	for (unsigned i = 0; i < n && i < POLICY_MAX_CLAMPS; i++)
+		diag_log(LOG_LVL_WARN, "policy %s: %s = %.0f (the policy asks %.0f; %s)", policy_name(rt->cur->pol),
+			 c[i].setting, c[i].effective, c[i].asked, c[i].why);
+}
+
+void
+runtime_limits(struct runtime *rt, struct policy_limits *out)
+{
+	*out = rt->limits;
+}
+
+const char *
+runtime_policy_file(struct runtime *rt)
+{
+	return rt->policy_path;
 }
 
 void

@@ -80,6 +80,9 @@ struct runtime_stats {
 	char last_error[1024];
 	/** Name (path or label) of the running policy. */
 	char policy_name[512];
+	/** The file the running policy was read from or kept in (runtime_reload_persist); ""
+	 *  for the built-in default and for source text. */
+	char source_path[512];
 };
 
 /** Start: load and validate the policy (error text in err), arm timers, listen to the store. */
@@ -92,10 +95,42 @@ int runtime_reload_file(struct runtime *rt, char *err, size_t errlen);
 /** Reload from source text (PUT /v1/policy, db:policy(source)). Same rules. */
 int runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name, char *err,
 			  size_t errlen);
+/** Count a reload refused before it reached the runtime (a PUT /v1/policy whose trial
+ *  failed or whose file could not be written): reload_failures, last_error (err) and the
+ *  log, as for any refused reload. The running policy stays. */
+void runtime_reload_refused(struct runtime *rt, const char *err);
 /** The running policy's source text. */
 const char *runtime_policy_source(struct runtime *rt, size_t *len);
-/** The running policy's resolved settings. */
+/** The running policy's settings as the engine runs them: every clamp applied (a
+ *  merge_max_generations over the store's merge_max_inputs runs at merge_max_inputs). */
 void runtime_settings(struct runtime *rt, struct runtime_settings *out);
+/** The running policy's settings that the engine narrows (policy_clamps under the store's
+ *  options): up to max into out; returns how many there are. Each is logged as a warning
+ *  when the policy loads. */
+unsigned runtime_clamps(struct runtime *rt, struct policy_clamp *out, unsigned max);
+/** The limits every policy state of the runtime gets (its hook budget and memory limit;
+ *  fixed at start, so any thread may read them). */
+void runtime_limits(struct runtime *rt, struct policy_limits *out);
+/** The policy file: the one the runtime was started with, reloads on SIGHUP and watches,
+ *  or the one runtime_reload_persist last kept a policy in; NULL for none. Fixed until a
+ *  runtime_reload_persist on the loop thread sets it: read it there, or before the loop
+ *  serves anyone else. */
+const char *runtime_policy_file(struct runtime *rt);
+/** Write src into a new temporary file in file's directory and sync it, for
+ *  runtime_reload_persist to rename over file; its path in tmp. Any thread: the IO runs
+ *  on the caller's (never call it on the loop thread). 0, or a STRATA_E* code with err
+ *  naming the path and what failed (nothing is left behind). */
+int runtime_stage_file(const char *file, const char *src, size_t len, char *tmp, size_t tmplen, char *err,
+		       size_t errlen);
+/** Reload from src (runtime_reload_source's rules: compiled and validated in a fresh
+ *  state first) and keep it in file: rename tmp (runtime_stage_file's) over file, sync the
+ *  directory, swap the policy in. file becomes the policy file (runtime_policy_file) and
+ *  the source path; its watcher takes the new content as the one loaded, so it is not
+ *  loaded a second time. On failure the running policy stays, file is untouched and tmp
+ *  is removed: STRATA_EINVAL when the source is refused, else the code of the failed
+ *  rename, with err naming file. */
+int runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const char *name, const char *tmp,
+			   const char *file, char *err, size_t errlen);
 void runtime_stats(struct runtime *rt, struct runtime_stats *out);
 
 /** Completion of a merge request: reclaimed = generations merged by the request,

@@ -439,7 +439,8 @@ return {
 			wait_until("the greedy hook", function()
 				return info(db).hook_errors == 1
 			end)
-			assert.equals(fmt("on_sweep: %s/greedy.lua: merged=2;planned=2", dir), info(db).last_error)
+			-- error(e, 0) adds no position; the runtime names the line that raised it.
+			assert.equals(fmt("on_sweep: %s/greedy.lua:14: merged=2;planned=2", dir), info(db).last_error)
 			assert.equals(1, stats(db).merges)
 			assert.equals(3, stats(db).generations)
 			db:close()
@@ -903,7 +904,7 @@ return {
 				local i = info(db)
 				return i.hook_errors >= 1 and i
 			end)
-			assert.equals(fmt("on_seal (shard 0): %s/busy.lua: busy=busy: a prepare, merge or compaction is already "
+			assert.equals(fmt("on_seal (shard 0): %s/busy.lua:22: busy=busy: a prepare, merge or compaction is already "
 				.. "in flight on shard 0", dir), i.last_error)
 			assert.equals(0, stats(db).merges)
 			assert.equals(3, stats(db).generations)
@@ -912,6 +913,59 @@ return {
 			end)
 			assert_rows(db, 0, { "a", "b", "c" })
 			db:close()
+		end)
+	end)
+
+	describe("error positions", function()
+		-- LuaJIT drops the frame of a function that makes a tail call: `return error(...)`
+		-- in a helper the hook tail-called leaves no frame of the script on the stack.
+		it("a hook error raised in a tail call names its file and line", function()
+			local db, dir, path = open_policy([[
+local function check(ok)
+	if not ok then
+		return error("boom")
+	end
+end
+return {
+	flush_interval_s = 0,
+	sweep_interval_s = 0,
+	merge_after_generations = 0,
+	on_seal = function(shard, info)
+		return check(false)
+	end,
+}
+]], { name = "tail.lua" })
+			generation(db, 0, "a")
+			local i = wait_until("the failing hook", function()
+				local i = info(db)
+				return i.hook_errors >= 1 and i
+			end)
+			assert.equals(fmt("on_seal (shard 0): %s:3: boom", path), i.last_error)
+			assert.truthy(dir)
+			db:close()
+		end)
+	end)
+
+	describe("strata policy check", function()
+		local bin = os.getenv("STRATA_BIN")
+
+		local function check(args)
+			local p = assert(io.popen(bin .. " policy check " .. args .. " 2>&1"))
+			local out = p:read("*a")
+			local ok, _, code = p:close()
+			return out, ok and 0 or code
+		end
+
+		it("shows a setting the engine clamps: what runs, what the policy asks and why", function()
+			local out, code = check(root .. "/policies/bulk_load.lua")
+			assert.equals(0, code, out)
+			assert.truthy(out:find("merge_max_generations = 8 (the policy asks 32; clamped to the engine's "
+				.. "merge_max_inputs = 8)", 1, true), out)
+			out, code = check("--merge-max-inputs 64 " .. root .. "/policies/bulk_load.lua")
+			assert.equals(0, code, out)
+			assert.truthy(out:find("\n  merge_max_generations = 32\n", 1, true), out)
+			out = check(root .. "/policies/default.lua")
+			assert.falsy(out:find("clamped", 1, true), out)
 		end)
 	end)
 

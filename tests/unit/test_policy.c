@@ -24,6 +24,7 @@
 #include "../../node/policy/policy.h"
 #include "../../node/policy/policy_lua.h"
 #include "../../node/policy/runtime.h"
+#include "../../node/policy/trial.h"
 #include "../../node/strata.h"
 #include "../../node/strata_host.h"
 #include "harness.h"
@@ -1036,17 +1037,166 @@ TEST(watched_file_reloads_on_change)
 	CHECK(WATCH_UNTIL(&f, strstr(rt_stats(&f).last_error, "w.lua:1:") != NULL));
 	CHECK_EQ(rt_stats(&f).reload_failures, 1);
 	CHECK_EQ(rt_stats(&f).reloads, 0);
-	CHECK(write_by_rename(path, "return { merge_max_generations = 12, sweep_interval_s = 30 }\n") == 0);
+	CHECK(write_by_rename(path, "return { merge_max_generations = 6, sweep_interval_s = 30 }\n") == 0);
 	CHECK(WATCH_UNTIL(&f, rt_stats(&f).reloads >= 1));
 	struct runtime_settings s;
 	runtime_settings(f.rt, &s);
-	CHECK_EQ(s.merge_max_generations, 12);
+	CHECK_EQ(s.merge_max_generations, 6);
 	CHECK_EQ(rt_stats(&f).policy_version, 2);
 	CHECK_EQ(rt_stats(&f).reload_failures, 1);
 	CHECK(rt_stats(&f).last_error[0] == '\0');
 	fx_close(&f);
 	harness_rmrf(dir);
 	free(dir);
+}
+
+/* A policy kept in its file by runtime_reload_persist (PUT /v1/policy) is loaded once:
+ * the watcher of that file takes the renamed content as the one it loaded, and a later
+ * edit is still seen. */
+TEST(persisted_policy_is_not_reloaded_by_the_watcher)
+{
+	char *dir = harness_tmpdir("policywatch");
+	REQUIRE(dir != NULL);
+	char path[600], err[2048], tmp[700];
+	snprintf(path, sizeof(path), "%s/w.lua", dir);
+	REQUIRE(write_by_rename(path, "return { merge_max_generations = 3 }\n") == 0);
+	struct fx f;
+	fx_open_watched(&f, path, 50, 20);
+	static const char put[] = "-- from PUT\nreturn { merge_max_generations = 5 }\n";
+	REQUIRE_EQ(runtime_stage_file(path, put, sizeof(put) - 1, tmp, sizeof(tmp), err, sizeof(err)), 0);
+	CHECK(access(tmp, F_OK) == 0);
+	REQUIRE_EQ(runtime_reload_persist(f.rt, put, sizeof(put) - 1, "PUT /v1/policy", tmp, path, err, sizeof(err)),
+		   0);
+	CHECK(access(tmp, F_OK) != 0);
+	char *text = read_text(path);
+	CHECK(text != NULL && strcmp(text, put) == 0);
+	free(text);
+	struct runtime_stats st = rt_stats(&f);
+	CHECK_EQ(st.reloads, 1);
+	CHECK_EQ(st.policy_version, 2);
+	CHECK(strcmp(st.source_path, path) == 0);
+	CHECK(strcmp(runtime_policy_file(f.rt), path) == 0);
+	/* Many polls and settle intervals later: the same content is not loaded again. */
+	for (int i = 0; i < 60; i++) {
+		clock_advance(0.05);
+		ev_run(f.loop, EVRUN_ONCE);
+	}
+	st = rt_stats(&f);
+	CHECK_EQ(st.reloads, 1);
+	CHECK_EQ(st.policy_file_changes, 0);
+	CHECK_EQ(st.policy_version, 2);
+	/* The watcher still works: an edit of the file is loaded. */
+	REQUIRE(write_by_rename(path, "return { merge_max_generations = 6 }\n") == 0);
+	CHECK(WATCH_UNTIL(&f, rt_stats(&f).reloads >= 2));
+	struct runtime_settings s;
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 6);
+	/* A rename that fails keeps the running policy and the file; the temporary is gone. */
+	REQUIRE_EQ(runtime_stage_file(path, put, sizeof(put) - 1, tmp, sizeof(tmp), err, sizeof(err)), 0);
+	char missing[700];
+	snprintf(missing, sizeof(missing), "%s/no-such-dir/w.lua", dir);
+	CHECK(runtime_reload_persist(f.rt, put, sizeof(put) - 1, "PUT /v1/policy", tmp, missing, err, sizeof(err)) !=
+	      0);
+	CHECK(strstr(err, missing) != NULL);
+	CHECK(access(tmp, F_OK) != 0);
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 6);
+	CHECK_EQ(rt_stats(&f).reload_failures, 1);
+	fx_close(&f);
+	harness_rmrf(dir);
+	free(dir);
+}
+
+/* The engine caps every merge pass at merge_max_inputs; a policy asking for more runs at
+ * the cap. What runs is what the runtime reports, with what the policy asked and why,
+ * and each clamp is logged once when the policy loads. */
+TEST(clamped_setting_reports_what_runs_and_why)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.policy = "return { merge_max_generations = 32, flush_interval_s = 0 }", .name = "big.lua"};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	struct runtime_settings s;
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 8);
+	struct policy_clamp c[POLICY_MAX_CLAMPS];
+	REQUIRE_EQ(runtime_clamps(f.rt, c, POLICY_MAX_CLAMPS), 1);
+	CHECK(strcmp(c[0].setting, "merge_max_generations") == 0);
+	CHECK(c[0].asked == 32 && c[0].effective == 8);
+	CHECK(strstr(c[0].why, "merge_max_inputs = 8") != NULL);
+	CHECK(log_has("warn policy big.lua: merge_max_generations = 8 (the policy asks 32; clamped to the "
+		      "engine's merge_max_inputs = 8)"));
+	/* A reload to a setting within the cap has none. */
+	log_clear();
+	static const char small[] = "return { merge_max_generations = 4 }";
+	CHECK_EQ(runtime_reload_source(f.rt, small, strlen(small), "small.lua", err, sizeof(err)), 0);
+	CHECK_EQ(runtime_clamps(f.rt, c, POLICY_MAX_CLAMPS), 0);
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_max_generations, 4);
+	CHECK(!log_has("clamped"));
+	fx_close(&f);
+	/* What `strata policy check` prints, under another engine too. */
+	struct policy *p;
+	static const char big[] = "return { merge_max_generations = 32 }";
+	REQUIRE_EQ(policy_new("big.lua", big, strlen(big), NULL, &p, err, sizeof(err)), 0);
+	char desc[2048];
+	struct policy_engine e8 = {.merge_max_inputs = 8}, e64 = {.merge_max_inputs = 64};
+	policy_describe(p, &e8, desc, sizeof(desc));
+	CHECK(strstr(desc, "merge_max_generations = 8 (the policy asks 32; clamped to the engine's "
+			   "merge_max_inputs = 8)\n") != NULL);
+	policy_describe(p, &e64, desc, sizeof(desc));
+	CHECK(strstr(desc, "merge_max_generations = 32\n") != NULL);
+	policy_delete(p);
+}
+
+/* The trial of a policy (PUT /v1/policy, `strata policy check --run`): every hook runs on
+ * a simulated node; a hook that loops is stopped by its budget and named with its
+ * file:line; what the hooks log stays in the report, not in the process's log. */
+TEST(trial_names_the_failing_hook_and_keeps_its_log)
+{
+	fx_env();
+	strata_options so;
+	strata_options_init(&so);
+	struct trial_options o = {.run = 1, .limits = {.budget_ms = 20}, .store = &so};
+	static const char loop[] = "return {\n"
+				   "  on_sweep = function(node) strata.log.info('sweeping') end,\n"
+				   "  on_seal = function(shard, info)\n"
+				   "    while true do end\n"
+				   "  end,\n"
+				   "}\n";
+	struct trial *t = NULL;
+	CHECK_EQ(trial_new("t.lua", loop, sizeof(loop) - 1, &o, &t), STRATA_EINVAL);
+	REQUIRE(t != NULL);
+	CHECK_EQ(t->compile_rc, 0);
+	CHECK(t->ran);
+	CHECK_EQ(t->nruns, TRIAL_RUNS);
+	CHECK_EQ(t->failed, TRIAL_SHARDS);
+	const struct trial_run *f = trial_first_failure(t);
+	REQUIRE(f != NULL);
+	CHECK_EQ(f->hook, POLICY_ON_SEAL);
+	CHECK_EQ(f->shard, 0);
+	CHECK(strstr(f->err, "t.lua:4: hook exceeded its time budget of 20 ms") != NULL);
+	CHECK_EQ(trial_msg_line(t, f->err), 4);
+	const struct trial_run *sweep = &t->runs[TRIAL_RUNS - 1];
+	CHECK_EQ(sweep->hook, POLICY_ON_SWEEP);
+	CHECK_EQ(sweep->outcome, TRIAL_RUN_OK);
+	CHECK(sweep->log != NULL && strstr(sweep->log, "info: policy t.lua: sweeping") != NULL);
+	CHECK(!log_has("sweeping"));
+	trial_delete(t);
+	/* A policy that does not compile is not run. */
+	CHECK_EQ(trial_new("t.lua", "return {", 8, &o, &t), STRATA_EINVAL);
+	REQUIRE(t != NULL);
+	CHECK(t->compile_rc != 0 && !t->ran);
+	CHECK(strstr(t->errors, "t.lua:1:") != NULL);
+	trial_delete(t);
+	/* A good one passes every run. */
+	static const char good[] = "return { merge_max_generations = 2 }";
+	CHECK_EQ(trial_new("t.lua", good, strlen(good), &o, &t), 0);
+	REQUIRE(t != NULL);
+	CHECK_EQ(t->failed, 0);
+	CHECK_EQ(t->nruns, TRIAL_RUNS);
+	trial_delete(t);
+	env_reset();
 }
 
 /* ---------------------------------------------------------------- hostile policies */
@@ -1606,6 +1756,9 @@ main(int argc, char **argv)
 	RUN(watched_file_reloads_on_change);
 	RUN(watcher_reloads_a_file_written_in_two_halves_once);
 	RUN(watcher_sees_a_same_size_edit_within_a_second);
+	RUN(persisted_policy_is_not_reloaded_by_the_watcher);
+	RUN(clamped_setting_reports_what_runs_and_why);
+	RUN(trial_names_the_failing_hook_and_keeps_its_log);
 	RUN(hostile_policies_are_stopped_and_store_keeps_working);
 	RUN(budget_counts_only_time_running_not_parked);
 	RUN(primitive_errors_name_the_method_called);
