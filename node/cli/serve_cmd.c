@@ -13,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "../lib/diag.h"
 #include "../lib/text.h"
+#include "../server/api.h"
 #include "../server/server.h"
 #include "../strata.h"
 #include "cli.h"
@@ -90,8 +92,12 @@ static const struct serve_flag serve_flags[] = {
 	{"--wal", SERVE_WAL, ST(wal), 0, 0, "local|store",
 	 "where the WALs are: segment files in the data directory, or one object per group commit on "
 	 "the store (a shard survives its node and can be claimed by another)", NULL, "wal"},
-	{"--policy", SERVE_STR, SO(policy_path), 0, 0, "FILE", "merge policy script",
-	 "the built-in default policy", "policy"},
+	{"--policy", SERVE_STR, SO(policy_path), 0, 0, "FILE",
+	 "merge policy script. PUT /v1/policy tries a policy first (every hook on a simulated node, as "
+	 "strata policy check --run) and writes the one it accepts over FILE (a synced temporary file "
+	 "renamed over it; the watcher does not load it twice), so a restart runs it too",
+	 "DATA/policy.lua when it exists, where PUT /v1/policy keeps a policy on a node started without "
+	 "--policy; else the built-in default policy", "policy"},
 	{"--no-watch-policy", SERVE_OFF, SO(watch_policy), 0, 0, "",
 	 "do not reload the policy file when it changes (SIGHUP still does)", "", NULL},
 	{"--policy-settle-ms", SERVE_U32, SO(policy_settle_ms), 1, 3600000, "MS",
@@ -545,5 +551,11 @@ cmd_serve(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* Without --policy the node runs the policy PUT /v1/policy kept in DATA/policy.lua, as
+	 * if --policy named it (the log line "listening on" names it), else the built-in one. */
+	static char kept[4096];
+	int kl = snprintf(kept, sizeof(kept), "%s/%s", o.data_dir, API_POLICY_FILE);
+	if (o.policy_path == NULL && kl > 0 && (size_t)kl < sizeof(kept) && access(kept, F_OK) == 0)
+		o.policy_path = kept;
 	return server_run(&o);
 }

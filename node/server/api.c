@@ -16,7 +16,9 @@
 #include "../lib/env.h"
 #include "../lib/pool.h"
 #include "../lib/text.h"
+#include "../core/store.h"
 #include "../policy/runtime.h"
+#include "../policy/trial.h"
 #include "../strata_host.h"
 #include "metrics.h"
 #include "views.h"
@@ -1395,7 +1397,6 @@ enum api_rt_kind {
 	API_RT_STATS,
 	API_RT_METRICS,
 	API_RT_POLICY_GET,
-	API_RT_POLICY_PUT,
 };
 
 /** A request crossing to the runtime's loop and back. The members marked (runtime) are
@@ -1412,10 +1413,6 @@ struct api_rtcall {
 	int kind;
 	/** Target shard (seal, merge). */
 	uint32_t shard;
-	/** Copy of the policy source to load (PUT), env.malloc. */
-	char *body;
-	/** Length of body. */
-	size_t body_len;
 	/** (runtime) The outcome: result code and error text of every kind, the counts of
 	 *  a merge. */
 	struct runtime_req req;
@@ -1483,13 +1480,6 @@ rtcall_run(void *arg)
 	case API_RT_MERGE:
 		runtime_req_run(a->rt, &c->req, c->kind == API_RT_MERGE, c->shard, rtcall_back, c);
 		return;
-	case API_RT_POLICY_PUT:
-		c->req.rc = runtime_reload_source(a->rt, c->body, c->body_len, "PUT /v1/policy", c->req.err,
-						  sizeof(c->req.err));
-		/* The answer shows the policy now running (without its source: no copy to fail). */
-		if (c->req.rc == 0)
-			views_policy_snap(a->rt, 0, &c->snap);
-		break;
 	default:
 		if (views_policy_snap(a->rt, c->kind == API_RT_POLICY_GET, &c->snap) != 0) {
 			c->req.rc = STRATA_ENOMEM;
@@ -1504,7 +1494,6 @@ static void
 rtcall_free(struct api_rtcall *c)
 {
 	views_policy_snap_free(&c->snap);
-	env.free(c->body);
 	env.free(c);
 }
 
@@ -1543,15 +1532,6 @@ rtcall_answer(void *arg)
 			api_json(a, r, 200, o);
 		}
 		break;
-	case API_RT_POLICY_PUT:
-		if (c->req.rc != 0) {
-			api_error(a, r, 400, "policy refused", err);
-			break;
-		}
-		diag_log(LOG_LVL_INFO, "policy from PUT /v1/policy in use: version %llu",
-			 (unsigned long long)c->snap.st.policy_version);
-		api_json(a, r, 200, views_policy(&c->snap));
-		break;
 	default:
 		if (c->req.rc != 0)
 			api_error(a, r, api_status_of(c->req.rc), "policy runtime", err);
@@ -1581,17 +1561,6 @@ api_rtcall(struct api *a, struct http_req *r, int kind, uint32_t shard)
 		strata_stats st;
 		api_shard_stats(a, shard, &st);
 		c->seals_before = st.seals;
-	}
-	if (kind == API_RT_POLICY_PUT) {
-		c->body = env.malloc(r->body.len + 1);
-		if (c->body == NULL) {
-			env.free(c);
-			api_error(a, r, 503, "out of memory", "no memory for the policy source");
-			return;
-		}
-		memcpy(c->body, r->body.data, r->body.len);
-		c->body[r->body.len] = '\0';
-		c->body_len = r->body.len;
 	}
 	a->jobs++;
 	host_post(a->rt_host, &c->call, rtcall_run, c);
@@ -1651,6 +1620,189 @@ api_stats_reply(struct api *a, struct http_req *r, const struct views_policy_sna
 	api_json(a, r, 200, o);
 }
 
+/*
+ * PUT /v1/policy runs the policy's trial (node/policy/trial.h: compile, validate, every
+ * hook against a simulated node under the node's budgets, as `strata policy check --run`)
+ * on the server host's background executor, never on a loop: a hook that loops spends
+ * its budget there while appends, gets and /healthz go on. A policy that passes is
+ * written beside the node's policy file (a temporary file, synced) and then, on the
+ * runtime's loop, compiled again in a fresh state, renamed over the file and swapped
+ * in; the file watcher takes that content as loaded. Whatever refuses it, the running
+ * policy stays and the refusal counts as a refused reload. Answers:
+ *   200  accepted: the policy now running (as GET /v1/policy), "persisted": the file,
+ *        "check": the trial's runs (views_trial)
+ *   400  "policy refused": it does not compile or validate (every error, file:line)
+ *   422  "policy refused": a hook failed in the trial: "hook", "shard", "message",
+ *        "file", "line" of the first failure and "check"
+ *   500  "policy not persisted" (507 when the disk is full): the file could not be
+ *        written; "path" names it
+ *   503  "policy check unavailable": the simulated node could not be built
+ */
+
+/** Name of a policy from PUT /v1/policy in messages (its lines are the body's). */
+#define API_PUT_NAME "PUT /v1/policy"
+
+/** A PUT /v1/policy on its way: the trial (server's background executor), the swap
+ *  (runtime's loop), the answer (server's loop). (worker) and (runtime) members are
+ *  written there, before the call moves on. */
+struct api_put {
+	/** The API and the request (the server's loop only). */
+	struct api *a;
+	struct http_req *r;
+	/** The crossings to the runtime's loop and back. */
+	struct host_call call;
+	/** Copy of the body, env.malloc. */
+	char *body;
+	size_t body_len;
+	/** (worker) The trial's report (NULL when out of memory). */
+	struct trial *trial;
+	/** (worker) The temporary file runtime_stage_file wrote ("" when none). */
+	char tmp[4200];
+	/** (worker, runtime) The answer's status: 0 until refused, 200 once accepted. */
+	int status;
+	/** (worker, runtime) Its "error" words and detail. */
+	const char *error;
+	char detail[8192];
+	/** (runtime) The policy now running, when accepted. */
+	struct views_policy_snap snap;
+};
+
+static void
+put_free(struct api_put *j)
+{
+	trial_delete(j->trial);
+	views_policy_snap_free(&j->snap);
+	env.free(j->body);
+	env.free(j);
+}
+
+/** Worker: the trial, then the file written beside the policy file. */
+static void
+put_work(void *arg)
+{
+	struct api_put *j = arg;
+	struct api *a = j->a;
+	struct trial_options o = {.run = 1, .limits = a->policy_limits, .store = &a->trial_store};
+	int rc = trial_new(API_PUT_NAME, j->body, j->body_len, &o, &j->trial);
+	struct trial *t = j->trial;
+	if (t == NULL) {
+		j->status = 503;
+		j->error = "out of memory";
+		snprintf(j->detail, sizeof(j->detail), "%s", diag_last());
+	} else if (t->compile_rc != 0) {
+		j->status = 400;
+		j->error = "policy refused";
+		snprintf(j->detail, sizeof(j->detail), "%s", t->errors);
+	} else if (t->setup_err[0] != '\0') {
+		j->status = 503;
+		j->error = "policy check unavailable";
+		snprintf(j->detail, sizeof(j->detail), "the policy was not tried, so it is not taken: %s",
+			 t->setup_err);
+	} else if (rc != 0) {
+		const struct trial_run *f = trial_first_failure(t);
+		j->status = 422;
+		j->error = "policy refused";
+		if (f != NULL && f->hook == POLICY_ON_SWEEP)
+			snprintf(j->detail, sizeof(j->detail), "%s failed in the trial: %s", policy_hook_name(f->hook),
+				 f->err);
+		else if (f != NULL)
+			snprintf(j->detail, sizeof(j->detail), "%s (shard %u) failed in the trial: %s",
+				 policy_hook_name(f->hook), f->shard, f->err);
+		else
+			snprintf(j->detail, sizeof(j->detail), "%s",
+				 t->runtime_err[0] ? t->runtime_err : t->check_err);
+	} else if ((rc = runtime_stage_file(a->policy_file, j->body, j->body_len, j->tmp, sizeof(j->tmp), j->detail,
+					    sizeof(j->detail))) != 0) {
+		j->status = rc == STRATA_ENOSPC ? 507 : 500;
+		j->error = "policy not persisted";
+		j->tmp[0] = '\0';
+	}
+}
+
+static void put_on_rt(void *arg);
+
+/** Server's loop: on to the runtime's loop. */
+static void
+put_done(void *arg)
+{
+	struct api_put *j = arg;
+	host_post(j->a->rt_host, &j->call, put_on_rt, j);
+}
+
+static void put_answer(void *arg);
+
+/** Runtime's loop: swap the policy in and keep it in the file, or count the refusal. */
+static void
+put_on_rt(void *arg)
+{
+	struct api_put *j = arg;
+	struct api *a = j->a;
+	if (j->status == 0) {
+		int rc = runtime_reload_persist(a->rt, j->body, j->body_len, API_PUT_NAME, j->tmp, a->policy_file,
+						j->detail, sizeof(j->detail));
+		if (rc == 0) {
+			j->status = 200;
+			/* The answer shows the policy now running (without its source: no copy to fail). */
+			views_policy_snap(a->rt, 0, &j->snap);
+		} else if (rc == STRATA_EINVAL || rc == STRATA_ETOOBIG) {
+			j->status = 400;
+			j->error = "policy refused";
+		} else {
+			j->status = rc == STRATA_ENOSPC ? 507 : 500;
+			j->error = "policy not persisted";
+		}
+	} else {
+		char msg[sizeof(j->detail) + 64];
+		snprintf(msg, sizeof(msg), "%s: %s", API_PUT_NAME, j->detail);
+		runtime_reload_refused(a->rt, msg);
+	}
+	host_post(a->host, &j->call, put_answer, j);
+}
+
+/** Server's loop: answer. */
+static void
+put_answer(void *arg)
+{
+	struct api_put *j = arg;
+	struct api *a = j->a;
+	struct http_req *r = j->r;
+	a->jobs--;
+	json_t *check = j->trial != NULL && j->trial->ran ? views_trial(j->trial) : NULL;
+	if (j->status == 200) {
+		diag_log(LOG_LVL_INFO, "policy from PUT /v1/policy in use: version %llu, kept in %s",
+			 (unsigned long long)j->snap.st.policy_version, a->policy_file);
+		json_t *o = views_policy(&j->snap);
+		if (o != NULL) {
+			json_object_set_new(o, "persisted", json_string(a->policy_file));
+			json_object_set_new(o, "check", check ? check : json_null());
+			check = NULL;
+		}
+		api_json(a, r, 200, o);
+	} else {
+		json_t *o = json_pack("{s:s, s:s}", "error", j->error, "detail", j->detail);
+		const struct trial_run *f = j->trial != NULL ? trial_first_failure(j->trial) : NULL;
+		if (o != NULL && j->status == 422 && f != NULL) {
+			int line = trial_msg_line(j->trial, f->err);
+			json_object_set_new(o, "hook", json_string(policy_hook_name(f->hook)));
+			if (f->hook != POLICY_ON_SWEEP)
+				json_object_set_new(o, "shard", json_integer(f->shard));
+			json_object_set_new(o, "message", json_string(f->err));
+			json_object_set_new(o, "file", line ? json_string(API_PUT_NAME) : json_null());
+			json_object_set_new(o, "line", line ? json_integer(line) : json_null());
+		}
+		if (o != NULL && (j->status == 500 || j->status == 507))
+			json_object_set_new(o, "path", json_string(a->policy_file));
+		if (o != NULL && check != NULL) {
+			json_object_set_new(o, "check", check);
+			check = NULL;
+		}
+		if (o == NULL || !api_json_reply(a, r, j->status, NULL, o))
+			api_error(a, r, j->status, j->error, j->detail);
+	}
+	json_decref(check);
+	put_free(j);
+}
+
 static void
 api_policy_put(struct api *a, struct http_req *r)
 {
@@ -1658,7 +1810,26 @@ api_policy_put(struct api *a, struct http_req *r)
 		api_error(a, r, 400, "policy refused", "the body is empty; send the Lua source of a policy");
 		return;
 	}
-	api_rtcall(a, r, API_RT_POLICY_PUT, 0);
+	if (a->rt == NULL) {
+		api_error(a, r, 400, "policy runtime", "this node runs no policy runtime");
+		return;
+	}
+	struct api_put *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->a = a;
+	j->r = r;
+	j->body = env.malloc(r->body.len + 1);
+	if (j->body == NULL) {
+		env.free(j);
+		api_error(a, r, 503, "out of memory", "no memory for the policy source");
+		return;
+	}
+	memcpy(j->body, r->body.data, r->body.len);
+	j->body[r->body.len] = '\0';
+	j->body_len = r->body.len;
+	if (api_submit(a, r, HOST_BG, put_work, put_done, j) != 0)
+		put_free(j);
 }
 
 /** GET /metrics, with rs the runtime's counters. */
@@ -1957,6 +2128,29 @@ api_on_request(void *ctx, struct http_req *r)
 	}
 }
 
+/** Where PUT /v1/policy keeps a policy, and what its trial runs under (before the node
+ *  serves: the runtime's policy file is read off its loop only then). */
+static int
+api_policy_setup(struct api *a)
+{
+	const char *file = runtime_policy_file(a->rt);
+	const strata_options *so = store_options(strata_store(a->db));
+	if (file != NULL) {
+		a->policy_file = strdup(file);
+	} else {
+		size_t n = strlen(so->dir) + sizeof("/" API_POLICY_FILE);
+		a->policy_file = malloc(n);
+		if (a->policy_file != NULL)
+			snprintf(a->policy_file, n, "%s/%s", so->dir, API_POLICY_FILE);
+	}
+	if (a->policy_file == NULL)
+		return diag_set(STRATA_ENOMEM, "api: out of memory");
+	runtime_limits(a->rt, &a->policy_limits);
+	strata_options_init(&a->trial_store);
+	a->trial_store.merge_max_inputs = so->merge_max_inputs;
+	return 0;
+}
+
 int
 api_new(const struct api_options *o, struct api **out)
 {
@@ -1980,6 +2174,8 @@ api_new(const struct api_options *o, struct api **out)
 		else
 			memcpy(a->token, o->token, a->token_len + 1);
 	}
+	if (rc == 0 && a->rt != NULL)
+		rc = api_policy_setup(a);
 	if (rc == 0)
 		rc = hist_new_latency(&a->append_ns);
 	if (rc == 0)
@@ -2017,5 +2213,6 @@ api_delete(struct api *a)
 		hist_delete(a->handler_ns[i]);
 	env.free(a->req_counts);
 	free(a->checkpoint_root);
+	free(a->policy_file);
 	env.free(a);
 }

@@ -17,7 +17,11 @@
  *
  * A malformed shard id is a 400, a well-formed one the store lacks a 404; a shard
  * busy with a merge or compaction a 429 with Retry-After (the node is fine), a full
- * worker queue a 503.
+ * worker queue a 503. A key over STRATA_MAX_KEY bytes is a 400 "key too long" on every
+ * route; a value over max_value_bytes a 413.
+ *
+ * PUT /v1/policy tries the policy first (api.c: its trial on the background executor,
+ * then the file and the swap on the runtime's loop).
  */
 #ifndef STRATA_API_H
 #define STRATA_API_H
@@ -26,6 +30,7 @@
 #include <stdint.h>
 
 #include "../lib/hist.h"
+#include "../policy/policy.h"
 #include "../strata.h"
 #include "http.h"
 
@@ -38,6 +43,9 @@ struct runtime;
 /** The "error" of a key over STRATA_MAX_KEY bytes: 400 on POST (NDJSON and binary batch),
  *  GET and DELETE alike. */
 #define API_KEY_TOO_LONG "key too long"
+/** The file in the data directory that keeps a policy PUT /v1/policy accepted on a node
+ *  without --policy; `strata serve` without --policy runs it when it exists. */
+#define API_POLICY_FILE "policy.lua"
 /** Retry-After of a 429 (busy shard) or 503 (node at capacity), seconds. */
 #define API_RETRY_AFTER_S "1"
 /** json_dumps flags of every JSON body: compact, doubles to 15 significant digits (no
@@ -112,6 +120,13 @@ struct api {
 	uint64_t *req_counts;
 	/** Jobs of this API on the executor or the runtime's loop, not yet completed. */
 	uint64_t jobs;
+	/** Where PUT /v1/policy keeps a policy it accepts (strdup'ed): the runtime's policy
+	 *  file (--policy), else DATA/policy.lua; NULL without a runtime. */
+	char *policy_file;
+	/** What the trial of a PUT /v1/policy runs under: the runtime's limits, and
+	 *  strata_options_init's options with the store's merge_max_inputs. */
+	struct policy_limits policy_limits;
+	strata_options trial_store;
 	/** Monotonic start time, ns. */
 	uint64_t start_ns;
 };

@@ -1,5 +1,6 @@
 #include "views.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "../lib/diag.h"
@@ -41,12 +42,24 @@ views_text(const char *s, size_t n)
 	return v ? v : json_null();
 }
 
+/** A JSON number: an integer when v is one. */
+static json_t *
+views_number(double v)
+{
+	if (v == floor(v) && fabs(v) < 9007199254740992.0)
+		return json_integer((json_int_t)v);
+	return json_real(v);
+}
+
 int
 views_policy_snap(struct runtime *rt, int with_source, struct views_policy_snap *out)
 {
 	memset(out, 0, sizeof(*out));
 	runtime_stats(rt, &out->st);
 	runtime_settings(rt, &out->set);
+	out->nclamps = runtime_clamps(rt, out->clamps, POLICY_MAX_CLAMPS);
+	if (out->nclamps > POLICY_MAX_CLAMPS)
+		out->nclamps = POLICY_MAX_CLAMPS;
 	out->with_source = with_source;
 	if (!with_source)
 		return 0;
@@ -80,6 +93,8 @@ views_policy(const struct views_policy_snap *s)
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "name", views_text(st->policy_name, strnlen(st->policy_name, sizeof(st->policy_name))));
+	size_t pl = strnlen(st->source_path, sizeof(st->source_path));
+	json_object_set_new(o, "source_path", pl ? views_text(st->source_path, pl) : json_null());
 	json_object_set_new(o, "version", json_integer((json_int_t)st->policy_version));
 	size_t el = strnlen(st->last_error, sizeof(st->last_error));
 	json_object_set_new(o, "last_error", el ? views_text(st->last_error, el) : json_null());
@@ -94,7 +109,72 @@ views_policy(const struct views_policy_snap *s)
 			  (json_int_t)set->merge_after_generations, "merge_max_generations",
 			  (json_int_t)set->merge_max_generations, "memtable_max_bytes",
 			  (json_int_t)set->memtable_max_bytes, "base_max_runs", (json_int_t)set->base_max_runs));
+	json_t *clamped = json_array();
+	for (unsigned i = 0; i < s->nclamps && clamped != NULL; i++)
+		json_array_append_new(clamped, json_pack("{s:s, s:o, s:o, s:s}", "setting", s->clamps[i].setting,
+							 "asked", views_number(s->clamps[i].asked), "effective",
+							 views_number(s->clamps[i].effective), "why", s->clamps[i].why));
+	json_object_set_new(o, "clamped", clamped ? clamped : json_null());
 	if (s->with_source)
 		json_object_set_new(o, "source", s->source ? views_text(s->source, s->source_len) : json_null());
+	return o;
+}
+
+/** The lines of an env.malloc'ed log as a JSON array. */
+static json_t *
+views_lines(const char *text)
+{
+	json_t *a = json_array();
+	for (const char *l = text; a != NULL && l != NULL && *l != '\0';) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) : strlen(l);
+		json_array_append_new(a, views_text(l, n));
+		l = nl ? nl + 1 : NULL;
+	}
+	return a ? a : json_null();
+}
+
+/** A time in nanoseconds as milliseconds rounded to microseconds. */
+static double
+views_ms(uint64_t ns)
+{
+	return round((double)ns / 1e3) / 1e3;
+}
+
+json_t *
+views_trial(const struct trial *t)
+{
+	json_t *runs = json_array();
+	for (unsigned i = 0; runs != NULL && i < t->nruns; i++) {
+		const struct trial_run *r = &t->runs[i];
+		int ok = r->outcome == TRIAL_RUN_OK;
+		int line = ok ? 0 : trial_msg_line(t, r->err);
+		json_t *o = json_pack("{s:s, s:b, s:b, s:f, s:f}", "hook", policy_hook_name(r->hook), "scripted",
+				      r->scripted, "ok", ok, "cpu_ms", views_ms(r->cpu_ns), "wall_ms", views_ms(r->wall_ns));
+		if (o == NULL)
+			continue;
+		if (r->hook != POLICY_ON_SWEEP)
+			json_object_set_new(o, "shard", json_integer(r->shard));
+		json_object_set_new(o, "result", ok ? views_text(r->result, strlen(r->result)) : json_null());
+		json_object_set_new(o, "error", ok ? json_null() : views_text(r->err, strlen(r->err)));
+		json_object_set_new(o, "file", line ? views_text(t->name, strlen(t->name)) : json_null());
+		json_object_set_new(o, "line", line ? json_integer(line) : json_null());
+		json_object_set_new(o, "log", views_lines(r->log));
+		json_array_append_new(runs, o);
+	}
+	json_t *gens = json_array();
+	for (unsigned i = 0; gens != NULL && i < TRIAL_SHARDS; i++)
+		json_array_append_new(gens, json_integer(trial_gens[i]));
+	json_t *o = json_pack("{s:b, s:{s:i, s:o}, s:i, s:I, s:o, s:i}", "ok", t->failed == 0 && t->ran, "node",
+			      "shards", (int)TRIAL_SHARDS, "generations_pending", gens ? gens : json_null(),
+			      "budget_ms", (int)t->limits.budget_ms, "memory_bytes", (json_int_t)t->limits.mem_bytes,
+			      "runs", runs ? runs : json_null(), "failed", (int)t->failed);
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "runtime_error",
+			    t->runtime_err[0] ? views_text(t->runtime_err, strlen(t->runtime_err)) : json_null());
+	json_object_set_new(o, "invariants", t->check_err[0] ? views_text(t->check_err, strlen(t->check_err))
+							   : json_null());
+	json_object_set_new(o, "log", views_lines(t->log));
 	return o;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../policy/runtime.h"
+#include "../policy/trial.h"
 #include "../strata.h"
 
 /** Set *out to {"shard": shard, <every STRATA_STATS_FIELDS member by name>}, or, when
@@ -23,8 +24,12 @@ int views_shard_stats(strata *db, uint32_t shard, json_t **out);
 struct views_policy_snap {
 	/** Counters, name and last error. */
 	struct runtime_stats st;
-	/** Resolved settings. */
+	/** Settings as the engine runs them (clamps applied). */
 	struct runtime_settings set;
+	/** The settings the engine narrows: what the policy asks, what runs, why. */
+	struct policy_clamp clamps[POLICY_MAX_CLAMPS];
+	/** Entries of clamps. */
+	unsigned nclamps;
 	/** The source was asked for (the view then has a "source" member). */
 	int with_source;
 	/** Copy of the running policy's source (env.malloc), or NULL. */
@@ -38,9 +43,19 @@ struct views_policy_snap {
 int views_policy_snap(struct runtime *rt, int with_source, struct views_policy_snap *out);
 /** Free the source copy of a snapshot. Safe on a zeroed one. */
 void views_policy_snap_free(struct views_policy_snap *s);
-/** The policy of a snapshot as GET /v1/policy shows it: name, version, last_error, reload
- *  and hook counts, settings and, when the snapshot has it, the source. Any thread.
- *  NULL when out of memory. */
+/** The policy of a snapshot as GET /v1/policy shows it: name, source_path (the file it
+ *  was read from or kept in, null for the built-in default and source text), version,
+ *  last_error, reload and hook counts, settings (as the engine runs them), clamped (each
+ *  setting the engine narrows: {"setting", "asked", "effective", "why"}) and, when the
+ *  snapshot has it, the source. Any thread. NULL when out of memory. */
 json_t *views_policy(const struct views_policy_snap *s);
+
+/** The hook runs of a policy's trial (PUT /v1/policy, `strata policy check --run`):
+ *  {"ok", "node": {"shards", "generations_pending": [...]}, "budget_ms", "memory_bytes",
+ *  "runs": [{"hook", "shard" (not for on_sweep), "scripted", "ok", "result", "cpu_ms",
+ *  "wall_ms", "error", "file", "line", "log": [...]}], "failed", "runtime_error",
+ *  "invariants"}; "error", "file" and "line" are null for a run that returned, "result"
+ *  for one that did not. Any thread. NULL when out of memory. */
+json_t *views_trial(const struct trial *t);
 
 #endif

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1172,6 +1173,265 @@ TEST(policy_put_good_and_broken)
 	free(dir);
 }
 
+/** GET /v1/policy as JSON (NULL on failure; json_decref it). */
+static json_t *
+policy_json(struct node *n)
+{
+	char *r = NULL;
+	json_t *o = http_get(n, "/v1/policy", &r, NULL) == 200 ? json_loads(r, 0, NULL) : NULL;
+	free(r);
+	return o;
+}
+
+/** Whether member key of o is the string want. */
+static int
+str_is(json_t *o, const char *key, const char *want)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v != NULL && strcmp(v, want) == 0;
+}
+
+/** The whole content of a file (free it), or NULL. */
+static char *
+file_text(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return NULL;
+	char *b = calloc(1, 1 << 20);
+	size_t n = fread(b, 1, (1 << 20) - 1, f);
+	b[n] = '\0';
+	fclose(f);
+	return b;
+}
+
+/** A PUT /v1/policy made on a thread of its own, and its answer. */
+struct put_call {
+	/** The node and the policy. */
+	struct node *n;
+	const char *src;
+	/** The status and body of the answer (free it). */
+	long status;
+	char *resp;
+	/** Set once answered. */
+	atomic_int done;
+};
+
+static void *
+put_thread(void *arg)
+{
+	struct put_call *c = arg;
+	c->status = http_status(c->n, "PUT", "/v1/policy", c->src, strlen(c->src), NULL, &c->resp, NULL);
+	atomic_store(&c->done, 1);
+	return NULL;
+}
+
+/* PUT /v1/policy runs the policy's hooks before it takes it (the trial of `strata policy
+ * check --run`): a hook that loops forever is stopped by its budget in the trial and
+ * the PUT answers 422 with the hook, its error and its file:line; one that calls
+ * os.execute likewise. The running policy stays (GET says so), nothing is written, and
+ * appends go on. */
+TEST(policy_put_of_a_looping_hook_is_refused_and_the_policy_stays)
+{
+	char *dir = tmpdir("putloop");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	const char *loop = "-- loops\n"
+			   "return {\n"
+			   "  flush_interval_s = 0,\n"
+			   "  on_seal = function(shard, info)\n"
+			   "    while true do end\n"
+			   "  end,\n"
+			   "}\n";
+	/* The trial spends three budgets of CPU (on_seal on three shards) on the server's
+	 * background executor: appends and /healthz are answered meanwhile. */
+	struct put_call pc = {.n = &n, .src = loop};
+	pthread_t th;
+	REQUIRE(pthread_create(&th, NULL, put_thread, &pc) == 0);
+	int served = 0;
+	for (int i = 0; i < 100000 && !atomic_load(&pc.done); i++) {
+		char row[96];
+		snprintf(row, sizeof(row), "{\"key\":\"during-%d\",\"value\":\"v\"}\n", i);
+		long st = http_post(&n, "/v1/shards/1/rows", row, strlen(row), NULL);
+		long hst = http_get(&n, "/healthz", NULL, NULL);
+		if (st == 200 && hst == 200 && !atomic_load(&pc.done))
+			served++;
+	}
+	pthread_join(th, NULL);
+	CHECK(served >= 3);
+	char *r = pc.resp;
+	CHECK_EQ(pc.status, 422);
+	json_t *e = json_loads(r, 0, NULL);
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	CHECK(str_is(e, "error", "policy refused"));
+	CHECK(str_is(e, "hook", "on_seal"));
+	CHECK_EQ(json_integer_value(json_object_get(e, "shard")), 0);
+	CHECK_EQ(json_integer_value(json_object_get(e, "line")), 5);
+	CHECK(str_is(e, "file", "PUT /v1/policy"));
+	CHECK(msg != NULL && strstr(msg, "PUT /v1/policy:5: hook exceeded its time budget of 200 ms") != NULL);
+	const char *detail = json_string_value(json_object_get(e, "detail"));
+	CHECK(detail != NULL && strstr(detail, "on_seal (shard 0)") != NULL && strstr(detail, ":5:") != NULL);
+	/* The report: every run, each with its result or error and its times. */
+	json_t *runs = json_object_get(json_object_get(e, "check"), "runs");
+	CHECK_EQ(json_array_size(runs), 5);
+	json_t *first = json_array_get(runs, 0);
+	CHECK(json_is_false(json_object_get(first, "ok")));
+	CHECK(json_real_value(json_object_get(first, "cpu_ms")) > 0);
+	CHECK(json_is_number(json_object_get(first, "wall_ms")));
+	CHECK(json_is_true(json_object_get(json_array_get(runs, 3), "ok")));
+	if (msg == NULL || strstr(msg, ":5:") == NULL)
+		fprintf(stderr, "  refusal: %s\n", r);
+	json_decref(e);
+	free(r);
+	/* The built-in policy still runs; the refusal is its last error. */
+	json_t *p = policy_json(&n);
+	REQUIRE(p != NULL);
+	CHECK_EQ(json_integer_value(json_object_get(p, "version")), 1);
+	CHECK(str_is(p, "name", "policies/default.lua (built-in)"));
+	CHECK(json_is_null(json_object_get(p, "source_path")));
+	CHECK_EQ(json_integer_value(json_object_get(p, "reload_failures")), 1);
+	const char *last = json_string_value(json_object_get(p, "last_error"));
+	CHECK(last != NULL && strstr(last, "PUT /v1/policy:5:") != NULL);
+	json_decref(p);
+	/* os.execute: the sandbox has no os. */
+	const char *exec = "return {\n  on_sweep = function(node)\n    os.execute('touch /tmp/strata-pwned')\n  end,\n}\n";
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", exec, strlen(exec), NULL, &r, NULL), 422);
+	e = json_loads(r, 0, NULL);
+	CHECK(str_is(e, "hook", "on_sweep"));
+	CHECK_EQ(json_integer_value(json_object_get(e, "line")), 3);
+	msg = json_string_value(json_object_get(e, "message"));
+	CHECK(msg != NULL && strstr(msg, "undefined global 'os'") != NULL);
+	json_decref(e);
+	free(r);
+	p = policy_json(&n);
+	CHECK(p != NULL && json_integer_value(json_object_get(p, "version")) == 1);
+	json_decref(p);
+	/* Nothing was kept, and the node goes on. */
+	char kept[700];
+	snprintf(kept, sizeof(kept), "%s/policy.lua", dir);
+	CHECK(access(kept, F_OK) != 0);
+	const char *row = "{\"key\":\"after-refusal\",\"value\":\"ok\"}\n";
+	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
+	CHECK(value_is(&n, 0, "after-refusal", "ok", 2));
+	CHECK_EQ(http_get(&n, "/healthz", NULL, NULL), 200);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+/* On a node started without --policy, a policy PUT /v1/policy accepts is kept in
+ * DATA/policy.lua, and `strata serve` without --policy runs that file after a restart.
+ * A merge_max_generations over merge_max_inputs shows the value that runs and the clamp. */
+TEST(policy_put_persists_and_a_restart_runs_it)
+{
+	char *dir = tmpdir("putkeep");
+	struct node n;
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	const char *pol = "-- kept\nreturn {\n  flush_interval_s = 0,\n  merge_max_generations = 32,\n"
+			  "  on_seal = function(shard, info) strata.log.info('sealed', info.generations) end,\n}\n";
+	char kept[700];
+	snprintf(kept, sizeof(kept), "%s/policy.lua", dir);
+	char *r = NULL;
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", pol, strlen(pol), NULL, &r, NULL), 200);
+	json_t *o = json_loads(r, 0, NULL);
+	const char *persisted = json_string_value(json_object_get(o, "persisted"));
+	CHECK(persisted != NULL && strcmp(persisted, kept) == 0);
+	CHECK_EQ(json_integer_value(json_object_get(o, "version")), 2);
+	json_t *check = json_object_get(o, "check");
+	CHECK(json_is_true(json_object_get(check, "ok")));
+	CHECK_EQ(json_array_size(json_object_get(check, "runs")), 5);
+	json_t *log0 = json_object_get(json_array_get(json_object_get(check, "runs"), 0), "log");
+	CHECK(json_array_size(log0) == 1 && strstr(json_string_value(json_array_get(log0, 0)), "sealed") != NULL);
+	json_decref(o);
+	free(r);
+	char *text = file_text(kept);
+	CHECK(text != NULL && strcmp(text, pol) == 0);
+	free(text);
+	json_t *p = policy_json(&n);
+	REQUIRE(p != NULL);
+	CHECK(str_is(p, "source_path", kept));
+	CHECK_EQ(json_integer_value(json_object_get(json_object_get(p, "settings"), "merge_max_generations")), 8);
+	json_t *c = json_array_get(json_object_get(p, "clamped"), 0);
+	CHECK(str_is(c, "setting", "merge_max_generations"));
+	CHECK_EQ(json_integer_value(json_object_get(c, "asked")), 32);
+	CHECK_EQ(json_integer_value(json_object_get(c, "effective")), 8);
+	CHECK(json_string_value(json_object_get(c, "why")) != NULL &&
+	      strstr(json_string_value(json_object_get(c, "why")), "merge_max_inputs = 8") != NULL);
+	json_decref(p);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	/* The log said it once, when the policy loaded. */
+	char *log = file_text(n.log);
+	CHECK(log != NULL && strstr(log, "merge_max_generations = 8 (the policy asks 32; clamped to the engine's "
+					 "merge_max_inputs = 8)") != NULL);
+	free(log);
+	/* A restart without --policy runs the kept file. */
+	REQUIRE(node_start(&n, dir, NULL) == 0);
+	p = policy_json(&n);
+	REQUIRE(p != NULL);
+	CHECK(str_is(p, "name", kept));
+	CHECK(str_is(p, "source_path", kept));
+	CHECK(str_is(p, "source", pol));
+	json_decref(p);
+	log = file_text(n.log);
+	char says[800];
+	snprintf(says, sizeof(says), "policy %s,", kept);
+	CHECK(log != NULL && strstr(log, says) != NULL);
+	free(log);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
+/* With --policy FILE, a policy PUT accepts is written over FILE (and loaded once). When
+ * FILE cannot be written, the PUT is refused with a 5xx naming it and the running
+ * policy stays. */
+TEST(policy_put_writes_the_policy_file_or_refuses)
+{
+	char *dir = tmpdir("putfile");
+	char sub[700], pol[800];
+	snprintf(sub, sizeof(sub), "%s/conf", dir);
+	REQUIRE(mkdir(sub, 0755) == 0);
+	snprintf(pol, sizeof(pol), "%s/mine.lua", sub);
+	FILE *f = fopen(pol, "w");
+	REQUIRE(f != NULL);
+	fputs("return { flush_interval_s = 0, merge_max_generations = 4 }\n", f);
+	fclose(f);
+	struct node n;
+	const char *flags[] = {"--policy", pol, NULL};
+	REQUIRE(node_start(&n, dir, flags) == 0);
+	const char *put = "-- from PUT\nreturn { flush_interval_s = 0, merge_max_generations = 6 }\n";
+	char *r = NULL;
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", put, strlen(put), NULL, &r, NULL), 200);
+	json_t *o = json_loads(r, 0, NULL);
+	const char *persisted = json_string_value(json_object_get(o, "persisted"));
+	CHECK(persisted != NULL && strcmp(persisted, pol) == 0);
+	json_decref(o);
+	free(r);
+	char *text = file_text(pol);
+	CHECK(text != NULL && strcmp(text, put) == 0);
+	free(text);
+	char kept[700];
+	snprintf(kept, sizeof(kept), "%s/policy.lua", dir);
+	CHECK(access(kept, F_OK) != 0);
+	/* The file's directory is gone: nothing can be written there. */
+	unlink(pol);
+	REQUIRE(rmdir(sub) == 0);
+	const char *next = "return { flush_interval_s = 0, merge_max_generations = 2 }\n";
+	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", next, strlen(next), NULL, &r, NULL), 500);
+	o = json_loads(r, 0, NULL);
+	CHECK(str_is(o, "error", "policy not persisted"));
+	CHECK(str_is(o, "path", pol));
+	const char *detail = json_string_value(json_object_get(o, "detail"));
+	CHECK(detail != NULL && strstr(detail, pol) != NULL && strstr(detail, "No such file or directory") != NULL);
+	json_decref(o);
+	free(r);
+	json_t *p = policy_json(&n);
+	REQUIRE(p != NULL);
+	CHECK_EQ(json_integer_value(json_object_get(json_object_get(p, "settings"), "merge_max_generations")), 6);
+	CHECK_EQ(json_integer_value(json_object_get(p, "version")), 2);
+	json_decref(p);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+	free(dir);
+}
+
 TEST(sighup_reloads_the_policy_file)
 {
 	char *dir = tmpdir("hup");
@@ -1314,10 +1574,15 @@ TEST(looping_hook_never_delays_clients)
 {
 	char *dir = tmpdir("hook");
 	struct node n;
-	const char *flags[] = {"--sync", "none", NULL};
+	/* A PUT would refuse this policy (its trial runs on_seal): it comes as a file. */
+	char polfile[700];
+	snprintf(polfile, sizeof(polfile), "%s/loop.lua", dir);
+	FILE *pf = fopen(polfile, "w");
+	REQUIRE(pf != NULL);
+	fputs("return { flush_interval_s = 1, on_seal = function() while true do end end }\n", pf);
+	fclose(pf);
+	const char *flags[] = {"--sync", "none", "--policy", polfile, NULL};
 	REQUIRE(node_start(&n, dir, flags) == 0);
-	const char *pol = "return { flush_interval_s = 1, on_seal = function() while true do end end }\n";
-	REQUIRE_EQ(http_status(&n, "PUT", "/v1/policy", pol, strlen(pol), NULL, NULL, NULL), 200);
 	long long errors0 = policy_hook_errors(&n);
 	REQUIRE(errors0 >= 0);
 	enum { ROUNDS = 200, PACE_MS = 15, LIMIT_MS = 100 };
@@ -1747,6 +2012,9 @@ main(int argc, char **argv)
 	RUN_NODE(key_too_long_is_400_everywhere);
 	RUN_NODE(token_required_for_mutations);
 	RUN_NODE(policy_put_good_and_broken);
+	RUN_NODE(policy_put_of_a_looping_hook_is_refused_and_the_policy_stays);
+	RUN_NODE(policy_put_persists_and_a_restart_runs_it);
+	RUN_NODE(policy_put_writes_the_policy_file_or_refuses);
 	RUN_NODE(sighup_reloads_the_policy_file);
 	RUN_NODE(metrics_parse_as_prometheus_text);
 	RUN_NODE(looping_hook_never_delays_clients);
