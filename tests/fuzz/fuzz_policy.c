@@ -44,7 +44,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (p == NULL)
 		FUZZ_FAIL("policy_new succeeded without a policy");
 	static char desc[8192];
-	policy_describe(p, desc, sizeof(desc));
+	struct policy_engine engine = {.merge_max_inputs = 8};
+	policy_describe(p, &engine, desc, sizeof(desc));
 	if (policy_settings(p) == NULL)
 		FUZZ_FAIL("an accepted policy has no settings");
 	for (int h = 0; h < POLICY_HOOK_COUNT; h++)
