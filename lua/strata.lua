@@ -12,7 +12,21 @@
 -- strata.E*); a programming error (a wrong argument type, an unknown option, a
 -- closed store) raises. db:get returns nil alone for an absent key.
 
-local core = require "strata.core"
+-- The C half is built against LuaJIT 2.1's API (OpenResty's luajit2): another Lua cannot
+-- load it, and its loader would only say "undefined symbol". Say what is needed instead.
+local NEEDS = "strata needs LuaJIT 2.1 (OpenResty's luajit2, Debian package luajit2): "
+	.. "run it with luajit"
+if type(jit) ~= "table" or type(jit.version) ~= "string" then
+	error(NEEDS .. "; this is " .. tostring(_VERSION) .. " (PUC)", 0)
+elseif not jit.version:match("^LuaJIT 2%.1") then
+	error(NEEDS .. "; this is " .. jit.version, 0)
+end
+local loaded, core = pcall(require, "strata.core")
+if not loaded then
+	error(tostring(core) .. "\n(strata.core, the C half of strata, did not load: it is "
+		.. "build/strata.so after make (LUA_CPATH=\"build/?.so;;\") or strata/core.so after "
+		.. "luarocks make, built for LuaJIT 2.1; package.cpath is " .. package.cpath .. ")", 0)
+end
 local format = require "strata.format"
 local rowgen = require "strata.rows"
 
@@ -25,6 +39,8 @@ local M = {}
 M.VERSION = core.VERSION
 --- Largest key, in bytes.
 M.MAX_KEY = core.MAX_KEY
+--- Shards of a new store opened without shards (or shards = 0): 4, as `strata serve`.
+M.DEFAULT_SHARDS = core.DEFAULT_SHARDS
 --- True when db:policy and open{policy=} are built in.
 M.HAVE_POLICY = core.HAVE_POLICY
 --- Names of db:stats fields, in the order of strata_stats.
@@ -42,7 +58,8 @@ end
 -- policy=} (or strata.open(dir))
 -- -> db | nil, message, code. The db owns dir until db:close(): a second open of it, here
 -- or in another process, returns nil, message, strata.ELOCKED. shards = 0 (the default)
--- opens the count the store has (1 for a new one); another count is refused.
+-- opens the count the store has (strata.DEFAULT_SHARDS, 4, for a new one); another count
+-- is refused.
 M.open = core.open
 --- Words for a result code.
 M.strerror = core.strerror

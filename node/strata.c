@@ -212,7 +212,7 @@ strata_options_init(strata_options *o)
 	o->generation_bloom_bits_per_key = 16;
 	o->manifest_keep = 4;
 	o->manifest_snapshot_edits = 128;
-	o->merge_max_inputs = 8;
+	o->merge_max_inputs = STRATA_DEFAULT_MERGE_MAX_INPUTS;
 	o->delete_bytes_per_s = 256ull << 20;
 	o->threads = STRATA_THREADS_DEFAULT;
 	o->group_commit_wait_us = 200;
@@ -331,7 +331,17 @@ open_on(const strata_options *o, struct host *h, const struct strata_runtime_opt
 	db->rt_host = ro != NULL && ro->host != NULL ? ro->host : h;
 	db->env_ops = (struct env_ops *)o->env_ops;
 	handle_setup(db, o, senv);
-	int rc = store_open(o, &db->store);
+	/* A policy file is compiled and validated (as a reload would) before the store is
+	 * touched: a bad one leaves the directory as it was. */
+	int rc = 0;
+	if (o->policy != NULL && o->policy[0] != '\0') {
+		char err[2048];
+		rc = runtime_check_policy(o->policy, NULL, 0, NULL, err, sizeof(err));
+		if (rc)
+			rc = diag_set(rc < 0 ? rc : STRATA_EINVAL, "policy %s: %s", o->policy, err);
+	}
+	if (rc == 0)
+		rc = store_open(o, &db->store);
 	if (rc == 0) {
 		db->synced_at = env.mono_ns();
 		TRACE(store_trace(db->store), OPEN, store_shards(db->store));
@@ -345,7 +355,7 @@ open_on(const strata_options *o, struct host *h, const struct strata_runtime_opt
 			  : 0;
 	}
 	if (rc) {
-		store_close(db->store);
+		store_close_discard(db->store); /* a store this open created goes again */
 		env.free(db);
 		env_leave(prev);
 		return rc;
@@ -479,8 +489,9 @@ strata_store(strata *db)
 	return db->store;
 }
 
-void
-strata_close(strata *db)
+/** strata_close, or with discard strata_close_discard. */
+static void
+close_handle(strata *db, int discard)
 {
 	if (db == NULL)
 		return;
@@ -488,13 +499,28 @@ strata_close(strata *db)
 	if (db->rt != NULL)
 		host_invoke(db->rt_host, rt_stop_on_loop, db);
 	reaps_stop(db);
-	store_close(db->store);
+	if (discard)
+		store_close_discard(db->store);
+	else
+		store_close(db->store);
 	if (db->own_host)
 		host_delete(db->host);
 	struct strata_env *senv = db->senv;
 	env.free(db);
 	env_leave(prev);
 	senv_delete(senv);
+}
+
+void
+strata_close(strata *db)
+{
+	close_handle(db, 0);
+}
+
+void
+strata_close_discard(strata *db)
+{
+	close_handle(db, 1);
 }
 
 /** Arguments of a reload run on the loop thread. */

@@ -44,7 +44,8 @@ typedef struct strata_policy_info {
 } strata_policy_info;
 /** Fill *out from the running policy runtime. STRATA_EINVAL without one. */
 int strata_policy_info_get(strata *db, strata_policy_info *out);
-/** Fill *o with defaults: shards=0 (as stored), sync=STRATA_SYNC_FSYNC, dir=NULL. */
+/** Fill *o with defaults: shards=0 (as stored; STRATA_DEFAULT_SHARDS for a new store),
+ *  sync=STRATA_SYNC_FSYNC, dir=NULL. */
 void strata_options_init(strata_options *o);
 /** Open (or create) a store. The handle owns the directory until strata_close: a second
  *  opener, in this process or another, gets STRATA_ELOCKED. Everything is checked

@@ -44,5 +44,9 @@ struct runtime *strata_runtime(strata *db);
 void strata_runtime_stop(strata *db);
 /** The core store of a handle. */
 struct store *strata_store(strata *db);
+/** strata_close for a program whose start failed after the open (its listener, its ready
+ *  file): a store the open created is removed again, what existed before stays
+ *  (store_close_discard in node/core/store.h). Safe on NULL. */
+void strata_close_discard(strata *db);
 
 #endif

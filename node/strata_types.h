@@ -70,6 +70,14 @@ enum {
 /** strata_options.threads: the default (threads when a policy runs, none otherwise). */
 #define STRATA_THREADS_DEFAULT (-1)
 
+/** Shards of a new store opened with strata_options.shards = 0: one default for
+ *  strata_open, `strata serve`, `strata load --embedded` and the Lua module. */
+#define STRATA_DEFAULT_SHARDS 4u
+
+/** Default of strata_options.merge_max_inputs (strata_options_init; every --help that
+ *  shows it prints this). */
+#define STRATA_DEFAULT_MERGE_MAX_INPUTS 8u
+
 /** Largest key accepted, in bytes. */
 #define STRATA_MAX_KEY 4096u
 
@@ -102,7 +110,8 @@ typedef struct strata_options {
 	uint32_t serve_first;
 	uint32_t serve_count;
 	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening
-	 *  it with another count is refused. 0 = the count the store has (1 for a new one). */
+	 *  it with another count is refused. 0 = the count the store has (STRATA_DEFAULT_SHARDS,
+	 *  4, for a new one). */
 	uint32_t shards;
 	/** STRATA_SYNC_FSYNC, STRATA_SYNC_NONE or STRATA_SYNC_INTERVAL. */
 	int sync;
@@ -125,8 +134,8 @@ typedef struct strata_options {
 	 *  this many entries; each update writes only its edit. */
 	uint32_t manifest_snapshot_edits;
 	/** Most inputs (generations, or runs for a base compaction) one merge pass folds:
-	 *  what bounds a merge's memory and time however large the backlog (default 8,
-	 *  at least 2). A policy may narrow it; a call asking for 0 or more gets this. */
+	 *  what bounds a merge's memory and time however large the backlog (default
+	 *  STRATA_DEFAULT_MERGE_MAX_INPUTS, 8; at least 2). A policy may narrow it; a call asking for 0 or more gets this. */
 	uint32_t merge_max_inputs;
 	/** Rate at which objects folded by merges and compactions are deleted, bytes per
 	 *  second (default 256 MiB/s; 0 = unlimited); a large object is cut down in

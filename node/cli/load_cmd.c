@@ -25,7 +25,8 @@ load_usage(FILE *f)
 		"target:\n"
 		"  --target URL          a node (default http://127.0.0.1:7070)\n"
 		"  --embedded DIR        an in-process store in DIR instead (requests run on worker threads)\n"
-		"  --shards N            embedded: shards to open (default: the script's, else 4)\n"
+		"  --shards N            embedded: shards to open (default: the script's, else the store's;\n"
+		"                        %u for a new store)\n"
 		"  --sync MODE           embedded: fsync | none | interval (default: the script's, else fsync)\n"
 		"  --policy FILE         embedded: merge policy (default: the script's, else the built-in one)\n"
 		"  --token TOKEN         bearer token for the node (default $STRATA_TOKEN)\n"
@@ -47,7 +48,8 @@ load_usage(FILE *f)
 		"  --report FILE.html    write a self-contained HTML report\n"
 		"\n"
 		"exit status: 0 every threshold passed, 1 a threshold failed, 2 bad usage, script or target,\n"
-		"128+N stopped by signal N (the summary and reports are still written)\n");
+		"128+N stopped by signal N (the summary and reports are still written)\n",
+		STRATA_DEFAULT_SHARDS);
 }
 
 static int

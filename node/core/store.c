@@ -28,6 +28,34 @@
 #include "wal.h"
 #include "store.h"
 
+/** What an open of the lock file found, to undo it after a failed open. */
+struct store_lock {
+	/** The locked descriptor (-1: none). */
+	int fd;
+	/** The file did not exist before. */
+	int created;
+	/** Its previous contents (a pid line), restored after a failed open. */
+	char prev[64];
+	/** Bytes in prev. */
+	ssize_t prev_len;
+};
+
+/** What was in a directory an open takes, so that a failed start removes exactly what the
+ *  open added (a new store) and nothing that was there before. */
+struct store_made {
+	/** The directory (owned; NULL: none taken). */
+	char *dir;
+	/** The outermost directory of dir's path that the open created (owned; NULL: dir
+	 *  existed). */
+	char *top;
+	/** Names of dir's entries once the open held dir's LOCK (owned), n of them; listed
+	 *  is 0 until then, or when they could not be listed (then nothing in dir is
+	 *  removed). */
+	char **names;
+	size_t n;
+	int listed;
+};
+
 struct store {
 	/** The options it was opened with (dir owned). */
 	strata_options opt;
@@ -56,12 +84,14 @@ struct store {
 	/** Listeners replaced while shards might still be calling them; freed at close. */
 	struct store_listener **old_listeners;
 	uint32_t nold;
-	/** Descriptor of <dir>/LOCK, flock'ed for the life of the handle (-1: none). */
-	int lock_fd;
+	/** <dir>/LOCK, flock'ed for the life of the handle (fd -1: none), and what it held. */
+	struct store_lock lock;
 	/** The WAL's root directory: <dir>/wal or the one STORE records (owned). */
 	char *wal_root;
-	/** Descriptor of <wal_root>/LOCK when the WAL lives outside dir (-1: none). */
-	int wal_lock_fd;
+	/** <wal_root>/LOCK when the WAL lives outside dir (fd -1: none). */
+	struct store_lock wal_lock;
+	/** What the open found in dir and in an outside wal_root (store_close_discard). */
+	struct store_made made, wal_made;
 	/** The environment every call of the store runs in (options.env_ops; NULL: default). */
 	struct env_ops *env_ops;
 	/** Deletes of objects no manifest names any more, run as background work. */
@@ -109,18 +139,6 @@ struct strata_plan {
 static int store_syncer_start(struct store *db);
 
 /* ---------- the directory lock ---------- */
-
-/** What an open of the lock file found, to undo it after a failed open. */
-struct store_lock {
-	/** The locked descriptor (-1: none). */
-	int fd;
-	/** The file did not exist before. */
-	int created;
-	/** Its previous contents (a pid line), restored after a failed open. */
-	char prev[64];
-	/** Bytes in prev. */
-	ssize_t prev_len;
-};
 
 /** Take <dir>/LOCK for this handle; STRATA_ELOCKED, naming the holder, when taken. */
 static int
@@ -180,6 +198,169 @@ store_unlock_undo(const char *dir, struct store_lock *lk)
 	}
 	env.close(lk->fd); /* releases the flock */
 	lk->fd = -1;
+}
+
+/* ---------- what an open made, undone after a failed start ---------- */
+
+/** mkdir -p dir, remembering whether it existed. 0, or an error (what was created stays
+ *  recorded for store_made_finish). */
+static int
+store_made_mkdir(struct store_made *m, const char *dir)
+{
+	char top[4096];
+	int rc = env_mkdir_p_new(dir, top, sizeof(top));
+	m->dir = strdup(dir);
+	if (m->dir == NULL && rc == 0)
+		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	if (top[0] != '\0' && (m->top = strdup(top)) == NULL && rc == 0)
+		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	return rc;
+}
+
+/** List dir's entries, once its LOCK is held. A listing that fails leaves listed 0:
+ *  nothing in dir will be removed then. */
+static void
+store_made_list(struct store_made *m)
+{
+	DIR *d = m->dir != NULL ? env.opendir(m->dir) : NULL;
+	if (d == NULL)
+		return;
+	struct dirent *de;
+	size_t cap = 0;
+	int ok = 1;
+	while (ok && (de = env.readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (m->n == cap) {
+			cap = cap ? 2 * cap : 8;
+			char **names = env.realloc(m->names, cap * sizeof(*names));
+			ok = names != NULL;
+			if (ok)
+				m->names = names;
+		}
+		if (ok && (m->names[m->n] = strdup(de->d_name)) != NULL)
+			m->n++;
+		else
+			ok = 0;
+	}
+	env.closedir(d);
+	m->listed = ok;
+}
+
+/** Whether name was in the listing. */
+static int
+store_made_had(const struct store_made *m, const char *name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->names[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/** Remove a tree the open created (best effort: logged, not returned). */
+static void
+store_rmtree(const char *path, int depth)
+{
+	if (env.unlink(path) == 0 || errno == ENOENT)
+		return;
+	DIR *d = depth < 16 ? env.opendir(path) : NULL;
+	if (d != NULL) {
+		struct dirent *de;
+		char child[4096];
+		while ((de = env.readdir(d)) != NULL) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			if (snprintf(child, sizeof(child), "%s/%s", path, de->d_name) < (int)sizeof(child))
+				store_rmtree(child, depth + 1);
+		}
+		env.closedir(d);
+	}
+	if (env.rmdir(path) != 0 && errno != ENOENT)
+		diag_log(LOG_LVL_WARN, "could not remove %s after a failed start: %s", path, strerror(errno));
+}
+
+/** Remove the entries of m->dir that were not in the listing (with its LOCK still held). */
+static void
+store_made_undo(const struct store_made *m)
+{
+	if (!m->listed)
+		return;
+	DIR *d = env.opendir(m->dir);
+	if (d == NULL)
+		return;
+	char **gone = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = env.readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    strcmp(de->d_name, STORE_LOCK_FILE) == 0 || store_made_had(m, de->d_name))
+			continue;
+		if (n == cap) {
+			char **g = env.realloc(gone, (cap = cap ? 2 * cap : 8) * sizeof(*g));
+			if (g == NULL)
+				break;
+			gone = g;
+		}
+		if ((gone[n] = strdup(de->d_name)) != NULL)
+			n++;
+	}
+	env.closedir(d);
+	for (size_t i = 0; i < n; i++) {
+		char path[4096];
+		if (snprintf(path, sizeof(path), "%s/%s", m->dir, gone[i]) < (int)sizeof(path))
+			store_rmtree(path, 0);
+		free(gone[i]);
+	}
+	env.free(gone);
+}
+
+/** Remove the directories of m->dir's path that the open created, innermost first, and
+ *  only while they are empty. */
+static void
+store_made_rmdirs(const struct store_made *m)
+{
+	if (m->dir == NULL || m->top == NULL)
+		return;
+	char p[4096];
+	snprintf(p, sizeof(p), "%s", m->dir);
+	for (;;) {
+		size_t len = strlen(p);
+		while (len > 1 && p[len - 1] == '/')
+			p[--len] = '\0';
+		if (len == 0 || strcmp(p, "/") == 0 || env.rmdir(p) != 0)
+			return;
+		if (strcmp(p, m->top) == 0)
+			return;
+		char *slash = strrchr(p, '/');
+		if (slash == NULL)
+			return;
+		slash[slash == p] = '\0';
+	}
+}
+
+static void
+store_made_free(struct store_made *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->names[i]);
+	env.free(m->names);
+	free(m->dir);
+	free(m->top);
+	memset(m, 0, sizeof(*m));
+}
+
+/** After a failed start: remove what the open added to m->dir while its lock lk is still
+ *  held, put the lock file back as it was and let it go, then remove the directories
+ *  the open created. Frees m. */
+static void
+store_made_finish(struct store_made *m, struct store_lock *lk)
+{
+	if (lk->fd >= 0)
+		store_made_undo(m);
+	if (m->dir != NULL)
+		store_unlock_undo(m->dir, lk);
+	store_made_rmdirs(m);
+	store_made_free(m);
 }
 
 /* ---------- the store's shape ---------- */
@@ -560,8 +741,8 @@ store_open_in(const strata_options *o, struct store **out)
 	struct store *db = env.calloc(1, sizeof(*db));
 	if (db == NULL)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	db->lock_fd = -1;
-	db->wal_lock_fd = -1;
+	db->lock.fd = -1;
+	db->wal_lock.fd = -1;
 	trace_create(&db->trace);
 	db->opt = *o;
 	db->env_ops = (struct env_ops *)o->env_ops;
@@ -569,11 +750,15 @@ store_open_in(const strata_options *o, struct store **out)
 	int rc = db->dir ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	char path[4096], recorded_wal[4096], wal_root[STORE_WAL_ROOT_MAX];
 	struct store_lock lk = {.fd = -1}, wal_lk = {.fd = -1};
+	/* What the open makes, so that a failed one removes it again (never what was there). */
+	struct store_made made = {0}, wal_made = {0};
 	/* 1. Own the directory. */
 	if (rc == 0)
-		rc = env_mkdir_p(o->dir);
+		rc = store_made_mkdir(&made, o->dir);
 	if (rc == 0)
 		rc = store_lock(o->dir, "data directory", &lk);
+	if (rc == 0)
+		store_made_list(&made);
 	/* 2. Its shape: the shard count and the WAL's place are part of the store. */
 	uint32_t stored = 0;
 	int have_meta = 0, wal_external = 0;
@@ -593,9 +778,10 @@ store_open_in(const strata_options *o, struct store **out)
 				       sizeof(wal_root), &wal_external);
 	if (rc == 0 && (db->wal_root = strdup(wal_root)) == NULL)
 		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	if (rc == 0 && wal_external && (rc = env_mkdir_p(wal_root)) == 0)
-		rc = store_lock(wal_root, "WAL directory", &wal_lk);
-	uint32_t nshards = o->shards ? o->shards : stored ? stored : 1;
+	if (rc == 0 && wal_external && (rc = store_made_mkdir(&wal_made, wal_root)) == 0 &&
+	    (rc = store_lock(wal_root, "WAL directory", &wal_lk)) == 0)
+		store_made_list(&wal_made);
+	uint32_t nshards = o->shards ? o->shards : stored ? stored : STRATA_DEFAULT_SHARDS;
 	db->opt.shards = nshards;
 	pthread_mutex_init(&db->claim_mu, NULL);
 	pthread_mutex_init(&db->claim_io_mu, NULL);
@@ -655,18 +841,21 @@ store_open_in(const strata_options *o, struct store **out)
 				 path, (unsigned long long)n, (unsigned long long)bytes);
 	}
 	if (rc) {
+		/* A new store goes again: what this open added to the directories (under their
+		 * locks), then the directories it created. The WAL root first: it may lie in dir. */
 		rc = store_open_failed(rc, o->dir);
 		store_close(db);
-		store_unlock_undo(o->dir, &lk);
-		if (wal_external)
-			store_unlock_undo(wal_root, &wal_lk);
+		store_made_finish(&wal_made, &wal_lk);
+		store_made_finish(&made, &lk);
 		return rc;
 	}
-	db->lock_fd = lk.fd;
-	db->wal_lock_fd = wal_lk.fd;
+	db->lock = lk;
+	db->wal_lock = wal_lk;
+	db->made = made;
+	db->wal_made = wal_made;
 	db->opt.dir = db->dir;
 	if (o->sync == STRATA_SYNC_INTERVAL && o->threads != 0 && (rc = store_syncer_start(db)) != 0) {
-		store_close(db);
+		store_close_discard(db);
 		return rc;
 	}
 	*out = db;
@@ -753,10 +942,12 @@ store_close_in(struct store *db)
 	env.free(db->old_listeners);
 	objstore_destroy(db->os);
 	env.free(db->shards);
-	if (db->lock_fd >= 0)
-		env.close(db->lock_fd); /* the directory is free for the next owner */
-	if (db->wal_lock_fd >= 0)
-		env.close(db->wal_lock_fd);
+	if (db->lock.fd >= 0)
+		env.close(db->lock.fd); /* the directory is free for the next owner */
+	if (db->wal_lock.fd >= 0)
+		env.close(db->wal_lock.fd);
+	store_made_free(&db->made);
+	store_made_free(&db->wal_made);
 	free(db->dir);
 	free(db->wal_root);
 	trace_destroy(&db->trace);
@@ -1218,6 +1409,24 @@ store_close(struct store *db)
 		return;
 	STORE_ENTER(db->env_ops);
 	store_close_in(db);
+	STORE_LEAVE();
+}
+
+void
+store_close_discard(struct store *db)
+{
+	if (db == NULL)
+		return;
+	STORE_ENTER(db->env_ops);
+	/* The locks stay held over the removal: the handle lets go of them last. */
+	struct store_lock lk = db->lock, wal_lk = db->wal_lock;
+	struct store_made made = db->made, wal_made = db->wal_made;
+	db->lock.fd = db->wal_lock.fd = -1;
+	memset(&db->made, 0, sizeof(db->made));
+	memset(&db->wal_made, 0, sizeof(db->wal_made));
+	store_close_in(db);
+	store_made_finish(&wal_made, &wal_lk);
+	store_made_finish(&made, &lk);
 	STORE_LEAVE();
 }
 

@@ -29,6 +29,13 @@ struct store_listener {
 int store_open(const strata_options *o, struct store **out);
 /** Close every shard, free the store and release its directory. Safe on NULL. */
 void store_close(struct store *db);
+/** store_close for a start that failed after the open: what the open created goes again
+ *  (a directory it made, entries it added to the data directory or an outside WAL
+ *  directory, a LOCK file; a LOCK that existed gets its old content back), removed while
+ *  the locks are still held. Nothing that existed before the open is removed: an
+ *  existing store keeps what the open wrote into it (claimed epochs, a new WAL segment).
+ *  A failed store_open does the same by itself. Safe on NULL. */
+void store_close_discard(struct store *db);
 /** The shard count the store in dir records: 0, STRATA_NOTFOUND, or an error. */
 int store_stored_shards(const char *dir, uint32_t *shards);
 /** Install (or with NULL remove) the listener and the memtable size limit (0 = none).

@@ -79,6 +79,14 @@ env_reset(void)
 int
 env_mkdir_p(const char *path)
 {
+	return env_mkdir_p_new(path, NULL, 0);
+}
+
+int
+env_mkdir_p_new(const char *path, char *first, size_t cap)
+{
+	if (first != NULL && cap > 0)
+		first[0] = '\0';
 	char p[PATH_MAX];
 	size_t len = strlen(path);
 	if (len >= sizeof(p))
@@ -93,6 +101,8 @@ env_mkdir_p(const char *path)
 			if (errno != EEXIST)
 				return diag_sys(errno, "mkdir", p);
 		} else {
+			if (first != NULL && cap > 0 && first[0] == '\0')
+				snprintf(first, cap, "%s", p);
 			/* The new directory's entry is durable only once its parent is synced. */
 			char *slash = strrchr(p, '/');
 			char keep = slash ? slash[slash == p] : 0;

@@ -113,6 +113,10 @@ void env_reset(void);
  *  that the new entry survives a power loss): 0, or the mapped code with a message
  *  naming the component that could not be created or synced. */
 int env_mkdir_p(const char *path);
+/** env_mkdir_p that also tells what it created: first (cap bytes) gets the outermost
+ *  directory of path it created, "" when path existed (also after a failure: what was
+ *  created before it stays, for the caller to remove). */
+int env_mkdir_p_new(const char *path, char *first, size_t cap);
 
 /** env.pread until n bytes, end of file or an error: retries EINTR and completes short
  *  reads. The bytes read, or -1 with errno set. */

@@ -88,7 +88,8 @@ struct load_opts {
 	const char *target;
 	/** Data directory of an in-process store, or NULL. */
 	const char *embedded_dir;
-	/** Embedded: shards to open (0 = the script's `shards`, else 4). */
+	/** Embedded: shards to open (0 = the script's `shards`, else the store's count,
+	 *  STRATA_DEFAULT_SHARDS for a new store). */
 	uint32_t shards;
 	/** Embedded: STRATA_SYNC_* mode (-1 = the script's, else fsync). */
 	int sync;
@@ -293,7 +294,7 @@ int load_http_probe(struct load_target *t, uint32_t *shards, char *err, size_t e
 struct load_embed_opts {
 	/** Data directory. */
 	const char *dir;
-	/** Shards. */
+	/** Shards (0: the store's count, STRATA_DEFAULT_SHARDS for a new store). */
 	uint32_t shards;
 	/** STRATA_SYNC_* mode. */
 	int sync;

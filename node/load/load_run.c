@@ -1502,7 +1502,7 @@ lr_prepare(struct load_run *run)
 		run->grace_s = 10.0;
 	int rc;
 	if (o->embedded_dir != NULL) {
-		struct load_embed_opts eo = { .dir = o->embedded_dir, .shards = c.shards ? c.shards : 4,
+		struct load_embed_opts eo = { .dir = o->embedded_dir, .shards = c.shards,
 					      .sync = c.sync, .slots = c.slots, .policy_path = c.policy };
 		rc = load_embed_new(run->loop, &eo, &run->target);
 	} else {

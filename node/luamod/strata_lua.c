@@ -1422,6 +1422,8 @@ luaopen_strata_core(lua_State *L)
 	lua_setfield(L, -2, "VERSION");
 	lua_pushinteger(L, STRATA_MAX_KEY);
 	lua_setfield(L, -2, "MAX_KEY");
+	lua_pushinteger(L, STRATA_DEFAULT_SHARDS);
+	lua_setfield(L, -2, "DEFAULT_SHARDS");
 	lua_pushinteger(L, LSTRATA_SCAN_MAX_ROWS);
 	lua_setfield(L, -2, "SCAN_MAX_ROWS");
 	lua_pushinteger(L, LSTRATA_SCAN_BATCH_BYTES);

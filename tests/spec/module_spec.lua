@@ -100,6 +100,7 @@ describe("strata module", function()
 			assert.equals(-8, strata.ERANGE)
 			assert.equals(-15, strata.EVERSION)
 			assert.equals(4096, strata.MAX_KEY)
+			assert.equals(4, strata.DEFAULT_SHARDS)
 			assert.equals("shard out of range", strata.strerror(strata.ERANGE))
 		end)
 	end)
@@ -107,8 +108,9 @@ describe("strata module", function()
 	describe("open", function()
 		it("opens with a table or a directory string", function()
 			local dir = tmpdir()
+			-- A new store gets the one default shard count, as strata serve and strata_open.
 			local db = assert(strata.open(dir))
-			assert.equals(1, db:shards())
+			assert.equals(strata.DEFAULT_SHARDS, db:shards())
 			db:close()
 			local other = tmpdir()
 			local db2 = assert(strata.open { dir = other, shards = 3, sync = "interval", sync_interval_ms = 5 })
@@ -842,6 +844,54 @@ describe("strata module", function()
 				assert.equals(strata.EINVAL, code)
 			end
 			db:close()
+		end)
+	end)
+
+	describe("loading from another Lua", function()
+		-- Runs `interp -e 'prelude; package.path=...; package.cpath=...; require "strata"'` with
+		-- this process's paths; returns its exit status and output.
+		local function try_require(interp, prelude, cpath)
+			local code = string.format('%s package.path = %q package.cpath = %q require "strata"',
+				prelude or "", package.path, cpath or package.cpath)
+			local p = assert(io.popen(interp .. " -e '" .. code:gsub("'", "'\\''") .. "' 2>&1; echo \"rc=$?\""))
+			local out = p:read("*a")
+			p:close()
+			return tonumber(out:match("rc=(%d+)%s*$")), out
+		end
+		local function installed(cmd)
+			local p = assert(io.popen("command -v " .. cmd .. " 2>/dev/null"))
+			local path = p:read("*l")
+			p:close()
+			return path ~= nil and path ~= ""
+		end
+
+		it("says that strata needs LuaJIT 2.1 when the Lua is PUC Lua 5.1", function()
+			-- The real interpreter when it is installed (nothing is installed here), else
+			-- LuaJIT with its jit table gone, which is what the check looks at.
+			local interp, prelude = "lua5.1", ""
+			if not installed("lua5.1") then
+				print("# lua5.1 is not installed: simulated with luajit and jit = nil")
+				interp, prelude = "luajit", "jit = nil"
+			end
+			local rc, out = try_require(interp, prelude)
+			assert.equals(1, rc)
+			assert.truthy(out:find("strata needs LuaJIT 2.1 (OpenResty's luajit2, Debian package luajit2)", 1, true),
+				out)
+			assert.truthy(out:find("this is Lua 5.1 (PUC)", 1, true), out)
+			assert.falsy(out:find("undefined symbol", 1, true), out)
+		end)
+
+		it("re-raises a C half that does not load with the loader's message and a hint", function()
+			local rc, out = try_require("luajit", "", "/nonexistent/?.so;")
+			assert.equals(1, rc)
+			assert.truthy(out:find("module 'strata.core' not found", 1, true), out)
+			assert.truthy(out:find("the C half of strata, did not load", 1, true), out)
+			assert.truthy(out:find("package.cpath is /nonexistent/?.so;", 1, true), out)
+		end)
+
+		it("loads from LuaJIT 2.1", function()
+			local rc, out = try_require("luajit", "")
+			assert.equals(0, rc, out)
 		end)
 	end)
 

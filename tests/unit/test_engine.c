@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1599,6 +1601,207 @@ TEST(strerror_covers_every_code)
 	}
 }
 
+TEST(new_store_gets_the_default_shard_count)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.shards = 0; /* a new store: the one default, as `strata serve` and the Lua module */
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(strata_shards(db), STRATA_DEFAULT_SHARDS);
+	CHECK_EQ(STRATA_DEFAULT_SHARDS, 4);
+	REQUIRE_EQ(put_range(db, "k-", 0, 10, "v", 10), 0);
+	db_close(db);
+	uint32_t n = 0;
+	CHECK_EQ(strata_stored_shards(dir, &n), 0);
+	CHECK_EQ(n, STRATA_DEFAULT_SHARDS);
+	db = db_open(&o); /* 0 again: the stored count */
+	REQUIRE(db != NULL);
+	CHECK_EQ(strata_shards(db), STRATA_DEFAULT_SHARDS);
+	CHECK_EQ(range_misses(db, "k-", 0, 10, "v"), 0);
+	db_close(db);
+}
+
+/** Append "path type size hash" lines of every entry under root/rel to b, sorted per
+ *  directory (a listing to compare before and after). */
+static void
+tree_list(const char *root, const char *rel, struct buf *b)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s%s%s", root, rel[0] ? "/" : "", rel);
+	struct dirent **names = NULL;
+	int n = scandir(path, &names, NULL, alphasort);
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i]->d_name;
+		if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+			char sub[4096], full[4200], line[4400];
+			snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "", name);
+			snprintf(full, sizeof(full), "%s/%s", root, sub);
+			struct stat st;
+			if (lstat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+				snprintf(line, sizeof(line), "%s/\n", sub);
+				buf_append(b, line, strlen(line));
+				tree_list(root, sub, b);
+			} else {
+				uint64_t h = 0xcbf29ce484222325ull;
+				FILE *f = fopen(full, "rb");
+				int c;
+				while (f != NULL && (c = fgetc(f)) != EOF)
+					h = (h ^ (uint8_t)c) * 0x100000001b3ull;
+				if (f != NULL)
+					fclose(f);
+				snprintf(line, sizeof(line), "%s %lld %016llx\n", sub, (long long)st.st_size,
+					 (unsigned long long)h);
+				buf_append(b, line, strlen(line));
+			}
+		}
+		free(names[i]);
+	}
+	free(names);
+}
+
+/** Whether path exists. */
+static int
+path_exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+TEST(failed_open_removes_the_store_it_created)
+{
+	/* A new store whose open fails late (its first manifest write, after STORE, the WAL
+	 * and objects directories were made): the path it created is gone again, up to the
+	 * outermost directory the open made. */
+	const char *parent = tdir();
+	char dir[4096], top[4096];
+	snprintf(top, sizeof(top), "%s/a", parent);
+	snprintf(dir, sizeof(dir), "%s/a/b/store", parent);
+	strata_options o = opts_for(dir);
+	o.shards = 2;
+	strata *db = NULL;
+	pt_arm("manifest.before_append", PT_FAIL);
+	CHECK(strata_open(&o, &db) != 0);
+	pt_disarm();
+	CHECK(db == NULL);
+	CHECK(!path_exists(top));
+	/* An existing empty directory stays, empty. */
+	char empty[4096];
+	snprintf(empty, sizeof(empty), "%s/empty", parent);
+	REQUIRE(mkdir(empty, 0755) == 0);
+	o.dir = empty;
+	pt_arm("manifest.before_append", PT_FAIL);
+	CHECK(strata_open(&o, &db) != 0);
+	pt_disarm();
+	struct buf b = {0};
+	tree_list(empty, "", &b);
+	CHECK(path_exists(empty));
+	CHECK_EQ(b.len, 0);
+	if (b.len != 0)
+		fprintf(stderr, "  left in %s:\n%.*s", empty, (int)b.len, (const char *)b.data);
+	buf_destroy(&b);
+	/* The same store opens once the fault is gone. */
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(strata_shards(db), 2);
+	db_close(db);
+}
+
+TEST(failed_open_keeps_an_existing_store)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.shards = 2;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_range(db, "k-", 0, 10, "v", 10), 0);
+	REQUIRE_EQ(strata_seal(db, 0), 0);
+	db_close(db);
+	/* A LOCK with another (dead) owner's pid: a failed open puts it back. */
+	char lock[4096];
+	snprintf(lock, sizeof(lock), "%s/LOCK", dir);
+	FILE *f = fopen(lock, "w");
+	REQUIRE(f != NULL);
+	fputs("999999\n", f);
+	fclose(f);
+	struct buf before = {0}, after = {0};
+	tree_list(dir, "", &before);
+	pt_arm("manifest.before_append", PT_FAIL);
+	CHECK(strata_open(&o, &db) != 0);
+	pt_disarm();
+	tree_list(dir, "", &after);
+	/* Nothing the store held is removed; here nothing was written either. */
+	CHECK(before.len == after.len && memcmp(before.data, after.data, before.len) == 0);
+	if (before.len != after.len || memcmp(before.data, after.data, before.len) != 0)
+		fprintf(stderr, "  before:\n%.*s  after:\n%.*s", (int)before.len, (const char *)before.data,
+			(int)after.len, (const char *)after.data);
+	buf_destroy(&before);
+	buf_destroy(&after);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(range_misses(db, "k-", 0, 10, "v"), 0);
+	db_close(db);
+}
+
+TEST(bad_policy_leaves_the_directory_as_it_was)
+{
+	/* The policy is compiled and validated before the store is touched: a new directory
+	 * is not made, an existing store is not opened (no epoch claimed, no LOCK written). */
+	const char *parent = tdir();
+	char fresh[4096], broken[4096];
+	snprintf(fresh, sizeof(fresh), "%s/fresh", parent);
+	snprintf(broken, sizeof(broken), "%s/broken.lua", parent);
+	FILE *f = fopen(broken, "w");
+	REQUIRE(f != NULL);
+	fputs("return {\n\tflush_interval_s = 5,\n", f); /* no closing brace */
+	fclose(f);
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(put_range(db, "k-", 0, 10, "v", 10), 0);
+	db_close(db);
+	struct buf before = {0};
+	tree_list(dir, "", &before);
+	const char *policies[] = {"/nonexistent/policy.lua", broken};
+	for (int i = 0; i < 2; i++) {
+		o.policy = policies[i];
+		o.dir = fresh;
+		db = NULL;
+		CHECK(strata_open(&o, &db) != 0);
+		CHECK(strstr(strata_last_error(), policies[i]) != NULL);
+		CHECK(!path_exists(fresh));
+		o.dir = dir;
+		CHECK(strata_open(&o, &db) != 0);
+		struct buf after = {0};
+		tree_list(dir, "", &after);
+		CHECK(before.len == after.len && memcmp(before.data, after.data, before.len) == 0);
+		if (before.len != after.len || memcmp(before.data, after.data, before.len) != 0)
+			fprintf(stderr, "  policy %s: before:\n%.*s  after:\n%.*s", policies[i], (int)before.len,
+				(const char *)before.data, (int)after.len, (const char *)after.data);
+		buf_destroy(&after);
+	}
+	buf_destroy(&before);
+}
+
+TEST(refused_second_open_removes_nothing)
+{
+	/* A second opener of a new store is refused at the lock: what the first made stays. */
+	const char *parent = tdir();
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/fresh", parent);
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	strata *db2 = NULL;
+	CHECK_EQ(strata_open(&o, &db2), STRATA_ELOCKED);
+	char store[4200];
+	snprintf(store, sizeof(store), "%s/STORE", dir);
+	CHECK(path_exists(store));
+	REQUIRE_EQ(put_range(db, "k-", 0, 10, "v", 10), 0);
+	db_close(db);
+}
+
 /* ---------------------------------------------------------------- runner */
 
 /** End a test: stop the watchdog, let paused threads go, clean up. */
@@ -1634,5 +1837,10 @@ main(int argc, char **argv)
 	T(large_values_round_trip);
 	T(bad_input_is_refused);
 	T(strerror_covers_every_code);
+	T(new_store_gets_the_default_shard_count);
+	T(failed_open_removes_the_store_it_created);
+	T(failed_open_keeps_an_existing_store);
+	T(bad_policy_leaves_the_directory_as_it_was);
+	T(refused_second_open_removes_nothing);
 	return HARNESS_END("test_engine");
 }

@@ -423,6 +423,7 @@ TEST(switch_to_store_wal_with_local_rows_is_refused)
 	strata_options o;
 	strata_options_init(&o);
 	o.dir = dir;
+	o.shards = 1; /* as open_at below */
 	o.threads = 0;
 	o.env_ops = &shared_env;
 	strata *db;
