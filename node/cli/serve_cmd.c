@@ -83,8 +83,7 @@ static const struct serve_flag serve_flags[] = {
 	 "URL names, never the command line)", "the data directory's objects/", "store"},
 	{"--shards", SERVE_SHARDS, ST(shards), 1, 65536, "N|A-B",
 	 "number of shards, 1..65536; or A-B: serve only shards A..B of the store (as --serve-first A "
-	 "--serve-count B-A+1; the others answer 421 until claimed)", "the store's; 4 for a new one",
-	 "shards"},
+	 "--serve-count B-A+1; the others answer 421 until claimed)", NULL, "shards"},
 	{"--serve-first", SERVE_U32, ST(serve_first), 0, 65535, "N", "first shard this node opens",
 	 NULL, "serve_first"},
 	{"--serve-count", SERVE_U32, ST(serve_count), 0, 65536, "N",
@@ -262,7 +261,10 @@ serve_flag_value(const struct serve_flag *f, const struct server_options *o, cha
 	case SERVE_SHARDS: {
 		uint32_t v32;
 		memcpy(&v32, p, sizeof(v32));
-		snprintf(buf, len, "%u", v32);
+		if (v32 == 0)
+			snprintf(buf, len, "the store's; %u for a new one", STRATA_DEFAULT_SHARDS);
+		else
+			snprintf(buf, len, "%u", v32);
 		break;
 	}
 	case SERVE_INT:

@@ -153,7 +153,9 @@ server_read_token(const char *path, char *tok, size_t cap)
 	return 0;
 }
 
-static void
+/** Write address into the ready file (through a temp file and a rename). 0, or -1 after
+ *  printing why. */
+static int
 server_write_ready(const char *path, const char *address)
 {
 	char tmp[4096];
@@ -161,8 +163,16 @@ server_write_ready(const char *path, const char *address)
 	int fd = env.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	char line[160];
 	int n = snprintf(line, sizeof(line), "%s\n", address);
-	if (fd < 0 || env.pwrite(fd, line, (size_t)n, 0) != n || env.close(fd) != 0 || env.rename(tmp, path) != 0)
-		diag_log(LOG_LVL_WARN, "could not write the ready file %s: %s", path, strerror(errno));
+	int ok = fd >= 0 && env.pwrite(fd, line, (size_t)n, 0) == n;
+	if (fd >= 0 && env.close(fd) != 0)
+		ok = 0;
+	if (ok && env.rename(tmp, path) == 0)
+		return 0;
+	int err = errno;
+	if (fd >= 0)
+		env.unlink(tmp);
+	fprintf(stderr, "strata serve: cannot write the ready file %s: %s; stopping\n", path, strerror(err));
+	return -1;
 }
 
 /** Let max_connections sockets fit under the open-file limit, raising it if allowed. */
@@ -271,6 +281,22 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	host_post(s->rt_host, &h->call, server_hup_on_rt, h);
 }
 
+/** The HTTP server's callbacks, bound before the store opens: they reach the endpoints
+ *  once they exist (no request is read before the loop runs). */
+static void
+server_on_headers(void *ctx, struct http_req *r)
+{
+	struct server *s = ctx;
+	api_on_headers(s->api, r);
+}
+
+static void
+server_on_request(void *ctx, struct http_req *r)
+{
+	struct server *s = ctx;
+	api_on_request(s->api, r);
+}
+
 static const char *
 sync_name(int sync)
 {
@@ -285,14 +311,13 @@ server_run(const struct server_options *o)
 	json_object_seed(0);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* Everything that can refuse the start is checked before the data directory is
+	 * touched: the flags (by the caller), the token, the checkpoint root, the listen
+	 * address (bound here) and the policy (compiled and validated by the open before it
+	 * creates anything). A failed start leaves the directory as it was, or absent. */
 	static char token[SERVER_MAX_TOKEN + 1];
 	if (o->token_file != NULL && server_read_token(o->token_file, token, sizeof(token)) != 0)
 		return 1;
-	if (env.mkdir(o->data_dir, 0755) != 0 && errno != EEXIST) {
-		fprintf(stderr, "strata serve: cannot create the data directory %s: %s\n", o->data_dir,
-			strerror(errno));
-		return 1;
-	}
 	static char ckpt_root[PATH_MAX];
 	if (o->checkpoint_dir != NULL) {
 		struct stat st;
@@ -304,6 +329,18 @@ server_run(const struct server_options *o)
 			return 1;
 		}
 	}
+	if (o->policy_path != NULL) {
+		/* The open checks it again before it creates anything; here for a message that
+		 * names the flag. */
+		static char err[8192];
+		int prc = runtime_check_policy(o->policy_path, NULL, 0, NULL, err, sizeof(err));
+		if (prc != 0) {
+			fprintf(stderr, "strata serve: --policy %s: %s\nstrata serve: not started (the policy "
+				"is refused as a reload would refuse it), the data directory %s was not "
+				"touched\n", o->policy_path, err, o->data_dir);
+			return 1;
+		}
+	}
 	server_fd_limit(o->max_connections);
 
 	struct server s;
@@ -311,13 +348,29 @@ server_run(const struct server_options *o)
 	s.o = o;
 	int status = 1;
 	strata_options so = o->store;
-	so.dir = o->data_dir;
-	if (so.shards == 0 && strata_stored_shards(o->data_dir, &so.shards) != 0)
-		so.shards = SERVER_NEW_STORE_SHARDS; /* a new store */
+	so.dir = o->data_dir; /* shards = 0: the stored count, STRATA_DEFAULT_SHARDS for a new store */
 	so.policy = o->policy_path != NULL ? o->policy_path : "";
 	s.loop = ev_default_loop(0);
 	if (s.loop == NULL) {
 		fprintf(stderr, "strata serve: cannot start the event loop\n");
+		goto out;
+	}
+	struct http_options ho = {
+		.listen = o->listen,
+		.max_connections = o->max_connections,
+		.max_header_bytes = o->max_header_bytes,
+		.max_body_bytes = o->max_body_bytes,
+		.idle_timeout_ms = o->idle_timeout_ms,
+		.header_timeout_ms = o->header_timeout_ms,
+		.body_timeout_ms = o->body_timeout_ms,
+		.send_timeout_ms = o->send_timeout_ms,
+		.on_headers = server_on_headers,
+		.on_request = server_on_request,
+		.ctx = &s,
+	};
+	if (http_server_new(s.loop, &ho, &s.http) != 0) {
+		fprintf(stderr, "strata serve: --listen: %s; not started, the data directory %s was not "
+			"touched\n", diag_last(), o->data_dir);
 		goto out;
 	}
 	/* Two hosts. This loop (run below) serves HTTP and completes client work, which runs
@@ -355,23 +408,6 @@ server_run(const struct server_options *o)
 		fprintf(stderr, "strata serve: %s\n", diag_last());
 		goto out;
 	}
-	struct http_options ho = {
-		.listen = o->listen,
-		.max_connections = o->max_connections,
-		.max_header_bytes = o->max_header_bytes,
-		.max_body_bytes = o->max_body_bytes,
-		.idle_timeout_ms = o->idle_timeout_ms,
-		.header_timeout_ms = o->header_timeout_ms,
-		.body_timeout_ms = o->body_timeout_ms,
-		.send_timeout_ms = o->send_timeout_ms,
-		.on_headers = api_on_headers,
-		.on_request = api_on_request,
-		.ctx = s.api,
-	};
-	if (http_server_new(s.loop, &ho, &s.http) != 0) {
-		fprintf(stderr, "strata serve: %s\n", diag_last());
-		goto out;
-	}
 	s.api->http = s.http;
 	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
 	ev_signal_init(&s.sigint, on_stop_signal, SIGINT);
@@ -390,8 +426,8 @@ server_run(const struct server_options *o)
 		 "strata serve: listening on http://%s, data directory %s, policy %s, %u shards, sync %s%s",
 		 http_server_address(s.http), o->data_dir, pi.name, strata_shards(s.db), sync_name(o->store.sync),
 		 o->token_file ? ", bearer token required for writes" : "");
-	if (o->ready_file != NULL)
-		server_write_ready(o->ready_file, http_server_address(s.http));
+	if (o->ready_file != NULL && server_write_ready(o->ready_file, http_server_address(s.http)) != 0)
+		goto out;
 
 	ev_run(s.loop, 0);
 
@@ -409,10 +445,11 @@ out:
 	strata_runtime_stop(s.db);
 	if (s.host != NULL)
 		host_run_posted(s.host);
-	if (s.db != NULL) {
+	if (s.db != NULL && status != 0) {
+		strata_close_discard(s.db); /* a failed start: a store this start created goes again */
+	} else if (s.db != NULL) {
 		strata_close(s.db);
-		if (status == 0)
-			diag_log(LOG_LVL_INFO, "strata serve: stopped; the store is closed and its WAL synced");
+		diag_log(LOG_LVL_INFO, "strata serve: stopped; the store is closed and its WAL synced");
 	}
 	/* The signal watchers stay until the store is closed: a signal that comes while the
 	 * runtime finishes its hook and the store syncs is ignored (the loop no longer runs)

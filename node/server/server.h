@@ -12,9 +12,6 @@
 
 #include "../strata_types.h"
 
-/** Name of the lock file inside the data directory. */
-/** Shards of a store that `strata serve` creates when --shards is not given. */
-#define SERVER_NEW_STORE_SHARDS 4u
 /** Longest bearer token accepted from --token-file, bytes. */
 #define SERVER_MAX_TOKEN 512u
 
@@ -38,7 +35,7 @@ struct server_options {
 	const char *ready_file;
 	/** The store's options (strata_options_init's defaults); dir and policy are taken
 	 *  from data_dir and policy_path, shards = 0 opens the stored count (a new store
-	 *  gets SERVER_NEW_STORE_SHARDS). */
+	 *  gets STRATA_DEFAULT_SHARDS). */
 	strata_options store;
 	/** Largest request body, bytes. */
 	uint64_t max_body_bytes;
@@ -69,7 +66,9 @@ struct server_options {
 /** Fill *o with the defaults of `strata serve`. */
 void server_options_init(struct server_options *o);
 /** Run a node until SIGTERM/SIGINT. Returns the process exit status (0 after a
- *  graceful stop); a failure to start is printed to stderr. */
+ *  graceful stop); a failure to start is printed to stderr and leaves the data directory
+ *  as it was (absent when it did not exist): the listen address is bound and the policy
+ *  compiled before the store is opened or created. */
 int server_run(const struct server_options *o);
 
 #endif
