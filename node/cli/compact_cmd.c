@@ -34,9 +34,28 @@ compact_on_signal(int sig)
 	compact_stop = 1;
 }
 
+/** The merge settings of the built-in default policy, which --max-generations and
+ *  --base-max-runs default to without --policy. */
+static void
+compact_builtin_settings(uint32_t *max_gens, uint32_t *base_runs)
+{
+	struct policy *p = NULL;
+	char err[1024];
+	if (policy_new(POLICY_BUILTIN_NAME, policy_builtin_source, strlen(policy_builtin_source), NULL, &p,
+		       err, sizeof(err)) != 0)
+		return; /* a broken built-in default fails the policy tests; keep the callers' values */
+	*max_gens = policy_settings(p)->merge_max_generations;
+	*base_runs = policy_settings(p)->base_max_runs;
+	policy_delete(p);
+}
+
 static void
 compact_usage(FILE *f)
 {
+	strata_options so;
+	strata_options_init(&so);
+	uint32_t gens = 0, runs = 0;
+	compact_builtin_settings(&gens, &runs);
 	fprintf(f,
 		"usage: strata compact --shard N (--store URL | --data DIR) [--max-generations K]\n"
 		"                      [--base-max-runs R] [--once | --interval S] [--policy FILE]\n"
@@ -56,10 +75,10 @@ compact_usage(FILE *f)
 		"  --data DIR            the node's data directory, for the fs store in DIR/objects\n"
 		"                        (its LOCK is not taken; the node keeps it)\n"
 		"  --max-generations K   generations one merge folds (default: the policy's\n"
-		"                        merge_max_generations, else 8; 0 = up to --merge-max-inputs)\n"
+		"                        merge_max_generations, else %u; 0 = up to --merge-max-inputs)\n"
 		"  --base-max-runs R     fold the base when it has more than R runs (default: the\n"
-		"                        policy's base_max_runs, else 8; 0 = never)\n"
-		"  --merge-max-inputs M  most inputs of one pass (default 64, as strata serve)\n"
+		"                        policy's base_max_runs, else %u; 0 = never)\n"
+		"  --merge-max-inputs M  most inputs of one pass (default %u, as strata serve)\n"
 		"  --once                one pass, then exit (the default)\n"
 		"  --interval S          a pass every S seconds (0 < S <= %.0f) until SIGTERM/SIGINT\n"
 		"  --policy FILE         take merge_max_generations and base_max_runs from a policy\n"
@@ -67,7 +86,7 @@ compact_usage(FILE *f)
 		"\n"
 		"Each pass prints one line: what it merged and folded, lost races, the manifest\n"
 		"version and the writer epoch. Exit 0, or 1 after a failure (the message says which).\n",
-		COMPACT_MAX_INTERVAL_S);
+		gens, runs, so.merge_max_inputs, COMPACT_MAX_INTERVAL_S);
 }
 
 /** Parse an unsigned decimal flag value; -1 with a message on anything else. */
@@ -124,13 +143,12 @@ cmd_compact(int argc, char **argv)
 	strata_options so;
 	strata_options_init(&so);
 	struct compactor_options o = {
-		.max_generations = 8,
-		.base_max_runs = 8,
 		.merge_max_inputs = so.merge_max_inputs,
 		.block_bytes = so.block_bytes,
 		.zstd_level = so.zstd_level,
 		.bloom_bits_per_key = so.bloom_bits_per_key,
 	};
+	compact_builtin_settings(&o.max_generations, &o.base_max_runs);
 	int have_shard = 0, once = 0, have_gens = 0, have_runs = 0;
 	uint32_t gens = 0, runs = 0;
 	double interval = 0;
