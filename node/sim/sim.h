@@ -35,11 +35,12 @@ enum {
 enum {
 	/** Failed directory opens and fsyncs. */
 	SIM_STRICT_DIRS = 1,
-	/** Unsynced tails that survive a power loss in part and end in zeros. */
+	/** Unsynced tails that survive a power loss in part (as with TAILS) and end in zeros. */
 	SIM_STRICT_ZEROS = 2,
 	/** A failed test point between a commit's manifest write and its view swap. */
 	SIM_STRICT_COMMIT_POINT = 4,
-	/** A clean reopen (not a power loss) after a failed append. */
+	/** A clean reopen (not a power loss) after a failed append; unsynced tails survive in
+	 *  part as with TAILS, since the torn entry a later power loss leaves is how it fails. */
 	SIM_STRICT_REOPEN = 8,
 	/** A prefix of an unsynced tail survives a power loss (else it is lost whole). */
 	SIM_STRICT_TAILS = 16,

@@ -873,7 +873,9 @@ sim_pick_faults(struct sim *s, struct sim_faults *f)
 {
 	memset(f, 0, sizeof(*f));
 	uint64_t kind = sim_rand(s, 4);
-	f->tail_survives_ppm = (s->c->strict & (SIM_STRICT_TAILS | SIM_STRICT_ZEROS)) ? 500000 : 0;
+	/* A torn tail is what zeros and reopen leave behind: both keep tails as --strict=tails. */
+	f->tail_survives_ppm =
+		(s->c->strict & (SIM_STRICT_TAILS | SIM_STRICT_ZEROS | SIM_STRICT_REOPEN)) ? 500000 : 0;
 	if (kind == 0)
 		return;
 	uint32_t scale = kind == 3 ? 4 : 1;

@@ -3,7 +3,9 @@
 # policy); the same seed gives the same trace, io and tree hashes in two processes and
 # another seed other hashes; a planted engine bug is found within the same 200 seeds,
 # shrunk to a prefix that fails while one step less passes, and its replay line
-# reproduces the failure; bad arguments are refused. Prints "# sim: N passed, N failed".
+# reproduces the failure; bad arguments are refused; every `strata sim ... --strict=MODE`
+# reproducer that README.md or tests/README.md gives still fails. Prints "# sim: N passed,
+# N failed".
 BUILD=${1:-build}
 S="$BUILD/strata"
 SEEDS=${SIM_SEEDS:-200}
@@ -85,6 +87,30 @@ for args in "--steps x" "--seeds 0" "--plant-bug nope" "--policy /nonexistent/p.
 	rc=$?
 	if [ $rc -eq 2 ] && grep -q 'strata sim:' "$out"; then ok "refused: sim $args"; else bad "refused: sim $args (exit $rc)"; fi
 done
+
+# 6. Every --strict reproducer the docs give still fails, as they say it does (an engine or
+#    sim change that moves the seeds makes this fail until the docs name a seed that does).
+docs=""
+for d in README.md tests/README.md; do [ -f "$d" ] && docs="$docs $d"; done
+# shellcheck disable=SC2086
+repros=$(grep -ho 'strata sim --seed [0-9]* --steps [0-9]* --strict=[a-z,-]*' $docs /dev/null | sort -u)
+if [ -z "$repros" ]; then
+	echo "# no --strict reproducer in$docs"
+fi
+echo "$repros" | while read -r line; do
+	[ -z "$line" ] && continue
+	# shellcheck disable=SC2086
+	"$S" ${line#strata } >"$out" 2>&1
+	rc=$?
+	if [ $rc -eq 1 ] && grep -q 'FAILED at step' "$out"; then
+		echo "ok - documented reproducer fails: $line: $(grep -m1 'FAILED at step' "$out" | cut -c1-120)"
+	else
+		echo "not ok - documented reproducer fails: $line (exit $rc: it passes; the docs need a seed that fails)"
+	fi
+done >"$out.2"
+cat "$out.2"
+passed=$((passed + $(grep -c '^ok' "$out.2")))
+failed=$((failed + $(grep -c '^not ok' "$out.2")))
 
 echo "# sim: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
