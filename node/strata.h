@@ -49,9 +49,11 @@ int strata_policy_info_get(strata *db, strata_policy_info *out);
 void strata_options_init(strata_options *o);
 /** Open (or create) a store. The handle owns the directory until strata_close: a second
  *  opener, in this process or another, gets STRATA_ELOCKED. Everything is checked
- *  first (manifests, the WALs, every named object's existence and size); a failed open
- *  writes nothing. A table's footer and index are read at its first use. Then it claims every shard's epoch (fencing any older writer of a shared
- *  store), replays the WALs and collects orphans. */
+ *  first (manifests, the WALs, every named object's existence and size, a policy file); a
+ *  failed open writes nothing, and removes a new store it had begun to create (a directory
+ *  it made, what it added to an empty one; never what was there before). A table's footer
+ *  and index are read at its first use. Then it claims every shard's epoch (fencing any
+ *  older writer of a shared store), replays the WALs and collects orphans. */
 int strata_open(const strata_options *o, strata **out);
 /** The shard count the store in dir records: 0, STRATA_NOTFOUND when dir holds no
  *  store, or an error. Read-only; works while the store is open elsewhere. */

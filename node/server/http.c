@@ -1062,7 +1062,7 @@ http_server_new(struct ev_loop *loop, const struct http_options *o, struct http_
 		}
 		int one = 1;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, HTTP_BACKLOG) == 0)
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && (o->bind_only || listen(fd, HTTP_BACKLOG) == 0))
 			break;
 		err = errno;
 		close(fd);
@@ -1111,8 +1111,21 @@ http_server_new(struct ev_loop *loop, const struct http_options *o, struct http_
 	s->accept_io.data = s;
 	ev_timer_init(&s->accept_retry, accept_retry_cb, HTTP_ACCEPT_RETRY_S, 0.0);
 	s->accept_retry.data = s;
-	ev_io_start(loop, &s->accept_io);
+	if (!o->bind_only)
+		ev_io_start(loop, &s->accept_io);
 	*out = s;
+	return 0;
+}
+
+int
+http_server_start(struct http_server *s)
+{
+	if (!s->o.bind_only)
+		return 0;
+	if (listen(s->lfd, HTTP_BACKLOG) != 0)
+		return diag_set(STRATA_EIO, "cannot listen on %s: %s", s->address, strerror(errno));
+	s->o.bind_only = 0;
+	ev_io_start(s->loop, &s->accept_io);
 	return 0;
 }
 

@@ -120,6 +120,9 @@ struct http_options {
 	http_request_fn on_request;
 	/** Passed to the callbacks. */
 	void *ctx;
+	/** Only bind the address (which fails when it is in use); connections are refused
+	 *  until http_server_start listens and accepts. */
+	int bind_only;
 };
 
 /** Counters of a server. */
@@ -145,6 +148,9 @@ struct http_stats {
 
 /** Bind, listen and start accepting. The error (with the address) is in diag. */
 int http_server_new(struct ev_loop *loop, const struct http_options *o, struct http_server **out);
+/** Listen and accept on a server made with bind_only (no-op otherwise). The error is in
+ *  diag. */
+int http_server_start(struct http_server *s);
 /** "host:port" actually bound (with the real port when 0 was asked). */
 const char *http_server_address(const struct http_server *s);
 /** Stop accepting and close the listening socket. */

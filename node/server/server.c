@@ -367,6 +367,7 @@ server_run(const struct server_options *o)
 		.on_headers = server_on_headers,
 		.on_request = server_on_request,
 		.ctx = &s,
+		.bind_only = 1, /* connections are refused until the store is open */
 	};
 	if (http_server_new(s.loop, &ho, &s.http) != 0) {
 		fprintf(stderr, "strata serve: --listen: %s; not started, the data directory %s was not "
@@ -409,6 +410,10 @@ server_run(const struct server_options *o)
 		goto out;
 	}
 	s.api->http = s.http;
+	if (http_server_start(s.http) != 0) {
+		fprintf(stderr, "strata serve: --listen: %s\n", diag_last());
+		goto out;
+	}
 	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
 	ev_signal_init(&s.sigint, on_stop_signal, SIGINT);
 	ev_signal_init(&s.sighup, on_hup, SIGHUP);
