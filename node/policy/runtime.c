@@ -939,6 +939,7 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 		if (src == NULL && o->policy_path != NULL) {
 			rc = rt_read_file(o->policy_path, &file, &len, &rt->seen, err, errlen);
 			src = file;
+			rt->from_file = 1;
 		} else if (src == NULL) {
 			src = policy_builtin_source;
 			len = strlen(src);
@@ -1236,6 +1237,7 @@ runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const ch
 		free(rt->policy_path);
 		rt->policy_path = path;
 	}
+	rt->from_file = 1;
 	/* What the watcher compares the file with is what was just written: it must not load
 	 * the same content a second time. */
 	char *back = NULL, rerr[512];
@@ -1299,7 +1301,7 @@ runtime_limits(struct runtime *rt, struct policy_limits *out)
 const char *
 runtime_policy_file(struct runtime *rt)
 {
-	return rt->policy_path;
+	return rt->from_file ? rt->policy_path : NULL;
 }
 
 void

@@ -111,8 +111,9 @@ unsigned runtime_clamps(struct runtime *rt, struct policy_clamp *out, unsigned m
 /** The limits every policy state of the runtime gets (its hook budget and memory limit;
  *  fixed at start, so any thread may read them). */
 void runtime_limits(struct runtime *rt, struct policy_limits *out);
-/** The policy file: the one the runtime was started with, reloads on SIGHUP and watches,
- *  or the one runtime_reload_persist last kept a policy in; NULL for none. Fixed until a
+/** The policy file: the one the runtime was started from (policy_path without
+ *  policy_source), or the one runtime_reload_persist last kept a policy in; NULL for
+ *  none (the built-in default, or source text policy_path only names). Fixed until a
  *  runtime_reload_persist on the loop thread sets it: read it there, or before the loop
  *  serves anyone else. */
 const char *runtime_policy_file(struct runtime *rt);

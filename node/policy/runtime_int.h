@@ -219,6 +219,9 @@ struct runtime {
 	struct ev_loop *loop;
 	/** Options copied at start (policy_path owned). */
 	char *policy_path;
+	/** The policy came from policy_path (read at start, or kept there by
+	 *  runtime_reload_persist), not from source text that policy_path only names. */
+	int from_file;
 	/** Limits of every policy state. */
 	struct policy_limits limits;
 	/** host's background executor. */

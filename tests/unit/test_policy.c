@@ -1116,6 +1116,8 @@ TEST(clamped_setting_reports_what_runs_and_why)
 	char err[1024];
 	struct fx_opts o = {.policy = "return { merge_max_generations = 32, flush_interval_s = 0 }", .name = "big.lua"};
 	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	/* Source text: its name is no file to keep a policy in. */
+	CHECK(runtime_policy_file(f.rt) == NULL);
 	struct runtime_settings s;
 	runtime_settings(f.rt, &s);
 	CHECK_EQ(s.merge_max_generations, 8);
