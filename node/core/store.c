@@ -175,7 +175,7 @@ store_lock(const char *dir, const char *what, struct store_lock *lk)
 				what, dir, pid[0] ? pid : "unknown", path);
 	}
 	char line[32];
-	int len = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+	int len = snprintf(line, sizeof(line), "%ld\n", (long)(env.getpid != NULL ? env.getpid() : getpid()));
 	if (env.ftruncate(fd, 0) != 0 || env.pwrite(fd, line, (size_t)len, 0) != len)
 		diag_log(LOG_LVL_WARN, "could not write the pid into %s: %s", path, strerror(errno));
 	lk->fd = fd;

@@ -62,6 +62,7 @@ env_default_open(const char *path, int flags, mode_t mode)
 	.free = free, \
 	.sync_file_range = sync_file_range, \
 	.point = NULL, \
+	.getpid = getpid, \
 }
 
 static const struct env_ops env_defaults = ENV_DEFAULTS;

@@ -73,6 +73,9 @@ struct env_ops {
 	 *  the operation fail at that point with STRATA_EINJECTED through its normal error
 	 *  path. NULL = no points. */
 	int (*point)(const char *name, const void *arg);
+	/** getpid(2): the id a store writes into its LOCK file (NULL: getpid). A simulation
+	 *  returns a constant, so that its file contents do not depend on the process. */
+	pid_t (*getpid)(void);
 };
 
 /** The process default table. Tests may overwrite members before starting the engine. */

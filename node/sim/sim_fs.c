@@ -953,6 +953,40 @@ sim_unlink(const char *path)
 	return 0;
 }
 
+/** rmdir(2) of an empty directory (its entry goes as an unlink's does). */
+static int
+sim_rmdir(const char *p)
+{
+	struct sim_fs *fs = sim_self();
+	if (sim_enter(fs) != 0)
+		return -1;
+	int err = sim_fault(fs, 0);
+	uint32_t dir;
+	char name[SIM_NAME_MAX];
+	size_t pos;
+	struct sim_ent *e = NULL;
+	if (!err && sim_resolve_parent(fs, p, &dir, name) != 0)
+		err = errno;
+	if (!err && (e = sim_find(&fs->inos[dir], name, &pos)) == NULL)
+		err = ENOENT;
+	if (!err && fs->inos[e->ino].kind != 2)
+		err = ENOTDIR;
+	if (!err && fs->inos[e->ino].nents > 0)
+		err = ENOTEMPTY;
+	sim_ev(fs, "rmdir", p, 0, 0, -err);
+	if (err)
+		return sim_fail(err);
+	sim_ent_del(fs, dir, pos);
+	return 0;
+}
+
+/** The process id the engine sees (written into LOCK): the same in every process. */
+static pid_t
+sim_getpid(void)
+{
+	return 4242;
+}
+
 static int
 sim_mkdir(const char *path, mode_t mode)
 {
@@ -1327,6 +1361,8 @@ sim_fs_new(uint64_t seed)
 	fs->ops.link = sim_link;
 	fs->ops.unlink = sim_unlink;
 	fs->ops.mkdir = sim_mkdir;
+	fs->ops.rmdir = sim_rmdir;
+	fs->ops.getpid = sim_getpid;
 	fs->ops.flock = sim_flock;
 	fs->ops.opendir = sim_opendir;
 	fs->ops.readdir = sim_readdir;
