@@ -92,12 +92,12 @@ typedef struct strata_plan strata_plan;
 typedef struct strata_options {
 	/** Data directory: WAL segments and (for the fs object store) objects live here. */
 	const char *dir;
-	/** Directory of the WAL (README "WAL directory"), e.g. on a device of its own; NULL = the
+	/** Directory of the WAL (node/core/DESIGN.md, "The WAL directory"), e.g. on a device of its own; NULL = the
 	 *  one the store records, <dir>/wal for a new store. A new store records it in
 	 *  <dir>/STORE; opening with another one is refused. It gets a LOCK of its own. */
 	const char *wal_dir;
 	/** Object store URL (azure://ACCOUNT/CONTAINER[/PREFIX]?endpoint=... or
-	 *  s3://BUCKET[/PREFIX]?region=...; README "Object stores"); NULL = the data
+	 *  s3://BUCKET[/PREFIX]?region=...; node/core/DESIGN.md, "Object stores"); NULL = the data
 	 *  directory's objects/. The WAL stays local (wal_dir) unless wal is STRATA_WAL_STORE. */
 	const char *store;
 	/** Where the WALs are: STRATA_WAL_LOCAL (default: segment files in dir) or

@@ -2,7 +2,7 @@
  * shard.h — one shard: an independent LSM with its own WAL, memtables,
  * generations, base runs, manifest and locks.
  *
- * Locks (the discipline DESIGN.md promises, enforced here):
+ * Locks (enforced here; the order and the rules: node/core/DESIGN.md, "Locks"):
  *   rw (shared)     append's position assignment; get/scan, seal and prepare
  *                   take it just long enough to pin a refcounted view, and
  *                   work from that pinned view (their "shared hold") without

@@ -145,7 +145,7 @@ struct sim_config {
 	const char *policy;
 	/** SIM_BUG_*. */
 	int bug;
-	/** Faults the engine is known not to survive yet (SIM_STRICT_*; README, "Simulation"). */
+	/** Faults the engine is known not to survive yet (SIM_STRICT_*; tests/README.md, "Simulation"). */
 	int strict;
 	/** Print every operation as it runs (to stderr); 2: every file call too. */
 	int verbose;
