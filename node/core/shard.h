@@ -42,8 +42,8 @@ struct shard_config {
 	char prefix[32];
 	/** The WAL is objects under prefix + "wal/" on os (wal = store), not files in wal_dir. */
 	int wal_store;
-	/** wal = local on a shared store: refuse to open while WAL objects on the store hold
-	 *  rows after the cursor (the shard was written with wal = store). */
+	/** wal = local (on any store, the fs store included): refuse to open while WAL objects
+	 *  on the store hold rows after the cursor (the shard was written with wal = store). */
 	int wal_check_store;
 	/** WAL sync mode and interval. */
 	int sync;

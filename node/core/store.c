@@ -611,7 +611,9 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->excl_hold_ns = db->excl_hold_ns;
 	cfg->excl_wait_ns = db->excl_wait_ns;
 	cfg->wal_store = o->wal == STRATA_WAL_STORE;
-	cfg->wal_check_store = !cfg->wal_store && o->store != NULL;
+	/* Also on the local fs store (no URL): rows a wal = store open acknowledged there must
+	 * not be hidden by a wal = local open, whose next seal would move the cursor past them. */
+	cfg->wal_check_store = !cfg->wal_store;
 }
 
 /** Whether this handle opens shard i at strata_open (its serve range). */

@@ -438,6 +438,33 @@ TEST(switch_to_store_wal_with_local_rows_is_refused)
 	free(d);
 }
 
+/* The other direction, on the local fs store (no store URL): rows acknowledged with
+ * wal = store must not be hidden by an open with wal = local, and then lost for good when
+ * that open's seal moves the cursor past them. */
+TEST(switch_to_local_wal_with_store_rows_is_refused_on_the_fs_store)
+{
+	char *d = harness_tmpdir("walstore");
+	strata_options o;
+	strata_options_init(&o);
+	o.dir = d;
+	o.shards = 1;
+	o.threads = 0;
+	o.wal = STRATA_WAL_STORE;
+	strata *db;
+	REQUIRE(strata_open(&o, &db) == 0);
+	CHECK_EQ(append1(db, 0, "acked", "on the store"), 0);
+	strata_close(db);
+	o.wal = STRATA_WAL_LOCAL;
+	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
+	CHECK(strstr(strata_last_error(), "wal = store") != NULL);
+	o.wal = STRATA_WAL_STORE;
+	REQUIRE(strata_open(&o, &db) == 0);
+	CHECK(reads(db, 0, "acked", "on the store"));
+	strata_close(db);
+	harness_rmrf(d);
+	free(d);
+}
+
 TEST(serve_range_opens_a_subset_and_claim_takes_a_shard_over)
 {
 	char *d = harness_tmpdir("walstore");
@@ -505,6 +532,7 @@ main(int argc, char **argv)
 	RUN(release_deletes_batches_below_cursor_and_keeps_markers);
 	RUN(store_wal_round_trip_through_seal_merge_reopen);
 	RUN(switch_to_store_wal_with_local_rows_is_refused);
+	RUN(switch_to_local_wal_with_store_rows_is_refused_on_the_fs_store);
 	RUN(serve_range_opens_a_subset_and_claim_takes_a_shard_over);
 	return HARNESS_END("test_walstore");
 }
