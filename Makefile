@@ -25,7 +25,7 @@ PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl libcrypto expat
 BUILD_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
               luajit2 libev-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev libssl-dev \
               libexpat1-dev curl
-TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks
+TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks lua5.1
 TEST_CMDS  := npm
 BENCH_PKGS := librocksdb-dev wrk tarantool
 
@@ -246,7 +246,7 @@ unit: all $(UNIT_BIN) $(OBJSTORE_TESTS)
 ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
               "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh" \
-              "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh"
+              "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh" "sh tests/node/serve_start.sh"
 BUILD_CHECK := "sh tests/build/check_build.sh" "sh tests/build/check_cli.sh" "sh tests/build/fresh_machine.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 endif
