@@ -73,9 +73,13 @@ bench-deps:
 
 # The goals that run something install first, in this make, then build and run in a second
 # one (STRATA_DEPS=done), whose pkg-config calls then see the installed packages.
+# STRATA_DEPS counts only on a make's command line (the second pass's, or a sub-make's
+# through MAKEFLAGS), never from the environment: a test that runs `make run` as a new user
+# would, from a recipe of the second pass, must get a first pass of its own.
 RUN_GOALS := run test check unit suites soak fuzz bench
+unexport STRATA_DEPS
 ifneq ($(filter $(RUN_GOALS),$(MAKECMDGOALS)),)
-ifneq ($(STRATA_DEPS),done)
+ifneq ($(origin STRATA_DEPS)$(STRATA_DEPS),command linedone)
 STRATA_FIRST_PASS := 1
 endif
 endif
