@@ -25,6 +25,7 @@
 
 #include "azure_xml.h"
 #include "http.h"
+#include "xml.h"
 #include "../lib/base64.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -191,7 +192,7 @@ az_error_code(struct oshttp_call *c, char *code, size_t cap, char *msg, size_t m
 	snprintf(code, cap, "%s", c->http.error_code);
 	if (c->http.error_body.len > 0) {
 		char bcode[128];
-		if (azxml_parse_error(c->http.error_body.data, c->http.error_body.len, bcode, sizeof(bcode), msg,
+		if (osxml_parse_error(c->http.error_body.data, c->http.error_body.len, bcode, sizeof(bcode), msg,
 				      mcap) == 0) {
 			if (code[0] == '\0')
 				snprintf(code, cap, "%s", bcode);

@@ -1,10 +1,10 @@
 /*
- * azure_xml.c — List Blobs pages and error bodies, parsed with expat (memory through
- * env). Only the elements strata reads are kept; everything else is skipped.
+ * azure_xml.c — List Blobs pages, parsed with expat (memory through env). Only the
+ * elements strata reads are kept; everything else is skipped. Error bodies are parsed by
+ * osxml_parse_error (xml.c).
  */
 #include "azure_xml.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "../lib/diag.h"
@@ -23,9 +23,6 @@ enum azxml_el {
 	AZ_EL_PROPS,   /**< .../Blob/Properties */
 	AZ_EL_LENGTH,  /**< .../Properties/Content-Length */
 	AZ_EL_NEXT,    /**< EnumerationResults/NextMarker */
-	AZ_EL_ERROR,   /**< Error (root of an error body) */
-	AZ_EL_CODE,    /**< Error/Code */
-	AZ_EL_MESSAGE, /**< Error/Message */
 };
 
 /** Parse state. */
@@ -36,7 +33,7 @@ struct azxml_ctx {
 	enum azxml_el stack[AZXML_MAX_DEPTH];
 	/** Its depth. */
 	int depth;
-	/** The listing being filled (NULL: an error body). */
+	/** The listing being filled. */
 	struct azxml_list *list;
 	/** Most entries accepted. */
 	size_t max_entries;
@@ -44,9 +41,6 @@ struct azxml_ctx {
 	char *name;
 	uint64_t size;
 	int have_size;
-	/** The error body's code and message. */
-	char *code, *msg;
-	size_t code_cap, msg_cap;
 };
 
 static enum azxml_el
@@ -54,9 +48,7 @@ azxml_classify(const struct azxml_ctx *c, const char *name)
 {
 	enum azxml_el parent = c->depth > 0 ? c->stack[c->depth - 1] : AZ_EL_OTHER;
 	if (c->depth == 0)
-		return strcmp(name, "EnumerationResults") == 0 ? AZ_EL_RESULTS
-		       : strcmp(name, "Error") == 0	       ? AZ_EL_ERROR
-							       : AZ_EL_OTHER;
+		return strcmp(name, "EnumerationResults") == 0 ? AZ_EL_RESULTS : AZ_EL_OTHER;
 	switch (parent) {
 	case AZ_EL_RESULTS:
 		return strcmp(name, "Blobs") == 0 ? AZ_EL_BLOBS
@@ -68,9 +60,6 @@ azxml_classify(const struct azxml_ctx *c, const char *name)
 		       : strcmp(name, "Properties") == 0 ? AZ_EL_PROPS : AZ_EL_OTHER;
 	case AZ_EL_PROPS:
 		return strcmp(name, "Content-Length") == 0 ? AZ_EL_LENGTH : AZ_EL_OTHER;
-	case AZ_EL_ERROR:
-		return strcmp(name, "Code") == 0 ? AZ_EL_CODE
-		       : strcmp(name, "Message") == 0 ? AZ_EL_MESSAGE : AZ_EL_OTHER;
 	default:
 		return AZ_EL_OTHER;
 	}
@@ -86,7 +75,7 @@ azxml_start(void *ud, const XML_Char *name, const XML_Char **attrs)
 	}
 	enum azxml_el el = azxml_classify(c, name);
 	if (c->depth == 0) {
-		if (c->list != NULL ? el != AZ_EL_RESULTS : el != AZ_EL_ERROR) {
+		if (el != AZ_EL_RESULTS) {
 			osxml_fail(&c->x, STRATA_EIO, "unexpected root element <%.64s>", name);
 			return;
 		}
@@ -165,12 +154,6 @@ azxml_end(void *ud, const XML_Char *name)
 	case AZ_EL_NEXT:
 		memcpy(c->list->next_marker, c->x.text, c->x.tlen + 1);
 		break;
-	case AZ_EL_CODE:
-		snprintf(c->code, c->code_cap, "%s", c->x.text);
-		break;
-	case AZ_EL_MESSAGE:
-		snprintf(c->msg, c->msg_cap, "%s", c->x.text);
-		break;
 	default:
 		break;
 	}
@@ -184,10 +167,9 @@ azxml_chars(void *ud, const XML_Char *s, int len)
 	if (c->depth == 0)
 		return;
 	enum azxml_el el = c->stack[c->depth - 1];
-	if (el != AZ_EL_NAME && el != AZ_EL_LENGTH && el != AZ_EL_NEXT && el != AZ_EL_CODE &&
-	    el != AZ_EL_MESSAGE)
+	if (el != AZ_EL_NAME && el != AZ_EL_LENGTH && el != AZ_EL_NEXT)
 		return;
-	osxml_text(&c->x, s, len, el == AZ_EL_MESSAGE); /* a long message is cut, not refused */
+	osxml_text(&c->x, s, len, 0);
 }
 
 /** Run expat over data with c; 0 or the error recorded with what. */
@@ -228,21 +210,4 @@ azxml_list_destroy(struct azxml_list *l)
 	env.free(l->v);
 	l->v = NULL;
 	l->n = l->cap = 0;
-}
-
-int
-azxml_parse_error(const void *data, size_t len, char *code, size_t code_cap, char *msg, size_t msg_cap)
-{
-	code[0] = '\0';
-	msg[0] = '\0';
-	struct azxml_ctx *c = env.calloc(1, sizeof(*c));
-	if (c == NULL)
-		return diag_set(STRATA_ENOMEM, "error body: out of memory");
-	c->code = code;
-	c->code_cap = code_cap;
-	c->msg = msg;
-	c->msg_cap = msg_cap;
-	int rc = azxml_run(c, data, len, "error body");
-	env.free(c);
-	return rc;
 }

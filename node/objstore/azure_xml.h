@@ -1,9 +1,9 @@
 /*
- * azure_xml.h — the parsers of Azure Blob's XML answers (List Blobs pages, error
- * bodies), over expat. Limits are explicit: nesting depth, text per element, entries
- * per page; a document type declaration (and so any entity) is refused. A malformed,
- * truncated, oversized or hostile body gets STRATA_EIO with a message naming what was
- * wrong and where.
+ * azure_xml.h — the parser of Azure Blob's List Blobs pages, over expat (error bodies,
+ * which S3 writes alike, are parsed by osxml_parse_error, xml.h). Limits are explicit:
+ * nesting depth, text per element, entries per page; a document type declaration (and
+ * so any entity) is refused. A malformed, truncated, oversized or hostile body gets
+ * STRATA_EIO with a message naming what was wrong and where.
  */
 #ifndef STRATA_AZURE_XML_H
 #define STRATA_AZURE_XML_H
@@ -41,9 +41,5 @@ int azxml_parse_list(const void *data, size_t len, size_t max_entries, const cha
 		     struct azxml_list *out);
 /** Release a page. */
 void azxml_list_destroy(struct azxml_list *l);
-/** The Code and Message of an error body (each "" when absent); 0, or STRATA_EIO when the
- *  body is not an error document. */
-int azxml_parse_error(const void *data, size_t len, char *code, size_t code_cap, char *msg,
-		      size_t msg_cap);
 
 #endif

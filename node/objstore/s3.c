@@ -31,9 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "azure_xml.h"
 #include "http.h"
 #include "s3_xml.h"
+#include "xml.h"
 #include "../lib/base64.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -157,7 +157,7 @@ s3_error_code(const struct oshttp_req *r, char *code, size_t cap, char *msg, siz
 		msg[0] = '\0';
 	char m[512] = "";
 	if (r->error_body.len > 0 &&
-	    azxml_parse_error(r->error_body.data, r->error_body.len, code, cap, m, sizeof(m)) != 0)
+	    osxml_parse_error(r->error_body.data, r->error_body.len, code, cap, m, sizeof(m)) != 0)
 		diag_clear();
 	if (msg != NULL) {
 		snprintf(msg, mcap, "%s", m[0] ? m : "");
@@ -726,7 +726,7 @@ s3_upload_complete(struct s3_writer *w)
 			/* A 200 answer may still carry an <Error> (the service failed after it
 			 * started answering). */
 			char code[128], msg[256];
-			if (body.len > 0 && azxml_parse_error(body.data, body.len, code, sizeof(code), msg,
+			if (body.len > 0 && osxml_parse_error(body.data, body.len, code, sizeof(code), msg,
 							      sizeof(msg)) == 0)
 				rc = diag_set(STRATA_EIO, "%s: HTTP 200 with error %s: %s", c.call.what, code, msg);
 			else

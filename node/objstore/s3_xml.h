@@ -2,7 +2,7 @@
  * s3_xml.h — the parsers of S3's XML answers, over expat: ListObjectsV2 pages,
  * ListMultipartUploads pages, InitiateMultipartUpload results and DeleteObjects
  * results. Error bodies have the same <Error><Code/><Message/></Error> shape as Azure's
- * and are parsed by azxml_parse_error (azure_xml.h). Limits are explicit: nesting
+ * and are parsed by osxml_parse_error (xml.h). Limits are explicit: nesting
  * depth, text per element, entries per page; a document type declaration (and so any
  * entity) is refused. A malformed, truncated, oversized or hostile body gets STRATA_EIO
  * with a message naming what was wrong and where.

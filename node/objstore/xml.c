@@ -1,5 +1,6 @@
 /*
- * xml.c — the expat plumbing the Azure and S3 XML parsers share (xml.h).
+ * xml.c — the expat plumbing the Azure and S3 XML parsers share, and the parser of the
+ * error body both services write alike (xml.h).
  */
 #include "xml.h"
 
@@ -108,5 +109,97 @@ osxml_run(struct osxml *x, const void *data, size_t len, const char *what, XML_S
 		rc = diag_set(STRATA_EIO, "%s: XML without a root element", what);
 	}
 	XML_ParserFree(p);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- error bodies */
+
+/** The elements of an error body that matter. */
+enum osxml_err_el {
+	OSXML_EL_OTHER,
+	OSXML_EL_ERROR,   /**< Error (the root) */
+	OSXML_EL_CODE,    /**< Error/Code */
+	OSXML_EL_MESSAGE, /**< Error/Message */
+};
+
+/** Parse state of an error body. */
+struct osxml_err {
+	/** The shared parse state; must be first. */
+	struct osxml x;
+	/** The element stack. */
+	enum osxml_err_el stack[OSXML_MAX_DEPTH];
+	/** Its depth. */
+	int depth;
+	/** Where the code and the message go. */
+	char *code, *msg;
+	/** Their room. */
+	size_t code_cap, msg_cap;
+};
+
+static void XMLCALL
+osxml_err_start(void *ud, const XML_Char *name, const XML_Char **attrs)
+{
+	struct osxml_err *c = ud;
+	if (c->depth >= OSXML_MAX_DEPTH) {
+		osxml_fail(&c->x, STRATA_EIO, "elements nested deeper than %s", "16");
+		return;
+	}
+	enum osxml_err_el el = OSXML_EL_OTHER;
+	if (c->depth == 0) {
+		if (strcmp(name, "Error") != 0) {
+			osxml_fail(&c->x, STRATA_EIO, "unexpected root element <%.64s>", name);
+			return;
+		}
+		el = OSXML_EL_ERROR;
+		c->x.root_seen = 1;
+	} else if (c->stack[c->depth - 1] == OSXML_EL_ERROR) {
+		el = strcmp(name, "Code") == 0 ? OSXML_EL_CODE
+		     : strcmp(name, "Message") == 0 ? OSXML_EL_MESSAGE : OSXML_EL_OTHER;
+	}
+	c->stack[c->depth++] = el;
+	c->x.tlen = 0;
+}
+
+static void XMLCALL
+osxml_err_end(void *ud, const XML_Char *name)
+{
+	struct osxml_err *c = ud;
+	if (c->depth == 0)
+		return;
+	enum osxml_err_el el = c->stack[--c->depth];
+	c->x.text[c->x.tlen] = '\0';
+	if (el == OSXML_EL_CODE)
+		snprintf(c->code, c->code_cap, "%s", c->x.text);
+	else if (el == OSXML_EL_MESSAGE)
+		snprintf(c->msg, c->msg_cap, "%s", c->x.text);
+	c->x.tlen = 0;
+}
+
+static void XMLCALL
+osxml_err_chars(void *ud, const XML_Char *s, int len)
+{
+	struct osxml_err *c = ud;
+	if (c->depth == 0)
+		return;
+	enum osxml_err_el el = c->stack[c->depth - 1];
+	if (el != OSXML_EL_CODE && el != OSXML_EL_MESSAGE)
+		return;
+	osxml_text(&c->x, s, len, el == OSXML_EL_MESSAGE); /* a long message is cut, not refused */
+}
+
+int
+osxml_parse_error(const void *data, size_t len, char *code, size_t code_cap, char *msg, size_t msg_cap)
+{
+	code[0] = '\0';
+	msg[0] = '\0';
+	struct osxml_err *c = env.calloc(1, sizeof(*c));
+	if (c == NULL)
+		return diag_set(STRATA_ENOMEM, "error body: out of memory");
+	c->code = code;
+	c->code_cap = code_cap;
+	c->msg = msg;
+	c->msg_cap = msg_cap;
+	int rc = osxml_run(&c->x, data, len, "error body", osxml_err_start, osxml_err_end, osxml_err_chars);
+	env.free(c);
 	return rc;
 }

@@ -2,7 +2,8 @@
  * xml.h — what the XML parsers of the remote object stores (azure_xml.c, s3_xml.c) share
  * over expat: memory through env, a refused document type declaration (and so any
  * entity), the first failure kept and the parse stopped, element text within a limit,
- * and one message for a body that fails, naming the document.
+ * and one message for a body that fails, naming the document. And the one document both
+ * services write alike: an error body, <Error><Code/><Message/></Error>.
  */
 #ifndef STRATA_OSXML_H
 #define STRATA_OSXML_H
@@ -13,6 +14,8 @@
 
 /** Longest text of one element, bytes (a key or a blob name is at most 1024). */
 #define OSXML_MAX_TEXT 4096
+/** Deepest element nesting of an error body accepted. */
+#define OSXML_MAX_DEPTH 16
 
 /** The parse state every document's context starts with. */
 struct osxml {
@@ -44,5 +47,9 @@ int osxml_u64(const char *s, uint64_t *out);
  *  document's context); 0, or the failure recorded with what. */
 int osxml_run(struct osxml *x, const void *data, size_t len, const char *what, XML_StartElementHandler start,
 	      XML_EndElementHandler end, XML_CharacterDataHandler chars);
+
+/** The Code and Message of an error body of either service (each "" when absent; a long
+ *  message is cut); 0, or STRATA_EIO when the body is not an error document. */
+int osxml_parse_error(const void *data, size_t len, char *code, size_t code_cap, char *msg, size_t msg_cap);
 
 #endif

@@ -1,14 +1,16 @@
 /*
- * fuzz_azxml.c — libFuzzer target for the Azure Blob XML parsers (node/objstore/azure_xml.c:
- * List Blobs pages and error bodies). Oracles beyond "no crash, leak or sanitizer report":
- * a failure is STRATA_EIO (or STRATA_ENOMEM) with a message naming the document; a page
- * that parses holds at most the entries asked for, each with a non-empty name of at most
- * AZXML_MAX_TEXT bytes; an error body's code and message fit their buffers.
+ * fuzz_azxml.c — libFuzzer target for the Azure Blob XML parsers: List Blobs pages
+ * (node/objstore/azure_xml.c) and error bodies (node/objstore/xml.c, which parses S3's
+ * too). Oracles beyond "no crash, leak or sanitizer report": a failure is STRATA_EIO (or
+ * STRATA_ENOMEM) with a message naming the document; a page that parses holds at most
+ * the entries asked for, each with a non-empty name of at most AZXML_MAX_TEXT bytes; an
+ * error body's code and message fit their buffers.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "../../node/objstore/azure_xml.h"
+#include "../../node/objstore/xml.h"
 #include "fuzz_util.h"
 
 /** Entries per page the target asks for (small, so the limit is reached). */
@@ -40,9 +42,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	azxml_list_destroy(&l);
 	char code[32], msg[64];
-	rc = azxml_parse_error(data, size, code, sizeof(code), msg, sizeof(msg));
+	rc = osxml_parse_error(data, size, code, sizeof(code), msg, sizeof(msg));
 	if (rc != 0 && rc != STRATA_EIO && rc != STRATA_ENOMEM)
-		FUZZ_FAIL("azxml_parse_error gave %s: %s", fuzz_code(rc), diag_last());
+		FUZZ_FAIL("osxml_parse_error gave %s: %s", fuzz_code(rc), diag_last());
 	if (strlen(code) >= sizeof(code) || strlen(msg) >= sizeof(msg))
 		FUZZ_FAIL("code or message overran its buffer");
 	return 0;
