@@ -11,9 +11,12 @@
  * users. Latencies go to log-linear histograms (node/lib/hist.h); thresholds,
  * a summary table, JSON and a self-contained HTML report come at the end.
  *
- * Files: load_run.c (runner, scheduling, Lua bindings), load_http.c (HTTP target),
- * load_embed.c (embedded target), load_metric.c (metrics, thresholds, summary),
- * load_report.c (JSON and HTML), load_track.c (acknowledged-row tracking).
+ * Files, from the top down: load_run.c (runner, scheduling, phases, load_main) calls
+ * load_conf.c (the script's configuration, wrk hooks), load_verb.c (ctx and its verbs),
+ * load_report.c (summary, JSON and HTML), load_http.c (HTTP target) and load_embed.c
+ * (embedded target); all of them call load_core.c (names, clock, requests and target
+ * slots, histogram objects; load_core.h holds the run's state), load_metric.c (metrics,
+ * thresholds) and load_track.c (acknowledged-row tracking). Nothing calls upwards.
  */
 #ifndef STRATA_LOAD_H
 #define STRATA_LOAD_H

@@ -17,7 +17,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
-#include "load_run.h"
+#include "load_core.h"
 
 /* ------------------------------------------------------------------------ */
 /* The script's configuration                                                */
@@ -357,8 +357,6 @@ conf_scenario(struct load_run *run, const char *name, int idx)
 			if (s->stages[i].to > most)
 				most = s->stages[i].to;
 		s->nvus = (unsigned)most;
-		if (load_scn_init_vus(s) != 0)
-			return load_conf_fail(run, "out of memory for %u VUs", s->nvus);
 		snprintf(s->desc, sizeof(s->desc), "closed %g VUs%s", s->initial, s->nstages ? " (staged)" : "");
 	} else if (every > 0) {
 		snprintf(s->desc, sizeof(s->desc), "every %.4gs", (double)every / 1e9);
@@ -742,8 +740,6 @@ load_wrk_prepare(struct load_run *run)
 		s->model = LOAD_MODEL_CLOSED;
 		s->initial = run->target->slots;
 		s->nvus = run->target->slots;
-		if (load_scn_init_vus(s) != 0)
-			return load_conf_fail(run, "out of memory for %u VUs", s->nvus);
 		snprintf(s->desc, sizeof(s->desc), "closed %u connections", s->nvus);
 	}
 	return 0;

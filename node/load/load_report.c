@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "../lib/env.h"
-#include "load_run.h"
+#include "load_core.h"
 
 /** Percentiles shown everywhere, with their JSON names. */
 static const struct {

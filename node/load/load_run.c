@@ -3,7 +3,9 @@
  * coroutines of iterations, setup and teardown, the scheduling of scenarios (open
  * and closed models, stages), verification, the phases of a run (setup,
  * scenarios, drain, teardown, verify, report) and load_main. The verbs bound to
- * ctx are in load_verb.c, the script's configuration and wrk hooks in load_conf.c.
+ * ctx are in load_verb.c, the script's configuration and wrk hooks in load_conf.c,
+ * requests, target slots and the log line in load_core.c: this file calls them all,
+ * and none calls back into it but through run->verb_done, run->stop and r->on_complete.
  *
  * Everything here runs on the loop thread. A coroutine is resumed only from a
  * loop callback (a timer, a completion), never from inside another resume.
@@ -28,126 +30,14 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
-#include "load_run.h"
+#include "load_core.h"
 
-/** Requests kept on the free list; more are freed. */
-#define LOAD_FREE_REQS 4096u
-/** A request whose buffers grew above this is freed rather than kept. */
-#define LOAD_REQ_KEEP_BYTES (1u << 20)
 /** Closed-model VU ramp: how often the VU target is re-evaluated, seconds. */
 #define LOAD_RAMP_TICK_S 0.1
-
-static const char *const load_verb_names[] = {
-	[LOAD_VERB_APPEND] = "append", [LOAD_VERB_GET] = "get",	      [LOAD_VERB_SCAN] = "scan",
-	[LOAD_VERB_SEAL] = "seal",     [LOAD_VERB_MERGE] = "merge_wal", [LOAD_VERB_POLICY] = "put_policy",
-	[LOAD_VERB_GET_POLICY] = "get_policy",
-	[LOAD_VERB_STATS] = "stats",   [LOAD_VERB_HTTP] = "http",	      [LOAD_VERB_VERIFY] = "verify",
-};
-
-const char *
-load_verb_name(int verb)
-{
-	if (verb < 0 || verb > LOAD_VERB_VERIFY)
-		return "?";
-	return load_verb_names[verb];
-}
-
-uint64_t
-load_now_ns(void)
-{
-	return env.mono_ns();
-}
-
-void
-load_req_reset(struct load_req *r)
-{
-	buf_reset(&r->key);
-	buf_reset(&r->body);
-	buf_reset(&r->keys);
-	buf_reset(&r->rowmeta);
-	buf_reset(&r->scan_prefix);
-	buf_reset(&r->scan_start);
-	buf_reset(&r->scan_end);
-	buf_reset(&r->path);
-	buf_reset(&r->headers);
-	buf_reset(&r->resp);
-	buf_reset(&r->resp_headers);
-	env.free(r->rows);
-	struct load_req keep = *r;
-	memset(r, 0, sizeof(*r));
-	r->key = keep.key;
-	r->body = keep.body;
-	r->keys = keep.keys;
-	r->rowmeta = keep.rowmeta;
-	r->scan_prefix = keep.scan_prefix;
-	r->scan_start = keep.scan_start;
-	r->scan_end = keep.scan_end;
-	r->path = keep.path;
-	r->headers = keep.headers;
-	r->resp = keep.resp;
-	r->resp_headers = keep.resp_headers;
-}
-
-void
-load_req_destroy(struct load_req *r)
-{
-	buf_destroy(&r->key);
-	buf_destroy(&r->body);
-	buf_destroy(&r->keys);
-	buf_destroy(&r->rowmeta);
-	buf_destroy(&r->scan_prefix);
-	buf_destroy(&r->scan_start);
-	buf_destroy(&r->scan_end);
-	buf_destroy(&r->path);
-	buf_destroy(&r->headers);
-	buf_destroy(&r->resp);
-	buf_destroy(&r->resp_headers);
-	env.free(r->rows);
-	r->rows = NULL;
-}
-
-void
-load_req_fail(struct load_req *r, int fail, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
-	va_end(ap);
-	/* One line: reply bodies quoted in messages end with newlines. */
-	size_t n = strlen(r->errmsg);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)r->errmsg[i] < 0x20)
-			r->errmsg[i] = ' ';
-	while (n > 0 && r->errmsg[n - 1] == ' ')
-		r->errmsg[--n] = '\0';
-	r->fail = fail;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
-
-static double
-lr_elapsed_s(const struct load_run *run)
-{
-	if (run->t0 == 0)
-		return 0;
-	return (double)(load_now_ns() - run->t0) / 1e9;
-}
-
-void
-load_run_log(struct load_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-void
-load_run_log(struct load_run *run, const char *fmt, ...)
-{
-	char msg[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "[%7.2fs] %s\n", lr_elapsed_s(run), msg);
-}
 
 static void lr_kick(struct load_run *run);
 static void iter_resume(struct load_iter *it, int nargs);
@@ -175,75 +65,6 @@ scn_verb_stat(struct load_scn *s, int verb)
 /* ------------------------------------------------------------------------ */
 /* Requests and target slots                                                 */
 /* ------------------------------------------------------------------------ */
-
-struct load_req *
-load_run_req_get(struct load_run *run)
-{
-	struct load_req *r = run->free_reqs;
-	if (r != NULL) {
-		run->free_reqs = r->next;
-		run->nfree--;
-		r->next = NULL;
-		return r;
-	}
-	return env.calloc(1, sizeof(*r));
-}
-
-void
-load_run_req_put(struct load_run *run, struct load_req *r)
-{
-	size_t big = r->body.cap + r->resp.cap + r->keys.cap + r->rowmeta.cap;
-	if (run->nfree >= LOAD_FREE_REQS || big > LOAD_REQ_KEEP_BYTES) {
-		load_req_destroy(r);
-		env.free(r);
-		return;
-	}
-	load_req_reset(r);
-	r->next = run->free_reqs;
-	run->free_reqs = r;
-	run->nfree++;
-}
-
-static void
-lr_req_done(struct load_req *r)
-{
-	struct load_run *run = r->run;
-	if (run->inflight > 0)
-		run->inflight--;
-	while (!run->cancelling && run->waitq != NULL && run->inflight < run->target->slots) {
-		struct load_req *w = run->waitq;
-		run->waitq = w->next;
-		if (run->waitq == NULL)
-			run->waitq_tail = NULL;
-		w->next = NULL;
-		run->waiting--;
-		run->inflight++;
-		run->target->submit(run->target, w);
-	}
-	r->on_complete(r);
-}
-
-/** Hand r to the target now, or queue it for the next free slot. */
-void
-load_run_submit(struct load_run *run, struct load_req *r, void (*on_complete)(struct load_req *), void *ctx)
-{
-	r->run = run;
-	r->done = lr_req_done;
-	r->on_complete = on_complete;
-	r->ctx = ctx;
-	r->next = NULL;
-	if (run->inflight < run->target->slots && run->waitq == NULL) {
-		run->inflight++;
-		run->target->submit(run->target, r);
-		return;
-	}
-	if (run->waitq_tail != NULL)
-		run->waitq_tail->next = r;
-	else
-		run->waitq = r;
-	run->waitq_tail = r;
-	run->waiting++;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Coroutines                                                                */
@@ -401,9 +222,10 @@ iter_resume(struct load_iter *it, int nargs)
 	iter_finish(it, buf);
 }
 
-/** Completion of a verb's request: record it and resume the coroutine with its results. */
-void
-load_iter_req_done(struct load_req *r)
+/** Completion of a verb's request (run->verb_done): record it and resume the coroutine with
+ *  its results. */
+static void
+iter_req_done(struct load_req *r)
 {
 	struct load_iter *it = r->ctx;
 	struct load_run *run = it->run;
@@ -704,8 +526,9 @@ vu_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	iter_start(s, vu, load_now_ns());
 }
 
-int
-load_scn_init_vus(struct load_scn *s)
+/** Allocate the VUs of a closed-model scenario (s->nvus of them, as the configuration says). */
+static int
+scn_init_vus(struct load_scn *s)
 {
 	s->vus = env.calloc(s->nvus ? s->nvus : 1, sizeof(*s->vus));
 	if (s->vus == NULL)
@@ -871,13 +694,8 @@ static void
 lr_abandon(struct load_run *run)
 {
 	run->cancelling = 1;
-	while (run->waitq != NULL) {
-		struct load_req *r = run->waitq;
-		run->waitq = r->next;
-		if (run->waitq == NULL)
-			run->waitq_tail = NULL;
-		r->next = NULL;
-		run->waiting--;
+	struct load_req *r;
+	while ((r = load_run_waitq_pop(run)) != NULL) {
 		load_req_fail(r, LOAD_FAIL_INTERRUPTED, "%s: interrupted before it was sent", load_verb_name(r->verb));
 		r->t_send = r->t_done = load_now_ns();
 		r->on_complete(r);
@@ -1148,8 +966,10 @@ lr_advance(struct load_run *run)
 	}
 }
 
-void
-load_run_stop(struct load_run *run, const char *why)
+/** End the scenarios now (run->stop: ctx:stop, signals); teardown, verification and reports
+ *  still run. */
+static void
+lr_stop(struct load_run *run, const char *why)
 {
 	if (run->stopped)
 		return;
@@ -1169,7 +989,7 @@ lr_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	struct load_run *run = w->data;
 	if (!run->stopped) {
 		run->stop_signal = w->signum;
-		load_run_stop(run, w->signum == SIGINT ? "interrupted (SIGINT); again to skip verification"
+		lr_stop(run, w->signum == SIGINT ? "interrupted (SIGINT); again to skip verification"
 						  : "terminated (SIGTERM); again to skip verification");
 		return;
 	}
@@ -1221,14 +1041,6 @@ lr_metrics_stat(struct load_metrics *m, const struct load_stat *s, double dur, i
 	char un[LOAD_NAME_MAX + 16];
 	snprintf(un, sizeof(un), "%s.uncorrected", s->name);
 	load_metrics_add_hist(m, un, s->raw);
-}
-
-double
-load_scn_seconds(const struct load_run *run, const struct load_scn *s)
-{
-	uint64_t ran = run->t_end > run->t0 ? run->t_end - run->t0 : 0;
-	uint64_t end = s->end < ran ? s->end : ran;
-	return end > s->start ? (double)(end - s->start) / 1e9 : 0;
 }
 
 static void
@@ -1552,6 +1364,9 @@ lr_prepare(struct load_run *run)
 					run->thr[i].metric);
 		}
 	}
+	for (unsigned i = 0; i < run->nscn; i++)
+		if (run->scn[i]->model == LOAD_MODEL_CLOSED && scn_init_vus(run->scn[i]) != 0)
+			return load_conf_fail(run, "out of memory for %u VUs", run->scn[i]->nvus), LOAD_EXIT_ERROR;
 	lua_settop(L, 0);
 	if (run->verify) {
 		uint64_t max = o->max_tracked ? o->max_tracked
@@ -1582,6 +1397,8 @@ load_main(const struct load_opts *o)
 		return LOAD_EXIT_ERROR;
 	}
 	run->o = o;
+	run->verb_done = iter_req_done;
+	run->stop = lr_stop;
 	run->script = o->script;
 	run->t_init = load_now_ns();
 	run->ctx_ref = run->setup_ref = run->teardown_ref = run->done_ref = run->data_ref = LUA_NOREF;

@@ -18,7 +18,7 @@
 
 #include "../lib/base64.h"
 #include "../lib/env.h"
-#include "load_run.h"
+#include "load_core.h"
 
 /* ------------------------------------------------------------------------ */
 /* Encoding helpers                                                          */
@@ -602,7 +602,7 @@ verb_go(lua_State *L, struct load_iter *it, struct load_req *r)
 	struct load_run *run = it->run;
 	it->req = r;
 	it->call_ns = load_now_ns();
-	load_run_submit(run, r, load_iter_req_done, it);
+	load_run_submit(run, r, run->verb_done, it);
 	return lua_yield(L, 0);
 }
 
@@ -1294,7 +1294,7 @@ static int
 l_stop(lua_State *L)
 {
 	struct load_run *run = ctx_run(L);
-	load_run_stop(run, "ctx:stop()");
+	run->stop(run, "ctx:stop()");
 	return 0;
 }
 
@@ -1318,134 +1318,8 @@ l_scenario(lua_State *L)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Histogram objects (ctx:hist, wrk's done(summary, latency, requests))      */
+/* ctx:hist                                                                  */
 /* ------------------------------------------------------------------------ */
-
-#define LOAD_HIST_MT "strata.load.hist"
-
-/** A histogram as seen from Lua. */
-struct load_hist_ud {
-	/** The histogram (owned by the run, valid while the Lua state lives). */
-	const struct hist *h;
-	/** Recorded units per reported unit (1e6: report ms of ns values). */
-	double unit;
-};
-
-static struct load_hist_ud *
-l_hist_ud(lua_State *L)
-{
-	return luaL_checkudata(L, 1, LOAD_HIST_MT);
-}
-
-static double
-l_hist_ud_stdev(const struct load_hist_ud *u)
-{
-	uint64_t n = hist_count(u->h);
-	if (n < 2)
-		return 0;
-	double mean = hist_mean(u->h), acc = 0;
-	struct hist_iter it;
-	struct hist_bucket b;
-	hist_iter_init(&it, u->h);
-	while (hist_iter_next(&it, &b)) {
-		double mid = ((double)b.lo + (double)b.hi) / 2 - mean;
-		acc += mid * mid * (double)b.count;
-	}
-	return sqrt(acc / (double)(n - 1)) / u->unit;
-}
-
-/* h:percentile(p) -> value */
-static int
-l_hist_percentile(lua_State *L)
-{
-	struct load_hist_ud *u = l_hist_ud(L);
-	lua_Number p = luaL_checknumber(L, 2);
-	if (!(p >= 0 && p <= 100))
-		return luaL_error(L, "percentile must be 0..100");
-	lua_pushnumber(L, (double)hist_percentile(u->h, p) / u->unit);
-	return 1;
-}
-
-/* h:count_over(x) -> values recorded above x (in the histogram's unit) */
-static int
-l_hist_count_over(lua_State *L)
-{
-	struct load_hist_ud *u = l_hist_ud(L);
-	lua_Number x = luaL_checknumber(L, 2);
-	if (!(x >= 0))
-		return luaL_error(L, "count_over needs a non-negative value");
-	double raw = x * u->unit;
-	uint64_t v = raw >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)raw;
-	lua_pushnumber(L, (lua_Number)(hist_count(u->h) - hist_count_le(u->h, v)));
-	return 1;
-}
-
-static int
-l_hist_index(lua_State *L)
-{
-	struct load_hist_ud *u = l_hist_ud(L);
-	if (lua_type(L, 2) == LUA_TNUMBER) {
-		lua_Number want = lua_tonumber(L, 2);
-		struct hist_iter it;
-		struct hist_bucket b;
-		hist_iter_init(&it, u->h);
-		lua_Number i = 0;
-		while (hist_iter_next(&it, &b)) {
-			if (++i == want) {
-				lua_createtable(L, 0, 2);
-				lua_pushnumber(L, (double)b.hi / u->unit);
-				lua_setfield(L, -2, "value");
-				lua_pushnumber(L, (lua_Number)b.count);
-				lua_setfield(L, -2, "count");
-				return 1;
-			}
-		}
-		lua_pushnil(L);
-		return 1;
-	}
-	const char *k = luaL_checkstring(L, 2);
-	if (strcmp(k, "min") == 0)
-		lua_pushnumber(L, (double)hist_min(u->h) / u->unit);
-	else if (strcmp(k, "max") == 0)
-		lua_pushnumber(L, (double)hist_max(u->h) / u->unit);
-	else if (strcmp(k, "mean") == 0)
-		lua_pushnumber(L, hist_mean(u->h) / u->unit);
-	else if (strcmp(k, "stdev") == 0)
-		lua_pushnumber(L, l_hist_ud_stdev(u));
-	else if (strcmp(k, "count") == 0)
-		lua_pushnumber(L, (lua_Number)hist_count(u->h));
-	else if (strcmp(k, "percentile") == 0)
-		lua_pushcfunction(L, l_hist_percentile);
-	else if (strcmp(k, "count_over") == 0)
-		lua_pushcfunction(L, l_hist_count_over);
-	else
-		lua_pushnil(L);
-	return 1;
-}
-
-static int
-l_hist_len(lua_State *L)
-{
-	struct load_hist_ud *u = l_hist_ud(L);
-	struct hist_iter it;
-	struct hist_bucket b;
-	hist_iter_init(&it, u->h);
-	lua_Number n = 0;
-	while (hist_iter_next(&it, &b))
-		n++;
-	lua_pushnumber(L, n);
-	return 1;
-}
-
-void
-load_hist_push(lua_State *L, const struct hist *h, double unit)
-{
-	struct load_hist_ud *u = lua_newuserdata(L, sizeof(*u));
-	u->h = h;
-	u->unit = unit;
-	luaL_getmetatable(L, LOAD_HIST_MT);
-	lua_setmetatable(L, -2);
-}
 
 /** The statistics called name: a scenario, a verb, "scenario.verb", "scenario/stage" or "verify". */
 static struct load_stat *
@@ -1492,12 +1366,7 @@ void
 load_ctx_create(struct load_run *run)
 {
 	lua_State *L = run->L;
-	luaL_newmetatable(L, LOAD_HIST_MT);
-	lua_pushcfunction(L, l_hist_index);
-	lua_setfield(L, -2, "__index");
-	lua_pushcfunction(L, l_hist_len);
-	lua_setfield(L, -2, "__len");
-	lua_pop(L, 1);
+	load_hist_register(L);
 	static const luaL_Reg fns[] = {
 		{ "append", l_append },	 { "delete", l_delete },
 		{ "get", l_get },

@@ -1,9 +1,17 @@
 /*
- * load_run.h — the state of one `strata load` run, shared by the runner (load_run.c)
- * and the reports (load_report.c). Loop thread only.
+ * load_core.h — the state of one `strata load` run (the run, its scenarios, stages, VUs
+ * and coroutines) and the lower layer every file of node/load builds on (load_core.c).
+ * The files call one way: load_run.c (the runner) calls load_conf.c (the script's
+ * configuration), load_verb.c (ctx and its verbs), load_report.c (summary, JSON, HTML)
+ * and the targets (load_http.c, load_embed.c); all of them call load_core.c,
+ * load_metric.c and load_track.c, which call nothing above them. What the runner must
+ * do for a lower file reaches it through a function pointer: a request's completion
+ * (load_req.on_complete, struct load_run's verb_done) and ctx:stop (its stop).
+ * Below, with load_core.c's functions, are those of load_verb.c and load_conf.c that the
+ * runner calls. Loop thread only.
  */
-#ifndef STRATA_LOAD_RUN_H
-#define STRATA_LOAD_RUN_H
+#ifndef STRATA_LOAD_CORE_H
+#define STRATA_LOAD_CORE_H
 
 #include <ev.h>
 #include <stdint.h>
@@ -183,6 +191,12 @@ struct load_iter {
 struct load_run {
 	/** Options. */
 	const struct load_opts *o;
+	/** The runner's completion of a verb's request (record it, resume the coroutine with its
+	 *  results): the verbs submit with it, so they never call up into the runner. */
+	void (*verb_done)(struct load_req *r);
+	/** The runner's early end of the scenarios (ctx:stop; teardown, verification and reports
+	 *  still run). */
+	void (*stop)(struct load_run *run, const char *why);
 	/** The loop. */
 	struct ev_loop *loop;
 	/** The script's state. */
@@ -330,7 +344,7 @@ struct load_conf {
 	double timeout_s;
 };
 
-/* ---- load_run.c ---- */
+/* ---- load_core.c ---- */
 
 /** A progress-style line on stderr, prefixed with the run's elapsed time. */
 void load_run_log(struct load_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -338,16 +352,16 @@ void load_run_log(struct load_run *run, const char *fmt, ...) __attribute__((for
 struct load_req *load_run_req_get(struct load_run *run);
 /** Give a request back. */
 void load_run_req_put(struct load_run *run, struct load_req *r);
+/** The oldest request waiting for a target slot, taken off the queue; NULL when none waits. */
+struct load_req *load_run_waitq_pop(struct load_run *run);
 /** Hand r to the target now, or queue it for the next free slot; on_complete runs later. */
 void load_run_submit(struct load_run *run, struct load_req *r, void (*on_complete)(struct load_req *), void *ctx);
-/** Completion of a verb's request: record it, resume its coroutine with the results. */
-void load_iter_req_done(struct load_req *r);
-/** End the scenarios now (ctx:stop, signals); teardown, verification and reports still run. */
-void load_run_stop(struct load_run *run, const char *why);
-/** Allocate the VUs of a closed-model scenario (s->nvus of them). */
-int load_scn_init_vus(struct load_scn *s);
 /** The window a scenario actually ran, seconds. */
 double load_scn_seconds(const struct load_run *run, const struct load_scn *s);
+/** Register the metatable of histogram objects in L (before load_hist_push). */
+void load_hist_register(struct lua_State *L);
+/** Push a histogram object reporting h in units of `unit` recorded values. */
+void load_hist_push(struct lua_State *L, const struct hist *h, double unit);
 
 /* ---- load_verb.c ---- */
 
@@ -361,8 +375,6 @@ const char *load_fail_kind(const struct load_req *r);
 int load_push_ok(struct lua_State *L, struct load_req *r);
 /** Record the rows of a completed append in the tracker. */
 void load_track_append(struct load_run *run, struct load_req *r, int ok);
-/** Push a histogram object reporting h in units of `unit` recorded values. */
-void load_hist_push(struct lua_State *L, const struct hist *h, double unit);
 
 /* ---- load_conf.c ---- */
 
