@@ -1,14 +1,15 @@
 /*
- * strata.c — the public API (strata.h), in one place: a handle is a core store, the
- * host it runs on and, with options.policy, the policy runtime on that host's loop (or
- * on a second host's). strata_open creates its own host (a loop thread and a background
- * executor when a policy runs, an inline host without threads otherwise); `strata
- * serve` and `strata load --embedded` make two hosts, one whose loop serves their
- * clients and one with a loop thread for the runtime, and use strata_open_on
- * (strata_host.h).
+ * strata.c — the public API (strata.h, and strata_host.h for the programs that compose a
+ * node themselves), in one place: a handle is a core store (node/core/store.h, which
+ * checks the arguments and dispatches to the shards), the host it runs on and, with
+ * options.policy, the policy runtime on that host's loop (or on a second host's).
+ * strata_open creates its own host (a loop thread and a background executor when a
+ * policy runs, an inline host without threads otherwise); `strata serve` and `strata
+ * load --embedded` make two hosts, one whose loop serves their clients and one with a
+ * loop thread for the runtime, and use strata_open_on (strata_host.h).
  *
  * Built with STRATA_CORE_ONLY (libstrata-core.a), it has neither host nor runtime and
- * needs neither libev nor LuaJIT; options.policy is then refused.
+ * needs neither libev nor LuaJIT; options.policy is then refused (handle_rt below).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -23,6 +24,7 @@
 #include "lib/diag.h"
 #include "lib/env.h"
 #include "lib/trace.h"
+#include "objstore/objstore.h"
 #include "strata.h"
 #ifndef STRATA_CORE_ONLY
 #include "host/host.h"
@@ -30,6 +32,10 @@
 #include "policy/runtime.h"
 #include "strata_host.h"
 #endif
+
+struct host;
+struct runtime;
+struct strata_runtime_options;
 
 /*
  * The environment of a handle with a manual clock or a seed: a copy of the caller's
@@ -137,8 +143,7 @@ struct strata {
 	int step_syncs;
 	uint64_t synced_at;
 	uint32_t sync_interval_ms;
-#ifndef STRATA_CORE_ONLY
-	/** The host the handle runs on. */
+	/** The host the handle runs on (NULL in libstrata-core). */
 	struct host *host;
 	/** The handle created host and deletes it at close. */
 	int own_host;
@@ -152,7 +157,6 @@ struct strata {
 	 *  the close waits for 0). */
 	int reaps;
 	atomic_int reap_active, reap_wanted, reap_jobs;
-#endif
 };
 
 /** Fill the handle's clock and meter fields from the options. */
@@ -225,16 +229,84 @@ strata_options_init(strata_options *o)
 	o->delete_chunk_bytes = REAPER_CHUNK_DEFAULT;
 }
 
+/*
+ * The host and the policy runtime. libstrata has both: a handle runs on a host (its loop,
+ * its executors) and, with options.policy, the runtime on that host's loop (or a second
+ * host's). libstrata-core (STRATA_CORE_ONLY) has neither and needs neither libev nor
+ * LuaJIT. That is the one difference between the two builds: handle_rt points at the
+ * functions below, or is NULL; the public functions after it are written once.
+ */
+
+/** What a handle does with its host and its policy runtime. */
+struct handle_rt_ops {
+	/** Create the host strata_open runs a handle on (threads as the options ask). */
+	int (*host_new)(const strata_options *o, struct host **out);
+	/** Delete a host strata_open created. */
+	void (*host_delete)(struct host *h);
+	/** Compile and validate a policy file, before the store is touched. */
+	int (*check_policy)(const char *path);
+	/** Once the store is open: start the policy runtime (options.policy), or hand the
+	 *  deletes of merged objects to the background executor. */
+	int (*start)(strata *db, const strata_options *o, const struct strata_runtime_options *ro);
+	/** Before the store closes: stop the runtime and the deletes. */
+	void (*stop)(strata *db);
+	/** strata_step's work, in the handle's environment. */
+	int (*step)(strata *db, uint64_t budget_us, strata_step_info *out);
+	/** Swap in a policy (src, named name) on the runtime's loop. */
+	int (*reload)(strata *db, const char *src, size_t len, const char *name);
+	/** The runtime's counters, read on its loop. */
+	void (*info)(strata *db, strata_policy_info *out);
+	/** The manual clock moved: wake the runtime's loop when it runs on a thread of its own. */
+	void (*tick)(strata *db);
+};
+
+static int open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
+		   struct strata_env *senv, strata **out);
+static void close_handle(strata *db, int discard);
+
 #ifndef STRATA_CORE_ONLY
+/** A policy the open refuses (msg: why), named as the open reports it. */
+static int
+open_policy_refused(int rc, const char *name, const char *msg)
+{
+	return diag_set(rc < 0 ? rc : STRATA_EINVAL, "policy %s: %s", name, msg);
+}
+
+static int
+rt_host_new(const strata_options *o, struct host **out)
+{
+	/* Threads only where asked for, or where a policy runs by default; an inline host
+	 * has none and its work runs in strata_step. */
+	struct host_options ho;
+	memset(&ho, 0, sizeof(ho));
+	int threaded = o->threads > 0 || (o->threads == STRATA_THREADS_DEFAULT && o->policy != NULL);
+	ho.mode = threaded ? HOST_THREADED : HOST_INLINE;
+	ho.loop_thread = threaded;
+	ho.threads[HOST_FG] = 1;
+	ho.threads[HOST_BG] = o->threads > 0 ? (unsigned)o->threads : 0;
+	return host_new(&ho, out);
+}
+
+static int
+rt_check_policy(const char *path)
+{
+	int rc = runtime_check_policy(path, NULL, 0, NULL);
+	if (rc == 0)
+		return 0;
+	char msg[DIAG_MSG_MAX];
+	snprintf(msg, sizeof(msg), "%s", diag_last());
+	return open_policy_refused(rc, path, msg);
+}
+
 /** Arguments of the runtime's start on the loop thread. */
 struct rt_start {
 	/** In. */
 	const strata_options *o;
 	const struct strata_runtime_options *ro;
 	strata *db;
-	/** Out. */
+	/** Out: the result and, on the loop's thread, its message. */
 	int rc;
-	char err[1024];
+	char err[DIAG_MSG_MAX];
 };
 
 static void
@@ -251,7 +323,9 @@ rt_start_on_loop(void *arg)
 				      : c->o->policy[0] != '\0' && c->o->clock != STRATA_CLOCK_MANUAL;
 	ro.watch_settle_ms = c->ro != NULL ? c->ro->watch_settle_ms : 0;
 	ro.watch_poll_ms = c->ro != NULL ? c->ro->watch_poll_ms : 0;
-	c->rc = runtime_new(&ro, &c->db->rt, c->err, sizeof(c->err));
+	c->rc = runtime_new(&ro, &c->db->rt);
+	if (c->rc)
+		snprintf(c->err, sizeof(c->err), "%s", diag_last());
 }
 
 static void
@@ -316,61 +390,153 @@ reaps_stop(strata *db)
 	db->reaps = 0;
 }
 
-/** strata_open_on with the handle's environment made (o->env_ops is senv's when set). */
 static int
-open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
-	struct strata_env *senv, strata **out)
+rt_start(strata *db, const strata_options *o, const struct strata_runtime_options *ro)
 {
-	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
-	strata *db = env.calloc(1, sizeof(*db));
-	if (db == NULL) {
-		env_leave(prev);
-		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	}
-	db->host = h;
-	db->rt_host = ro != NULL && ro->host != NULL ? ro->host : h;
-	db->env_ops = (struct env_ops *)o->env_ops;
-	handle_setup(db, o, senv);
-	/* A policy file is compiled and validated (as a reload would) before the store is
-	 * touched: a bad one leaves the directory as it was. */
-	int rc = 0;
-	if (o->policy != NULL && o->policy[0] != '\0') {
-		char err[2048];
-		rc = runtime_check_policy(o->policy, NULL, 0, NULL, err, sizeof(err));
-		if (rc)
-			rc = diag_set(rc < 0 ? rc : STRATA_EINVAL, "policy %s: %s", o->policy, err);
-	}
-	if (rc == 0)
-		rc = store_open(o, &db->store);
-	if (rc == 0) {
-		db->synced_at = env.mono_ns();
-		TRACE(store_trace(db->store), OPEN, store_shards(db->store));
-	}
-	if (rc == 0 && o->policy != NULL) {
+	db->rt_host = ro != NULL && ro->host != NULL ? ro->host : db->host;
+	if (o->policy != NULL) {
 		/* The runtime's watchers live on the loop: start it from the loop's thread. */
 		struct rt_start c = {.o = o, .ro = ro, .db = db};
 		host_invoke(db->rt_host, rt_start_on_loop, &c);
-		rc = c.rc ? diag_set(c.rc < 0 ? c.rc : STRATA_EINVAL, "policy %s: %s",
-				     o->policy[0] ? o->policy : "(built-in)", c.err)
-			  : 0;
-	}
-	if (rc) {
-		store_close_discard(db->store); /* a store this open created goes again */
-		env.free(db);
-		env_leave(prev);
-		return rc;
+		return c.rc ? open_policy_refused(c.rc, o->policy[0] ? o->policy : "(built-in)", c.err) : 0;
 	}
 	/* Without a runtime, a threaded handle's background executor still runs the deletes,
 	 * off the callers' threads. A manual clock's pacing moves only with its embedder's
 	 * ticks: there the next seal or merge runs them, as in inline mode. */
-	if (db->rt == NULL && host_mode(h) == HOST_THREADED && o->clock != STRATA_CLOCK_MANUAL) {
+	if (host_mode(db->host) == HOST_THREADED && o->clock != STRATA_CLOCK_MANUAL) {
 		db->reaps = 1;
 		store_set_reaper_kick(db->store, reap_kick, db);
 	}
-	env_leave(prev);
-	*out = db;
 	return 0;
 }
+
+static void
+rt_stop(strata *db)
+{
+	if (db->rt != NULL)
+		host_invoke(db->rt_host, rt_stop_on_loop, db);
+	reaps_stop(db);
+}
+
+static int
+rt_step(strata *db, uint64_t budget_us, strata_step_info *out)
+{
+	if (host_mode(db->host) != HOST_INLINE)
+		return diag_set(STRATA_EINVAL, "strata_step: this handle runs its own threads "
+				"(options.threads); only an inline handle (threads = 0) steps");
+	step_sync(db);
+	struct host_step_info info;
+	int rc = host_step(db->host, budget_us, db->work_meter ? NULL : db->real_ns, &info);
+	if (rc == 0 && out != NULL) {
+		struct host_exec_stats st;
+		host_exec_stats(db->host, HOST_BG, &st);
+		out->chunks = info.chunks;
+		out->turns = info.turns;
+		out->spent_us = info.spent_us;
+		out->max_chunk_us = info.max_chunk_us;
+		out->blocked = info.blocked;
+		out->pending = st.pending;
+	}
+	return rc;
+}
+
+/** Arguments of a reload run on the loop thread. */
+struct reload_call {
+	/** In: the runtime, the source and its name. */
+	struct runtime *rt;
+	const char *src;
+	size_t len;
+	const char *name;
+	/** Out: the result and, on the loop's thread, its message. */
+	int rc;
+	char err[DIAG_MSG_MAX];
+};
+
+static void
+reload_on_loop(void *arg)
+{
+	struct reload_call *c = arg;
+	c->rc = runtime_reload_source(c->rt, c->src, c->len, c->name);
+	if (c->rc)
+		snprintf(c->err, sizeof(c->err), "%s", diag_last());
+}
+
+static int
+rt_reload(strata *db, const char *src, size_t len, const char *name)
+{
+	struct reload_call c = {.rt = db->rt, .src = src, .len = len, .name = name};
+	host_invoke(db->rt_host, reload_on_loop, &c);
+	return c.rc ? diag_set(STRATA_EINVAL, "%s", c.err) : 0;
+}
+
+/** Arguments of a stats read run on the loop thread. */
+struct info_call {
+	/** The runtime. */
+	struct runtime *rt;
+	/** Filled on the loop thread. */
+	struct runtime_stats st;
+};
+
+static void
+info_on_loop(void *arg)
+{
+	struct info_call *c = arg;
+	runtime_stats(c->rt, &c->st);
+}
+
+static void
+rt_info(strata *db, strata_policy_info *out)
+{
+	struct info_call c;
+	memset(&c, 0, sizeof(c));
+	c.rt = db->rt;
+	host_invoke(db->rt_host, info_on_loop, &c);
+	memset(out, 0, sizeof(*out));
+	out->version = c.st.policy_version;
+	out->reloads = c.st.reloads;
+	out->reload_failures = c.st.reload_failures;
+	out->hook_runs = c.st.hook_runs;
+	out->hook_errors = c.st.hook_errors;
+	out->policy_seals = c.st.policy_seals;
+	out->policy_merges = c.st.policy_merges;
+	out->policy_compactions = c.st.policy_compactions;
+	out->flush_timer_fires = c.st.flush_timer_fires;
+	out->sweeps = c.st.sweeps;
+	snprintf(out->last_error, sizeof(out->last_error), "%s", c.st.last_error);
+	snprintf(out->name, sizeof(out->name), "%s", c.st.policy_name);
+}
+
+static void
+tick_noop(void *arg)
+{
+	(void)arg;
+}
+
+static void
+rt_tick(strata *db)
+{
+	/* A loop on a thread of its own checks its deadlines when it next turns: now. */
+	if (host_mode(db->rt_host) == HOST_THREADED && !host_on_loop(db->rt_host)) {
+		struct env_ops *prev = env_enter(db->env_ops);
+		host_invoke(db->rt_host, tick_noop, NULL);
+		env_leave(prev);
+	}
+}
+
+static const struct handle_rt_ops handle_rt_libstrata = {
+	.host_new = rt_host_new,
+	.host_delete = host_delete,
+	.check_policy = rt_check_policy,
+	.start = rt_start,
+	.stop = rt_stop,
+	.step = rt_step,
+	.reload = rt_reload,
+	.info = rt_info,
+	.tick = rt_tick,
+};
+static const struct handle_rt_ops *const handle_rt = &handle_rt_libstrata;
+
+/* ---------- strata_host.h: for the programs that compose a node themselves ---------- */
 
 int
 strata_open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
@@ -387,71 +553,6 @@ strata_open_on(const strata_options *o, struct host *h, const struct strata_runt
 	rc = open_on(&o2, h, ro, senv, out);
 	if (rc)
 		senv_delete(senv);
-	return rc;
-}
-
-int
-strata_open(const strata_options *o, strata **out)
-{
-	if (o == NULL || out == NULL)
-		return diag_set(STRATA_EINVAL, "strata_open: options and an output are required");
-	*out = NULL;
-	struct strata_env *senv = NULL;
-	strata_options o2;
-	int rc = options_with_env(o, &o2, &senv);
-	if (rc)
-		return rc;
-	/* Threads only where asked for, or where a policy runs by default; an inline host
-	 * has none and its work runs in strata_step. */
-	struct host_options ho;
-	memset(&ho, 0, sizeof(ho));
-	int threaded = o->threads > 0 || (o->threads == STRATA_THREADS_DEFAULT && o->policy != NULL);
-	ho.mode = threaded ? HOST_THREADED : HOST_INLINE;
-	ho.loop_thread = threaded;
-	ho.threads[HOST_FG] = 1;
-	ho.threads[HOST_BG] = o->threads > 0 ? (unsigned)o->threads : 0;
-	struct host *h = NULL;
-	/* The host's threads run in the store's environment. */
-	struct env_ops *prev = env_enter((struct env_ops *)o2.env_ops);
-	rc = host_new(&ho, &h);
-	if (rc == 0)
-		rc = open_on(&o2, h, NULL, senv, out);
-	if (rc)
-		host_delete(h);
-	env_leave(prev);
-	if (rc) {
-		senv_delete(senv);
-		return rc;
-	}
-	(*out)->own_host = 1;
-	return 0;
-}
-
-int
-strata_step(strata *db, uint64_t budget_us, strata_step_info *out)
-{
-	if (out != NULL)
-		memset(out, 0, sizeof(*out));
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	if (host_mode(db->host) != HOST_INLINE)
-		return diag_set(STRATA_EINVAL, "strata_step: this handle runs its own threads "
-				"(options.threads); only an inline handle (threads = 0) steps");
-	struct env_ops *prev = env_enter(db->env_ops);
-	step_sync(db);
-	struct host_step_info info;
-	int rc = host_step(db->host, budget_us, db->work_meter ? NULL : db->real_ns, &info);
-	if (rc == 0 && out != NULL) {
-		struct host_exec_stats st;
-		host_exec_stats(db->host, HOST_BG, &st);
-		out->chunks = info.chunks;
-		out->turns = info.turns;
-		out->spent_us = info.spent_us;
-		out->max_chunk_us = info.max_chunk_us;
-		out->blocked = info.blocked;
-		out->pending = st.pending;
-	}
-	env_leave(prev);
 	return rc;
 }
 
@@ -489,6 +590,102 @@ strata_store(strata *db)
 	return db->store;
 }
 
+void
+strata_close_discard(strata *db)
+{
+	close_handle(db, 1);
+}
+#else
+static const struct handle_rt_ops *const handle_rt = NULL;
+#endif /* STRATA_CORE_ONLY */
+
+/* ---------- open, step, close, policy: each written once ---------- */
+
+/** strata_open_on with the handle's environment made (o->env_ops is senv's when set). */
+static int
+open_on(const strata_options *o, struct host *h, const struct strata_runtime_options *ro,
+	struct strata_env *senv, strata **out)
+{
+	struct env_ops *prev = env_enter((struct env_ops *)o->env_ops);
+	strata *db = env.calloc(1, sizeof(*db));
+	if (db == NULL) {
+		env_leave(prev);
+		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	}
+	db->host = h;
+	db->env_ops = (struct env_ops *)o->env_ops;
+	handle_setup(db, o, senv);
+	/* A policy file is compiled and validated (as a reload would) before the store is
+	 * touched: a bad one leaves the directory as it was. */
+	int rc = 0;
+	if (handle_rt != NULL && o->policy != NULL && o->policy[0] != '\0' &&
+	    (rc = handle_rt->check_policy(o->policy)) != 0)
+		goto fail;
+	if ((rc = store_open(o, &db->store)) != 0)
+		goto fail;
+	db->synced_at = env.mono_ns();
+	TRACE(store_trace(db->store), OPEN, store_shards(db->store));
+	if (handle_rt != NULL && (rc = handle_rt->start(db, o, ro)) != 0)
+		goto fail;
+	env_leave(prev);
+	*out = db;
+	return 0;
+fail:
+	store_close_discard(db->store); /* a store this open created goes again */
+	env.free(db);
+	env_leave(prev);
+	return rc;
+}
+
+int
+strata_open(const strata_options *o, strata **out)
+{
+	if (o == NULL || out == NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: options and an output are required");
+	*out = NULL;
+	if (handle_rt == NULL && o->policy != NULL)
+		return diag_set(STRATA_EINVAL, "strata_open: this build (libstrata-core) has no policy "
+				"runtime; link libstrata for options.policy");
+	struct strata_env *senv = NULL;
+	strata_options o2;
+	int rc = options_with_env(o, &o2, &senv);
+	if (rc)
+		return rc;
+	/* The host's threads run in the store's environment. */
+	struct env_ops *prev = env_enter((struct env_ops *)o2.env_ops);
+	struct host *h = NULL;
+	if (handle_rt != NULL)
+		rc = handle_rt->host_new(&o2, &h);
+	if (rc == 0)
+		rc = open_on(&o2, h, NULL, senv, out);
+	if (rc && h != NULL)
+		handle_rt->host_delete(h);
+	env_leave(prev);
+	if (rc) {
+		senv_delete(senv);
+		return rc;
+	}
+	(*out)->own_host = h != NULL;
+	return 0;
+}
+
+int
+strata_step(strata *db, uint64_t budget_us, strata_step_info *out)
+{
+	if (out != NULL)
+		memset(out, 0, sizeof(*out));
+	if (db == NULL)
+		return diag_set(STRATA_EINVAL, "no store given");
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = 0;
+	if (handle_rt != NULL)
+		rc = handle_rt->step(db, budget_us, out);
+	else
+		step_sync(db); /* no host: nothing else runs in the background */
+	env_leave(prev);
+	return rc;
+}
+
 /** strata_close, or with discard strata_close_discard. */
 static void
 close_handle(strata *db, int discard)
@@ -496,15 +693,14 @@ close_handle(strata *db, int discard)
 	if (db == NULL)
 		return;
 	struct env_ops *prev = env_enter(db->env_ops);
-	if (db->rt != NULL)
-		host_invoke(db->rt_host, rt_stop_on_loop, db);
-	reaps_stop(db);
+	if (handle_rt != NULL)
+		handle_rt->stop(db);
 	if (discard)
 		store_close_discard(db->store);
 	else
 		store_close(db->store);
-	if (db->own_host)
-		host_delete(db->host);
+	if (handle_rt != NULL && db->own_host)
+		handle_rt->host_delete(db->host);
 	struct strata_env *senv = db->senv;
 	env.free(db);
 	env_leave(prev);
@@ -517,35 +713,11 @@ strata_close(strata *db)
 	close_handle(db, 0);
 }
 
-void
-strata_close_discard(strata *db)
-{
-	close_handle(db, 1);
-}
-
-/** Arguments of a reload run on the loop thread. */
-struct reload_call {
-	/** In: the runtime, the source and its name, where the message goes. */
-	struct runtime *rt;
-	const char *src;
-	size_t len;
-	const char *name;
-	char *err;
-	size_t errlen;
-	/** Out. */
-	int rc;
-};
-
-static void
-reload_on_loop(void *arg)
-{
-	struct reload_call *c = arg;
-	c->rc = runtime_reload_source(c->rt, c->src, c->len, c->name, c->err, c->errlen);
-}
-
 int
-strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err, size_t errlen)
+strata_set_policy(strata *db, const char *path_or_source, size_t len)
 {
+	if (handle_rt == NULL)
+		return diag_set(STRATA_EINVAL, "set_policy: this build (libstrata-core) has no policy runtime");
 	if (db == NULL || path_or_source == NULL)
 		return diag_set(STRATA_EINVAL, "set_policy: a store and a policy are required");
 	if (db->rt == NULL)
@@ -571,141 +743,33 @@ strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err,
 			name = path;
 		}
 	}
-	struct reload_call c = {db->rt, b.data ? (const char *)b.data : path_or_source,
-				b.data ? b.len : len, name, err, errlen, 0};
-	host_invoke(db->rt_host, reload_on_loop, &c);
+	int rc = handle_rt->reload(db, b.data ? (const char *)b.data : path_or_source, b.data ? b.len : len, name);
 	buf_destroy(&b);
-	if (c.rc)
-		return diag_set(STRATA_EINVAL, "%s", err && errlen ? err : "policy refused");
-	return 0;
-}
-
-/** Arguments of a stats read run on the loop thread. */
-struct info_call {
-	/** The runtime. */
-	struct runtime *rt;
-	/** Filled on the loop thread. */
-	struct runtime_stats st;
-};
-
-static void
-info_on_loop(void *arg)
-{
-	struct info_call *c = arg;
-	runtime_stats(c->rt, &c->st);
-}
-
-int
-strata_policy_info_get(strata *db, strata_policy_info *out)
-{
-	if (db == NULL || out == NULL)
-		return diag_set(STRATA_EINVAL, "policy_info: a store and an output are required");
-	if (db->rt == NULL)
-		return diag_set(STRATA_EINVAL, "policy_info: the store was opened without a policy runtime");
-	struct info_call c;
-	memset(&c, 0, sizeof(c));
-	c.rt = db->rt;
-	host_invoke(db->rt_host, info_on_loop, &c);
-	memset(out, 0, sizeof(*out));
-	out->version = c.st.policy_version;
-	out->reloads = c.st.reloads;
-	out->reload_failures = c.st.reload_failures;
-	out->hook_runs = c.st.hook_runs;
-	out->hook_errors = c.st.hook_errors;
-	out->policy_seals = c.st.policy_seals;
-	out->policy_merges = c.st.policy_merges;
-	out->policy_compactions = c.st.policy_compactions;
-	out->flush_timer_fires = c.st.flush_timer_fires;
-	out->sweeps = c.st.sweeps;
-	snprintf(out->last_error, sizeof(out->last_error), "%s", c.st.last_error);
-	snprintf(out->name, sizeof(out->name), "%s", c.st.policy_name);
-	return 0;
-}
-
-#else /* STRATA_CORE_ONLY */
-
-int
-strata_open(const strata_options *o, strata **out)
-{
-	if (o == NULL || out == NULL)
-		return diag_set(STRATA_EINVAL, "strata_open: options and an output are required");
-	*out = NULL;
-	if (o->policy != NULL)
-		return diag_set(STRATA_EINVAL, "strata_open: this build (libstrata-core) has no policy "
-				"runtime; link libstrata for options.policy");
-	struct strata_env *senv = NULL;
-	strata_options o2;
-	int rc = options_with_env(o, &o2, &senv);
-	if (rc)
-		return rc;
-	struct env_ops *prev = env_enter((struct env_ops *)o2.env_ops);
-	strata *db = env.calloc(1, sizeof(*db));
-	rc = db != NULL ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	if (rc == 0) {
-		db->env_ops = (struct env_ops *)o2.env_ops;
-		handle_setup(db, &o2, senv);
-		rc = store_open(&o2, &db->store);
-		if (rc) {
-			env.free(db);
-			db = NULL;
-		} else {
-			db->synced_at = env.mono_ns();
-		}
-	}
-	env_leave(prev);
-	if (rc)
-		senv_delete(senv);
-	*out = db;
 	return rc;
 }
 
 int
-strata_step(strata *db, uint64_t budget_us, strata_step_info *out)
+strata_policy_info_get(strata *db, strata_policy_info *out)
 {
-	(void)budget_us;
-	if (out != NULL)
-		memset(out, 0, sizeof(*out));
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	/* No host: nothing runs in the background but the interval sync. */
-	struct env_ops *prev = env_enter(db->env_ops);
-	step_sync(db);
-	env_leave(prev);
+	if (handle_rt == NULL)
+		return diag_set(STRATA_EINVAL, "policy_info: this build (libstrata-core) has no policy runtime");
+	if (db == NULL || out == NULL)
+		return diag_set(STRATA_EINVAL, "policy_info: a store and an output are required");
+	if (db->rt == NULL)
+		return diag_set(STRATA_EINVAL, "policy_info: the store was opened without a policy runtime");
+	handle_rt->info(db, out);
 	return 0;
 }
 
-void
-strata_close(strata *db)
+/* ---------- the operations: the core store checks the arguments (a NULL store too) and
+ * dispatches them to the shards ---------- */
+
+/** The core store of a handle (NULL for none: the store's calls refuse it). */
+static struct store *
+store_of(const strata *db)
 {
-	if (db == NULL)
-		return;
-	struct env_ops *prev = env_enter(db->env_ops);
-	store_close(db->store);
-	struct strata_env *senv = db->senv;
-	env.free(db);
-	env_leave(prev);
-	senv_delete(senv);
+	return db != NULL ? db->store : NULL;
 }
-
-int
-strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err, size_t errlen)
-{
-	(void)db, (void)path_or_source, (void)len;
-	if (err != NULL && errlen > 0)
-		snprintf(err, errlen, "this build (libstrata-core) has no policy runtime");
-	return diag_set(STRATA_EINVAL, "set_policy: this build (libstrata-core) has no policy runtime");
-}
-
-int
-strata_policy_info_get(strata *db, strata_policy_info *out)
-{
-	(void)db, (void)out;
-	return diag_set(STRATA_EINVAL, "policy_info: this build (libstrata-core) has no policy runtime");
-}
-
-#endif /* STRATA_CORE_ONLY */
-
-/* ---------- the operations: argument checks and dispatch live in the core ---------- */
 
 int
 strata_stored_shards(const char *dir, uint32_t *shards)
@@ -716,15 +780,13 @@ strata_stored_shards(const char *dir, uint32_t *shards)
 uint32_t
 strata_shards(const strata *db)
 {
-	return db ? store_shards(db->store) : 0;
+	return store_shards(store_of(db));
 }
 
 int
 strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_append(db->store, shard, rows, n, last_seq);
+	return store_append(store_of(db), shard, rows, n, last_seq);
 }
 
 int
@@ -738,56 +800,44 @@ strata_check_row(const strata *db, size_t key_len, size_t value_len)
 int
 strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n)
 {
-	return strata_append_seq(db, shard, rows, n, NULL);
+	return store_append(store_of(db), shard, rows, n, NULL);
 }
 
 int
 strata_delete(strata *db, uint32_t shard, const void *const *keys, const size_t *key_lens, size_t n)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_delete(db->store, shard, keys, key_lens, n, NULL);
+	return store_delete(store_of(db), shard, keys, key_lens, n, NULL);
 }
 
 int
 strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_get(db->store, shard, key, key_len, value, value_len);
+	return store_get(store_of(db), shard, key, key_len, value, value_len);
 }
 
 int
 strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, const void *end,
 	    size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_scan(db->store, shard, start, start_len, end, end_len, cb, ctx);
+	return store_scan(store_of(db), shard, start, start_len, end, end_len, cb, ctx);
 }
 
 int
 strata_seal(strata *db, uint32_t shard)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_seal(db->store, shard);
+	return store_seal(store_of(db), shard);
 }
 
 int
 strata_prepare_merge(strata *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_prepare_merge(db->store, shard, max_generations, plan);
+	return store_prepare_merge(store_of(db), shard, max_generations, plan);
 }
 
 int
 strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_prepare_compact(db->store, shard, max_runs, plan);
+	return store_prepare_compact(store_of(db), shard, max_runs, plan);
 }
 
 uint32_t
@@ -805,67 +855,75 @@ strata_plan_shard(const strata_plan *plan)
 int
 strata_commit_merge(strata *db, strata_plan *plan)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_commit(db->store, plan);
+	return store_commit(store_of(db), plan);
 }
 
 void
 strata_abort_merge(strata *db, strata_plan *plan)
 {
-	store_abort(db ? db->store : NULL, plan);
+	store_abort(store_of(db), plan);
 }
 
 int
 strata_merge(strata *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_merge(db->store, shard, max_generations, merged);
+	return store_merge(store_of(db), shard, max_generations, merged);
 }
 
 int
 strata_checkpoint(strata *db, const char *dir)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_checkpoint(db->store, dir);
+	return store_checkpoint(store_of(db), dir);
 }
 
 int
 strata_shard_served(const strata *db, uint32_t shard)
 {
-	return db != NULL && store_serves_shard(db->store, shard);
+	return store_serves_shard(store_of(db), shard);
 }
 
 int
 strata_shard_claim(strata *db, uint32_t shard)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_claim(db->store, shard);
+	return store_claim(store_of(db), shard);
 }
 
 int
 strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_shard_stats(db->store, shard, out);
+	return store_shard_stats(store_of(db), shard, out);
+}
+
+int
+strata_store_stats_get(strata *db, strata_store_stats *out)
+{
+	if (db == NULL || out == NULL)
+		return diag_set(STRATA_EINVAL, "store_stats: a store and an output are required");
+	memset(out, 0, sizeof(*out));
+	store_reaper_stats(db->store, &out->deletes_pending_objects, &out->deletes_pending_bytes,
+			   &out->deleted_objects, &out->deleted_bytes);
+	return 0;
+}
+
+int
+strata_lock_hists(strata *db, const struct hist **hold_ns, const struct hist **wait_ns)
+{
+	if (db == NULL || hold_ns == NULL || wait_ns == NULL)
+		return diag_set(STRATA_EINVAL, "lock_hists: a store and two outputs are required");
+	store_lock_hists(db->store, hold_ns, wait_ns);
+	return 0;
+}
+
+size_t
+strata_objstore_stats(strata *db, struct objstore_op_stats *out, size_t cap)
+{
+	return db != NULL ? objstore_request_stats(store_objstore(db->store), out, cap) : 0;
 }
 
 int
 strata_check(strata *db, uint32_t shard)
 {
-	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	return store_check(db->store, shard);
-}
-
-static void
-tick_noop(void *arg)
-{
-	(void)arg;
+	return store_check(store_of(db), shard);
 }
 
 int
@@ -885,16 +943,8 @@ strata_tick(strata *db, uint64_t now_ns)
 		return 0;
 	atomic_store(&db->senv->now, now_ns);
 	TRACE(store_trace(db->store), TICK, now_ns);
-#ifndef STRATA_CORE_ONLY
-	/* A loop on a thread of its own checks its deadlines when it next turns: now. */
-	if (host_mode(db->rt_host) == HOST_THREADED && !host_on_loop(db->rt_host)) {
-		struct env_ops *prev = env_enter(db->env_ops);
-		host_invoke(db->rt_host, tick_noop, NULL);
-		env_leave(prev);
-	}
-#else
-	(void)tick_noop;
-#endif
+	if (handle_rt != NULL)
+		handle_rt->tick(db);
 	return 0;
 }
 

@@ -25,8 +25,8 @@ extern "C" {
 
 /** Replace the running policy with a file (when path_or_source names one) or with
  *  source text, validated first in a fresh Lua state. On failure the old policy stays
- *  and err (may be NULL) receives the file:line message. Needs options.policy set. */
-int strata_set_policy(strata *db, const char *path_or_source, size_t len, char *err, size_t errlen);
+ *  and strata_last_error() gives every error, file:line each. Needs options.policy set. */
+int strata_set_policy(strata *db, const char *path_or_source, size_t len);
 /** The policy runtime's state, for stats. */
 typedef struct strata_policy_info {
 	uint64_t version;          /**< 1 for the first policy, +1 per successful reload */
@@ -115,6 +115,26 @@ int strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata
 int strata_checkpoint(strata *db, const char *dir);
 /** Fill *out with the shard's statistics. */
 int strata_shard_stats(strata *db, uint32_t shard, strata_stats *out);
+/** Figures of the whole store (every shard together), for monitoring. */
+typedef struct strata_store_stats {
+	uint64_t deletes_pending_objects; /**< objects no manifest names any more (merged generations,
+					       compacted runs), queued for the paced deletes */
+	uint64_t deletes_pending_bytes;   /**< bytes still to free of the queued deletes */
+	uint64_t deleted_objects;         /**< objects the paced deletes removed since the open */
+	uint64_t deleted_bytes;           /**< bytes they freed since the open */
+} strata_store_stats;
+/** Fill *out; any thread. */
+int strata_store_stats_get(strata *db, strata_store_stats *out);
+struct hist;
+/** Histograms (nanoseconds, 2 significant digits) of every shard's exclusive-lock holds
+ *  and of the waits to take it, since the open: live, read from any thread with the
+ *  hist_* functions of node/lib/hist.h while the handle is open. */
+int strata_lock_hists(strata *db, const struct hist **hold_ns, const struct hist **wait_ns);
+struct objstore_op_stats;
+/** The object store's request counters, one per operation kind (node/objstore/objstore.h),
+ *  up to cap into out: the number of kinds, 0 for a store that keeps none (the local
+ *  directory's) or for a NULL handle. Any thread. */
+size_t strata_objstore_stats(strata *db, struct objstore_op_stats *out, size_t cap);
 /** Walk a shard's invariants (view against manifest, seq order, replay cursor);
  *  0 or STRATA_ECORRUPT with a message. Meant for tests and `strata inspect`. */
 int strata_check(strata *db, uint32_t shard);

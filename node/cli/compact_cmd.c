@@ -40,9 +40,7 @@ static void
 compact_builtin_settings(uint32_t *max_gens, uint32_t *base_runs)
 {
 	struct policy *p = NULL;
-	char err[1024];
-	if (policy_new(POLICY_BUILTIN_NAME, policy_builtin_source, strlen(policy_builtin_source), NULL, &p,
-		       err, sizeof(err)) != 0)
+	if (policy_new(POLICY_BUILTIN_NAME, policy_builtin_source, strlen(policy_builtin_source), NULL, &p) != 0)
 		return; /* a broken built-in default fails the policy tests; keep the callers' values */
 	*max_gens = policy_settings(p)->merge_max_generations;
 	*base_runs = policy_settings(p)->base_max_runs;
@@ -122,12 +120,11 @@ compact_policy(const char *path, uint32_t *max_gens, uint32_t *base_runs)
 		free(src);
 		return -1;
 	}
-	char err[8192];
 	struct policy *p = NULL;
-	int rc = policy_new(path, src, len, NULL, &p, err, sizeof(err));
+	int rc = policy_new(path, src, len, NULL, &p);
 	free(src);
 	if (rc) {
-		fprintf(stderr, "strata compact: --policy %s: broken:\n%s\n", path, err);
+		fprintf(stderr, "strata compact: --policy %s: broken:\n%s\n", path, diag_last());
 		return -1;
 	}
 	const struct runtime_settings *s = policy_settings(p);

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static __thread char diag_msg[1024];
+static __thread char diag_msg[DIAG_MSG_MAX];
 
 int
 diag_set(int rc, const char *fmt, ...)

@@ -9,6 +9,10 @@
 
 #include "../strata_types.h"
 
+/** Room for a message, bytes with its NUL: enough for every error of a refused policy,
+ *  one per line (policy_new), which reaches its callers through diag like any other. */
+#define DIAG_MSG_MAX 8192
+
 /** Record a message for rc on this thread and return rc. printf-style. */
 int diag_set(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** Map an errno value to a STRATA_E* code (ENOSPC -> STRATA_ENOSPC, else STRATA_EIO). */

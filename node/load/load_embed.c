@@ -412,7 +412,9 @@ lembed_rt_run(void *arg)
 		break;
 	default: /* LOAD_VERB_POLICY */
 		c->req.rc = runtime_reload_source(e->rt, r->body.len ? (const char *)r->body.data : "",
-						  r->body.len, "put_policy", c->req.err, sizeof(c->req.err));
+						  r->body.len, "put_policy");
+		if (c->req.rc != 0)
+			snprintf(c->req.err, sizeof(c->req.err), "%s", diag_last());
 		break;
 	}
 	lembed_rt_back(c);

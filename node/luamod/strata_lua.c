@@ -33,8 +33,6 @@
 #define LSTRATA_SCAN_BATCH_BYTES (4u << 20)
 /** The failure message of the policy calls in a build without policies. */
 #define LSTRATA_NO_POLICY "policies are not supported by this build (compiled without STRATA_HAVE_POLICY)"
-/** Longest policy error message kept. */
-#define LSTRATA_POLICY_ERR 4096
 
 #if defined(__GNUC__)
 #define LSTRATA_EXPORT __attribute__((visibility("default")))
@@ -500,13 +498,10 @@ lstrata_unlink_plan(struct lstrata_plan *p)
 static int
 lstrata_set_policy(lua_State *L, strata *db, const char *src, size_t len)
 {
-	char err[LSTRATA_POLICY_ERR];
-	err[0] = '\0';
-	int rc = strata_set_policy(db, src, len, err, sizeof(err));
+	int rc = strata_set_policy(db, src, len);
 	if (rc == 0)
 		return 0;
-	return lstrata_fail_msg(L, rc, lua_pushfstring(L, "%s: %s", strata_strerror(rc),
-						       err[0] ? err : strata_last_error()));
+	return lstrata_fail_msg(L, rc, lua_pushfstring(L, "%s: %s", strata_strerror(rc), strata_last_error()));
 }
 #else
 static int

@@ -918,35 +918,33 @@ policy_load(struct policy *p, struct policy_errs *e)
 	return 0;
 }
 
-int
-policy_new(const char *name, const char *src, size_t len, const struct policy_limits *lim,
-	   struct policy **out, char *err, size_t errlen)
+/** policy_new, its errors collected in e. */
+static int
+policy_new_in(const char *name, const char *src, size_t len, const struct policy_limits *lim,
+	      struct policy **out, struct policy_errs *e)
 {
-	struct policy_errs e = {.buf = err, .len = errlen};
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
 	*out = NULL;
 	if (name == NULL || name[0] == '\0')
 		name = "policy";
 	if (src == NULL) {
-		policy_err(&e, "%s: no policy source", name);
+		policy_err(e, "%s: no policy source", name);
 		return STRATA_EINVAL;
 	}
 	if (len > POLICY_MAX_SOURCE_BYTES) {
-		policy_err(&e, "%s: policy of %zu bytes is over the limit of %u bytes", name, len,
+		policy_err(e, "%s: policy of %zu bytes is over the limit of %u bytes", name, len,
 			   POLICY_MAX_SOURCE_BYTES);
 		return STRATA_ETOOBIG;
 	}
 	uint64_t mem = lim && lim->mem_bytes ? lim->mem_bytes : POLICY_DEFAULT_MEM_BYTES;
 	uint32_t budget = lim && lim->budget_ms ? lim->budget_ms : POLICY_DEFAULT_BUDGET_MS;
 	if (mem < POLICY_MIN_MEM_BYTES) {
-		policy_err(&e, "%s: policy memory limit of %llu bytes is under the minimum of %llu bytes", name,
+		policy_err(e, "%s: policy memory limit of %llu bytes is under the minimum of %llu bytes", name,
 			   (unsigned long long)mem, (unsigned long long)POLICY_MIN_MEM_BYTES);
 		return STRATA_EINVAL;
 	}
 	struct policy *p = env.calloc(1, sizeof(*p));
 	if (p == NULL) {
-		policy_err(&e, "%s: out of memory", name);
+		policy_err(e, "%s: out of memory", name);
 		return STRATA_ENOMEM;
 	}
 	p->mem_limit = mem;
@@ -960,7 +958,7 @@ policy_new(const char *name, const char *src, size_t len, const struct policy_li
 	p->src = env.malloc(len + 1);
 	if (p->name == NULL || p->src == NULL) {
 		policy_delete(p);
-		policy_err(&e, "%s: out of memory", name);
+		policy_err(e, "%s: out of memory", name);
 		return STRATA_ENOMEM;
 	}
 	memcpy(p->src, src, len);
@@ -969,15 +967,15 @@ policy_new(const char *name, const char *src, size_t len, const struct policy_li
 	p->L = lua_newstate(policy_alloc, p);
 	if (p->L == NULL) {
 		policy_delete(p);
-		policy_err(&e, "%s: cannot create a Lua state", name);
+		policy_err(e, "%s: cannot create a Lua state", name);
 		return STRATA_ENOMEM;
 	}
 	lua_atpanic(p->L, policy_panic);
 	luaJIT_setmode(p->L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
 	lua_sethook(p->L, policy_hook, LUA_MASKCOUNT | LUA_MASKLINE, POLICY_HOOK_INSTRUCTIONS);
-	int rc = policy_setup(p, &e);
+	int rc = policy_setup(p, e);
 	if (rc == 0)
-		rc = policy_load(p, &e);
+		rc = policy_load(p, e);
 	if (rc != 0) {
 		policy_delete(p);
 		return rc;
@@ -985,6 +983,16 @@ policy_new(const char *name, const char *src, size_t len, const struct policy_li
 	lua_gc(p->L, LUA_GCCOLLECT, 0);
 	*out = p;
 	return 0;
+}
+
+int
+policy_new(const char *name, const char *src, size_t len, const struct policy_limits *lim,
+	   struct policy **out)
+{
+	char errs[DIAG_MSG_MAX] = "";
+	struct policy_errs e = {.buf = errs, .len = sizeof(errs)};
+	int rc = policy_new_in(name, src, len, lim, out, &e);
+	return rc ? diag_set(rc, "%s", errs) : 0;
 }
 
 void
@@ -1078,7 +1086,7 @@ policy_run_thread(struct policy_run *r)
 }
 
 int
-policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen)
+policy_run_resume(struct policy_run *r, int nargs)
 {
 	struct policy *p = r->p;
 	p->current = r;
@@ -1093,11 +1101,12 @@ policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen)
 	const char *m = lua_tostring(r->co, -1);
 	if (m == NULL)
 		m = lua_type(r->co, -1) == LUA_TNIL ? "nil error" : "(error object is not a string)";
-	policy_fail_msg(p, r, m, err, errlen);
+	char err[DIAG_MSG_MAX];
+	policy_fail_msg(p, r, m, err, sizeof(err));
 	lua_settop(r->co, 0);
 	if (r->killed != POLICY_KILL_NONE)
 		lua_gc(p->L, LUA_GCCOLLECT, 0);
-	return POLICY_RUN_ERROR;
+	return diag_set(POLICY_RUN_ERROR, "%s", err);
 }
 
 struct policy_run *

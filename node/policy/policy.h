@@ -63,7 +63,7 @@ enum {
 	POLICY_RUN_DONE = 0,
 	/** The hook yielded inside a primitive and waits to be resumed. */
 	POLICY_RUN_YIELD = 1,
-	/** The hook failed (Lua error, time budget or memory limit); see err. */
+	/** The hook failed (Lua error, time budget or memory limit); see diag_last. */
 	POLICY_RUN_ERROR = 2,
 };
 
@@ -86,10 +86,10 @@ extern const char policy_builtin_source[];
 #define POLICY_BUILTIN_NAME "policies/default.lua (built-in)"
 
 /** Create a fresh sandboxed state, load src (text only) under the budget,
- *  validate the returned table and resolve the settings. On failure err holds
- *  every error, one per line, each prefixed with name:line. */
+ *  validate the returned table and resolve the settings. On failure the message
+ *  (diag_last) holds every error, one per line, each prefixed with name:line. */
 int policy_new(const char *name, const char *src, size_t len, const struct policy_limits *lim,
-	       struct policy **out, char *err, size_t errlen);
+	       struct policy **out);
 /** Close the state (every run of it must have ended) and free. Safe on NULL. */
 void policy_delete(struct policy *p);
 /** The Lua state (for binding primitives). */
@@ -119,8 +119,9 @@ int policy_run_new(struct policy *p, enum policy_hook h, struct policy_run **out
 lua_State *policy_run_thread(struct policy_run *r);
 /** Resume with nargs values on the run's stack (the hook's arguments on the
  *  first resume, a primitive's results afterwards). The budget counts CPU time
- *  only while resumed. POLICY_RUN_ERROR fills err with the message. */
-int policy_run_resume(struct policy_run *r, int nargs, char *err, size_t errlen);
+ *  only while resumed. POLICY_RUN_ERROR records the hook's error (file:line) as
+ *  the message (diag_last). */
+int policy_run_resume(struct policy_run *r, int nargs);
 /** The run being resumed right now on p (NULL between resumes; while the script loads, a
  *  pseudo-run whose data is NULL). */
 struct policy_run *policy_current_run(struct policy *p);

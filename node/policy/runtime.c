@@ -90,9 +90,8 @@
 
 static void rt_run_resume(struct rt_run *run, int nargs);
 static void rt_log_clamps(struct runtime *rt);
-static int rt_refused(struct runtime *rt, int rc, const char *err);
-static int rt_reload(struct runtime *rt, const char *src, size_t len, const char *name, const char *source_path,
-		     char *err, size_t errlen);
+static int rt_refused(struct runtime *rt, int rc);
+static int rt_reload(struct runtime *rt, const char *src, size_t len, const char *name, const char *source_path);
 static void rt_start_seal_run(struct runtime *rt, uint32_t id, runtime_hook_cb done, void *done_ctx);
 
 
@@ -178,19 +177,17 @@ rt_job_done(void *arg)
 /* ---------------------------------------------------------------- states */
 
 static int
-rt_state_new(struct runtime *rt, const char *name, const char *src, size_t len, struct rt_state **out,
-	     char *err, size_t errlen)
+rt_state_new(struct runtime *rt, const char *name, const char *src, size_t len, struct rt_state **out)
 {
 	*out = NULL;
 	struct policy *pol;
-	int rc = policy_new(name, src, len, &rt->limits, &pol, err, errlen);
+	int rc = policy_new(name, src, len, &rt->limits, &pol);
 	if (rc != 0)
 		return rc;
 	struct rt_state *st = env.calloc(1, sizeof(*st));
 	if (st == NULL) {
 		policy_delete(pol);
-		snprintf(err, errlen, "%s: out of memory", name);
-		return STRATA_ENOMEM;
+		return diag_set(STRATA_ENOMEM, "%s: out of memory", name);
 	}
 	st->pol = pol;
 	st->rt = rt;
@@ -358,14 +355,16 @@ rt_run_finish(struct rt_run *run, const char *err)
 static void
 rt_run_resume(struct rt_run *run, int nargs)
 {
-	char err[1024];
-	int rc = policy_run_resume(run->pr, nargs, err, sizeof(err));
+	int rc = policy_run_resume(run->pr, nargs);
 	if (rc == POLICY_RUN_YIELD) {
 		if (run->waiting)
 			return;
 		rt_run_finish(run, "the hook yielded outside a primitive");
 		return;
 	}
+	char err[1024];
+	if (rc == POLICY_RUN_ERROR)
+		snprintf(err, sizeof(err), "%s", diag_last()); /* the finish records messages of its own */
 	rt_run_finish(run, rc == POLICY_RUN_ERROR ? err : NULL);
 }
 
@@ -748,9 +747,9 @@ rt_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
 /* ---------------------------------------------------------------- files */
 
 /** Read a policy file through the env seams into a new buffer (env.free it); fp (may be
- *  NULL) gets its fingerprint. */
+ *  NULL) gets its fingerprint. A file that cannot be opened leaves its errno in errno. */
 static int
-rt_read_file(const char *path, char **out, size_t *len, struct rt_fileprint *fp, char *err, size_t errlen)
+rt_read_file(const char *path, char **out, size_t *len, struct rt_fileprint *fp)
 {
 	*out = NULL;
 	if (fp != NULL)
@@ -758,28 +757,26 @@ rt_read_file(const char *path, char **out, size_t *len, struct rt_fileprint *fp,
 	int fd = env.open(path, O_RDONLY, 0);
 	if (fd < 0) {
 		int e = errno;
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		int rc = diag_set(diag_errno(e), "%s: cannot open: %s", path, strerror(e));
 		errno = e;
-		return diag_errno(e);
+		return rc;
 	}
 	struct stat st;
 	if (env.fstat(fd, &st) != 0) {
-		snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+		int rc = diag_set(STRATA_EIO, "%s: cannot stat: %s", path, strerror(errno));
 		env.close(fd);
-		return STRATA_EIO;
+		return rc;
 	}
 	if (st.st_size > (off_t)POLICY_MAX_SOURCE_BYTES) {
-		snprintf(err, errlen, "%s: policy of %lld bytes is over the limit of %u bytes", path,
-			 (long long)st.st_size, POLICY_MAX_SOURCE_BYTES);
 		env.close(fd);
-		return STRATA_ETOOBIG;
+		return diag_set(STRATA_ETOOBIG, "%s: policy of %lld bytes is over the limit of %u bytes", path,
+				(long long)st.st_size, POLICY_MAX_SOURCE_BYTES);
 	}
 	size_t n = (size_t)st.st_size;
 	char *buf = env.malloc(n + 1);
 	if (buf == NULL) {
-		snprintf(err, errlen, "%s: out of memory", path);
 		env.close(fd);
-		return STRATA_ENOMEM;
+		return diag_set(STRATA_ENOMEM, "%s: out of memory", path);
 	}
 	size_t got = 0;
 	while (got < n) {
@@ -787,10 +784,11 @@ rt_read_file(const char *path, char **out, size_t *len, struct rt_fileprint *fp,
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			snprintf(err, errlen, "%s: cannot read: %s", path, r < 0 ? strerror(errno) : "short file");
+			int rc = diag_set(STRATA_EIO, "%s: cannot read: %s", path,
+					  r < 0 ? strerror(errno) : "short file");
 			env.free(buf);
 			env.close(fd);
-			return STRATA_EIO;
+			return rc;
 		}
 		got += (size_t)r;
 	}
@@ -828,10 +826,10 @@ rt_watch_check(struct runtime *rt)
 {
 	if (!rt->watching || rt->closing)
 		return;
-	char *src = NULL, err[1024];
+	char *src = NULL;
 	size_t len = 0;
 	struct rt_fileprint fp;
-	int rc = rt_read_file(rt->policy_path, &src, &len, &fp, err, sizeof(err));
+	int rc = rt_read_file(rt->policy_path, &src, &len, &fp);
 	int missing = rc != 0 && errno == ENOENT;
 	uint64_t now = env.mono_ns();
 	if (missing) {
@@ -857,8 +855,8 @@ rt_watch_check(struct runtime *rt)
 	rt->pending_since = 0;
 	rt->seen = fp;
 	if (rc != 0) {
-		(void)rt_refused(rt, rc, err);
-	} else if (rt_reload(rt, src, len, rt->policy_path, rt->policy_path, err, sizeof(err)) == 0) {
+		(void)rt_refused(rt, rc);
+	} else if (rt_reload(rt, src, len, rt->policy_path, rt->policy_path) == 0) {
 		diag_log(LOG_LVL_INFO, "policy: reloaded %s (version %llu)", rt->policy_path,
 			 (unsigned long long)rt->stats.policy_version);
 	}
@@ -883,24 +881,16 @@ rt_free(struct runtime *rt)
 }
 
 int
-runtime_new(const struct runtime_options *o, struct runtime **out, char *err, size_t errlen)
+runtime_new(const struct runtime_options *o, struct runtime **out)
 {
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
 	*out = NULL;
-	if (o == NULL || o->db == NULL || o->host == NULL) {
-		snprintf(err, errlen, "runtime: a store and a host are required");
+	if (o == NULL || o->db == NULL || o->host == NULL)
 		return diag_set(STRATA_EINVAL, "runtime: a store and a host are required");
-	}
-	if (o->watch_file && o->policy_path == NULL) {
-		snprintf(err, errlen, "runtime: watch_file needs a policy_path");
+	if (o->watch_file && o->policy_path == NULL)
 		return diag_set(STRATA_EINVAL, "runtime: watch_file needs a policy_path");
-	}
 	struct runtime *rt = env.calloc(1, sizeof(*rt));
-	if (rt == NULL) {
-		snprintf(err, errlen, "runtime: out of memory");
+	if (rt == NULL)
 		return diag_set(STRATA_ENOMEM, "runtime: out of memory");
-	}
 	rt->db = o->db;
 	rt->job_done = rt_job_done;
 	rt->host = o->host;
@@ -924,40 +914,33 @@ runtime_new(const struct runtime_options *o, struct runtime **out, char *err, si
 	rt->taken_full = env.calloc(rt->nshards ? rt->nshards : 1, sizeof(*rt->taken_full));
 	if (o->policy_path != NULL)
 		rt->policy_path = strdup(o->policy_path);
-	int rc = 0;
 	if (rt->shards == NULL || rt->ev == NULL || rt->dirty == NULL || rt->taken == NULL ||
-	    rt->taken_full == NULL ||
-	    (o->policy_path != NULL && rt->policy_path == NULL)) {
-		snprintf(err, errlen, "runtime: out of memory");
-		rc = STRATA_ENOMEM;
+	    rt->taken_full == NULL || (o->policy_path != NULL && rt->policy_path == NULL)) {
+		rt_free(rt);
+		return diag_set(STRATA_ENOMEM, "runtime: out of memory");
 	}
 	/* The policy: source text, a file, or the built-in default. */
-	if (rc == 0) {
-		char *file = NULL;
-		const char *src = o->policy_source, *name = o->policy_path;
-		size_t len = src ? strlen(src) : 0;
-		if (src == NULL && o->policy_path != NULL) {
-			rc = rt_read_file(o->policy_path, &file, &len, &rt->seen, err, errlen);
-			src = file;
-			rt->from_file = 1;
-		} else if (src == NULL) {
-			src = policy_builtin_source;
-			len = strlen(src);
-			name = POLICY_BUILTIN_NAME;
-		} else if (name == NULL) {
-			name = "policy";
-		}
-		if (rc == 0)
-			rc = rt_state_new(rt, name, src, len, &rt->cur, err, errlen);
-		env.free(file);
+	char *file = NULL;
+	const char *src = o->policy_source, *name = o->policy_path;
+	size_t len = src ? strlen(src) : 0;
+	int rc = 0;
+	if (src == NULL && o->policy_path != NULL) {
+		rc = rt_read_file(o->policy_path, &file, &len, &rt->seen);
+		src = file;
+		rt->from_file = 1;
+	} else if (src == NULL) {
+		src = policy_builtin_source;
+		len = strlen(src);
+		name = POLICY_BUILTIN_NAME;
+	} else if (name == NULL) {
+		name = "policy";
 	}
+	if (rc == 0)
+		rc = rt_state_new(rt, name, src, len, &rt->cur);
+	env.free(file);
 	if (rc != 0) {
-		if (err != NULL && errlen > 0 && err[0] == '\0')
-			snprintf(err, errlen, "runtime: %s", diag_last());
-		if (rt->cur != NULL)
-			rt_state_free(rt->cur);
 		rt_free(rt);
-		return diag_set(rc, "%s", err ? err : "runtime: cannot start");
+		return rc;
 	}
 	rt->stats.policy_version = 1;
 	rt_copy(rt->stats.policy_name, sizeof(rt->stats.policy_name), policy_name(rt->cur->pol));
@@ -1038,14 +1021,15 @@ runtime_delete(struct runtime *rt)
 	rt_free(rt);
 }
 
-/** Count a refused reload: the running policy stays; err is its message. */
+/** Count a refused reload: the running policy stays; the message (diag_last) says why.
+ *  Returns rc. */
 static int
-rt_refused(struct runtime *rt, int rc, const char *err)
+rt_refused(struct runtime *rt, int rc)
 {
 	rt->stats.reload_failures++;
-	rt_set_error(rt, err);
-	diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", err);
-	return diag_set(rc, "%s", err);
+	rt_set_error(rt, diag_last());
+	diag_log(LOG_LVL_WARN, "policy: reload refused, the running policy stays: %s", diag_last());
+	return rc;
 }
 
 /** Make st (a fresh state) the running policy, named name, read from source_path (NULL:
@@ -1073,21 +1057,14 @@ rt_swap(struct runtime *rt, struct rt_state *st, const char *name, const char *s
 
 /** runtime_reload_source, with the file the source was read from (NULL: text). */
 static int
-rt_reload(struct runtime *rt, const char *src, size_t len, const char *name, const char *source_path, char *err,
-	  size_t errlen)
+rt_reload(struct runtime *rt, const char *src, size_t len, const char *name, const char *source_path)
 {
-	char buf[1024];
-	if (err == NULL || errlen == 0) {
-		err = buf;
-		errlen = sizeof(buf);
-	}
-	err[0] = '\0';
 	if (name == NULL)
 		name = "policy";
 	struct rt_state *st;
-	int rc = rt_state_new(rt, name, src, len, &st, err, errlen);
+	int rc = rt_state_new(rt, name, src, len, &st);
 	if (rc != 0)
-		return rt_refused(rt, rc, err);
+		return rt_refused(rt, rc);
 	rt_swap(rt, st, name, source_path);
 	return 0;
 }
@@ -1095,41 +1072,34 @@ rt_reload(struct runtime *rt, const char *src, size_t len, const char *name, con
 void
 runtime_reload_refused(struct runtime *rt, const char *err)
 {
-	(void)rt_refused(rt, STRATA_EINVAL, err);
+	(void)rt_refused(rt, diag_set(STRATA_EINVAL, "%s", err));
 }
 
 int
-runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name, char *err,
-		      size_t errlen)
+runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name)
 {
-	return rt_reload(rt, src, len, name, NULL, err, errlen);
+	return rt_reload(rt, src, len, name, NULL);
 }
 
 int
-runtime_reload_file(struct runtime *rt, char *err, size_t errlen)
+runtime_reload_file(struct runtime *rt)
 {
-	char buf[1024];
-	if (err == NULL || errlen == 0) {
-		err = buf;
-		errlen = sizeof(buf);
-	}
-	err[0] = '\0';
 	if (rt->policy_path == NULL) {
-		snprintf(err, errlen, "runtime: no policy file to reload (the policy was given as text)");
+		int rc = diag_set(STRATA_EINVAL, "runtime: no policy file to reload (the policy was given as text)");
 		rt->stats.reload_failures++;
-		rt_set_error(rt, err);
-		return diag_set(STRATA_EINVAL, "%s", err);
+		rt_set_error(rt, diag_last());
+		return rc;
 	}
 	char *src;
 	size_t len;
 	struct rt_fileprint fp;
-	int rc = rt_read_file(rt->policy_path, &src, &len, &fp, err, errlen);
+	int rc = rt_read_file(rt->policy_path, &src, &len, &fp);
 	/* What the watcher would reload next is what this reload saw. */
 	rt->seen = fp;
 	rt->pending_since = 0;
 	if (rc != 0)
-		return rt_refused(rt, rc, err);
-	rc = rt_reload(rt, src, len, rt->policy_path, rt->policy_path, err, errlen);
+		return rt_refused(rt, rc);
+	rc = rt_reload(rt, src, len, rt->policy_path, rt->policy_path);
 	env.free(src);
 	return rc;
 }
@@ -1148,20 +1118,17 @@ rt_dirname(const char *path, char *dir, size_t len)
 }
 
 int
-runtime_stage_file(const char *file, const char *src, size_t len, char *tmp, size_t tmplen, char *err,
-		   size_t errlen)
+runtime_stage_file(const char *file, const char *src, size_t len, char *tmp, size_t tmplen)
 {
 	static atomic_uint seq;
 	int n = snprintf(tmp, tmplen, "%s.put-%ld-%u.tmp", file, (long)getpid(), atomic_fetch_add(&seq, 1));
-	if (n < 0 || (size_t)n >= tmplen) {
-		snprintf(err, errlen, "%s: the path is too long for a temporary file beside it", file);
-		return diag_set(STRATA_EINVAL, "%s", err);
-	}
+	if (n < 0 || (size_t)n >= tmplen)
+		return diag_set(STRATA_EINVAL, "%s: the path is too long for a temporary file beside it", file);
 	int fd = env.open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = errno;
-		snprintf(err, errlen, "%s: cannot create the temporary file %s: %s", file, tmp, strerror(e));
-		return diag_errno(e);
+		return diag_set(diag_errno(e), "%s: cannot create the temporary file %s: %s", file, tmp,
+				strerror(e));
 	}
 	const char *what = NULL;
 	int e = 0;
@@ -1187,22 +1154,21 @@ runtime_stage_file(const char *file, const char *src, size_t len, char *tmp, siz
 	}
 	if (what != NULL) {
 		env.unlink(tmp);
-		snprintf(err, errlen, "%s: cannot %s the temporary file %s: %s", file, what, tmp, strerror(e));
-		return diag_errno(e);
+		return diag_set(diag_errno(e), "%s: cannot %s the temporary file %s: %s", file, what, tmp,
+				strerror(e));
 	}
 	return 0;
 }
 
 int
 runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const char *name, const char *tmp,
-		       const char *file, char *err, size_t errlen)
+		       const char *file)
 {
-	err[0] = '\0';
 	struct rt_state *st;
-	int rc = rt_state_new(rt, name, src, len, &st, err, errlen);
+	int rc = rt_state_new(rt, name, src, len, &st);
 	if (rc != 0) {
 		env.unlink(tmp);
-		return rt_refused(rt, rc, err);
+		return rt_refused(rt, rc);
 	}
 	char *path = NULL;
 	if (rt->policy_path == NULL || strcmp(rt->policy_path, file) != 0) {
@@ -1210,8 +1176,7 @@ runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const ch
 		if (path == NULL) {
 			rt_state_free(st);
 			env.unlink(tmp);
-			snprintf(err, errlen, "%s: out of memory", file);
-			return rt_refused(rt, STRATA_ENOMEM, err);
+			return rt_refused(rt, diag_set(STRATA_ENOMEM, "%s: out of memory", file));
 		}
 	}
 	if (env.rename(tmp, file) != 0) {
@@ -1219,9 +1184,8 @@ runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const ch
 		rt_state_free(st);
 		free(path);
 		env.unlink(tmp);
-		snprintf(err, errlen, "%s: cannot rename %s over it: %s; the policy is not kept there", file, tmp,
-			 strerror(e));
-		return rt_refused(rt, diag_errno(e), err);
+		return rt_refused(rt, diag_set(diag_errno(e), "%s: cannot rename %s over it: %s; the policy is "
+					       "not kept there", file, tmp, strerror(e)));
 	}
 	/* The rename is the commit; a failed sync of the directory leaves it in place but
 	 * perhaps not durable: said, not undone. */
@@ -1240,10 +1204,10 @@ runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const ch
 	rt->from_file = 1;
 	/* What the watcher compares the file with is what was just written: it must not load
 	 * the same content a second time. */
-	char *back = NULL, rerr[512];
+	char *back = NULL;
 	size_t blen = 0;
 	struct rt_fileprint fp;
-	if (rt_read_file(file, &back, &blen, &fp, rerr, sizeof(rerr)) == 0) {
+	if (rt_read_file(file, &back, &blen, &fp) == 0) {
 		rt->seen = fp;
 		env.free(back);
 	}
@@ -1450,24 +1414,19 @@ runtime_busy(struct runtime *rt)
 
 
 int
-runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out,
-		     char *err, size_t errlen)
+runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out)
 {
 	char *file = NULL;
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
 	if (src == NULL) {
-		if (path == NULL) {
-			snprintf(err, errlen, "policy check: a path or a source is required");
-			return STRATA_EINVAL;
-		}
-		int rc = rt_read_file(path, &file, &len, NULL, err, errlen);
+		if (path == NULL)
+			return diag_set(STRATA_EINVAL, "policy check: a path or a source is required");
+		int rc = rt_read_file(path, &file, &len, NULL);
 		if (rc != 0)
 			return rc;
 		src = file;
 	}
 	struct policy *p;
-	int rc = policy_new(path ? path : "policy", src, len, NULL, &p, err, errlen);
+	int rc = policy_new(path ? path : "policy", src, len, NULL, &p);
 	env.free(file);
 	if (rc != 0)
 		return rc;

@@ -11,6 +11,8 @@
  * serving.
  *
  * Every function here must be called on the loop thread (host_invoke gets there).
+ * Failures return a STRATA_E* code with the message (file:line for a policy) in diag
+ * (diag_last, strata_last_error) of the calling thread.
  */
 #ifndef STRATA_RUNTIME_H
 #define STRATA_RUNTIME_H
@@ -85,16 +87,16 @@ struct runtime_stats {
 	char source_path[512];
 };
 
-/** Start: load and validate the policy (error text in err), arm timers, listen to the store. */
-int runtime_new(const struct runtime_options *o, struct runtime **out, char *err, size_t errlen);
+/** Start: load and validate the policy, arm timers, listen to the store. */
+int runtime_new(const struct runtime_options *o, struct runtime **out);
 /** Stop timers, wait for in-flight work, free. Hooks in flight are abandoned safely
  *  (their plans aborted). */
 void runtime_delete(struct runtime *rt);
-/** Reload from the policy file. On failure the running policy stays; err has file:line. */
-int runtime_reload_file(struct runtime *rt, char *err, size_t errlen);
+/** Reload from the policy file. On failure the running policy stays; the message has
+ *  file:line. */
+int runtime_reload_file(struct runtime *rt);
 /** Reload from source text (PUT /v1/policy, db:policy(source)). Same rules. */
-int runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name, char *err,
-			  size_t errlen);
+int runtime_reload_source(struct runtime *rt, const char *src, size_t len, const char *name);
 /** Count a reload refused before it reached the runtime (a PUT /v1/policy whose trial
  *  failed or whose file could not be written): reload_failures, last_error (err) and the
  *  log, as for any refused reload. The running policy stays. */
@@ -119,19 +121,18 @@ void runtime_limits(struct runtime *rt, struct policy_limits *out);
 const char *runtime_policy_file(struct runtime *rt);
 /** Write src into a new temporary file in file's directory and sync it, for
  *  runtime_reload_persist to rename over file; its path in tmp. Any thread: the IO runs
- *  on the caller's (never call it on the loop thread). 0, or a STRATA_E* code with err
- *  naming the path and what failed (nothing is left behind). */
-int runtime_stage_file(const char *file, const char *src, size_t len, char *tmp, size_t tmplen, char *err,
-		       size_t errlen);
+ *  on the caller's (never call it on the loop thread). 0, or a STRATA_E* code with a
+ *  message naming the path and what failed (nothing is left behind). */
+int runtime_stage_file(const char *file, const char *src, size_t len, char *tmp, size_t tmplen);
 /** Reload from src (runtime_reload_source's rules: compiled and validated in a fresh
  *  state first) and keep it in file: rename tmp (runtime_stage_file's) over file, sync the
  *  directory, swap the policy in. file becomes the policy file (runtime_policy_file) and
  *  the source path; its watcher takes the new content as the one loaded, so it is not
  *  loaded a second time. On failure the running policy stays, file is untouched and tmp
  *  is removed: STRATA_EINVAL when the source is refused, else the code of the failed
- *  rename, with err naming file. */
+ *  rename, with a message naming file. */
 int runtime_reload_persist(struct runtime *rt, const char *src, size_t len, const char *name, const char *tmp,
-			   const char *file, char *err, size_t errlen);
+			   const char *file);
 void runtime_stats(struct runtime *rt, struct runtime_stats *out);
 
 /** Completion of a merge request: reclaimed = generations merged by the request,
@@ -182,8 +183,8 @@ int runtime_run_hook(struct runtime *rt, enum policy_hook h, uint32_t shard, run
  *  that run the loop until nothing is left to do. */
 unsigned runtime_busy(struct runtime *rt);
 /** Compile and validate a policy without running it (for `strata policy check`):
- *  fills *out, or returns nonzero with every error (file:line) in err. */
-int runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out,
-			 char *err, size_t errlen);
+ *  fills *out, or returns nonzero with every error (file:line) in the message. Any
+ *  thread. */
+int runtime_check_policy(const char *path, const char *src, size_t len, struct runtime_settings *out);
 
 #endif

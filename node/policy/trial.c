@@ -242,7 +242,6 @@ trial_run_one(struct trial *t, struct trial_env *e, struct trial_sim *s, struct 
 static void
 trial_runs(struct trial *t, struct trial_env *e, struct trial_sim *s, const char *src, size_t len)
 {
-	char err[4096];
 	struct runtime_options ro = {.db = s->db,
 				     .host = s->host,
 				     .policy_path = t->name,
@@ -253,10 +252,11 @@ trial_runs(struct trial *t, struct trial_env *e, struct trial_sim *s, const char
 	struct runtime *rt = NULL;
 	/* What the runtime logs as it loads the policy (its clamps) the report says already. */
 	trial_capture(e, NULL);
-	int rc = runtime_new(&ro, &rt, err, sizeof(err));
+	int rc = runtime_new(&ro, &rt);
+	if (rc != 0)
+		snprintf(t->runtime_err, sizeof(t->runtime_err), "%s", diag_last());
 	trial_capture(e, &t->log);
 	if (rc != 0) {
-		snprintf(t->runtime_err, sizeof(t->runtime_err), "%s", err);
 		t->failed++;
 		t->counted = 1;
 		return;
@@ -294,9 +294,11 @@ trial_new(const char *name, const char *src, size_t len, const struct trial_opti
 	t->engine.merge_max_inputs = o->store->merge_max_inputs;
 	*out = t;
 	struct policy *p = NULL;
-	t->compile_rc = policy_new(t->name, src, len, &t->limits, &p, t->errors, sizeof(t->errors));
-	if (t->compile_rc != 0)
+	t->compile_rc = policy_new(t->name, src, len, &t->limits, &p);
+	if (t->compile_rc != 0) {
+		snprintf(t->errors, sizeof(t->errors), "%s", diag_last());
 		return STRATA_EINVAL;
+	}
 	t->settings = *policy_settings(p);
 	t->nclamps = policy_clamps(&t->settings, &t->engine, t->clamps, POLICY_MAX_CLAMPS);
 	if (t->nclamps > POLICY_MAX_CLAMPS)

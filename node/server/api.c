@@ -1711,8 +1711,8 @@ put_work(void *arg)
 		else
 			snprintf(j->detail, sizeof(j->detail), "%s",
 				 t->runtime_err[0] ? t->runtime_err : t->check_err);
-	} else if ((rc = runtime_stage_file(a->policy_file, j->body, j->body_len, j->tmp, sizeof(j->tmp), j->detail,
-					    sizeof(j->detail))) != 0) {
+	} else if ((rc = runtime_stage_file(a->policy_file, j->body, j->body_len, j->tmp, sizeof(j->tmp))) != 0) {
+		snprintf(j->detail, sizeof(j->detail), "%s", diag_last());
 		j->status = rc == STRATA_ENOSPC ? 507 : 500;
 		j->error = "policy not persisted";
 		j->tmp[0] = '\0';
@@ -1738,8 +1738,9 @@ put_on_rt(void *arg)
 	struct api_put *j = arg;
 	struct api *a = j->a;
 	if (j->status == 0) {
-		int rc = runtime_reload_persist(a->rt, j->body, j->body_len, API_PUT_NAME, j->tmp, a->policy_file,
-						j->detail, sizeof(j->detail));
+		int rc = runtime_reload_persist(a->rt, j->body, j->body_len, API_PUT_NAME, j->tmp, a->policy_file);
+		if (rc != 0)
+			snprintf(j->detail, sizeof(j->detail), "%s", diag_last());
 		if (rc == 0) {
 			j->status = 200;
 			/* The answer shows the policy now running (without its source: no copy to fail). */

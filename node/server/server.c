@@ -255,9 +255,8 @@ static void
 server_hup_on_rt(void *arg)
 {
 	struct server_hup *h = arg;
-	char err[2048] = "";
-	if (runtime_reload_file(h->rt, err, sizeof(err)) != 0) {
-		diag_log(LOG_LVL_WARN, "SIGHUP: policy reload refused, the running policy stays: %s", err);
+	if (runtime_reload_file(h->rt) != 0) {
+		diag_log(LOG_LVL_WARN, "SIGHUP: policy reload refused, the running policy stays: %s", diag_last());
 	} else {
 		struct runtime_stats st;
 		runtime_stats(h->rt, &st);
@@ -332,12 +331,11 @@ server_run(const struct server_options *o)
 	if (o->policy_path != NULL) {
 		/* The open checks it again before it creates anything; here for a message that
 		 * names the flag. */
-		static char err[8192];
-		int prc = runtime_check_policy(o->policy_path, NULL, 0, NULL, err, sizeof(err));
+		int prc = runtime_check_policy(o->policy_path, NULL, 0, NULL);
 		if (prc != 0) {
 			fprintf(stderr, "strata serve: --policy %s: %s\nstrata serve: not started (the policy "
 				"is refused as a reload would refuse it), the data directory %s was not "
-				"touched\n", o->policy_path, err, o->data_dir);
+				"touched\n", o->policy_path, diag_last(), o->data_dir);
 			return 1;
 		}
 	}

@@ -794,7 +794,9 @@ static void
 sim_op_reload(struct sim *s)
 {
 	char err[512] = "";
-	int rc = strata_set_policy(s->db, s->policy_src, s->policy_len, err, sizeof(err));
+	int rc = strata_set_policy(s->db, s->policy_src, s->policy_len);
+	if (rc)
+		snprintf(err, sizeof(err), "%s", strata_last_error());
 	s->r->reloads++;
 	sim_fs_trace(s->fs, "reload", 0, rc);
 	sim_logf(s, "reload policy %s: %s", s->c->policy, rc ? err : "ok");

@@ -369,12 +369,12 @@ bench_reload(void)
 		size_t len = i % 2 == 0 ? sizeof(reload_src_b) - 1 : sizeof(reload_src_a) - 1;
 		uint64_t t0 = bench_now_ns();
 
-		rc = strata_set_policy(ld.db, src, len, err, sizeof(err));
+		rc = strata_set_policy(ld.db, src, len);
 		took[i] = bench_now_ns() - t0;
 		sum += took[i];
 		if (rc != 0) {
 			fprintf(stderr, "bench_policy: strata_set_policy #%" PRIu64 ": %s: %s\n", i + 1,
-				strata_strerror(rc), err);
+				strata_strerror(rc), strata_last_error());
 			failed = 1;
 		}
 	}
@@ -511,9 +511,9 @@ bench_sweep(void)
 			 "%s"
 			 "}\n",
 			 v, variants[v].off ? 0.0 : (double)interval_ms / 1e3, variants[v].hook);
-		rc = strata_set_policy(db, src, strlen(src), err, sizeof(err));
+		rc = strata_set_policy(db, src, strlen(src));
 		if (rc != 0) {
-			fprintf(stderr, "bench_policy: sweep variant '%s': %s\n", variants[v].name, err);
+			fprintf(stderr, "bench_policy: sweep variant '%s': %s\n", variants[v].name, strata_last_error());
 			failed = 1;
 			break;
 		}

@@ -89,13 +89,12 @@ node_start(void)
 	struct host_options hopt = {.mode = HOST_THREADED, .loop = N.loop};
 	if (host_new(&hopt, &N.host) != 0)
 		FUZZ_FAIL("host_new: %s", strata_last_error());
-	char err[2048] = "";
 	struct runtime_options ro = {
 		.db = strata_store(N.db), .host = N.host, .policy_path = "fuzz-policy.lua",
 		.policy_source = quiet_policy,
 	};
-	if (runtime_new(&ro, &N.rt, err, sizeof(err)) != 0)
-		FUZZ_FAIL("runtime_new: %s", err[0] ? err : strata_last_error());
+	if (runtime_new(&ro, &N.rt) != 0)
+		FUZZ_FAIL("runtime_new: %s", strata_last_error());
 	struct api_options ao = {.db = N.db, .rt = N.rt, .host = N.host, .token = "fuzz-token"};
 	if (api_new(&ao, &N.api) != 0)
 		FUZZ_FAIL("api_new: %s", diag_last());

@@ -9,6 +9,7 @@
  */
 #include <stdint.h>
 
+#include "../../node/lib/diag.h"
 #include "../../node/policy/policy.h"
 #include "fuzz_util.h"
 
@@ -20,16 +21,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	diag_log_sink = fuzz_quiet_sink;
 	struct policy_limits lim = {16u << 20, 50};
-	static char err[8192];
 	struct policy *p = NULL;
-	int rc = policy_new(NAME, (const char *)data, size, &lim, &p, err, sizeof(err));
+	int rc = policy_new(NAME, (const char *)data, size, &lim, &p);
 	if (rc != 0) {
+		const char *err = diag_last();
 		if (rc > 0 || p != NULL)
 			FUZZ_FAIL("policy_new returned %d with a policy", rc);
 		if (err[0] == '\0')
 			FUZZ_FAIL("a refused policy (%s) has no message", fuzz_code(rc));
 		/* A message that filled the buffer ends (and, sorted, may contain) cut lines. */
-		if (strlen(err) + 512 >= sizeof(err))
+		if (strlen(err) + 512 >= DIAG_MSG_MAX)
 			return 0;
 		for (const char *l = err; *l != '\0';) {
 			if (strncmp(l, NAME, strlen(NAME)) != 0)

@@ -206,6 +206,14 @@ fx_env(void)
 	log_clear();
 }
 
+/** rc, with the message of the failure it reports copied into err ("" for none). */
+static int
+with_err(int rc, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s", rc ? diag_last() : "");
+	return rc;
+}
+
 /** Open a store and a runtime; returns runtime_new's code (err filled). */
 static int
 fx_open(struct fx *f, const struct fx_opts *o, char *err, size_t errlen)
@@ -242,7 +250,7 @@ fx_open(struct fx *f, const struct fx_opts *o, char *err, size_t errlen)
 		.hook_budget_ms = o->budget_ms ? o->budget_ms : 1000,
 		.policy_mem_bytes = o->mem_bytes,
 	};
-	return runtime_new(&ro, &f->rt, err, errlen);
+	return with_err(runtime_new(&ro, &f->rt), err, errlen);
 }
 
 static void
@@ -400,7 +408,7 @@ TEST(shipped_policies_load_and_validate)
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		char err[2048];
 		struct runtime_settings s;
-		int rc = runtime_check_policy(root_path(files[i]), NULL, 0, &s, err, sizeof(err));
+		int rc = with_err(runtime_check_policy(root_path(files[i]), NULL, 0, &s), err, sizeof(err));
 		if (rc != 0)
 			fprintf(stderr, "  %s: %s\n", files[i], err);
 		CHECK_EQ(rc, 0);
@@ -425,8 +433,8 @@ TEST(shipped_policies_load_and_validate)
 	/* ... with the seed's numbers. */
 	struct runtime_settings s;
 	char err[1024];
-	REQUIRE_EQ(runtime_check_policy(NULL, policy_builtin_source, strlen(policy_builtin_source), &s,
-					err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(runtime_check_policy(NULL, policy_builtin_source, strlen(policy_builtin_source), &s),
+			    err, sizeof(err)), 0);
 	CHECK_EQ(s.merge_max_generations, 8);
 	CHECK_EQ(s.merge_after_generations, 50);
 	CHECK(s.flush_interval_s == 5);
@@ -454,13 +462,13 @@ TEST(typo_key_is_refused_with_nearest_name)
 			  "}\n";
 	char err[2048];
 	struct runtime_settings s;
-	int rc = runtime_check_policy("typo.lua", src, strlen(src), &s, err, sizeof(err));
+	int rc = with_err(runtime_check_policy("typo.lua", src, strlen(src), &s), err, sizeof(err));
 	CHECK(rc != 0);
 	CHECK(strstr(err, "did you mean merge_max_generations") != NULL);
 	CHECK(strstr(err, "typo.lua:2:") != NULL);
 	/* A hook name typo too. */
 	const char *src2 = "return { on_seel = function() end }";
-	rc = runtime_check_policy("typo2.lua", src2, strlen(src2), &s, err, sizeof(err));
+	rc = with_err(runtime_check_policy("typo2.lua", src2, strlen(src2), &s), err, sizeof(err));
 	CHECK(rc != 0);
 	CHECK(strstr(err, "did you mean on_seal") != NULL);
 	CHECK_EQ(text_edit_distance("merge_max_generation", "merge_max_generations"), 1);
@@ -509,8 +517,8 @@ TEST(wrong_types_and_ranges_are_refused)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char err[2048];
 		struct runtime_settings s;
-		int rc = runtime_check_policy("bad.lua", cases[i].src, strlen(cases[i].src), &s, err,
-					      sizeof(err));
+		int rc = with_err(runtime_check_policy("bad.lua", cases[i].src, strlen(cases[i].src), &s), err,
+				  sizeof(err));
 		CHECK(rc != 0);
 		if (strstr(err, cases[i].want) == NULL || strstr(err, "bad.lua") == NULL) {
 			fprintf(stderr, "  case %zu: got \"%s\", want \"%s\"\n", i, err, cases[i].want);
@@ -521,7 +529,7 @@ TEST(wrong_types_and_ranges_are_refused)
 	const char *many = "return {\n flush_interval_s = 'x',\n merge_max_generations = -3,\n}";
 	char err[2048];
 	struct runtime_settings s;
-	CHECK(runtime_check_policy("many.lua", many, strlen(many), &s, err, sizeof(err)) != 0);
+	CHECK(with_err(runtime_check_policy("many.lua", many, strlen(many), &s), err, sizeof(err)) != 0);
 	CHECK(strstr(err, "many.lua:2: flush_interval_s") != NULL);
 	CHECK(strstr(err, "many.lua:3: merge_max_generations") != NULL);
 	/* A bad policy never starts a runtime. */
@@ -656,7 +664,7 @@ TEST(flush_timer_and_size_trigger_seal)
 	/* A reload re-arms the timers with the new interval. */
 	const char *v2 = "return { flush_interval_s = 20, sweep_interval_s = 0,\n"
 			 "  merge_after_generations = 0, memtable_max_bytes = 4096 }";
-	REQUIRE_EQ(runtime_reload_source(f.rt, v2, strlen(v2), "v2.lua", err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(runtime_reload_source(f.rt, v2, strlen(v2), "v2.lua"), err, sizeof(err)), 0);
 	REQUIRE_EQ(append_one(&f, 0), 0);
 	clock_advance(10);
 	ev_run(f.loop, EVRUN_NOWAIT);
@@ -745,13 +753,13 @@ TEST(reload_under_appends_loses_nothing_and_refuses_broken_script)
 		CHECK(drive_idle(&f));
 		if (i % 50 == 25) {
 			const char *src = good[reloads % 2];
-			if (runtime_reload_source(f.rt, src, strlen(src), "good.lua", err, sizeof(err)) == 0)
+			if (with_err(runtime_reload_source(f.rt, src, strlen(src), "good.lua"), err, sizeof(err)) == 0)
 				reloads++;
 		}
 		if (i == 60) {
 			uint64_t version = rt_stats(&f).policy_version;
-			CHECK(runtime_reload_source(f.rt, broken, strlen(broken), "broken.lua", err,
-						    sizeof(err)) != 0);
+			CHECK(with_err(runtime_reload_source(f.rt, broken, strlen(broken), "broken.lua"), err,
+				       sizeof(err)) != 0);
 			refused++;
 			CHECK_EQ(rt_stats(&f).policy_version, version);
 			CHECK(strstr(rt_stats(&f).last_error, "broken.lua:2:") != NULL);
@@ -824,7 +832,7 @@ TEST(reload_lets_running_hook_finish_on_old_state)
 	struct mres m1 = {0}, m2 = {0};
 	REQUIRE_EQ(runtime_merge_request(f.rt, 0, mres_cb, &m1), 0);
 	REQUIRE(DRIVE_UNTIL(&f, point_reached()));
-	REQUIRE_EQ(runtime_reload_source(f.rt, v2, strlen(v2), "v2.lua", err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(runtime_reload_source(f.rt, v2, strlen(v2), "v2.lua"), err, sizeof(err)), 0);
 	CHECK_EQ(rt_stats(&f).policy_version, 2);
 	point_release();
 	REQUIRE(DRIVE_UNTIL(&f, m1.done));
@@ -862,14 +870,14 @@ TEST(reload_from_file_and_refusal_keeps_policy)
 	fputs("return {\n merge_max_generations = 5,\n on_sweep = function(node) node.x = 1 end,\n"
 	      " oops = 1 }\n", fp);
 	fclose(fp);
-	CHECK(runtime_reload_file(f.rt, err, sizeof(err)) != 0);
+	CHECK(with_err(runtime_reload_file(f.rt), err, sizeof(err)) != 0);
 	CHECK(strstr(err, "p.lua:4: unknown key 'oops'") != NULL);
 	runtime_settings(f.rt, &s);
 	CHECK_EQ(s.merge_max_generations, 3);
 	fp = fopen(path, "w");
 	fputs("return { merge_max_generations = 6 }\n", fp);
 	fclose(fp);
-	CHECK_EQ(runtime_reload_file(f.rt, err, sizeof(err)), 0);
+	CHECK_EQ(with_err(runtime_reload_file(f.rt), err, sizeof(err)), 0);
 	runtime_settings(f.rt, &s);
 	CHECK_EQ(s.merge_max_generations, 6);
 	CHECK_EQ(rt_stats(&f).reloads, 1);
@@ -917,7 +925,7 @@ fx_open_watched(struct fx *f, const char *path, uint32_t settle_ms, uint32_t pol
 	REQUIRE_EQ(host_new(&ho, &f->host), 0);
 	struct runtime_options ro = {.db = strata_store(f->db), .host = f->host, .policy_path = path,
 				     .watch_file = 1, .watch_settle_ms = settle_ms, .watch_poll_ms = poll_ms};
-	REQUIRE_EQ(runtime_new(&ro, &f->rt, err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(runtime_new(&ro, &f->rt), err, sizeof(err)), 0);
 }
 
 /** Write text at offset of path (created, truncated first when trunc), in place. */
@@ -1030,7 +1038,7 @@ TEST(watched_file_reloads_on_change)
 	REQUIRE_EQ(host_new(&ho, &f.host), 0);
 	struct runtime_options ro = {.db = strata_store(f.db), .host = f.host, .policy_path = path,
 				     .watch_file = 1};
-	REQUIRE_EQ(runtime_new(&ro, &f.rt, err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(runtime_new(&ro, &f.rt), err, sizeof(err)), 0);
 	/* A broken edit is refused and logged; the next good one is taken, and clears the
 	 * error (files are replaced by rename, the safe way to deploy). */
 	CHECK(write_by_rename(path, "return { merge_max_generations = }\n") == 0);
@@ -1063,10 +1071,10 @@ TEST(persisted_policy_is_not_reloaded_by_the_watcher)
 	struct fx f;
 	fx_open_watched(&f, path, 50, 20);
 	static const char put[] = "-- from PUT\nreturn { merge_max_generations = 5 }\n";
-	REQUIRE_EQ(runtime_stage_file(path, put, sizeof(put) - 1, tmp, sizeof(tmp), err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(runtime_stage_file(path, put, sizeof(put) - 1, tmp, sizeof(tmp)), err, sizeof(err)), 0);
 	CHECK(access(tmp, F_OK) == 0);
-	REQUIRE_EQ(runtime_reload_persist(f.rt, put, sizeof(put) - 1, "PUT /v1/policy", tmp, path, err, sizeof(err)),
-		   0);
+	REQUIRE_EQ(with_err(runtime_reload_persist(f.rt, put, sizeof(put) - 1, "PUT /v1/policy", tmp, path), err,
+			    sizeof(err)), 0);
 	CHECK(access(tmp, F_OK) != 0);
 	char *text = read_text(path);
 	CHECK(text != NULL && strcmp(text, put) == 0);
@@ -1092,11 +1100,11 @@ TEST(persisted_policy_is_not_reloaded_by_the_watcher)
 	runtime_settings(f.rt, &s);
 	CHECK_EQ(s.merge_max_generations, 6);
 	/* A rename that fails keeps the running policy and the file; the temporary is gone. */
-	REQUIRE_EQ(runtime_stage_file(path, put, sizeof(put) - 1, tmp, sizeof(tmp), err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(runtime_stage_file(path, put, sizeof(put) - 1, tmp, sizeof(tmp)), err, sizeof(err)), 0);
 	char missing[700];
 	snprintf(missing, sizeof(missing), "%s/no-such-dir/w.lua", dir);
-	CHECK(runtime_reload_persist(f.rt, put, sizeof(put) - 1, "PUT /v1/policy", tmp, missing, err, sizeof(err)) !=
-	      0);
+	CHECK(with_err(runtime_reload_persist(f.rt, put, sizeof(put) - 1, "PUT /v1/policy", tmp, missing), err,
+		       sizeof(err)) != 0);
 	CHECK(strstr(err, missing) != NULL);
 	CHECK(access(tmp, F_OK) != 0);
 	runtime_settings(f.rt, &s);
@@ -1131,7 +1139,7 @@ TEST(clamped_setting_reports_what_runs_and_why)
 	/* A reload to a setting within the cap has none. */
 	log_clear();
 	static const char small[] = "return { merge_max_generations = 4 }";
-	CHECK_EQ(runtime_reload_source(f.rt, small, strlen(small), "small.lua", err, sizeof(err)), 0);
+	CHECK_EQ(with_err(runtime_reload_source(f.rt, small, strlen(small), "small.lua"), err, sizeof(err)), 0);
 	CHECK_EQ(runtime_clamps(f.rt, c, POLICY_MAX_CLAMPS), 0);
 	runtime_settings(f.rt, &s);
 	CHECK_EQ(s.merge_max_generations, 4);
@@ -1140,7 +1148,7 @@ TEST(clamped_setting_reports_what_runs_and_why)
 	/* What `strata policy check` prints, under another engine too. */
 	struct policy *p;
 	static const char big[] = "return { merge_max_generations = 32 }";
-	REQUIRE_EQ(policy_new("big.lua", big, strlen(big), NULL, &p, err, sizeof(err)), 0);
+	REQUIRE_EQ(with_err(policy_new("big.lua", big, strlen(big), NULL, &p), err, sizeof(err)), 0);
 	char desc[2048];
 	struct policy_engine e8 = {.merge_max_inputs = 8}, e64 = {.merge_max_inputs = 64};
 	policy_describe(p, &e8, desc, sizeof(desc));
@@ -1260,8 +1268,8 @@ TEST(hostile_policies_are_stopped_and_store_keeps_working)
 			struct fx_opts ok = {.policy = "return {}", .budget_ms = cases[i].budget_ms,
 					     .mem_bytes = 4 << 20};
 			REQUIRE_EQ(fx_open(&f, &ok, err, sizeof(err)), 0);
-			CHECK(runtime_reload_source(f.rt, cases[i].src, strlen(cases[i].src), "hostile.lua",
-						    err, sizeof(err)) != 0);
+			CHECK(with_err(runtime_reload_source(f.rt, cases[i].src, strlen(cases[i].src), "hostile.lua"),
+				       err, sizeof(err)) != 0);
 			CHECK(strstr(err, cases[i].want) != NULL);
 			CHECK_EQ(rt_stats(&f).policy_version, 1);
 			fx_close(&f);
@@ -1485,7 +1493,7 @@ TEST(multi_error_refusal_is_one_logfmt_record)
 	static const char bad[] = "return { flush_interval_s = \"five\", merge_max_generations = -3 }";
 	/* diag_log's default sink is what `strata serve --log-format logfmt` writes with. */
 	diag_log_sink = test_default_sink;
-	int rc = runtime_reload_source(f.rt, bad, strlen(bad), "multi.lua", err, sizeof(err));
+	int rc = with_err(runtime_reload_source(f.rt, bad, strlen(bad), "multi.lua"), err, sizeof(err));
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
@@ -1505,7 +1513,7 @@ TEST(multi_error_refusal_is_one_logfmt_record)
 	/* A good reload after it clears last_error. */
 	CHECK(rt_stats(&f).last_error[0] != '\0');
 	static const char good[] = "return { merge_max_generations = 4 }";
-	CHECK_EQ(runtime_reload_source(f.rt, good, strlen(good), "good.lua", err, sizeof(err)), 0);
+	CHECK_EQ(with_err(runtime_reload_source(f.rt, good, strlen(good), "good.lua"), err, sizeof(err)), 0);
 	CHECK(rt_stats(&f).last_error[0] == '\0');
 	fx_close(&f);
 }

@@ -182,10 +182,11 @@ TEST(a_policy_turns_the_automatic_budget_on_with_auto)
 	CHECK_EQ(st.background_io_bytes_per_s, 64ull << 20); /* auto, at its ceiling */
 	char err[512] = "";
 	const char *bad = "return { background_io_mib_per_s = \"fast\" }";
-	CHECK(strata_set_policy(db, bad, strlen(bad), err, sizeof(err)) != 0);
+	CHECK(strata_set_policy(db, bad, strlen(bad)) != 0);
+	snprintf(err, sizeof(err), "%s", strata_last_error());
 	CHECK(strstr(err, "background_io_mib_per_s must be a number or \"auto\"") != NULL);
 	const char *eight = "return { background_io_mib_per_s = 8 }";
-	CHECK_EQ(strata_set_policy(db, eight, strlen(eight), err, sizeof(err)), 0);
+	CHECK_EQ(strata_set_policy(db, eight, strlen(eight)), 0);
 	strata_shard_stats(db, 0, &st);
 	CHECK_EQ(st.background_io_bytes_per_s, 8ull << 20);
 	db_close(db);
