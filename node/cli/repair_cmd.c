@@ -60,7 +60,7 @@ struct repair_seg {
 	/** The shard's replay cursor (positions at or below it are in generations). */
 	uint64_t replay_after;
 	/** Where the segment is damaged, from wal_damage_dir. */
-	struct wal_damage d;
+	struct wal_segment_info d;
 	/** What follows the damage, from wal_salvage_scan. */
 	struct wal_salvage s;
 	/** 0, or the code of a failed salvage scan (the counts are then unknown). */
@@ -179,7 +179,7 @@ repair_seg_add(struct repair_state *st)
 static void
 repair_lost_range(struct repair_seg *g)
 {
-	const struct wal_damage *d = &g->d;
+	const struct wal_segment_info *d = &g->d;
 	g->lost_first = d->last_seq + 1;
 	uint64_t last = 0;
 	if (d->next_first_seq != 0) {
@@ -273,7 +273,7 @@ repair_check_shard(struct repair_state *st, struct objstore *os, unsigned id)
 	char refusal[1024];
 	snprintf(refusal, sizeof(refusal), "%s", diag_last());
 	int n = wal_damage_dir(wal_dir, replay_after, 0, NULL, 0);
-	struct wal_damage *ds = NULL;
+	struct wal_segment_info *ds = NULL;
 	if (n > 0) {
 		ds = calloc((size_t)n, sizeof(*ds));
 		if (ds == NULL) {
@@ -492,7 +492,7 @@ repair_lost_text(const struct repair_seg *g, int applied, char *out, size_t cap)
 static void
 repair_print_seg(const struct repair_seg *g, int applied)
 {
-	const struct wal_damage *d = &g->d;
+	const struct wal_segment_info *d = &g->d;
 	const char *dropped = applied ? "were dropped" : "would be dropped";
 	printf("shard %u: corrupt WAL segment %s (epoch %" PRIu64 ", positions from %" PRIu64
 	       ") at offset %" PRIu64 ": %s\n",
@@ -563,7 +563,7 @@ repair_what_text(const char *what)
 static json_t *
 repair_seg_json(const struct repair_seg *g)
 {
-	const struct wal_damage *d = &g->d;
+	const struct wal_segment_info *d = &g->d;
 	json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "shard",
 			      (json_int_t)g->shard, "file", d->name, "path", g->path, "epoch",
 			      (json_int_t)d->epoch, "first_seq", (json_int_t)d->first_seq, "offset",

@@ -239,7 +239,8 @@ int wal_inspect_store(struct objstore *os, const char *prefix, uint64_t replay_a
  *  its open found left over and queued for deletion. */
 void wal_store_stats(struct wal *w, uint64_t *gaps, uint64_t *gaps_closed, uint64_t *stale_collected);
 
-/** One segment's contents as seen by wal_inspect_dir. */
+/** What a read of one segment file found: an entry of wal_inspect_dir's and of
+ *  wal_damage_dir's answer, and of the survey an open judges (one struct for all). */
 struct wal_segment_info {
 	/** File name within the directory. */
 	char name[64];
@@ -247,19 +248,30 @@ struct wal_segment_info {
 	uint64_t epoch;
 	/** First position named by the file. */
 	uint64_t first_seq;
-	/** Last valid position found (first_seq - 1 when empty). */
+	/** Last valid position found (first_seq - 1 when none). */
 	uint64_t last_seq;
 	/** Valid entries. */
 	uint64_t entries;
-	/** File size in bytes. */
+	/** File size in bytes (0 for a void segment, which is not read). */
 	uint64_t bytes;
-	/** Offset of the first invalid byte, or bytes when the segment is whole. */
+	/** Offset of the first invalid byte, or bytes when the segment is whole: where a
+	 *  repair cuts the segment. */
 	uint64_t valid_bytes;
 	/** Positions above this belong to a newer epoch and are not read (UINT64_MAX: none). */
 	uint64_t limit;
+	/** First position of the next live segment (0 when this is the last live one). */
+	uint64_t next_first_seq;
 	/** The bytes from valid_bytes on look like an interrupted append (a torn tail). */
 	int torn;
-	/** Why the byte at valid_bytes is invalid ("" when whole). */
+	/** The read stopped at limit: the bytes after it are void, not invalid. */
+	int cut;
+	/** Void: a newer epoch starts at or before first_seq, so nothing in it counts. */
+	int dead;
+	/** The file vanished between listing and reading (its writer released it); never
+	 *  among what inspect and repair are given. */
+	int gone;
+	/** Why the byte at valid_bytes is invalid ("" when whole; inspect says why a void
+	 *  segment or the rest of a cut one is void). */
 	char why[160];
 };
 
@@ -267,39 +279,13 @@ struct wal_segment_info {
  *  returns the number of segments (may exceed max) or a negative code. */
 int wal_inspect_dir(const char *dir, struct wal_segment_info *infos, int max);
 
-/** A segment that an open refuses as corrupt, as found by wal_damage_dir. */
-struct wal_damage {
-	/** File name within the directory. */
-	char name[64];
-	/** Owner epoch named by the file (0 for a legacy name). */
-	uint64_t epoch;
-	/** First position named by the file. */
-	uint64_t first_seq;
-	/** Last valid position before the damage (first_seq - 1 when none). */
-	uint64_t last_seq;
-	/** Valid entries before the damage. */
-	uint64_t entries;
-	/** File size in bytes. */
-	uint64_t bytes;
-	/** Offset of the first invalid byte: where a repair cuts the segment. */
-	uint64_t valid_bytes;
-	/** Positions above this belong to a newer epoch (UINT64_MAX: none). */
-	uint64_t limit;
-	/** First position of the next live segment (0 when this is the last live one). */
-	uint64_t next_first_seq;
-	/** The invalid bytes look like an interrupted append (refused: not the last segment). */
-	int torn;
-	/** Why the byte at valid_bytes is invalid. */
-	char why[160];
-};
-
 /** Every segment of dir that an open would refuse as corrupt (wal_check_dir names only
  *  the first), with the same rules and replay cursor. Fills up to max and returns how
  *  many there are (0: the segments' bytes pass), or a negative code: STRATA_ECORRUPT
  *  when a segment starts at or below the previous one's last position (cutting a
  *  segment does not fix that), STRATA_EVERSION, an IO error. Read-only. */
 int wal_damage_dir(const char *dir, uint64_t replay_after, uint64_t max_entry_bytes,
-		   struct wal_damage *out, int max);
+		   struct wal_segment_info *out, int max);
 
 /** What wal_salvage_scan found from a bad spot of a segment to its end. */
 struct wal_salvage {
@@ -320,7 +306,7 @@ struct wal_salvage {
 };
 
 /** Read-only: scan the segment at path from offset off (its first bad byte, e.g. a
- *  wal_damage's valid_bytes) to its end for entries whose header checksum and payload
+ *  wal_damage_dir's valid_bytes) to its end for entries whose header checksum and payload
  *  checksum verify, trying every byte offset where no entry was found; a verified
  *  entry is skipped whole. max_entry_bytes as for an open (0: the default). */
 int wal_salvage_scan(const char *path, uint64_t off, uint64_t max_entry_bytes, struct wal_salvage *out);
