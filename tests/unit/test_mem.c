@@ -61,8 +61,7 @@ check_contents(struct mem *m, const struct exp_row *want, size_t n)
 	CHECK_EQ(i, n);
 }
 
-static void
-order_is_key_ascending_then_seq_descending(void)
+TEST(order_is_key_ascending_then_seq_descending)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -85,8 +84,7 @@ order_is_key_ascending_then_seq_descending(void)
 	mem_unref(m);
 }
 
-static void
-prefix_keys_order_shorter_first(void)
+TEST(prefix_keys_order_shorter_first)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -103,8 +101,7 @@ prefix_keys_order_shorter_first(void)
 	mem_unref(m);
 }
 
-static void
-get_returns_highest_seq(void)
+TEST(get_returns_highest_seq)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -128,8 +125,7 @@ get_returns_highest_seq(void)
 	mem_unref(m);
 }
 
-static void
-duplicate_key_seq_collapses(void)
+TEST(duplicate_key_seq_collapses)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -171,8 +167,7 @@ check_seek(struct mem *m, const char *key, size_t klen, const char *want, uint64
 	CHECK_EQ(s, want_seq);
 }
 
-static void
-seek_positions(void)
+TEST(seek_lands_on_first_entry_at_or_after_key)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -209,8 +204,7 @@ seek_positions(void)
 	mem_unref(m);
 }
 
-static void
-byte_accounting_matches_formula(void)
+TEST(byte_accounting_matches_formula)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -236,8 +230,7 @@ byte_accounting_matches_formula(void)
 	mem_unref(m);
 }
 
-static void
-empty_key_and_empty_value(void)
+TEST(empty_key_and_value_are_valid_null_with_a_length_is_refused)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -269,8 +262,7 @@ empty_key_and_empty_value(void)
 	mem_unref(m);
 }
 
-static void
-oversized_entry_is_rejected(void)
+TEST(oversized_entry_is_rejected)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -285,8 +277,7 @@ oversized_entry_is_rejected(void)
 	mem_unref(m);
 }
 
-static void
-large_value_round_trip(void)
+TEST(large_value_is_copied_and_round_trips)
 {
 	size_t n = 16u << 20;
 	unsigned char *big = malloc(n);
@@ -331,13 +322,22 @@ large_value_round_trip(void)
 static long fail_after = -1;
 static atomic_long live_blocks;
 
+/** Whether the seams fail this allocation (counting it against fail_after). */
+static bool
+seam_fails(void)
+{
+	if (fail_after == 0)
+		return true;
+	if (fail_after > 0)
+		fail_after--;
+	return false;
+}
+
 static void *
 test_malloc(size_t n)
 {
-	if (fail_after == 0)
+	if (seam_fails())
 		return NULL;
-	if (fail_after > 0)
-		fail_after--;
 	void *p = malloc(n);
 	if (p != NULL)
 		live_blocks++;
@@ -347,10 +347,8 @@ test_malloc(size_t n)
 static void *
 test_calloc(size_t n, size_t size)
 {
-	if (fail_after == 0)
+	if (seam_fails())
 		return NULL;
-	if (fail_after > 0)
-		fail_after--;
 	void *p = calloc(n, size);
 	if (p != NULL)
 		live_blocks++;
@@ -360,10 +358,8 @@ test_calloc(size_t n, size_t size)
 static void *
 test_realloc(void *old, size_t n)
 {
-	if (fail_after == 0)
+	if (seam_fails())
 		return NULL;
-	if (fail_after > 0)
-		fail_after--;
 	void *p = realloc(old, n);
 	if (p != NULL && old == NULL)
 		live_blocks++;
@@ -398,11 +394,9 @@ mem_own_blocks(const struct mem *m)
 	return 1 + (long)(mem_arena_bytes(m) / MEM_CHUNK_BYTES);
 }
 
-static void
-enomem_on_new_returns_null(void)
+TEST(enomem_on_new_returns_null)
 {
-	env.malloc = test_malloc;
-	env.free = test_free;
+	seams_install();
 	fail_after = 0;
 	struct mem *m = mem_new(0);
 	CHECK(m == NULL);
@@ -435,12 +429,9 @@ check_small_rows(struct mem *m, int n)
 	CHECK_EQ(mem_max_seq(m), n);
 }
 
-static void
-enomem_leaves_memtable_consistent(void)
+TEST(enomem_leaves_memtable_consistent)
 {
-	env.malloc = test_malloc;
-	env.free = test_free;
-	live_blocks = 0;
+	seams_install();
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	char val[100], key[16];
@@ -496,12 +487,9 @@ enomem_leaves_memtable_consistent(void)
 	env_reset();
 }
 
-static void
-last_unref_frees_every_allocation(void)
+TEST(last_unref_frees_every_allocation)
 {
-	env.malloc = test_malloc;
-	env.free = test_free;
-	live_blocks = 0;
+	seams_install();
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
 	char *big = calloc(1, 600000);
@@ -535,12 +523,9 @@ wait_ready(struct mem *m, unsigned n)
 	}
 }
 
-static void
-prefaulted_chunks_hold_every_row_and_none_leak(void)
+TEST(prefaulted_chunks_hold_every_row_and_none_leak)
 {
-	env.malloc = test_malloc;
-	env.free = test_free;
-	live_blocks = 0;
+	seams_install();
 	struct mem *m = mem_new(1);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_prefault_start(m, 200u << 20), 0);
@@ -578,12 +563,9 @@ prefaulted_chunks_hold_every_row_and_none_leak(void)
 	env_reset();
 }
 
-static void
-prefault_is_not_started_for_a_small_replay_and_a_stop_frees_what_was_made(void)
+TEST(prefault_is_not_started_for_a_small_replay_and_a_stop_frees_what_was_made)
 {
-	env.malloc = test_malloc;
-	env.free = test_free;
-	live_blocks = 0;
+	seams_install();
 	struct mem *m = mem_new(1);
 	REQUIRE(m != NULL);
 	REQUIRE_EQ(mem_prefault_start(m, MEM_HUGE_CHUNK_BYTES), 0);
@@ -799,8 +781,10 @@ conc_check_final(struct conc *c)
 	free(newest);
 }
 
+/** CONC_WRITERS threads running writer and CONC_READERS running conc_reader_main on one
+ *  memtable: no reader sees a wrong entry or order, and every row is there at the end. */
 static void
-concurrent_inserts_with_readers(void)
+conc_run(void *(*writer)(void *))
 {
 	struct conc c;
 	c.m = mem_new(0);
@@ -815,7 +799,7 @@ concurrent_inserts_with_readers(void)
 	for (int i = 0; i < CONC_WRITERS; i++) {
 		wa[i].c = &c;
 		wa[i].t = i;
-		REQUIRE_EQ(pthread_create(&wt[i], NULL, conc_writer_main, &wa[i]), 0);
+		REQUIRE_EQ(pthread_create(&wt[i], NULL, writer, &wa[i]), 0);
 	}
 	for (int i = 0; i < CONC_WRITERS; i++)
 		pthread_join(wt[i], NULL);
@@ -824,9 +808,13 @@ concurrent_inserts_with_readers(void)
 		pthread_join(rt[i], NULL);
 	CHECK_EQ(atomic_load(&c.errors), 0);
 	CHECK(atomic_load(&c.passes) >= CONC_READERS);
-
 	conc_check_final(&c);
 	mem_unref(c.m);
+}
+
+TEST(concurrent_inserts_keep_readers_ordered_and_lose_no_row)
+{
+	conc_run(conc_writer_main);
 }
 
 /* ---------------------------------------------------------------- batches */
@@ -842,8 +830,7 @@ check_unchanged(struct mem *m, const struct exp_row *want, size_t n, uint64_t ro
 	CHECK_EQ(mem_max_seq(m), max_seq);
 }
 
-static void
-batch_visible_only_after_insert(void)
+TEST(batch_visible_only_after_insert)
 {
 	struct mem *m = mem_new(0);
 	REQUIRE(m != NULL);
@@ -981,8 +968,7 @@ brows_check_present(struct mem *m, const struct brows *br, uint64_t first_seq)
 	CHECK_EQ(wrong, 0);
 }
 
-static void
-batch_free_without_insert_leaves_nothing(void)
+TEST(batch_free_without_insert_leaves_nothing)
 {
 	struct brows br;
 	REQUIRE(brows_init(&br));
@@ -1029,8 +1015,7 @@ batch_free_without_insert_leaves_nothing(void)
 	free(br.pat);
 }
 
-static void
-batch_rejects_bad_rows(void)
+TEST(batch_rejects_bad_rows)
 {
 	seams_install();
 	struct mem *m = mem_new(0);
@@ -1062,8 +1047,7 @@ batch_rejects_bad_rows(void)
 	env_reset();
 }
 
-static void
-batch_enomem_at_every_allocation(void)
+TEST(batch_enomem_at_every_allocation)
 {
 	struct brows br;
 	REQUIRE(brows_init(&br));
@@ -1120,8 +1104,7 @@ batch_enomem_at_every_allocation(void)
 	free(br.pat);
 }
 
-static void
-batch_duplicate_key_seq_keeps_one(void)
+TEST(batch_duplicate_key_seq_keeps_one)
 {
 	seams_install();
 	struct mem *m = mem_new(0);
@@ -1238,39 +1221,14 @@ conc_batch_writer_main(void *arg)
 	return NULL;
 }
 
-static void
-concurrent_batch_inserts_with_readers(void)
+TEST(concurrent_batch_inserts_keep_readers_ordered_and_lose_no_row)
 {
-	struct conc c;
-	c.m = mem_new(0);
-	REQUIRE(c.m != NULL);
-	atomic_init(&c.done, 0);
-	atomic_init(&c.errors, 0);
-	atomic_init(&c.passes, 0);
-	pthread_t wt[CONC_WRITERS], rt[CONC_READERS];
-	struct conc_writer wa[CONC_WRITERS];
-	for (int i = 0; i < CONC_READERS; i++)
-		REQUIRE_EQ(pthread_create(&rt[i], NULL, conc_reader_main, &c), 0);
-	for (int i = 0; i < CONC_WRITERS; i++) {
-		wa[i].c = &c;
-		wa[i].t = i;
-		REQUIRE_EQ(pthread_create(&wt[i], NULL, conc_batch_writer_main, &wa[i]), 0);
-	}
-	for (int i = 0; i < CONC_WRITERS; i++)
-		pthread_join(wt[i], NULL);
-	atomic_store(&c.done, 1);
-	for (int i = 0; i < CONC_READERS; i++)
-		pthread_join(rt[i], NULL);
-	CHECK_EQ(atomic_load(&c.errors), 0);
-	CHECK(atomic_load(&c.passes) >= CONC_READERS);
-	conc_check_final(&c);
-	mem_unref(c.m);
+	conc_run(conc_batch_writer_main);
 }
 
 /** With huge pages on, the first chunk stays 1 MiB (an idle memtable stays small) and
  *  later ones are MEM_HUGE_CHUNK_BYTES; every row reads back across the switch. */
-static void
-huge_page_chunks_after_the_first(void)
+TEST(huge_page_chunks_after_the_first)
 {
 	for (int huge = 0; huge <= 1; huge++) {
 		struct mem *m = mem_new(huge);
@@ -1402,8 +1360,7 @@ check_same_mem(struct mem *a, struct mem *b, const struct load_row *r, size_t n)
 
 /** A bulk load holds the memtable's contents to what one insert per row makes: in every
  *  key order, with rows already present, with every batch size down to one row. */
-static void
-bulk_load_links_what_inserts_would(void)
+TEST(bulk_load_links_what_inserts_would)
 {
 	static struct load_row r[3000];
 	static const size_t caps[] = {1, 2, 7, 64, 1000, 0};
@@ -1443,8 +1400,7 @@ bulk_load_links_what_inserts_would(void)
 
 /** A load that runs out of memory at any allocation keeps every row it accepted and
  *  leaks nothing, also when the memtable is freed with the load still open. */
-static void
-bulk_load_enomem_at_every_allocation(void)
+TEST(bulk_load_enomem_at_every_allocation)
 {
 	static struct load_row r[200];
 	uint64_t x = 7;
@@ -1496,23 +1452,23 @@ main(int argc, char **argv)
 	RUN(prefix_keys_order_shorter_first);
 	RUN(get_returns_highest_seq);
 	RUN(duplicate_key_seq_collapses);
-	RUN(seek_positions);
+	RUN(seek_lands_on_first_entry_at_or_after_key);
 	RUN(byte_accounting_matches_formula);
-	RUN(empty_key_and_empty_value);
+	RUN(empty_key_and_value_are_valid_null_with_a_length_is_refused);
 	RUN(oversized_entry_is_rejected);
-	RUN(large_value_round_trip);
+	RUN(large_value_is_copied_and_round_trips);
 	RUN(enomem_on_new_returns_null);
 	RUN(enomem_leaves_memtable_consistent);
 	RUN(last_unref_frees_every_allocation);
 	RUN(prefaulted_chunks_hold_every_row_and_none_leak);
 	RUN(prefault_is_not_started_for_a_small_replay_and_a_stop_frees_what_was_made);
-	RUN(concurrent_inserts_with_readers);
+	RUN(concurrent_inserts_keep_readers_ordered_and_lose_no_row);
 	RUN(batch_visible_only_after_insert);
 	RUN(batch_free_without_insert_leaves_nothing);
 	RUN(batch_rejects_bad_rows);
 	RUN(batch_enomem_at_every_allocation);
 	RUN(batch_duplicate_key_seq_keeps_one);
-	RUN(concurrent_batch_inserts_with_readers);
+	RUN(concurrent_batch_inserts_keep_readers_ordered_and_lose_no_row);
 	RUN(bulk_load_links_what_inserts_would);
 	RUN(bulk_load_enomem_at_every_allocation);
 	return HARNESS_END("test_mem");

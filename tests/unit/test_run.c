@@ -18,18 +18,20 @@
 
 /* ---- fixtures --------------------------------------------------------------- */
 
-/** A temp dir with an fs object store in it. */
+/** A temp dir with an fs object store in it, and a reader of the run under test. */
 struct fix {
 	/** Temp directory. */
 	char *dir;
 	/** Store rooted at dir. */
 	struct objstore *os;
+	/** Reader of RUN_KEY (fix_reader), closed by fix_close; or NULL. */
+	struct run_reader *r;
 };
 
 static int
-fix_open(struct fix *f, const char *tag)
+fix_open(struct fix *f)
 {
-	f->dir = harness_tmpdir(tag);
+	f->dir = harness_tmpdir("run");
 	if (f->dir == NULL)
 		return -1;
 	return objstore_fs_new(f->dir, &f->os);
@@ -38,18 +40,31 @@ fix_open(struct fix *f, const char *tag)
 static void
 fix_close(struct fix *f)
 {
+	if (f->r != NULL)
+		run_reader_close(f->r);
 	objstore_destroy(f->os);
 	if (f->dir != NULL)
 		harness_rmrf(f->dir);
 	free(f->dir);
+	f->r = NULL;
 	f->os = NULL;
 	f->dir = NULL;
 }
 
+/** Path of the file that holds RUN_KEY. */
 static void
-fix_path(const struct fix *f, const char *key, char *path, size_t n)
+fix_path(const struct fix *f, char *path, size_t n)
 {
-	snprintf(path, n, "%s/%s", f->dir, key);
+	snprintf(path, n, "%s/%s", f->dir, RUN_KEY);
+}
+
+/** Whether the fixture's directory holds no file (no run, no temp file). */
+static int
+fix_has_no_file(const struct fix *f)
+{
+	char cmd[1100];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -type f)\"", f->dir);
+	return system(cmd) == 0;
 }
 
 static void
@@ -93,6 +108,49 @@ write_rows(struct objstore *os, const char *key, const struct run_writer_options
 	return run_writer_finish(w, meta);
 }
 
+/** Open the fixture and write RUN_KEY with write_rows. */
+static int
+fix_rows(struct fix *f, const struct run_writer_options *o, uint32_t count, uint32_t step,
+	 struct run_meta *meta)
+{
+	int rc = fix_open(f);
+	return rc ? rc : write_rows(f->os, RUN_KEY, o, count, step, meta);
+}
+
+/** Open f->r on RUN_KEY. */
+static int
+fix_reader(struct fix *f)
+{
+	return run_reader_open(f->os, RUN_KEY, &f->r);
+}
+
+/** fix_rows, then fix_reader. */
+static int
+fix_run(struct fix *f, const struct run_writer_options *o, uint32_t count, uint32_t step)
+{
+	int rc = fix_rows(f, o, count, step, NULL);
+	return rc ? rc : fix_reader(f);
+}
+
+/** 1 when key i of a run written by write_rows with step 2 reads back wrong: an odd key
+ *  must be absent, an even one must hold its seq and value. */
+static int
+row_misreads(struct run_reader *r, uint32_t i)
+{
+	char k[32], v[128];
+	row_key(k, sizeof(k), i);
+	uint64_t seq = 0;
+	void *val = NULL;
+	size_t vlen = 0;
+	int rc = run_reader_get(r, k, strlen(k), &seq, &val, &vlen);
+	if (i % 2 == 1)
+		return rc != STRATA_NOTFOUND;
+	size_t want = row_val(v, sizeof(v), i);
+	int bad = rc != 0 || seq != 1000 + i || vlen != want || memcmp(val, v, want) != 0;
+	env.free(val);
+	return bad;
+}
+
 static const struct run_writer_options small_opts = {
 	.block_bytes = 1024,
 	.index_partition_bytes = 1024,
@@ -100,14 +158,12 @@ static const struct run_writer_options small_opts = {
 
 /* ---- round trips ------------------------------------------------------------ */
 
-static void
-round_trip_many_rows_over_blocks_and_partitions(void)
+TEST(round_trip_many_rows_over_blocks_and_partitions)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
 	const uint32_t n = 50000;
 	struct run_meta m;
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &small_opts, n, 2, &m), 0);
+	REQUIRE_EQ(fix_rows(&f, &small_opts, n, 2, &m), 0);
 	CHECK_EQ(m.rows, n);
 	CHECK(m.blocks > 1000);
 	CHECK_EQ(m.min_seq, 1000);
@@ -123,8 +179,8 @@ round_trip_many_rows_over_blocks_and_partitions(void)
 	CHECK_EQ(vm.blocks, m.blocks);
 	CHECK_EQ(vm.raw_bytes, m.raw_bytes);
 
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_reader(&f), 0);
+	struct run_reader *r = f.r;
 	const struct run_meta *rm = run_reader_meta(r);
 	CHECK_EQ(rm->rows, m.rows);
 	CHECK_EQ(rm->blocks, m.blocks);
@@ -135,31 +191,15 @@ round_trip_many_rows_over_blocks_and_partitions(void)
 	CHECK(run_reader_partitions(r) > 10);
 	CHECK(strcmp(run_reader_key(r), RUN_KEY) == 0);
 
-	char k[32], v[128];
 	int bad = 0;
-	for (uint32_t i = 0; i < 2 * n; i++) {
-		row_key(k, sizeof(k), i);
-		uint64_t seq = 0;
-		void *val = NULL;
-		size_t vlen = 0;
-		int rc = run_reader_get(r, k, strlen(k), &seq, &val, &vlen);
-		if (i % 2 == 1) {
-			if (rc != STRATA_NOTFOUND)
-				bad++;
-			continue;
-		}
-		size_t want = row_val(v, sizeof(v), i);
-		if (rc != 0 || seq != 1000 + i || vlen != want || memcmp(val, v, want) != 0)
-			bad++;
-		env.free(val);
-	}
+	for (uint32_t i = 0; i < 2 * n; i++)
+		bad += row_misreads(r, i);
 	CHECK_EQ(bad, 0);
 	/* Absent keys between present ones: almost all answered by the bloom filters. */
 	uint64_t skips = run_reader_bloom_skips(r);
 	CHECK(skips > 0);
 	CHECK(skips >= n * 9 / 10);
 	CHECK(skips < n);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
@@ -167,20 +207,17 @@ round_trip_many_rows_over_blocks_and_partitions(void)
  * LCG. Double hashing modulo 64 cycles through a few bits, which made a 4-row
  * generation's false-positive rate 0.5-1.3% (an odd step / any step) instead of the
  * ~0.07% its bits promise: at 10 000 pending generations, tens of block reads per get. */
-static void
-power_of_two_filters_find_every_key_and_few_false_positives(void)
+TEST(power_of_two_filters_find_every_key_and_few_false_positives)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
 	struct run_writer_options o = small_opts;
 	o.block_bytes = 64u << 10;
 	o.bloom_bits_per_key = 16;
 	o.bloom_k_bits_per_key = 10;
 	o.pow2_filters = 1;
 	enum { STEP = 2500, ROWS = 4 };
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &o, ROWS, STEP, NULL), 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_run(&f, &o, ROWS, STEP), 0);
+	struct run_reader *r = f.r;
 	CHECK_EQ(run_reader_meta(r)->blocks, 1);
 	char k[32];
 	int found = 0, absent = 0;
@@ -206,19 +243,16 @@ power_of_two_filters_find_every_key_and_few_false_positives(void)
 	fprintf(stderr, "  # %" PRIu64 " false positives in %" PRIu64 " absent keys\n",
 		probes - skips, probes);
 	CHECK(probes - skips <= probes * 4 / 1000);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
 /* A generation a backlog's gets pass by (key outside its range, or rows older than the
  * row found) gets its probe at the first such lookup, so the view's hints cover it and
  * later gets never touch its reader; before, only a lookup inside its range built one. */
-static void
-a_lookup_outside_a_resident_run_builds_its_probe(void)
+TEST(a_lookup_outside_a_resident_run_builds_its_probe)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, NULL, 100, 1, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, NULL, 100, 1, NULL), 0);
 	struct run_read_options ro = {.resident_index = 1};
 	for (int why = 0; why < 2; why++) {
 		struct run_reader *r;
@@ -244,14 +278,11 @@ a_lookup_outside_a_resident_run_builds_its_probe(void)
 	fix_close(&f);
 }
 
-static void
-get_outside_key_range_skips_io(void)
+TEST(get_outside_key_range_skips_io)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &small_opts, 1000, 1, NULL), 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_run(&f, &small_opts, 1000, 1), 0);
+	struct run_reader *r = f.r;
 	/* Remove the object: any IO would now fail with an error, not NOTFOUND. */
 	REQUIRE_EQ(objstore_del(f.os, RUN_KEY), 0);
 	void *val = NULL;
@@ -265,7 +296,6 @@ get_outside_key_range_skips_io(void)
 	/* Inside the range it does need IO, which fails cleanly. */
 	int rc = run_reader_get(r, "key00000500", 11, &seq, &val, &vlen);
 	CHECK(rc < 0);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
@@ -299,12 +329,10 @@ static const struct objstore_ops cnt_ops = {
 	.size = cnt_size,
 };
 
-static void
-get_caches_partitions_and_iter_does_not(void)
+TEST(get_caches_partitions_and_iter_does_not)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &small_opts, 5000, 1, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, &small_opts, 5000, 1, NULL), 0);
 	struct counting_os c = { .base = { .ops = &cnt_ops, .name = "counting" }, .inner = f.os };
 	struct run_reader *r;
 	REQUIRE_EQ(run_reader_open(&c.base, RUN_KEY, &r), 0);
@@ -335,17 +363,13 @@ get_caches_partitions_and_iter_does_not(void)
 	fix_close(&f);
 }
 
-static void
-iter_full_scan_returns_every_row_in_order(void)
+TEST(iter_full_scan_returns_every_row_in_order)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
 	const uint32_t n = 20000;
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &small_opts, n, 3, NULL), 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_run(&f, &small_opts, n, 3), 0);
 	struct run_iter *it;
-	REQUIRE_EQ(run_iter_new(r, NULL, 0, &it), 0);
+	REQUIRE_EQ(run_iter_new(f.r, NULL, 0, &it), 0);
 	uint32_t got = 0;
 	int bad = 0, rc;
 	char k[32], v[128];
@@ -367,7 +391,6 @@ iter_full_scan_returns_every_row_in_order(void)
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(run_iter_next(it), 0); /* stays at the end */
 	run_iter_free(it);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
@@ -394,11 +417,10 @@ seek_first(struct run_reader *r, const char *key)
 	return res;
 }
 
-static void
-iter_seek_lands_on_first_row_at_or_after_key(void)
+TEST(iter_seek_lands_on_first_row_at_or_after_key)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	/* keys 10, 20, ..., 100000: many blocks and partitions */
 	struct run_writer *w;
 	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, &small_opts, &w), 0);
@@ -408,8 +430,8 @@ iter_seek_lands_on_first_row_at_or_after_key(void)
 		REQUIRE_EQ(run_writer_add(w, k, strlen(k), i, "v", 1), 0);
 	}
 	REQUIRE_EQ(run_writer_finish(w, NULL), 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_reader(&f), 0);
+	struct run_reader *r = f.r;
 	REQUIRE(run_reader_partitions(r) > 2);
 	CHECK_EQ(seek_first(r, NULL), 10);
 	CHECK_EQ(seek_first(r, "a"), 10);            /* before the first key */
@@ -439,15 +461,13 @@ iter_seek_lands_on_first_row_at_or_after_key(void)
 		n++;
 	CHECK_EQ(n, 5); /* 99960 .. 100000 */
 	run_iter_free(it);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
-static void
-value_of_16mib_round_trips(void)
+TEST(value_of_16mib_round_trips)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	size_t big = 16u << 20;
 	uint8_t *v = malloc(big);
 	REQUIRE(v != NULL);
@@ -469,8 +489,8 @@ value_of_16mib_round_trips(void)
 	CHECK_EQ(m.blocks, 3); /* the big row gets a block of its own */
 	CHECK_EQ(run_verify(f.os, RUN_KEY, NULL), 0);
 
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_reader(&f), 0);
+	struct run_reader *r = f.r;
 	void *val = NULL;
 	size_t vlen = 0;
 	uint64_t seq = 0;
@@ -489,16 +509,14 @@ value_of_16mib_round_trips(void)
 	REQUIRE_EQ(run_iter_next(it), 1);
 	REQUIRE_EQ(run_iter_next(it), 0);
 	run_iter_free(it);
-	run_reader_close(r);
 	free(v);
 	fix_close(&f);
 }
 
-static void
-keys_out_of_order_are_refused(void)
+TEST(keys_out_of_order_are_refused)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	struct run_writer *w;
 	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, NULL, &w), 0);
 	REQUIRE_EQ(run_writer_add(w, "abc", 3, 1, "x", 1), 0);
@@ -520,11 +538,10 @@ keys_out_of_order_are_refused(void)
 	fix_close(&f);
 }
 
-static void
-bad_options_are_refused(void)
+TEST(bad_options_are_refused)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	struct run_writer *w = NULL;
 	struct run_writer_options o = { .block_bytes = 1 };
 	CHECK_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), STRATA_EINVAL);
@@ -539,17 +556,15 @@ bad_options_are_refused(void)
 	fix_close(&f);
 }
 
-static void
-bloom_disabled_still_finds_every_key(void)
+TEST(bloom_disabled_still_finds_every_key)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
 	struct run_writer_options o = small_opts;
 	o.bloom_bits_per_key = RUN_BLOOM_DISABLED;
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &o, 2000, 2, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, &o, 2000, 2, NULL), 0);
 	CHECK_EQ(run_verify(f.os, RUN_KEY, NULL), 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_reader(&f), 0);
+	struct run_reader *r = f.r;
 	char k[32];
 	int bad = 0;
 	for (uint32_t i = 0; i < 4000; i++) {
@@ -563,15 +578,13 @@ bloom_disabled_still_finds_every_key(void)
 	}
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(run_reader_bloom_skips(r), 0);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
-static void
-empty_run_round_trips(void)
+TEST(empty_run_round_trips)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	struct run_writer *w;
 	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, NULL, &w), 0);
 	CHECK_EQ(run_writer_blocks(w), 0);
@@ -583,8 +596,8 @@ empty_run_round_trips(void)
 	CHECK_EQ(m.max_seq, 0);
 	CHECK(m.bytes > 0);
 	CHECK_EQ(run_verify(f.os, RUN_KEY, NULL), 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_reader(&f), 0);
+	struct run_reader *r = f.r;
 	CHECK_EQ(run_reader_meta(r)->rows, 0);
 	CHECK_EQ(run_reader_partitions(r), 0);
 	void *val = NULL;
@@ -597,7 +610,6 @@ empty_run_round_trips(void)
 	REQUIRE_EQ(run_iter_new(r, "a", 1, &it), 0);
 	CHECK_EQ(run_iter_next(it), 0);
 	run_iter_free(it);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
@@ -610,11 +622,10 @@ count_cb(void *ctx, const char *key, uint64_t size)
 	return 0;
 }
 
-static void
-abort_leaves_nothing(void)
+TEST(abort_leaves_nothing)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	struct run_writer *w;
 	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, &small_opts, &w), 0);
 	char k[32];
@@ -629,9 +640,7 @@ abort_leaves_nothing(void)
 	int n = 0;
 	CHECK_EQ(objstore_list(f.os, "", count_cb, &n), 0);
 	CHECK_EQ(n, 0);
-	char cmd[1100];
-	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -type f)\"", f.dir);
-	CHECK_EQ(system(cmd), 0); /* no temp file left either */
+	CHECK(fix_has_no_file(&f)); /* no temp file left either */
 	fix_close(&f);
 }
 
@@ -648,11 +657,10 @@ failing_pwrite(int fd, const void *b, size_t n, off_t off)
 	return pwrite(fd, b, n, off);
 }
 
-static void
-write_failure_fails_finish_and_leaves_nothing(void)
+TEST(write_failure_fails_finish_and_leaves_nothing)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	struct run_writer *w;
 	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, &small_opts, &w), 0);
 	pwrite_budget = 5;
@@ -672,9 +680,7 @@ write_failure_fails_finish_and_leaves_nothing(void)
 	CHECK_EQ(run_writer_finish(w, NULL), STRATA_ENOSPC);
 	uint64_t size;
 	CHECK_EQ(objstore_size(f.os, RUN_KEY, &size), STRATA_NOTFOUND);
-	char cmd[1100];
-	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -type f)\"", f.dir);
-	CHECK_EQ(system(cmd), 0);
+	CHECK(fix_has_no_file(&f));
 	fix_close(&f);
 }
 
@@ -694,11 +700,10 @@ counting_sync_file_range(int fd, off_t off, off_t n, unsigned int flags)
 
 /* A run of several MiB starts its writeback about every bytes_per_sync (1 MiB) bytes
  * through the env seam, so its final fsync has little left to write. */
-static void
-run_writer_starts_writeback_every_mib(void)
+TEST(run_writer_starts_writeback_every_mib)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	sfr_calls = sfr_other_fd = 0;
 	sfr_fd = -1;
 	env.sync_file_range = counting_sync_file_range;
@@ -725,18 +730,15 @@ run_writer_starts_writeback_every_mib(void)
 	CHECK(sfr_calls >= (int)(m.bytes / ((1u << 20) + (128u << 10))) - 1);
 	CHECK(sfr_calls <= (int)(m.bytes >> 20));
 	CHECK_EQ(sfr_other_fd, 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
-	CHECK_EQ(run_reader_meta(r)->rows, 6000);
-	run_reader_close(r);
+	REQUIRE_EQ(fix_reader(&f), 0);
+	CHECK_EQ(run_reader_meta(f.r)->rows, 6000);
 	fix_close(&f);
 }
 
-static void
-writer_blocks_counts_flushed_blocks(void)
+TEST(writer_blocks_counts_flushed_blocks)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
+	REQUIRE_EQ(fix_open(&f), 0);
 	struct run_writer *w;
 	struct run_writer_options o = { .block_bytes = 100 };
 	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), 0);
@@ -775,23 +777,8 @@ static void *
 get_thread(void *p)
 {
 	struct thr_arg *a = p;
-	char k[32], v[128];
-	for (uint32_t j = 0; j < 2 * a->n; j++) {
-		uint32_t i = (j * (2 * a->t + 1) + a->t * 977) % (2 * a->n);
-		row_key(k, sizeof(k), i);
-		void *val = NULL;
-		size_t vlen = 0;
-		uint64_t seq = 0;
-		int rc = run_reader_get(a->r, k, strlen(k), &seq, &val, &vlen);
-		if (i % 2) {
-			a->bad += rc != STRATA_NOTFOUND;
-			continue;
-		}
-		size_t want = row_val(v, sizeof(v), i);
-		if (rc != 0 || seq != 1000 + i || vlen != want || memcmp(val, v, want) != 0)
-			a->bad++;
-		env.free(val);
-	}
+	for (uint32_t j = 0; j < 2 * a->n; j++)
+		a->bad += row_misreads(a->r, (j * (2 * a->t + 1) + a->t * 977) % (2 * a->n));
 	return NULL;
 }
 
@@ -823,19 +810,15 @@ iter_thread(void *p)
 	return NULL;
 }
 
-static void
-concurrent_gets_and_iterators_share_a_reader(void)
+TEST(concurrent_gets_and_iterators_share_a_reader)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
 	const uint32_t n = 5000;
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &small_opts, n, 2, NULL), 0);
-	struct run_reader *r;
-	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	REQUIRE_EQ(fix_run(&f, &small_opts, n, 2), 0);
 	pthread_t th[6];
 	struct thr_arg a[6];
 	for (uint32_t t = 0; t < 6; t++) {
-		a[t] = (struct thr_arg){ .r = r, .t = t, .n = n };
+		a[t] = (struct thr_arg){ .r = f.r, .t = t, .n = n };
 		REQUIRE_EQ(pthread_create(&th[t], NULL, t < 4 ? get_thread : iter_thread, &a[t]), 0);
 	}
 	int bad = 0;
@@ -844,7 +827,6 @@ concurrent_gets_and_iterators_share_a_reader(void)
 		bad += a[t].bad;
 	}
 	CHECK_EQ(bad, 0);
-	run_reader_close(r);
 	fix_close(&f);
 }
 
@@ -854,7 +836,7 @@ static void
 flip_byte(const struct fix *f, uint64_t off)
 {
 	char path[1100];
-	fix_path(f, RUN_KEY, path, sizeof(path));
+	fix_path(f, path, sizeof(path));
 	int fd = open(path, O_RDWR);
 	uint8_t b = 0;
 	if (fd < 0 || pread(fd, &b, 1, (off_t)off) != 1)
@@ -940,12 +922,10 @@ static const struct run_writer_options corrupt_opts = {
 	.index_partition_bytes = 1 << 20,
 };
 
-static void
-flipped_byte_in_data_block_is_corruption(void)
+TEST(flipped_byte_in_data_block_is_corruption)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &corrupt_opts, 500, 1, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, &corrupt_opts, 500, 1, NULL), 0);
 	flip_byte(&f, 7); /* inside the first block, which starts at offset 0 */
 	struct run_reader *r;
 	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
@@ -963,12 +943,10 @@ flipped_byte_in_data_block_is_corruption(void)
 	fix_close(&f);
 }
 
-static void
-flipped_byte_in_index_partition_is_corruption(void)
+TEST(flipped_byte_in_index_partition_is_corruption)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &corrupt_opts, 500, 1, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, &corrupt_opts, 500, 1, NULL), 0);
 	uint64_t top_off, part_off, part_len;
 	read_layout(&f, &top_off, &part_off, &part_len);
 	REQUIRE(part_off + part_len == top_off); /* a single partition, just before the top */
@@ -986,12 +964,10 @@ flipped_byte_in_index_partition_is_corruption(void)
 	fix_close(&f);
 }
 
-static void
-flipped_byte_in_top_index_or_footer_fails_open(void)
+TEST(flipped_byte_in_top_index_or_footer_fails_open)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &corrupt_opts, 500, 1, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, &corrupt_opts, 500, 1, NULL), 0);
 	uint64_t top_off, part_off, part_len;
 	read_layout(&f, &top_off, &part_off, &part_len);
 	struct run_reader *r = NULL;
@@ -1021,15 +997,13 @@ flipped_byte_in_top_index_or_footer_fails_open(void)
 	fix_close(&f);
 }
 
-static void
-truncated_object_fails_to_open(void)
+TEST(truncated_object_fails_to_open)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &small_opts, 2000, 1, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, &small_opts, 2000, 1, NULL), 0);
 	uint64_t size = object_size(&f);
 	char path[1100];
-	fix_path(&f, RUN_KEY, path, sizeof(path));
+	fix_path(&f, path, sizeof(path));
 	uint64_t lens[] = { size - 1, size / 2, 100, 0 };
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		REQUIRE_EQ(truncate(path, (off_t)lens[i]), 0);
@@ -1041,15 +1015,13 @@ truncated_object_fails_to_open(void)
 	fix_close(&f);
 }
 
-static void
-future_format_version_is_refused(void)
+TEST(future_format_version_is_refused)
 {
 	struct fix f = { 0 };
-	REQUIRE_EQ(fix_open(&f, "run"), 0);
-	REQUIRE_EQ(write_rows(f.os, RUN_KEY, &small_opts, 100, 1, NULL), 0);
+	REQUIRE_EQ(fix_rows(&f, &small_opts, 100, 1, NULL), 0);
 	uint64_t size = object_size(&f);
 	char path[1100];
-	fix_path(&f, RUN_KEY, path, sizeof(path));
+	fix_path(&f, path, sizeof(path));
 	int fd = open(path, O_RDWR);
 	REQUIRE(fd >= 0);
 	uint8_t foot[112];
@@ -1123,6 +1095,32 @@ mem_realloc(void *q, size_t n)
 	return p;
 }
 
+/** Route env's allocations through the counting allocator, then open the fixture. */
+static int
+fix_open_counted(struct fix *f)
+{
+	env.malloc = mem_malloc;
+	env.calloc = mem_calloc;
+	env.realloc = mem_realloc;
+	env.free = mem_free;
+	mem_live = mem_peak = 0;
+	if (fix_open(f) != 0) {
+		env_reset();
+		return -1;
+	}
+	return 0;
+}
+
+/** Close the fixture and put env's allocator back: the bytes still allocated (leaked). */
+static size_t
+fix_close_counted(struct fix *f)
+{
+	fix_close(f);
+	size_t leaked = mem_live;
+	env_reset();
+	return leaked;
+}
+
 /** Peak bytes held by a writer of rows rows, and by a full scan of the result. */
 static void
 measure(struct objstore *os, const struct run_writer_options *o, uint32_t rows, size_t *wpeak,
@@ -1164,26 +1162,15 @@ measure(struct objstore *os, const struct run_writer_options *o, uint32_t rows, 
 		abort();
 }
 
-static void
-writer_and_iterator_memory_do_not_grow_with_rows(void)
+TEST(writer_and_iterator_memory_do_not_grow_with_rows)
 {
-	env.malloc = mem_malloc;
-	env.calloc = mem_calloc;
-	env.realloc = mem_realloc;
-	env.free = mem_free;
-	mem_live = mem_peak = 0;
 	struct fix f = { 0 };
-	if (fix_open(&f, "run") != 0) {
-		env_reset();
-		REQUIRE(0);
-	}
+	REQUIRE_EQ(fix_open_counted(&f), 0);
 	const struct run_writer_options o = { .block_bytes = 4096, .index_partition_bytes = 4096 };
 	size_t w20k, w200k, i20k, i200k;
 	measure(f.os, &o, 20000, &w20k, &i20k);
 	measure(f.os, &o, 200000, &w200k, &i200k);
-	fix_close(&f);
-	size_t leaked = mem_live;
-	env_reset();
+	size_t leaked = fix_close_counted(&f);
 	if (getenv("RUN_TEST_VERBOSE"))
 		fprintf(stderr, "  writer peak %zu / %zu, iterator peak %zu / %zu\n", w20k, w200k,
 			i20k, i200k);
@@ -1203,19 +1190,10 @@ writer_and_iterator_memory_do_not_grow_with_rows(void)
 	CHECK(i200k <= i20k + 1024);
 }
 
-static void
-big_row_buffers_are_released_after_its_block(void)
+TEST(big_row_buffers_are_released_after_its_block)
 {
-	env.malloc = mem_malloc;
-	env.calloc = mem_calloc;
-	env.realloc = mem_realloc;
-	env.free = mem_free;
-	mem_live = mem_peak = 0;
 	struct fix f = { 0 };
-	if (fix_open(&f, "run") != 0) {
-		env_reset();
-		REQUIRE(0);
-	}
+	REQUIRE_EQ(fix_open_counted(&f), 0);
 	size_t big = 16u << 20;
 	uint8_t *v = malloc(big);
 	memset(v, 0x5a, big);
@@ -1247,9 +1225,7 @@ big_row_buffers_are_released_after_its_block(void)
 			ilive = mem_live - base; /* past the big block */
 	run_iter_free(it);
 	run_reader_close(r);
-	fix_close(&f);
-	size_t leaked = mem_live;
-	env_reset();
+	size_t leaked = fix_close_counted(&f);
 	free(v);
 	if (getenv("RUN_TEST_VERBOSE"))
 		fprintf(stderr, "  writer live %zu, iterator live %zu\n", wlive, ilive);
