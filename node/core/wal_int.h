@@ -13,8 +13,8 @@
  *   wal_store.c    the second backend, wal = store: the WAL as objects
  *   wal_repair.c   read-only tools for `strata inspect` and `strata repair`
  *
- * Calls go one way: wal.c calls the three below it; they call wal_scan.c; wal_repair.c
- * calls only wal_scan.c; nothing calls back up.
+ * Calls go one way: wal.c calls wal_fdcache.c, wal_store.c and wal_scan.c; those two
+ * call wal_scan.c, and so does wal_repair.c; nothing calls back up.
  *
  * GROUP COMMIT (wal.c). Every entry has an end offset in the WAL's logical stream (the
  * sum of the sizes of the entries submitted up to it). Under mu: the queue
