@@ -120,6 +120,26 @@ conf_number(struct load_run *run, int idx, double lo, double hi, const char *wha
 	return 0;
 }
 
+/** conf_number of the field name of the table at idx. */
+static int
+conf_field_number(struct load_run *run, int idx, const char *name, double lo, double hi, double *out)
+{
+	lua_getfield(run->L, idx, name);
+	int rc = conf_number(run, -1, lo, hi, name, out);
+	lua_pop(run->L, 1);
+	return rc;
+}
+
+/** conf_time of the field name of the table at idx. */
+static int
+conf_field_time(struct load_run *run, int idx, const char *name, uint64_t whole, uint64_t *out)
+{
+	lua_getfield(run->L, idx, name);
+	int rc = conf_time(run, -1, whole, name, out);
+	lua_pop(run->L, 1);
+	return rc;
+}
+
 static int
 conf_name_ok(const char *n)
 {
@@ -246,9 +266,7 @@ conf_scenario(struct load_run *run, const char *name, int idx)
 
 	int have = 0, rc;
 	double v;
-	lua_getfield(L, idx, "rate");
-	rc = conf_number(run, -1, 0, 1e7, "rate", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "rate", 0, 1e7, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0) {
@@ -257,9 +275,7 @@ conf_scenario(struct load_run *run, const char *name, int idx)
 		s->initial = v;
 	}
 	uint64_t every = 0;
-	lua_getfield(L, idx, "every");
-	rc = conf_time(run, -1, UINT64_MAX, "every", &every);
-	lua_pop(L, 1);
+	rc = conf_field_time(run, idx, "every", UINT64_MAX, &every);
 	if (rc < 0)
 		return -1;
 	if (rc == 0) {
@@ -271,9 +287,7 @@ conf_scenario(struct load_run *run, const char *name, int idx)
 		s->max_inflight = 1;
 		s->drop = 1;
 	}
-	lua_getfield(L, idx, "vus");
-	rc = conf_number(run, -1, 0, LOAD_MAX_VUS, "vus", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "vus", 0, LOAD_MAX_VUS, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0) {
@@ -287,15 +301,11 @@ conf_scenario(struct load_run *run, const char *name, int idx)
 		return load_conf_fail(run, "%s needs exactly one of rate (open model, iterations per second), every "
 				      "(open model, one at a time) or vus (closed model)", what);
 
-	lua_getfield(L, idx, "start");
-	rc = conf_time(run, -1, run->duration, "start", &s->start);
-	lua_pop(L, 1);
+	rc = conf_field_time(run, idx, "start", run->duration, &s->start);
 	if (rc < 0)
 		return -1;
 	uint64_t len = run->duration > s->start ? run->duration - s->start : 0;
-	lua_getfield(L, idx, "duration");
-	rc = conf_time(run, -1, run->duration, "duration", &len);
-	lua_pop(L, 1);
+	rc = conf_field_time(run, idx, "duration", run->duration, &len);
 	if (rc < 0)
 		return -1;
 	s->end = s->start + len > run->duration ? run->duration : s->start + len;
@@ -306,16 +316,12 @@ conf_scenario(struct load_run *run, const char *name, int idx)
 	if (rc != 0)
 		return -1;
 
-	lua_getfield(L, idx, "max_inflight");
-	rc = conf_number(run, -1, 1, 1e7, "max_inflight", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "max_inflight", 1, 1e7, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0)
 		s->max_inflight = (unsigned)v;
-	lua_getfield(L, idx, "max_pending");
-	rc = conf_number(run, -1, 0, LOAD_MAX_PENDING, "max_pending", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "max_pending", 0, LOAD_MAX_PENDING, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0)
@@ -333,9 +339,7 @@ conf_scenario(struct load_run *run, const char *name, int idx)
 		}
 	}
 	lua_pop(L, 1);
-	lua_getfield(L, idx, "iterations");
-	rc = conf_number(run, -1, 1, 1e15, "iterations", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "iterations", 1, 1e15, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0)
@@ -470,9 +474,7 @@ load_conf_top(struct load_run *run, int idx, struct load_conf *c)
 	if (conf_fields(run, idx, "script table", fields) != 0)
 		return -1;
 	uint64_t d = 0;
-	lua_getfield(L, idx, "duration");
-	int rc = conf_time(run, -1, UINT64_MAX, "duration", &d);
-	lua_pop(L, 1);
+	int rc = conf_field_time(run, idx, "duration", UINT64_MAX, &d);
 	if (rc < 0)
 		return -1;
 	if (run->o->duration_s > 0)
@@ -483,16 +485,12 @@ load_conf_top(struct load_run *run, int idx, struct load_conf *c)
 		return load_conf_fail(run, "duration must be above 0");
 	run->duration = d;
 	double v;
-	lua_getfield(L, idx, "connections");
-	rc = conf_number(run, -1, 1, LOAD_MAX_SLOTS, "connections", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "connections", 1, LOAD_MAX_SLOTS, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0 && c->slots == 0)
 		c->slots = (unsigned)v;
-	lua_getfield(L, idx, "shards");
-	rc = conf_number(run, -1, 1, 65536, "shards", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "shards", 1, 65536, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0 && c->shards == 0)
@@ -507,24 +505,18 @@ load_conf_top(struct load_run *run, int idx, struct load_conf *c)
 		c->policy = run->policy_path;
 	}
 	lua_pop(L, 1);
-	lua_getfield(L, idx, "max_tracked");
-	rc = conf_number(run, -1, 0, 1e12, "max_tracked", &v);
-	lua_pop(L, 1);
+	rc = conf_field_number(run, idx, "max_tracked", 0, 1e12, &v);
 	if (rc < 0)
 		return -1;
 	if (rc == 0 && run->o->max_tracked == 0)
 		run->max_tracked = (uint64_t)v;
 	uint64_t t;
-	lua_getfield(L, idx, "timeout");
-	rc = conf_time(run, -1, UINT64_MAX, "timeout", &t);
-	lua_pop(L, 1);
+	rc = conf_field_time(run, idx, "timeout", UINT64_MAX, &t);
 	if (rc < 0)
 		return -1;
 	if (rc == 0 && c->timeout_s == 0)
 		c->timeout_s = (double)t / 1e9;
-	lua_getfield(L, idx, "grace");
-	rc = conf_time(run, -1, UINT64_MAX, "grace", &t);
-	lua_pop(L, 1);
+	rc = conf_field_time(run, idx, "grace", UINT64_MAX, &t);
 	if (rc < 0)
 		return -1;
 	if (rc == 0 && run->grace_s < 0)
