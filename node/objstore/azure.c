@@ -470,7 +470,7 @@ az_writer_commit(struct objstore_writer *base)
 	if (rc == STRATA_ENOMEM)
 		diag_set(rc, "%s: write %s: out of memory", az->base.name, w->key);
 	if (rc == 0) {
-		oshttp_set_indeterminate(0);
+		objstore_set_indeterminate(0);
 		struct az_call c;
 		rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_COMMIT, "PUT", "put_block_list", w->key);
 		if (rc == 0) {

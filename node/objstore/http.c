@@ -79,12 +79,6 @@ oshttp_global_init(void)
 }
 
 void
-oshttp_set_indeterminate(int on)
-{
-	objstore_indeterminate_tls = on;
-}
-
-void
 oshttp_config_init(struct oshttp_config *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -675,7 +669,7 @@ oshttp_header(struct curl_slist **h, const char *name, const char *value)
 {
 	size_t nl = strlen(name), vl = strlen(value), n = nl + vl + 3;
 	char small[1024];
-	char *line = n <= sizeof(small) ? small : malloc(n);
+	char *line = n <= sizeof(small) ? small : env.malloc(n);
 	if (line == NULL)
 		return STRATA_ENOMEM;
 	memcpy(line, name, nl);
@@ -683,7 +677,7 @@ oshttp_header(struct curl_slist **h, const char *name, const char *value)
 	memcpy(line + nl + 2, value, vl + 1);
 	struct curl_slist *t = curl_slist_append(*h, line);
 	if (line != small)
-		free(line);
+		env.free(line);
 	if (t == NULL)
 		return STRATA_ENOMEM;
 	*h = t;
@@ -748,7 +742,7 @@ oshttp_call_send(struct oshttp_call *c)
 		return rc;
 	rc = oshttp_perform(c->st->http, &c->http);
 	if (rc != 0 && c->http.indeterminate)
-		oshttp_set_indeterminate(1);
+		objstore_set_indeterminate(1);
 	return rc;
 }
 
@@ -761,7 +755,7 @@ oshttp_store_check_key(const struct oshttp_store *st, const char *key, int is_pr
 int
 oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, struct buf *out)
 {
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc)
 		return rc;
@@ -784,7 +778,7 @@ int
 oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key, uint64_t off, size_t len,
 		 void *dst, size_t *got)
 {
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	*got = 0;
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc || len == 0)
@@ -816,7 +810,7 @@ int
 oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, const char *opname,
 	    uint64_t *size, char *etag, size_t cap)
 {
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc)
 		return rc;
@@ -846,7 +840,7 @@ oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, con
 int
 oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key)
 {
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc)
 		return rc;
@@ -864,7 +858,7 @@ int
 oshttp_put_init(struct oshttp_store *st, struct oshttp_call *c, const char *opname, const char *key,
 		const void *data, size_t len, const char *if_match, const char *if_none_match)
 {
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc) {
 		memset(c, 0, st->ops->call_size);
@@ -916,7 +910,7 @@ int
 oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
 	    int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx)
 {
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, prefix, 1);
 	if (rc)
 		return rc;
@@ -990,7 +984,7 @@ int
 oshttp_fail_answer(const struct oshttp_req *r, const char *code, const char *msg)
 {
 	if (r->indeterminate) {
-		oshttp_set_indeterminate(1);
+		objstore_set_indeterminate(1);
 		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld %s after %u attempts, an earlier one "
 				"may have been applied", r->what, r->status, code, r->attempts);
 	}
@@ -1004,7 +998,7 @@ oshttp_cond_lost(const struct oshttp_req *r, const char *if_match, const char *i
 	if (r->indeterminate) {
 		/* An earlier attempt may have written it: the condition now fails on our own
 		 * object. Only a read-back can tell. */
-		oshttp_set_indeterminate(1);
+		objstore_set_indeterminate(1);
 		return diag_set(STRATA_EIO, "%s: indeterminate: HTTP %ld after an attempt that may have been "
 				"applied", r->what, r->status);
 	}

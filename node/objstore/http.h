@@ -396,9 +396,4 @@ struct oshttp_client *objstore_azure_client(struct objstore *os);
 /** The HTTP client of an s3 store (its counters), NULL for another kind of store. */
 struct oshttp_client *objstore_s3_client(struct objstore *os);
 
-/** Record on this thread whether the last failed object-store call may have been applied. */
-void oshttp_set_indeterminate(int on);
-/** What objstore_last_indeterminate returns (node/objstore/url.c). */
-extern __thread int objstore_indeterminate_tls;
-
 #endif

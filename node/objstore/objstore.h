@@ -155,6 +155,8 @@ int objstore_url_new(const char *url, struct objstore **out);
 /** Whether the last failed call of a remote store on this thread may have been applied
  *  (a timeout or a dropped connection after the request was sent). */
 int objstore_last_indeterminate(void);
+/** Record it (the remote stores do, at the start of a call and on a failure). */
+void objstore_set_indeterminate(int on);
 
 static inline int objstore_get(struct objstore *os, const char *key, struct buf *out)
 { return os->ops->get(os, key, out); }

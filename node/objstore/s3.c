@@ -513,7 +513,7 @@ static int
 s3_del_batch(struct objstore *os, const char *const *keys, size_t n)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	for (size_t i = 0; i < n; i++) {
 		int rc = oshttp_store_check_key(&s3->st, keys[i], 0);
 		if (rc)
@@ -706,7 +706,7 @@ s3_upload_complete(struct s3_writer *w)
 		else if (rc == STRATA_NOTFOUND)
 			rc = 0;
 	}
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	struct s3_call c;
 	if (rc == 0)
 		rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_COMMIT, "POST", "complete_multipart_upload", w->key);
@@ -791,7 +791,7 @@ static int
 s3_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)
 {
 	struct s3_store *s3 = (struct s3_store *)os;
-	oshttp_set_indeterminate(0);
+	objstore_set_indeterminate(0);
 	*removed = 0;
 	*bytes = 0;
 	struct s3xml_list l = {0};

@@ -16,14 +16,6 @@ extern int objstore_azure_new(const char *url, struct objstore **out) __attribut
 /* Weak: linked only when the program has the remote stores (node/objstore/s3.o). */
 extern int objstore_s3_new(const char *url, struct objstore **out) __attribute__((weak));
 
-__thread int objstore_indeterminate_tls;
-
-int
-objstore_last_indeterminate(void)
-{
-	return objstore_indeterminate_tls;
-}
-
 int
 objstore_url_new(const char *url, struct objstore **out)
 {

@@ -20,11 +20,13 @@ FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_PC      := libzstd libisal libxxhash
 # LuaJIT, for the policy target (its headers are harmless to the others).
 FUZZ_LUA_PC  := $(shell pkg-config --exists luajit 2>/dev/null && echo luajit)
-# Targets: the parsers of the core always; HTTP and policy once their subsystems exist.
+# Targets: the parsers of the core always; HTTP, the server's batch codecs and policy once
+# their subsystems exist.
 FUZZ_TARGETS ?= wal run manifest azxml s3xml $(if $(wildcard tests/fuzz/fuzz_http.c),http) \
+                $(if $(wildcard node/server/batch.c),batch) \
                 $(if $(and $(FUZZ_LUA_PC),$(wildcard node/policy/policy.c)),policy)
 FUZZ_LIB_SRC ?= node/lib/bcache.c node/lib/buf.c node/lib/crc.c node/lib/diag.c node/lib/env.c node/lib/ratelimit.c node/lib/fiber.c \
-                node/lib/trace.c node/objstore/fs.c node/objstore/url.c node/core/wal.c node/core/reaper.c \
+                node/lib/trace.c node/objstore/objstore.c node/objstore/fs.c node/objstore/url.c node/core/wal.c node/core/reaper.c \
                 node/core/run.c node/core/manifest.c
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread \
@@ -70,6 +72,11 @@ FUZZ_NODE_PC  := $(shell for p in jansson luajit libcurl libcrypto expat; do pkg
 $(FUZZ_DIR)/fuzz_http: FUZZ_EXTRA = $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ) \
                                     $(shell pkg-config --libs $(FUZZ_NODE_PC)) -lev -lhttp_parser
 $(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ)
+
+# The batch target adds the server's batch codecs, base64 and jansson.
+$(FUZZ_DIR)/fuzz_batch: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/server/batch.o $(FUZZ_DIR)/obj/node/lib/base64.o \
+                                     $(shell pkg-config --libs jansson)
+$(FUZZ_DIR)/fuzz_batch: $(FUZZ_DIR)/obj/node/server/batch.o $(FUZZ_DIR)/obj/node/lib/base64.o
 
 # The Azure XML target adds its parser, the shared XML helpers and expat.
 $(FUZZ_DIR)/fuzz_azxml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/azure_xml.o $(FUZZ_DIR)/obj/node/objstore/xml.o \
