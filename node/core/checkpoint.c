@@ -17,7 +17,7 @@
 #include "../lib/env.h"
 #include "checkpoint.h"
 #include "shard_int.h"
-#include "store.h"
+#include "store_meta.h"
 #include "wal.h"
 
 /** Longest path written, in bytes including the NUL. */

@@ -1,6 +1,9 @@
 /*
- * store.c — the public API (strata.h): options, open/close, argument checks and
- * dispatch to shards.
+ * store.c — the core's store (store.h): the shards of one data directory, its lock and
+ * its shape; the options an open checks, the open and the close, and every operation's
+ * argument checks and dispatch to its shard. Each entry point enters the store's
+ * environment and calls the function of the same name with _in appended, which does the
+ * work. The public API (node/strata.c) is built on it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -121,8 +124,6 @@ struct store {
 
 /** File in the data directory whose flock marks the directory's one owner. */
 #define STORE_LOCK_FILE "LOCK"
-/** File in the data directory that records the store's shape. */
-#define STORE_META_FILE "STORE"
 
 struct strata_plan {
 	/** Store the plan was prepared on. */
@@ -135,8 +136,8 @@ struct strata_plan {
 	uint32_t shard;
 };
 
-
 static int store_syncer_start(struct store *db);
+static void store_close_in(struct store *db);
 
 /* ---------- the directory lock ---------- */
 
@@ -209,10 +210,10 @@ store_made_mkdir(struct store_made *m, const char *dir)
 {
 	char top[4096];
 	int rc = env_mkdir_p_new(dir, top, sizeof(top));
-	m->dir = strdup(dir);
+	m->dir = env_strdup(dir);
 	if (m->dir == NULL && rc == 0)
 		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	if (top[0] != '\0' && (m->top = strdup(top)) == NULL && rc == 0)
+	if (top[0] != '\0' && (m->top = env_strdup(top)) == NULL && rc == 0)
 		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
 	return rc;
 }
@@ -238,7 +239,7 @@ store_made_list(struct store_made *m)
 			if (ok)
 				m->names = names;
 		}
-		if (ok && (m->names[m->n] = strdup(de->d_name)) != NULL)
+		if (ok && (m->names[m->n] = env_strdup(de->d_name)) != NULL)
 			m->n++;
 		else
 			ok = 0;
@@ -301,7 +302,7 @@ store_made_undo(const struct store_made *m)
 				break;
 			gone = g;
 		}
-		if ((gone[n] = strdup(de->d_name)) != NULL)
+		if ((gone[n] = env_strdup(de->d_name)) != NULL)
 			n++;
 	}
 	env.closedir(d);
@@ -309,7 +310,7 @@ store_made_undo(const struct store_made *m)
 		char path[4096];
 		if (snprintf(path, sizeof(path), "%s/%s", m->dir, gone[i]) < (int)sizeof(path))
 			store_rmtree(path, 0);
-		free(gone[i]);
+		env.free(gone[i]);
 	}
 	env.free(gone);
 }
@@ -342,10 +343,10 @@ static void
 store_made_free(struct store_made *m)
 {
 	for (size_t i = 0; i < m->n; i++)
-		free(m->names[i]);
+		env.free(m->names[i]);
 	env.free(m->names);
-	free(m->dir);
-	free(m->top);
+	env.free(m->dir);
+	env.free(m->top);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -363,103 +364,7 @@ store_made_finish(struct store_made *m, struct store_lock *lk)
 	store_made_free(m);
 }
 
-/* ---------- the store's shape ---------- */
-
-/** The shard count recorded in <dir>/STORE; STRATA_NOTFOUND when there is none. For a
- *  store from before the file existed, the count is that of its WAL directories. */
-static int
-store_meta_read(const char *dir, uint32_t *shards, char *wal, size_t wal_cap, int *recorded)
-{
-	if (wal != NULL && wal_cap > 0)
-		wal[0] = '\0';
-	if (recorded != NULL)
-		*recorded = 0;
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/" STORE_META_FILE, dir);
-	int fd = env.open(path, O_RDONLY | O_CLOEXEC, 0);
-	if (fd >= 0) {
-		char text[4608];
-		ssize_t n = env_pread_full(fd, text, sizeof(text) - 1, 0);
-		env.close(fd);
-		if (n < 0)
-			return diag_sys(errno, "strata_open: cannot read", path);
-		text[n] = '\0';
-		const char *p = strstr(text, "\nshards ");
-		unsigned long v = 0;
-		char *end = NULL;
-		if (strncmp(text, "strata store\n", 13) == 0 && p != NULL)
-			v = strtoul(p + 8, &end, 10);
-		if (v == 0 || v > 65536 || end == NULL || *end != '\n')
-			return diag_set(STRATA_ECORRUPT, "strata_open: %s does not say how many shards the "
-					"store has (expected \"strata store\" and a \"shards N\" line)", path);
-		*shards = (uint32_t)v;
-		const char *w = strstr(text, "\nwal ");
-		if (w != NULL && wal != NULL) {
-			w += 5;
-			size_t len = strcspn(w, "\n");
-			if (w[len] != '\n' || len == 0 || len >= wal_cap || w[0] != '/')
-				return diag_set(STRATA_ECORRUPT, "strata_open: %s has a \"wal\" line that is not "
-						"an absolute directory", path);
-			memcpy(wal, w, len);
-			wal[len] = '\0';
-		}
-		if (recorded != NULL)
-			*recorded = 1;
-		return 0;
-	}
-	if (errno != ENOENT)
-		return diag_sys(errno, "strata_open: cannot open", path);
-	snprintf(path, sizeof(path), "%s/wal", dir);
-	DIR *d = env.opendir(path);
-	if (d == NULL)
-		return errno == ENOENT ? STRATA_NOTFOUND : diag_sys(errno, "strata_open: cannot list", path);
-	uint32_t count = 0;
-	struct dirent *de;
-	while ((de = env.readdir(d)) != NULL) {
-		unsigned idx;
-		char tail;
-		if (sscanf(de->d_name, "shard-%4u%c", &idx, &tail) == 1 && strlen(de->d_name) == 10 &&
-		    idx + 1 > count)
-			count = idx + 1;
-	}
-	env.closedir(d);
-	if (count == 0)
-		return STRATA_NOTFOUND;
-	*shards = count;
-	return 0;
-}
-
-int
-store_meta_write(const char *dir, uint32_t shards, const char *wal_root, int sync)
-{
-	char path[4096], tmp[4200], text[4400];
-	snprintf(path, sizeof(path), "%s/" STORE_META_FILE, dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int len = snprintf(text, sizeof(text), "strata store\nformat 1\nshards %u\n", shards);
-	if (wal_root != NULL)
-		len += snprintf(text + len, sizeof(text) - (size_t)len, "wal %s\n", wal_root);
-	int fd = env.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return diag_sys(errno, "strata_open: cannot create", tmp);
-	int rc = 0;
-	if (env.pwrite(fd, text, (size_t)len, 0) != len)
-		rc = diag_sys(errno, "strata_open: cannot write", tmp);
-	else if (sync && env.fsync(fd) != 0)
-		rc = diag_sys(errno, "strata_open: cannot fsync", tmp);
-	env.close(fd);
-	if (rc == 0 && env.rename(tmp, path) != 0)
-		rc = diag_sys(errno, "strata_open: cannot rename into", path);
-	if (rc == 0 && sync) {
-		int dfd = env.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-		if (dfd < 0 || env.fsync(dfd) != 0)
-			rc = diag_sys(errno, "strata_open: cannot fsync the directory", dir);
-		if (dfd >= 0)
-			env.close(dfd);
-	}
-	if (rc)
-		env.unlink(tmp);
-	return rc;
-}
+/* ---------- the store's shape (the STORE file: store_meta.c) ---------- */
 
 int
 store_stored_shards(const char *dir, uint32_t *shards)
@@ -467,21 +372,6 @@ store_stored_shards(const char *dir, uint32_t *shards)
 	if (dir == NULL || shards == NULL)
 		return diag_set(STRATA_EINVAL, "store_stored_shards: a directory and an output are required");
 	return store_meta_read(dir, shards, NULL, 0, NULL);
-}
-
-int
-store_wal_root(const char *dir, char *out, size_t cap)
-{
-	uint32_t shards;
-	char wal[4096];
-	int rc = store_meta_read(dir, &shards, wal, sizeof(wal), NULL);
-	if (rc != 0 && rc != STRATA_NOTFOUND)
-		return rc;
-	if (rc == 0 && wal[0] != '\0')
-		snprintf(out, cap, "%s", wal);
-	else
-		snprintf(out, cap, "%s/wal", dir);
-	return 0;
 }
 
 /** Whether <dir>/wal holds a shard's WAL directory. */
@@ -743,114 +633,106 @@ store_open_in(const strata_options *o, struct store **out)
 	struct store *db = env.calloc(1, sizeof(*db));
 	if (db == NULL)
 		return diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	/* From here on a failure closes db (store_close_in frees what was made of it), then
+	 * removes what the open made in the directories. */
 	db->lock.fd = -1;
 	db->wal_lock.fd = -1;
 	trace_create(&db->trace);
+	pthread_mutex_init(&db->claim_mu, NULL);
+	pthread_mutex_init(&db->claim_io_mu, NULL);
 	db->opt = *o;
 	db->env_ops = (struct env_ops *)o->env_ops;
-	db->dir = strdup(o->dir);
-	int rc = db->dir ? 0 : diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+	db->merge_cap = o->merge_max_inputs;
 	char path[4096], recorded_wal[4096], wal_root[STORE_WAL_ROOT_MAX];
 	struct store_lock lk = {.fd = -1}, wal_lk = {.fd = -1};
 	/* What the open makes, so that a failed one removes it again (never what was there). */
 	struct store_made made = {0}, wal_made = {0};
-	/* 1. Own the directory. */
-	if (rc == 0)
-		rc = store_made_mkdir(&made, o->dir);
-	if (rc == 0)
-		rc = store_lock(o->dir, "data directory", &lk);
-	if (rc == 0)
-		store_made_list(&made);
-	/* 2. Its shape: the shard count and the WAL's place are part of the store. */
-	uint32_t stored = 0;
-	int have_meta = 0, wal_external = 0;
-	if (rc == 0) {
-		rc = store_meta_read(o->dir, &stored, recorded_wal, sizeof(recorded_wal), &have_meta);
-		if (rc == STRATA_NOTFOUND) {
-			rc = 0;
-		} else if (rc == 0) {
-			if (o->shards != 0 && o->shards != stored)
-				rc = diag_set(STRATA_EINVAL, "strata_open: %s holds a store of %u shards, not %u: "
-					      "the shard count is part of the store (open it with %u shards, "
-					      "or 0 for the stored count)", o->dir, stored, o->shards, stored);
-		}
-	}
-	if (rc == 0)
-		rc = store_resolve_wal(o, have_meta ? recorded_wal : "", wal_root,
-				       sizeof(wal_root), &wal_external);
-	if (rc == 0 && (db->wal_root = strdup(wal_root)) == NULL)
+	uint32_t stored = 0, nshards;
+	int have_meta = 0, wal_external = 0, rc;
+	if ((db->dir = env_strdup(o->dir)) == NULL) {
 		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
-	if (rc == 0 && wal_external && (rc = store_made_mkdir(&wal_made, wal_root)) == 0 &&
-	    (rc = store_lock(wal_root, "WAL directory", &wal_lk)) == 0)
+		goto fail;
+	}
+	/* 1. Own the directory. */
+	if ((rc = store_made_mkdir(&made, o->dir)) != 0 || (rc = store_lock(o->dir, "data directory", &lk)) != 0)
+		goto fail;
+	store_made_list(&made);
+	/* 2. Its shape: the shard count and the WAL's place are part of the store. */
+	rc = store_meta_read(o->dir, &stored, recorded_wal, sizeof(recorded_wal), &have_meta);
+	if (rc == STRATA_NOTFOUND)
+		rc = 0; /* a new store */
+	else if (rc == 0 && o->shards != 0 && o->shards != stored)
+		rc = diag_set(STRATA_EINVAL, "strata_open: %s holds a store of %u shards, not %u: the shard "
+			      "count is part of the store (open it with %u shards, or 0 for the stored count)",
+			      o->dir, stored, o->shards, stored);
+	if (rc || (rc = store_resolve_wal(o, have_meta ? recorded_wal : "", wal_root, sizeof(wal_root),
+					  &wal_external)) != 0)
+		goto fail;
+	if ((db->wal_root = env_strdup(wal_root)) == NULL) {
+		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+		goto fail;
+	}
+	if (wal_external) {
+		if ((rc = store_made_mkdir(&wal_made, wal_root)) != 0 ||
+		    (rc = store_lock(wal_root, "WAL directory", &wal_lk)) != 0)
+			goto fail;
 		store_made_list(&wal_made);
-	uint32_t nshards = o->shards ? o->shards : stored ? stored : STRATA_DEFAULT_SHARDS;
+	}
+	nshards = o->shards ? o->shards : stored ? stored : STRATA_DEFAULT_SHARDS;
 	db->opt.shards = nshards;
-	pthread_mutex_init(&db->claim_mu, NULL);
-	pthread_mutex_init(&db->claim_io_mu, NULL);
-	db->merge_cap = o->merge_max_inputs;
-	if (rc == 0 && (o->serve_first >= nshards || o->serve_count > nshards - o->serve_first))
+	if (o->serve_first >= nshards || o->serve_count > nshards - o->serve_first) {
 		rc = diag_set(STRATA_EINVAL, "strata_open: the serve range (%u shards from shard %u) is "
 			      "outside the store's shards 0..%u", o->serve_count, o->serve_first, nshards - 1);
-	if (rc == 0) {
-		db->shards = env.calloc(nshards, sizeof(*db->shards));
-		if (db->shards == NULL)
-			rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+		goto fail;
 	}
-	if (rc == 0) {
-		snprintf(path, sizeof(path), "%s/objects", o->dir);
-		rc = o->store != NULL ? objstore_url_new(o->store, &db->os)
-		     : env.objstore_new != NULL ? env.objstore_new(path, &db->os) : objstore_fs_new(path, &db->os);
+	if ((db->shards = env.calloc(nshards, sizeof(*db->shards))) == NULL) {
+		rc = diag_set(STRATA_ENOMEM, "strata_open: out of memory");
+		goto fail;
 	}
+	snprintf(path, sizeof(path), "%s/objects", o->dir);
+	if (o->store != NULL)
+		rc = objstore_url_new(o->store, &db->os);
+	else if (env.objstore_new != NULL)
+		rc = env.objstore_new(path, &db->os);
+	else
+		rc = objstore_fs_new(path, &db->os);
+	if (rc)
+		goto fail;
 	/* sync = none syncs nothing: neither the WAL nor the objects. */
-	if (rc == 0 && o->sync == STRATA_SYNC_NONE && objstore_fs_set_sync(db->os, 0) != 0)
+	if (o->sync == STRATA_SYNC_NONE && objstore_fs_set_sync(db->os, 0) != 0)
 		diag_clear();
-	if (rc == 0 && objstore_fs_set_read_fds(db->os, o->max_open_object_files) != 0)
+	if (objstore_fs_set_read_fds(db->os, o->max_open_object_files) != 0)
 		diag_clear(); /* another kind of store: its own business */
-	if (rc == 0)
-		rc = reaper_new(db->os, o->delete_bytes_per_s, o->delete_chunk_bytes, &db->reaper);
-	if (rc == 0)
-		reaper_set_trace(db->reaper, &db->trace);
-	if (rc == 0)
-		rc = ratelimit_new(o->background_io_bytes_per_s, &db->io_limit);
-	if (rc == 0)
-		rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_hold_ns);
-	if (rc == 0)
-		rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_wait_ns);
-	if (rc == 0 && o->max_open_wal_files != 0)
-		rc = wal_fdcache_new(o->max_open_wal_files, &db->wal_fds);
-	if (rc == 0 && o->block_cache_bytes != 0)
-		rc = bcache_new(o->block_cache_bytes, &db->bcache);
-	if (rc == 0 && o->background_io_auto)
+	if ((rc = reaper_new(db->os, o->delete_bytes_per_s, o->delete_chunk_bytes, &db->reaper)) != 0)
+		goto fail;
+	reaper_set_trace(db->reaper, &db->trace);
+	if ((rc = ratelimit_new(o->background_io_bytes_per_s, &db->io_limit)) != 0 ||
+	    (rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_hold_ns)) != 0 ||
+	    (rc = hist_new(1, STORE_LOCK_HIST_HIGHEST_NS, 2, &db->excl_wait_ns)) != 0)
+		goto fail;
+	if (o->max_open_wal_files != 0 && (rc = wal_fdcache_new(o->max_open_wal_files, &db->wal_fds)) != 0)
+		goto fail;
+	if (o->block_cache_bytes != 0 && (rc = bcache_new(o->block_cache_bytes, &db->bcache)) != 0)
+		goto fail;
+	if (o->background_io_auto)
 		ratelimit_set_auto(db->io_limit, 1, o->background_io_bytes_per_s);
 	/* 3. Read and check every shard before writing anything. */
-	if (rc == 0)
-		rc = store_each_shard(db, STORE_LOAD);
+	if ((rc = store_each_shard(db, STORE_LOAD)) != 0)
+		goto fail;
 	/* 4. Take ownership: record the shape, claim and fence each shard. */
-	if (rc == 0 && !have_meta)
-		rc = store_meta_write(o->dir, nshards, wal_external ? wal_root : NULL,
-				      o->sync != STRATA_SYNC_NONE);
-	if (rc == 0)
-		rc = store_each_shard(db, STORE_START);
-	if (rc == 0) {
-		/* Temp files of object writes a crash interrupted are never published: every
-		 * shard is ours now (older writers fenced), so they can go. */
-		uint64_t n = 0, bytes = 0;
-		snprintf(path, sizeof(path), "%s/objects", o->dir);
-		if (objstore_recover(db->os, &n, &bytes) != 0)
-			diag_log(LOG_LVL_WARN, "%s: sweeping temp files: %s", path, diag_last());
-		if (n > 0)
-			diag_log(LOG_LVL_INFO, "%s: removed %llu temp files of interrupted writes (%llu bytes)",
-				 path, (unsigned long long)n, (unsigned long long)bytes);
-	}
-	if (rc) {
-		/* A new store goes again: what this open added to the directories (under their
-		 * locks), then the directories it created. The WAL root first: it may lie in dir. */
-		rc = store_open_failed(rc, o->dir);
-		store_close(db);
-		store_made_finish(&wal_made, &wal_lk);
-		store_made_finish(&made, &lk);
-		return rc;
-	}
+	if (!have_meta && (rc = store_meta_write(o->dir, nshards, wal_external ? wal_root : NULL,
+						 o->sync != STRATA_SYNC_NONE)) != 0)
+		goto fail;
+	if ((rc = store_each_shard(db, STORE_START)) != 0)
+		goto fail;
+	/* Temp files of object writes a crash interrupted are never published: every shard is
+	 * ours now (older writers fenced), so they can go. */
+	uint64_t n = 0, bytes = 0;
+	if (objstore_recover(db->os, &n, &bytes) != 0)
+		diag_log(LOG_LVL_WARN, "%s: sweeping temp files: %s", path, diag_last());
+	if (n > 0)
+		diag_log(LOG_LVL_INFO, "%s: removed %llu temp files of interrupted writes (%llu bytes)", path,
+			 (unsigned long long)n, (unsigned long long)bytes);
 	db->lock = lk;
 	db->wal_lock = wal_lk;
 	db->made = made;
@@ -862,6 +744,14 @@ store_open_in(const strata_options *o, struct store **out)
 	}
 	*out = db;
 	return 0;
+fail:
+	/* A new store goes again: what this open added to the directories (under their locks),
+	 * then the directories it created. The WAL root first: it may lie in dir. */
+	rc = store_open_failed(rc, o->dir);
+	store_close_in(db);
+	store_made_finish(&wal_made, &wal_lk);
+	store_made_finish(&made, &lk);
+	return rc;
 }
 
 /** The interval sync of every shard's WAL, every sync_interval_ms. */
@@ -950,8 +840,8 @@ store_close_in(struct store *db)
 		env.close(db->wal_lock.fd);
 	store_made_free(&db->made);
 	store_made_free(&db->wal_made);
-	free(db->dir);
-	free(db->wal_root);
+	env.free(db->dir);
+	env.free(db->wal_root);
 	trace_destroy(&db->trace);
 	env.free(db);
 }
@@ -1007,9 +897,6 @@ store_set_merge_cap(struct store *db, uint32_t max_inputs)
 			shard_set_merge_cap(db->shards[i], max_inputs);
 	pthread_mutex_unlock(&db->claim_mu);
 }
-
-
-
 
 const strata_options *
 store_options(const struct store *db)
@@ -1359,7 +1246,6 @@ store_check_in(struct store *db, uint32_t shard)
 	return rc ? rc : shard_check(s);
 }
 
-
 const char *
 store_strerror(int rc)
 {
@@ -1386,82 +1272,18 @@ store_strerror(int rc)
 	}
 }
 
+/* ---------- entry points: every call runs in the store's environment ----------
+ *
+ * Each enters db's environment (options.env_ops), calls its _in function above and goes
+ * back to the caller's. */
 
-/* ---------- entry points: every call runs in the store's environment ---------- */
-
-static void store_reap_if_undriven(struct store *db);
-
-/** Enter db's environment for the rest of the block; STORE_LEAVE before returning. */
-#define STORE_ENTER(e) struct env_ops *env_prev_ = env_enter(e)
-#define STORE_LEAVE() env_leave(env_prev_)
-
-int
-store_open(const strata_options *o, struct store **out)
+/** The refusal of a call without a store. */
+static int
+store_none(void)
 {
-	STORE_ENTER(o != NULL ? (struct env_ops *)o->env_ops : NULL);
-	int rc = store_open_in(o, out);
-	STORE_LEAVE();
-	return rc;
+	return diag_set(STRATA_EINVAL, "no store given");
 }
 
-void
-store_close(struct store *db)
-{
-	if (db == NULL)
-		return;
-	STORE_ENTER(db->env_ops);
-	store_close_in(db);
-	STORE_LEAVE();
-}
-
-void
-store_close_discard(struct store *db)
-{
-	if (db == NULL)
-		return;
-	STORE_ENTER(db->env_ops);
-	/* The locks stay held over the removal: the handle lets go of them last. */
-	struct store_lock lk = db->lock, wal_lk = db->wal_lock;
-	struct store_made made = db->made, wal_made = db->wal_made;
-	db->lock.fd = db->wal_lock.fd = -1;
-	memset(&db->made, 0, sizeof(db->made));
-	memset(&db->wal_made, 0, sizeof(db->wal_made));
-	store_close_in(db);
-	store_made_finish(&wal_made, &wal_lk);
-	store_made_finish(&made, &lk);
-	STORE_LEAVE();
-}
-
-void
-store_set_listener(struct store *db, const struct store_listener *l, uint64_t memtable_max_bytes)
-{
-	STORE_ENTER(db->env_ops);
-	store_set_listener_in(db, l, memtable_max_bytes);
-	STORE_LEAVE();
-}
-
-/** Define the entry point of an int-returning operation whose first argument is db. */
-#define STORE_ENTRY(name, params, args)                          \
-	int name params                                          \
-	{                                                        \
-		if (db == NULL)                                  \
-			return diag_set(STRATA_EINVAL, "no store given"); \
-		STORE_ENTER(db->env_ops);                        \
-		int rc = name##_in args;                         \
-		STORE_LEAVE();                                   \
-		return rc;                                       \
-	}
-
-STORE_ENTRY(store_append, (struct store *db, uint32_t shard, const strata_row *rows, size_t n,
-			   uint64_t *last_seq), (db, shard, rows, n, last_seq))
-STORE_ENTRY(store_delete, (struct store *db, uint32_t shard, const void *const *keys,
-			   const size_t *key_lens, size_t n, uint64_t *last_seq),
-	    (db, shard, keys, key_lens, n, last_seq))
-STORE_ENTRY(store_get, (struct store *db, uint32_t shard, const void *key, size_t key_len, void **value,
-			size_t *value_len), (db, shard, key, key_len, value, value_len))
-STORE_ENTRY(store_scan, (struct store *db, uint32_t shard, const void *start, size_t start_len,
-			 const void *end, size_t end_len, int (*cb)(void *ctx, const strata_row *row),
-			 void *ctx), (db, shard, start, start_len, end, end_len, cb, ctx))
 /** With nobody running the reaper, the calls that do background work drain it, after
  *  their commit and outside every lock. */
 static void
@@ -1472,32 +1294,231 @@ store_reap_if_undriven(struct store *db)
 }
 
 int
+store_open(const strata_options *o, struct store **out)
+{
+	struct env_ops *prev = env_enter(o != NULL ? (struct env_ops *)o->env_ops : NULL);
+	int rc = store_open_in(o, out);
+	env_leave(prev);
+	return rc;
+}
+
+void
+store_close(struct store *db)
+{
+	if (db == NULL)
+		return;
+	struct env_ops *prev = env_enter(db->env_ops);
+	store_close_in(db);
+	env_leave(prev);
+}
+
+void
+store_close_discard(struct store *db)
+{
+	if (db == NULL)
+		return;
+	struct env_ops *prev = env_enter(db->env_ops);
+	/* The locks stay held over the removal: the handle lets go of them last. */
+	struct store_lock lk = db->lock, wal_lk = db->wal_lock;
+	struct store_made made = db->made, wal_made = db->wal_made;
+	db->lock.fd = db->wal_lock.fd = -1;
+	memset(&db->made, 0, sizeof(db->made));
+	memset(&db->wal_made, 0, sizeof(db->wal_made));
+	store_close_in(db);
+	store_made_finish(&wal_made, &wal_lk);
+	store_made_finish(&made, &lk);
+	env_leave(prev);
+}
+
+void
+store_set_listener(struct store *db, const struct store_listener *l, uint64_t memtable_max_bytes)
+{
+	struct env_ops *prev = env_enter(db->env_ops);
+	store_set_listener_in(db, l, memtable_max_bytes);
+	env_leave(prev);
+}
+
+int
+store_append(struct store *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_append_in(db, shard, rows, n, last_seq);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_delete(struct store *db, uint32_t shard, const void *const *keys, const size_t *key_lens, size_t n,
+	     uint64_t *last_seq)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_delete_in(db, shard, keys, key_lens, n, last_seq);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_get(struct store *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_get_in(db, shard, key, key_len, value, value_len);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_scan(struct store *db, uint32_t shard, const void *start, size_t start_len, const void *end,
+	   size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_scan_in(db, shard, start, start_len, end, end_len, cb, ctx);
+	env_leave(prev);
+	return rc;
+}
+
+int
 store_seal(struct store *db, uint32_t shard)
 {
 	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	STORE_ENTER(db->env_ops);
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
 	int rc = store_seal_in(db, shard);
 	store_reap_if_undriven(db);
-	STORE_LEAVE();
+	env_leave(prev);
 	return rc;
 }
-STORE_ENTRY(store_prepare_merge, (struct store *db, uint32_t shard, uint32_t max_generations,
-				  strata_plan **plan), (db, shard, max_generations, plan))
-STORE_ENTRY(store_prepare_compact, (struct store *db, uint32_t shard, uint32_t max_runs,
-				    strata_plan **plan), (db, shard, max_runs, plan))
-STORE_ENTRY(store_commit, (struct store *db, strata_plan *plan), (db, plan))
+
+int
+store_prepare_merge(struct store *db, uint32_t shard, uint32_t max_generations, strata_plan **plan)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_prepare_merge_in(db, shard, max_generations, plan);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_prepare_compact(struct store *db, uint32_t shard, uint32_t max_runs, strata_plan **plan)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_prepare_compact_in(db, shard, max_runs, plan);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_commit(struct store *db, strata_plan *plan)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_commit_in(db, plan);
+	env_leave(prev);
+	return rc;
+}
+
+void
+store_abort(struct store *db, strata_plan *plan)
+{
+	if (plan == NULL)
+		return;
+	struct store *owner = plan->db;
+	struct env_ops *prev = env_enter(owner->env_ops);
+	store_abort_in(db, plan);
+	store_reap_if_undriven(owner); /* an abort ends a merge: background work too */
+	env_leave(prev);
+}
+
 int
 store_merge(struct store *db, uint32_t shard, uint32_t max_generations, uint32_t *merged)
 {
 	if (db == NULL)
-		return diag_set(STRATA_EINVAL, "no store given");
-	STORE_ENTER(db->env_ops);
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
 	int rc = store_merge_in(db, shard, max_generations, merged);
 	store_reap_if_undriven(db);
-	STORE_LEAVE();
+	env_leave(prev);
 	return rc;
 }
+
+int
+store_shard_stats(struct store *db, uint32_t shard, strata_stats *out)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_shard_stats_in(db, shard, out);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_check(struct store *db, uint32_t shard)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_check_in(db, shard);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_checkpoint(struct store *db, const char *dir)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_checkpoint_in(db, dir);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_claim(struct store *db, uint32_t shard)
+{
+	if (db == NULL)
+		return store_none();
+	struct env_ops *prev = env_enter(db->env_ops);
+	int rc = store_claim_in(db, shard);
+	env_leave(prev);
+	return rc;
+}
+
+uint64_t
+store_reap(struct store *db, uint64_t max_wait_ns)
+{
+	struct env_ops *prev = env_enter(db->env_ops);
+	uint64_t n = reaper_run(db->reaper, max_wait_ns);
+	env_leave(prev);
+	return n;
+}
+
+void
+store_sync_written(struct store *db)
+{
+	struct env_ops *prev = env_enter(db->env_ops);
+	for (uint32_t i = 0; i < db->nshards; i++) {
+		struct shard *sh = __atomic_load_n(&db->shards[i], __ATOMIC_ACQUIRE);
+		if (sh != NULL)
+			shard_sync_written(sh);
+	}
+	env_leave(prev);
+}
+
+/* ---------- settings and figures: no IO, any thread ---------- */
 
 struct objstore *
 store_objstore(struct store *db)
@@ -1510,6 +1531,13 @@ store_lock_hists(struct store *db, const struct hist **hold_ns, const struct his
 {
 	*hold_ns = db->excl_hold_ns;
 	*wait_ns = db->excl_wait_ns;
+}
+
+void
+store_reaper_stats(struct store *db, uint64_t *pending, uint64_t *pending_bytes, uint64_t *deleted,
+		   uint64_t *deleted_bytes)
+{
+	reaper_stats(db->reaper, pending, pending_bytes, deleted, deleted_bytes);
 }
 
 void
@@ -1537,52 +1565,8 @@ store_set_delete_rate(struct store *db, uint64_t bytes_per_s)
 	reaper_set_rate(db->reaper, bytes_per_s);
 }
 
-uint64_t
-store_reap(struct store *db, uint64_t max_wait_ns)
-{
-	STORE_ENTER(db->env_ops);
-	uint64_t n = reaper_run(db->reaper, max_wait_ns);
-	STORE_LEAVE();
-	return n;
-}
-
-void
-store_sync_written(struct store *db)
-{
-	STORE_ENTER(db->env_ops);
-	for (uint32_t i = 0; i < db->nshards; i++) {
-		struct shard *sh = __atomic_load_n(&db->shards[i], __ATOMIC_ACQUIRE);
-		if (sh != NULL)
-			shard_sync_written(sh);
-	}
-	STORE_LEAVE();
-}
-
 struct trace *
 store_trace(struct store *db)
 {
 	return &db->trace;
-}
-
-void
-store_reaper_stats(struct store *db, uint64_t *pending, uint64_t *pending_bytes, uint64_t *deleted,
-		   uint64_t *deleted_bytes)
-{
-	reaper_stats(db->reaper, pending, pending_bytes, deleted, deleted_bytes);
-}
-STORE_ENTRY(store_shard_stats, (struct store *db, uint32_t shard, strata_stats *out), (db, shard, out))
-STORE_ENTRY(store_check, (struct store *db, uint32_t shard), (db, shard))
-STORE_ENTRY(store_checkpoint, (struct store *db, const char *dir), (db, dir))
-STORE_ENTRY(store_claim, (struct store *db, uint32_t shard), (db, shard))
-
-void
-store_abort(struct store *db, strata_plan *plan)
-{
-	if (plan == NULL)
-		return;
-	struct store *owner = plan->db;
-	STORE_ENTER(owner->env_ops);
-	store_abort_in(db, plan);
-	store_reap_if_undriven(owner); /* an abort ends a merge: background work too */
-	STORE_LEAVE();
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../strata_types.h"
+#include "store_meta.h"
 
 struct store;
 struct trace;
@@ -82,13 +83,6 @@ int store_checkpoint(struct store *db, const char *dir);
 int store_serves_shard(const struct store *db, uint32_t shard);
 /** strata_shard_claim. */
 int store_claim(struct store *db, uint32_t shard);
-/** Record the shard count (and a WAL root outside dir, or NULL) in <dir>/STORE (a temp file renamed into place; with sync, the
- *  file and the directory fsynced). */
-int store_meta_write(const char *dir, uint32_t shards, const char *wal_root, int sync);
-/** Longest WAL root, so that <root>/shard-NNNN/<segment> fits a path. */
-#define STORE_WAL_ROOT_MAX 3800
-/** The WAL root of the store in dir: the directory its STORE records, else <dir>/wal. */
-int store_wal_root(const char *dir, char *out, size_t cap);
 /** Change the budget of background writes, bytes per second (0 = unlimited). */
 void store_set_io_rate(struct store *db, uint64_t bytes_per_s);
 /** Longest lock hold or wait the histograms of store_lock_hists tell apart, ns. */

@@ -123,6 +123,16 @@ env_mkdir_p_new(const char *path, char *first, size_t cap)
 	return 0;
 }
 
+char *
+env_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = env.malloc(n);
+	if (p != NULL)
+		memcpy(p, s, n);
+	return p;
+}
+
 ssize_t
 env_pread_full(int fd, void *buf, size_t n, off_t off)
 {

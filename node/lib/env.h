@@ -121,6 +121,10 @@ int env_mkdir_p(const char *path);
  *  created before it stays, for the caller to remove). */
 int env_mkdir_p_new(const char *path, char *first, size_t cap);
 
+/** A copy of s in memory from env.malloc (release it with env.free); NULL when out of
+ *  memory. */
+char *env_strdup(const char *s);
+
 /** env.pread until n bytes, end of file or an error: retries EINTR and completes short
  *  reads. The bytes read, or -1 with errno set. */
 ssize_t env_pread_full(int fd, void *buf, size_t n, off_t off);
