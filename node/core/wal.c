@@ -847,13 +847,10 @@ wal_truncate_tail(const char *dir, const struct wal_segment_info *f)
 	return rc;
 }
 
-int
-wal_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor)
+/** wal_start of a WAL of segment files. */
+static int
+wal_segs_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor)
 {
-	if (w->started)
-		return diag_set(STRATA_EINVAL, "wal: %s is started already", w->dir);
-	if (w->store.os != NULL)
-		return wal_store_start(w, epoch, next_seq_floor);
 	/* 1. Fence: from here on an older writer acknowledges nothing it writes. */
 	int rc = env_mkdir_p(w->dir);
 	if (rc == 0)
@@ -938,6 +935,18 @@ wal_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor)
 	env.free(w->found);
 	w->found = NULL;
 	w->nfound = 0;
+	return 0;
+}
+
+int
+wal_start(struct wal *w, uint64_t epoch, uint64_t next_seq_floor)
+{
+	if (w->started)
+		return diag_set(STRATA_EINVAL, "wal: %s is started already", w->dir);
+	int rc = w->store.os != NULL ? wal_store_start(w, epoch, next_seq_floor)
+				     : wal_segs_start(w, epoch, next_seq_floor);
+	if (rc)
+		return rc;
 	w->cb = NULL;
 	pthread_mutex_lock(&w->mu);
 	w->started = 1;

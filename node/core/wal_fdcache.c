@@ -100,6 +100,27 @@ wal_fdc_push(struct wal_fdcache *c, struct wal *w)
 		c->tail = w;
 }
 
+/** v->mu held: v's descriptor is open and no one uses it (no leader, no background
+ *  sync, not closing). */
+static int
+wal_fdc_idle(const struct wal *v)
+{
+	return !v->leader && !v->bg_syncing && !v->closing && v->cur_fd >= 0;
+}
+
+/** c->mu and v->mu held, v idle with nothing unsynced: close v's descriptor (its next
+ *  append reopens it). */
+static void
+wal_fdc_evict(struct wal_fdcache *c, struct wal *v)
+{
+	env.close(v->cur_fd);
+	v->cur_fd = v->sync_fd = -1;
+	wal_fdc_unlink(c, v);
+	v->fdc_listed = 0;
+	c->open--;
+	c->evictions++;
+}
+
 /**
  * Leader (or wal_start), no WAL mutex held: w's segment descriptor is (re)opened or
  * used. Mark it most recently used; while the budget is exceeded, close the least
@@ -123,16 +144,9 @@ wal_fdc_use(struct wal *w, int opened)
 	for (struct wal *v = c->tail; v != NULL && c->open > c->max;) {
 		struct wal *prev = v->fdc_prev;
 		if (v != w && pthread_mutex_trylock(&v->mu) == 0) {
-			int idle = !v->leader && !v->bg_syncing && !v->closing && v->cur_fd >= 0 &&
-				   (v->sync != STRATA_SYNC_INTERVAL || v->written_off <= v->synced_off);
-			if (idle) {
-				env.close(v->cur_fd);
-				v->cur_fd = v->sync_fd = -1;
-				wal_fdc_unlink(c, v);
-				v->fdc_listed = 0;
-				c->open--;
-				c->evictions++;
-			}
+			if (wal_fdc_idle(v) &&
+			    (v->sync != STRATA_SYNC_INTERVAL || v->written_off <= v->synced_off))
+				wal_fdc_evict(c, v);
 			pthread_mutex_unlock(&v->mu);
 		}
 		v = prev;
@@ -143,17 +157,11 @@ wal_fdc_use(struct wal *w, int opened)
 	for (struct wal *v = c->tail; v != NULL && c->open > c->max;) {
 		struct wal *prev = v->fdc_prev;
 		if (v != w && pthread_mutex_trylock(&v->mu) == 0) {
-			if (!v->leader && !v->bg_syncing && !v->closing && v->cur_fd >= 0 &&
-			    v->sync == STRATA_SYNC_INTERVAL && v->written_off > v->synced_off) {
+			if (wal_fdc_idle(v) && v->sync == STRATA_SYNC_INTERVAL &&
+			    v->written_off > v->synced_off) {
 				wal_sync_written_locked(v); /* drops v->mu while it syncs */
-				if (!v->leader && !v->bg_syncing && !v->closing && v->cur_fd >= 0 &&
-				    v->written_off <= v->synced_off) {
-					env.close(v->cur_fd);
-					v->cur_fd = v->sync_fd = -1;
-					wal_fdc_unlink(c, v);
-					v->fdc_listed = 0;
-					c->open--;
-					c->evictions++;
+				if (wal_fdc_idle(v) && v->written_off <= v->synced_off) {
+					wal_fdc_evict(c, v);
 					c->early_syncs++;
 				}
 			}

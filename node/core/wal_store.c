@@ -621,13 +621,8 @@ wal_store_start(struct wal *w, uint64_t epoch, uint64_t floor)
 			continue;
 		w->next_seq = next + 1;
 		w->cur_last = next;
-		break;
+		return 0;
 	}
-	w->cb = NULL;
-	pthread_mutex_lock(&w->mu);
-	w->started = 1;
-	pthread_mutex_unlock(&w->mu);
-	return 0;
 }
 
 /** wal_release of a WAL on the store: objects wholly at or below upto go to the reaper
