@@ -7,7 +7,7 @@
 #define STRATA_STRATA_HOST_H
 
 #include "host/host.h"
-#include "strata.h"
+#include "strata_types.h"
 
 struct runtime;
 struct store;

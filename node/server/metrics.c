@@ -15,10 +15,8 @@
 #include "../lib/diag.h"
 #include "../lib/env.h"
 #include "../lib/pool.h"
-#include "../core/store.h"
 #include "../objstore/objstore.h"
 #include "../policy/runtime.h"
-#include "../strata_host.h"
 #include "http.h"
 
 /** Upper bounds (seconds) of the latency histogram buckets. */
@@ -261,10 +259,10 @@ mo_objstore_counter(struct metrics_out *m, const char *name, const char *help,
 
 /** The object store's requests per operation kind (none for a local store). */
 static void
-mo_objstore(struct metrics_out *m, struct objstore *os)
+mo_objstore(struct metrics_out *m, strata *db)
 {
 	struct objstore_op_stats st[OBJSTORE_MAX_OP_KINDS];
-	size_t n = objstore_request_stats(os, st, OBJSTORE_MAX_OP_KINDS);
+	size_t n = strata_objstore_stats(db, st, OBJSTORE_MAX_OP_KINDS);
 	if (n == 0)
 		return;
 	mo_objstore_counter(m, "strata_objstore_requests_total",
@@ -338,7 +336,7 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 			       METRICS_LEN(metrics_bounds));
 	}
 	const struct hist *hold = NULL, *wait = NULL;
-	store_lock_hists(strata_store(a->db), &hold, &wait);
+	strata_lock_hists(a->db, &hold, &wait);
 	mo_hist_in(&m, "strata_exclusive_lock_hold_seconds",
 		   "Holds of a shard's exclusive lock (view swaps: seal, merge commit), every shard.", hold,
 		   metrics_lock_bounds, METRICS_LEN(metrics_lock_bounds));
@@ -346,18 +344,19 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 		   "Waits to take a shard's exclusive lock (behind appends and readers), every shard.", wait,
 		   metrics_lock_bounds, METRICS_LEN(metrics_lock_bounds));
 
-	mo_objstore(&m, store_objstore(strata_store(a->db)));
+	mo_objstore(&m, a->db);
 
-	uint64_t del_pending = 0, del_pending_bytes = 0, deleted = 0, deleted_bytes = 0;
-	store_reaper_stats(strata_store(a->db), &del_pending, &del_pending_bytes, &deleted, &deleted_bytes);
+	strata_store_stats ss = {0};
+	strata_store_stats_get(a->db, &ss);
 	const struct metrics_scalar reaper[] = {
 		{"strata_deletes_pending_objects", "gauge",
 		 "Objects no manifest names any more (merged generations, compacted runs), queued for the "
-		 "reaper's paced deletes.", del_pending},
+		 "reaper's paced deletes.", ss.deletes_pending_objects},
 		{"strata_deletes_pending_bytes", "gauge", "Bytes still to free of the queued deletes.",
-		 del_pending_bytes},
-		{"strata_deleted_objects_total", "counter", "Objects the reaper deleted since the open.", deleted},
-		{"strata_deleted_bytes_total", "counter", "Bytes the reaper freed since the open.", deleted_bytes},
+		 ss.deletes_pending_bytes},
+		{"strata_deleted_objects_total", "counter", "Objects the reaper deleted since the open.",
+		 ss.deleted_objects},
+		{"strata_deleted_bytes_total", "counter", "Bytes the reaper freed since the open.", ss.deleted_bytes},
 	};
 	mo_scalars(&m, reaper, sizeof(reaper) / sizeof(reaper[0]));
 
