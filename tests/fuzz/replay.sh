@@ -4,7 +4,7 @@
 # target; ends with "# fuzz-replay: N passed, N failed" for tests/run.sh.
 BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-targets=${*:-wal run manifest azxml s3xml http policy}
+targets=${*:-wal run manifest azxml s3xml http batch policy}
 passed=0
 failed=0
 log=$(mktemp)
