@@ -1,6 +1,11 @@
+/*
+ * api.c — the node's HTTP endpoints: the endpoint table (api_endpoints), the checks
+ * every request passes before its body is read (api_check), then the handlers, each
+ * answering on the server's loop or from a job on the host's executors or the policy
+ * runtime's loop.
+ */
 #include "api.h"
 
-#include <assert.h>
 #include <http_parser.h>
 #include <jansson.h>
 #include <math.h>
@@ -10,7 +15,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../lib/base64.h"
 #include "../lib/buf.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -23,45 +27,16 @@
 #include "metrics.h"
 #include "views.h"
 
-/** Endpoints. */
-enum api_route_id {
-	API_R_NONE,
-	API_R_HEALTHZ,
-	API_R_METRICS,
-	API_R_STATS,
-	API_R_POLICY,
-	API_R_ROWS,
-	API_R_ROW,
-	API_R_SEAL,
-	API_R_MERGE,
-	API_R_SHARD_STATS,
-	API_R_CHECKPOINT,
-	API_R_CLAIM,
-	/** Number of route ids (API_HANDLERS). */
-	API_R_COUNT
-};
+/* ---------- the endpoint table ---------- */
 
-/** Handler label of each route id (API_R_NONE: no endpoint at the path). */
-static const char *const api_handler_names[API_R_COUNT] = {
-	[API_R_NONE] = "not_found",  [API_R_HEALTHZ] = "healthz", [API_R_METRICS] = "metrics",
-	[API_R_STATS] = "stats",     [API_R_POLICY] = "policy",   [API_R_ROWS] = "rows",
-	[API_R_ROW] = "row",         [API_R_SEAL] = "seal",       [API_R_MERGE] = "merge_wal",
-	[API_R_SHARD_STATS] = "shard_stats", [API_R_CHECKPOINT] = "checkpoint", [API_R_CLAIM] = "claim",
-};
-
-/** Method label of each method index (api_method_index). */
-static const char *const api_method_names[API_METHODS] = {"GET", "HEAD", "POST", "PUT", "DELETE", "other"};
-
-_Static_assert(API_R_COUNT == API_HANDLERS, "API_HANDLERS must count the routes");
-
-/** Method bits of API_ALLOW_*. */
+/** Method bits of an endpoint (HEAD goes with GET). */
 enum { API_M_GET = 1, API_M_POST = 2, API_M_PUT = 4, API_M_DELETE = 8 };
 
 /** A routed request target. */
 struct api_route {
-	/** enum api_route_id. */
-	int id;
-	/** The path names a shard. */
+	/** The endpoint: its row in api_endpoints (API_EP_NONE: none at the path). */
+	size_t ep;
+	/** The path names a shard ({id}). */
 	int has_shard;
 	/** Shard number as parsed (may be out of range). */
 	uint64_t shard;
@@ -69,11 +44,87 @@ struct api_route {
 	int shard_valid;
 	/** Why it is not (shard_valid == 0). */
 	const char *shard_problem;
-	/** Raw (percent-encoded) key of API_R_ROW, into the request's url. */
+	/** The shard segment as written, into the request's path. */
+	const char *shard_id;
+	/** Length of shard_id. */
+	size_t shard_id_len;
+	/** The path names a key ({key}). */
+	int has_key;
+	/** Raw (percent-encoded) key, into the request's path. */
 	const char *key;
 	/** Length of key. */
 	size_t key_len;
 };
+
+/** An endpoint's handler: answer r, routed to rt, once api_check passed it. */
+typedef void api_handler_fn(struct api *a, struct http_req *r, const struct api_route *rt);
+
+/** What the body of a POST or PUT may be. */
+struct api_body {
+	/** The media types taken, NULL-terminated ("": no Content-Type header). */
+	const char *const *types;
+	/** What a 415 tells the client to send instead. */
+	const char *hint;
+};
+
+/** One endpoint: a row of api_endpoints. */
+struct api_endpoint {
+	/** Path pattern: bytes matched as they are, "{id}" a shard id (one segment,
+	 *  api_shard_parse), "{key}" the rest of the path (a key, percent-encoded); NULL in
+	 *  the row of the paths no endpoint serves. */
+	const char *path;
+	/** The methods it takes (API_M_* bits): any other is a 405 whose Allow header names these. */
+	int methods;
+	/** What answers it. */
+	api_handler_fn *handler;
+	/** Its handler label in strata_http_requests_total and strata_http_request_duration_seconds. */
+	const char *metric;
+	/** What its body may be (POST, PUT), or NULL: anything. */
+	const struct api_body *body;
+	/** It takes a shard this node does not serve too (else that is a 421). */
+	int unserved_shard;
+};
+
+static api_handler_fn api_healthz, api_metrics, api_stats, api_policy, api_rows, api_row, api_seal, api_merge_wal,
+	api_shard_stats, api_checkpoint, api_claim;
+
+/** Media types POST /v1/shards/{id}/rows takes. "" is an absent header, and
+ *  application/x-www-form-urlencoded what curl -d sends when told no type: both NDJSON. */
+static const char *const api_rows_types[] = {"", "application/x-www-form-urlencoded", API_NDJSON_CONTENT_TYPE,
+					     "application/ndjson", "application/json", API_BATCH_CONTENT_TYPE,
+					     NULL};
+static const struct api_body api_rows_body = {
+	api_rows_types, "send " API_NDJSON_CONTENT_TYPE " (NDJSON, also when the header is absent) or "
+			API_BATCH_CONTENT_TYPE " (binary batch)"};
+/** Media types PUT /v1/policy takes (Lua source). */
+static const char *const api_policy_types[] = {"", "application/x-www-form-urlencoded", "text/x-lua",
+					       "text/plain", "application/x-lua", "application/octet-stream",
+					       NULL};
+static const struct api_body api_policy_body = {
+	api_policy_types, "send the policy's Lua source as text/x-lua or text/plain (or without the header)"};
+
+/** The endpoints. A request is routed to the first row whose path matches (no two do),
+ *  checked against its methods, body types and shard (api_check), answered by its
+ *  handler and counted under its metric name. Adding an endpoint is a row here and its
+ *  handler; node/server/README.md documents each. */
+static const struct api_endpoint api_endpoints[] = {
+	{NULL, 0, NULL, "not_found"},
+	{"/healthz", API_M_GET, api_healthz, "healthz"},
+	{"/metrics", API_M_GET, api_metrics, "metrics"},
+	{"/v1/stats", API_M_GET, api_stats, "stats"},
+	{"/v1/policy", API_M_GET | API_M_PUT, api_policy, "policy", &api_policy_body},
+	{"/v1/shards/{id}/rows", API_M_GET | API_M_POST, api_rows, "rows", &api_rows_body},
+	{"/v1/shards/{id}/rows/{key}", API_M_GET | API_M_DELETE, api_row, "row"},
+	{"/v1/shards/{id}/seal", API_M_POST, api_seal, "seal"},
+	{"/v1/shards/{id}/merge-wal", API_M_POST, api_merge_wal, "merge_wal"},
+	{"/v1/shards/{id}/stats", API_M_GET, api_shard_stats, "shard_stats"},
+	{"/v1/checkpoint", API_M_POST, api_checkpoint, "checkpoint"},
+	{"/v1/shards/{id}/claim", API_M_POST, api_claim, "claim", .unserved_shard = 1},
+};
+/** Rows of api_endpoints. */
+#define API_ENDPOINTS (sizeof(api_endpoints) / sizeof(api_endpoints[0]))
+/** The row of the paths no endpoint serves: a 404, counted as "not_found". */
+#define API_EP_NONE 0
 
 /* ---------- small codecs ---------- */
 
@@ -183,57 +234,13 @@ api_status_of(int rc)
 
 static void api_route(const struct http_req *r, struct api_route *rt);
 
-/** Index of a method in api_method_names. */
-static int
-api_method_index(int method)
-{
-	switch (method) {
-	case HTTP_GET:
-		return 0;
-	case HTTP_HEAD:
-		return 1;
-	case HTTP_POST:
-		return 2;
-	case HTTP_PUT:
-		return 3;
-	case HTTP_DELETE:
-		return 4;
-	default:
-		return 5;
-	}
-}
-
 /** Count a response to r by handler, method and status. */
 static void
 api_count(struct api *a, const struct http_req *r, int status)
 {
 	struct api_route rt;
 	api_route(r, &rt);
-	if (status < 0 || status >= HTTP_MAX_STATUS)
-		return;
-	a->req_counts[((size_t)rt.id * API_METHODS + (size_t)api_method_index(r->method)) * HTTP_MAX_STATUS +
-		      (size_t)status]++;
-}
-
-const char *
-api_handler_name(int handler)
-{
-	return handler >= 0 && handler < API_R_COUNT ? api_handler_names[handler] : "?";
-}
-
-const char *
-api_method_name(int method)
-{
-	return method >= 0 && method < API_METHODS ? api_method_names[method] : "?";
-}
-
-uint64_t
-api_requests(const struct api *a, int handler, int method, int status)
-{
-	if (handler < 0 || handler >= API_R_COUNT || method < 0 || method >= API_METHODS || status < 0 ||
-	    status >= HTTP_MAX_STATUS)
-		return 0;
-	return a->req_counts[((size_t)handler * API_METHODS + (size_t)method) * HTTP_MAX_STATUS + (size_t)status];
+	reqstats_count(&a->stats, rt.ep, r->method, status);
 }
 
 /** Record the duration of a request whose response was counted (and log it at debug level). */
@@ -243,10 +250,9 @@ api_duration(struct api *a, struct http_req *r)
 	if (r->start_ns == 0)
 		return;
 	uint64_t ns = env.mono_ns() - r->start_ns;
-	hist_record(a->request_ns, ns);
 	struct api_route rt;
 	api_route(r, &rt);
-	hist_record(a->handler_ns[rt.id], ns);
+	reqstats_time(&a->stats, rt.ep, ns);
 	if (diag_log_level <= LOG_LVL_DEBUG)
 		diag_log(LOG_LVL_DEBUG, "http %s %.*s: %.3f ms", http_method_str(r->method),
 			 (int)(r->path_len > 200 ? 200 : r->path_len), r->path, (double)ns / 1e6);
@@ -301,7 +307,7 @@ api_json(struct api *a, struct http_req *r, int status, json_t *o)
 
 /** The shard's statistics into st (zeroes where they cannot be read). */
 static void
-api_shard_stats(struct api *a, uint32_t shard, strata_stats *st)
+api_read_shard_stats(struct api *a, uint32_t shard, strata_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	strata_shard_stats(a->db, shard, st);
@@ -314,58 +320,18 @@ api_failed(int rc, const char *words)
 	return rc == STRATA_EFENCED ? "fenced" : words;
 }
 
-/** A JSON string of p, or (not UTF-8) NULL. */
-static json_t *
-json_bytes(const void *p, size_t n)
-{
-	return json_stringn((const char *)p, n);
-}
-
 /* ---------- routing and auth ---------- */
 
-static int
-path_is(const struct http_req *r, const char *p)
-{
-	size_t n = strlen(p);
-	return r->path_len == n && memcmp(r->path, p, n) == 0;
-}
-
+/** Parse the shard id s[0..n) (one path segment) into rt. */
 static void
-api_route(const struct http_req *r, struct api_route *rt)
+api_shard_parse(const char *s, size_t n, struct api_route *rt)
 {
-	memset(rt, 0, sizeof(*rt));
-	if (path_is(r, "/healthz")) {
-		rt->id = API_R_HEALTHZ;
-		return;
-	}
-	if (path_is(r, "/metrics")) {
-		rt->id = API_R_METRICS;
-		return;
-	}
-	if (path_is(r, "/v1/stats")) {
-		rt->id = API_R_STATS;
-		return;
-	}
-	if (path_is(r, "/v1/policy")) {
-		rt->id = API_R_POLICY;
-		return;
-	}
-	if (path_is(r, "/v1/checkpoint")) {
-		rt->id = API_R_CHECKPOINT;
-		return;
-	}
-	static const char pre[] = "/v1/shards/";
-	size_t pl = sizeof(pre) - 1;
-	if (r->path_len <= pl || memcmp(r->path, pre, pl) != 0)
-		return;
-	const char *p = r->path + pl, *end = r->path + r->path_len;
-	const char *slash = memchr(p, '/', (size_t)(end - p));
-	const char *id_end = slash ? slash : end;
-	size_t idl = (size_t)(id_end - p);
 	rt->has_shard = 1;
 	rt->shard_valid = 1;
+	rt->shard_id = s;
+	rt->shard_id_len = n;
 	uint64_t v = 0;
-	for (const char *q = p; q < id_end && rt->shard_valid; q++) {
+	for (const char *q = s; q < s + n && rt->shard_valid; q++) {
 		if (*q < '0' || *q > '9') {
 			rt->shard_valid = 0;
 			rt->shard_problem = "is not a decimal number";
@@ -376,56 +342,62 @@ api_route(const struct http_req *r, struct api_route *rt)
 			v = v * 10 + (uint64_t)(*q - '0');
 		}
 	}
-	if (rt->shard_valid && idl == 0) {
+	if (rt->shard_valid && n == 0) {
 		rt->shard_valid = 0;
 		rt->shard_problem = "is empty";
 	} else if (rt->shard_valid && v > UINT32_MAX) {
 		rt->shard_valid = 0;
 		rt->shard_problem = "is too large";
-	} else if (rt->shard_valid && idl > 1 && *p == '0') {
+	} else if (rt->shard_valid && n > 1 && *s == '0') {
 		rt->shard_valid = 0;
 		rt->shard_problem = "has a leading zero";
 	}
 	rt->shard = v;
-	if (slash == NULL)
-		return;
-	const char *rest = slash;
-	size_t rl = (size_t)(end - rest);
-	if (rl == 5 && memcmp(rest, "/rows", 5) == 0)
-		rt->id = API_R_ROWS;
-	else if (rl >= 6 && memcmp(rest, "/rows/", 6) == 0) {
-		rt->id = API_R_ROW;
-		rt->key = rest + 6;
-		rt->key_len = rl - 6;
-	} else if (rl == 5 && memcmp(rest, "/seal", 5) == 0)
-		rt->id = API_R_SEAL;
-	else if (rl == 10 && memcmp(rest, "/merge-wal", 10) == 0)
-		rt->id = API_R_MERGE;
-	else if (rl == 6 && memcmp(rest, "/stats", 6) == 0)
-		rt->id = API_R_SHARD_STATS;
-	else if (rl == 6 && memcmp(rest, "/claim", 6) == 0)
-		rt->id = API_R_CLAIM;
 }
 
+/** Whether the path[0..n) matches the pattern pat (struct api_endpoint.path); its
+ *  {id} and {key} go to rt. */
 static int
-route_methods(int id)
+api_match(const char *pat, const char *path, size_t n, struct api_route *rt)
 {
-	switch (id) {
-	case API_R_POLICY:
-		return API_M_GET | API_M_PUT;
-	case API_R_ROWS:
-		return API_M_GET | API_M_POST;
-	case API_R_ROW:
-		return API_M_GET | API_M_DELETE;
-	case API_R_SEAL:
-	case API_R_MERGE:
-	case API_R_CHECKPOINT:
-	case API_R_CLAIM:
-		return API_M_POST;
-	default:
-		return API_M_GET;
+	const char *p = path, *end = path + n;
+	while (*pat != '\0') {
+		if (strncmp(pat, "{id}", 4) == 0) {
+			const char *slash = memchr(p, '/', (size_t)(end - p));
+			const char *id_end = slash ? slash : end;
+			api_shard_parse(p, (size_t)(id_end - p), rt);
+			p = id_end;
+			pat += 4;
+		} else if (strncmp(pat, "{key}", 5) == 0) {
+			rt->has_key = 1;
+			rt->key = p;
+			rt->key_len = (size_t)(end - p);
+			p = end;
+			pat += 5;
+		} else if (p < end && *p == *pat) {
+			p++;
+			pat++;
+		} else {
+			return 0;
+		}
 	}
+	return p == end;
 }
+
+static void
+api_route(const struct http_req *r, struct api_route *rt)
+{
+	for (size_t i = 0; i < API_ENDPOINTS; i++) {
+		memset(rt, 0, sizeof(*rt));
+		if (api_endpoints[i].path != NULL && api_match(api_endpoints[i].path, r->path, r->path_len, rt)) {
+			rt->ep = i;
+			return;
+		}
+	}
+	memset(rt, 0, sizeof(*rt));
+	rt->ep = API_EP_NONE;
+}
+
 
 static int
 method_bit(int method)
@@ -445,15 +417,6 @@ method_bit(int method)
 	}
 }
 
-/** Media types POST /v1/shards/{id}/rows takes. "" is an absent header, and
- *  application/x-www-form-urlencoded what curl -d sends when told no type: both NDJSON. */
-static const char *const api_rows_types[] = {"", "application/x-www-form-urlencoded", API_NDJSON_CONTENT_TYPE,
-					     "application/ndjson", "application/json", API_BATCH_CONTENT_TYPE,
-					     NULL};
-/** Media types PUT /v1/policy takes (Lua source). */
-static const char *const api_policy_types[] = {"", "application/x-www-form-urlencoded", "text/x-lua",
-					       "text/plain", "application/x-lua", "application/octet-stream",
-					       NULL};
 
 /** Whether the media type of a Content-Type value (parameters after ';' ignored, case
  *  insensitive) is one of types. */
@@ -496,13 +459,14 @@ static int
 api_check(struct api *a, struct http_req *r, struct api_route *rt)
 {
 	api_route(r, rt);
-	if (rt->id == API_R_NONE) {
+	const struct api_endpoint *ep = &api_endpoints[rt->ep];
+	if (rt->ep == API_EP_NONE) {
 		char d[300];
 		snprintf(d, sizeof(d), "no endpoint at %.*s", (int)(r->path_len > 200 ? 200 : r->path_len), r->path);
 		api_error(a, r, 404, "not found", d);
 		return 1;
 	}
-	int allowed = route_methods(rt->id);
+	int allowed = ep->methods;
 	if (!(method_bit(r->method) & allowed)) {
 		char allow[64] = "Allow: ", d[160];
 		const char *names[] = {"GET, HEAD", "POST", "PUT", "DELETE"};
@@ -521,7 +485,7 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 	}
 	int mutating = r->method != HTTP_GET && r->method != HTTP_HEAD;
 	if (mutating && a->token != NULL && !api_token_ok(a, r)) {
-		a->auth_failures++;
+		a->stats.auth_failures++;
 		int missing = r->authorization[0] == '\0';
 		api_record(a, r, missing ? 401 : 403);
 		http_respond_error(r, missing ? 401 : 403, "WWW-Authenticate: Bearer\r\n",
@@ -532,10 +496,8 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 	}
 	if (rt->has_shard && !rt->shard_valid) {
 		char d[300];
-		const char *p = r->path + sizeof("/v1/shards/") - 1;
-		size_t idl = strcspn(p, "/?#");
-		if (idl > (size_t)(r->path + r->path_len - p))
-			idl = (size_t)(r->path + r->path_len - p);
+		const char *p = rt->shard_id;
+		size_t idl = rt->shard_id_len;
 		uint32_t n = strata_shards(a->db);
 		snprintf(d, sizeof(d), "the shard id '%.*s'%s %s; it must be a decimal number without leading "
 			 "zeros (this node has shards 0..%u)",
@@ -551,7 +513,7 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 		api_error(a, r, 404, "unknown shard", d);
 		return 1;
 	}
-	if (rt->has_shard && rt->id != API_R_CLAIM && !strata_shard_served(a->db, (uint32_t)rt->shard)) {
+	if (rt->has_shard && !ep->unserved_shard && !strata_shard_served(a->db, (uint32_t)rt->shard)) {
 		char d[300];
 		snprintf(d, sizeof(d), "shard %llu is not served by this node (another node may own it); "
 			 "POST /v1/shards/%llu/claim takes it over here", (unsigned long long)rt->shard,
@@ -559,23 +521,14 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 		api_error(a, r, 421, "shard not served", d);
 		return 1;
 	}
-	if (rt->id == API_R_ROW && rt->key_len == 0) {
+	if (rt->has_key && rt->key_len == 0) {
 		api_error(a, r, 400, "bad key", "the key is empty");
 		return 1;
 	}
-	if (rt->id == API_R_ROWS && r->method == HTTP_POST && !media_type_in(r->content_type, api_rows_types)) {
+	if (ep->body != NULL && (r->method == HTTP_POST || r->method == HTTP_PUT) &&
+	    !media_type_in(r->content_type, ep->body->types)) {
 		char d[HTTP_MAX_KEPT_HEADER + 200];
-		snprintf(d, sizeof(d), "Content-Type '%.200s' is not taken here; send %s (NDJSON, also when the "
-			 "header is absent) or %s (binary batch)",
-			 r->content_type, API_NDJSON_CONTENT_TYPE, API_BATCH_CONTENT_TYPE);
-		api_error(a, r, 415, "unsupported media type", d);
-		return 1;
-	}
-	if (rt->id == API_R_POLICY && r->method == HTTP_PUT && !media_type_in(r->content_type, api_policy_types)) {
-		char d[HTTP_MAX_KEPT_HEADER + 200];
-		snprintf(d, sizeof(d), "Content-Type '%.200s' is not taken here; send the policy's Lua source as "
-			 "text/x-lua or text/plain (or without the header)",
-			 r->content_type);
+		snprintf(d, sizeof(d), "Content-Type '%.200s' is not taken here; %s", r->content_type, ep->body->hint);
 		api_error(a, r, 415, "unsupported media type", d);
 		return 1;
 	}
@@ -613,234 +566,13 @@ struct api_append {
 	uint64_t last_seq;
 };
 
-static int
-append_fail(struct api_append *j, int status, const char *error, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int
-append_fail(struct api_append *j, int status, const char *error, const char *fmt, ...)
+/** Refuse the append: the status of rc, the answer's words and detail. */
+static void
+append_refuse(struct api_append *j, int rc, const char *words, const char *detail)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(j->detail, sizeof(j->detail), fmt, ap);
-	va_end(ap);
-	j->status = status;
-	j->error = error;
-	return -1;
-}
-
-/** A key over STRATA_MAX_KEY is a bad request, the same 400 on POST, GET and DELETE; a
- *  value over --max-value is a body too large (413). */
-static int
-check_row(struct api_append *j, const char *where, size_t idx, size_t klen, size_t vlen)
-{
-	if (klen > STRATA_MAX_KEY)
-		return append_fail(j, 400, API_KEY_TOO_LONG, "%s %zu: the key is %zu bytes; the limit is %u", where,
-				   idx, klen, STRATA_MAX_KEY);
-	int rc = strata_check_row(j->a->db, klen, vlen);
-	if (rc == 0)
-		return 0;
-	return append_fail(j, rc == STRATA_ETOOBIG ? 413 : 400, rc == STRATA_ETOOBIG ? "row too large" : "bad row",
-			   "%s %zu: %s", where, idx, strata_last_error());
-}
-
-static int
-parse_batch(struct api_append *j, const uint8_t *p, size_t len, strata_row **out, size_t *nout)
-{
-	if (len < 4)
-		return append_fail(j, 400, "bad batch", "the batch is %zu bytes, shorter than its 4-byte row count",
-				   len);
-	struct rd rd;
-	rd_init(&rd, p, len);
-	uint32_t count = rd_u32(&rd);
-	if (count == 0)
-		return append_fail(j, 400, "bad batch", "the batch has no rows");
-	if (count > API_MAX_BATCH_ROWS)
-		return append_fail(j, 413, "batch too large", "%u rows in one batch; the limit is %u", count,
-				   API_MAX_BATCH_ROWS);
-	if (count > (len - 4) / 8)
-		return append_fail(j, 400, "bad batch", "the batch declares %u rows but has only %zu bytes after the count",
-				   count, len - 4);
-	strata_row *rows = env.calloc(count, sizeof(*rows));
-	if (rows == NULL)
-		return append_fail(j, 503, "out of memory", "no memory for %u rows", count);
-	for (uint32_t i = 0; i < count; i++) {
-		size_t off = (size_t)(rd.p - p);
-		uint32_t kl = rd_u32(&rd), vl = rd_u32(&rd);
-		uint32_t kind = vl == API_BATCH_DELETE ? STRATA_ROW_DELETE : STRATA_ROW_PUT;
-		if (kind == STRATA_ROW_DELETE)
-			vl = 0;
-		const uint8_t *k = rd_bytes(&rd, kl);
-		const uint8_t *v = rd_bytes(&rd, vl);
-		if (rd.err) {
-			env.free(rows);
-			return append_fail(j, 400, "bad batch", "row %u (at byte %zu) runs past the end of the batch",
-					   i, off);
-		}
-		if (check_row(j, "row", i, kl, vl)) {
-			env.free(rows);
-			return -1;
-		}
-		rows[i] = (strata_row){k, kl, v, vl, kind};
-	}
-	if (rd_left(&rd) != 0) {
-		env.free(rows);
-		return append_fail(j, 400, "bad batch", "%zu bytes after the last of %u rows", rd_left(&rd), count);
-	}
-	*out = rows;
-	*nout = count;
-	return 0;
-}
-
-/** Copy a string field (or decode a _b64 one) into the arena. Its length, or -1. */
-static long
-take_field(struct api_append *j, size_t line, const char *name, json_t *v, int b64, uint8_t *arena, size_t *used)
-{
-	if (!json_is_string(v))
-		return append_fail(j, 400, "bad row", "line %zu: \"%s\" must be a string", line, name);
-	const char *s = json_string_value(v);
-	size_t n = json_string_length(v);
-	if (!b64) {
-		memcpy(arena + *used, s, n);
-		*used += n;
-		return (long)n;
-	}
-	size_t m;
-	if (b64_decode(s, n, 0, arena + *used, &m) != 0)
-		return append_fail(j, 400, "bad base64", "line %zu: \"%s\" is not valid base64", line, name);
-	*used += m;
-	return (long)m;
-}
-
-static int
-parse_ndjson(struct api_append *j, const uint8_t *p, size_t len, strata_row **out, size_t *nout, uint8_t **arena_out)
-{
-	size_t lines = 0;
-	for (size_t i = 0; i < len;) {
-		const uint8_t *nl = memchr(p + i, '\n', len - i);
-		size_t e = nl ? (size_t)(nl - p) : len;
-		for (size_t k = i; k < e; k++)
-			if (p[k] != ' ' && p[k] != '\t' && p[k] != '\r') {
-				lines++;
-				break;
-			}
-		i = e + 1;
-	}
-	if (lines == 0)
-		return append_fail(j, 400, "bad batch", "the body has no rows (expected NDJSON objects, one per line)");
-	if (lines > API_MAX_BATCH_ROWS)
-		return append_fail(j, 413, "batch too large", "%zu rows in one batch; the limit is %u", lines,
-				   API_MAX_BATCH_ROWS);
-	strata_row *rows = env.calloc(lines, sizeof(*rows));
-	uint8_t *arena = env.malloc(len ? len : 1);
-	if (rows == NULL || arena == NULL) {
-		env.free(rows);
-		env.free(arena);
-		return append_fail(j, 503, "out of memory", "no memory for %zu rows", lines);
-	}
-	size_t used = 0, n = 0, lineno = 0;
-	int rc = 0;
-	for (size_t i = 0; i < len && rc == 0;) {
-		const uint8_t *nl = memchr(p + i, '\n', len - i);
-		size_t e = nl ? (size_t)(nl - p) : len;
-		size_t b = i;
-		i = e + 1;
-		lineno++;
-		while (b < e && (p[b] == ' ' || p[b] == '\t' || p[b] == '\r'))
-			b++;
-		size_t t = e;
-		while (t > b && (p[t - 1] == ' ' || p[t - 1] == '\t' || p[t - 1] == '\r'))
-			t--;
-		if (t == b)
-			continue;
-		json_error_t err;
-		json_t *o = json_loadb((const char *)p + b, t - b, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
-		if (o == NULL) {
-			rc = append_fail(j, 400, "invalid JSON", "line %zu, column %d: %s", lineno, err.column, err.text);
-			break;
-		}
-		if (!json_is_object(o)) {
-			json_decref(o);
-			rc = append_fail(j, 400, "bad row", "line %zu: expected a JSON object", lineno);
-			break;
-		}
-		json_t *key = NULL, *key64 = NULL, *val = NULL, *val64 = NULL, *del = NULL;
-		const char *name;
-		json_t *v;
-		json_object_foreach(o, name, v)
-		{
-			if (strcmp(name, "key") == 0)
-				key = v;
-			else if (strcmp(name, "key_b64") == 0)
-				key64 = v;
-			else if (strcmp(name, "value") == 0)
-				val = v;
-			else if (strcmp(name, "value_b64") == 0)
-				val64 = v;
-			else if (strcmp(name, "delete") == 0)
-				del = v;
-			else {
-				rc = append_fail(j, 400, "bad row", "line %zu: unknown field \"%.64s\" (expected key or "
-								    "key_b64, and value or value_b64 or "
-								    "\"delete\": true)",
-						 lineno, name);
-				break;
-			}
-		}
-		if (rc == 0 && (key == NULL) == (key64 == NULL))
-			rc = append_fail(j, 400, "bad row", "line %zu: needs exactly one of \"key\" and \"key_b64\"",
-					 lineno);
-		if (rc == 0 && del != NULL && !json_is_boolean(del))
-			rc = append_fail(j, 400, "bad row", "line %zu: \"delete\" must be true or false", lineno);
-		int is_del = del != NULL && json_is_true(del);
-		if (rc == 0 && is_del && (val != NULL || val64 != NULL))
-			rc = append_fail(j, 400, "bad row", "line %zu: a delete has no \"value\" or \"value_b64\"",
-					 lineno);
-		if (rc == 0 && !is_del && (val == NULL) == (val64 == NULL))
-			rc = append_fail(j, 400, "bad row",
-					 "line %zu: needs exactly one of \"value\" and \"value_b64\"", lineno);
-		long kl = -1, vl = -1;
-		size_t koff = used;
-		if (rc == 0) {
-			kl = take_field(j, lineno, key ? "key" : "key_b64", key ? key : key64, key == NULL, arena, &used);
-			if (kl < 0)
-				rc = -1;
-		}
-		size_t voff = used;
-		if (rc == 0 && is_del)
-			vl = 0;
-		else if (rc == 0) {
-			vl = take_field(j, lineno, val ? "value" : "value_b64", val ? val : val64, val == NULL, arena,
-					&used);
-			if (vl < 0)
-				rc = -1;
-		}
-		json_decref(o);
-		if (rc == 0)
-			rc = check_row(j, "line", lineno, (size_t)kl, (size_t)vl);
-		if (rc == 0) {
-			rows[n].key = (const void *)(uintptr_t)koff;
-			rows[n].key_len = (size_t)kl;
-			rows[n].value = (const void *)(uintptr_t)voff;
-			rows[n].value_len = (size_t)vl;
-			rows[n].kind = is_del ? STRATA_ROW_DELETE : STRATA_ROW_PUT;
-			n++;
-		}
-	}
-	if (rc != 0) {
-		env.free(rows);
-		env.free(arena);
-		return -1;
-	}
-	assert(used <= len);
-	for (size_t i = 0; i < n; i++) {
-		rows[i].key = arena + (uintptr_t)rows[i].key;
-		rows[i].value = arena + (uintptr_t)rows[i].value;
-	}
-	*out = rows;
-	*nout = n;
-	*arena_out = arena;
-	return 0;
+	j->status = api_status_of(rc);
+	j->error = words;
+	snprintf(j->detail, sizeof(j->detail), "%s", detail);
 }
 
 static void
@@ -848,26 +580,25 @@ append_work(void *arg)
 {
 	struct api_append *j = arg;
 	struct http_req *r = j->r;
-	strata_row *rows = NULL;
-	uint8_t *arena = NULL;
-	size_t n = 0;
-	int rc = j->binary ? parse_batch(j, r->body.data, r->body.len, &rows, &n)
-			   : parse_ndjson(j, r->body.data, r->body.len, &rows, &n, &arena);
-	if (rc != 0)
-		return;
-	uint64_t last = 0, t0 = env.mono_ns();
-	rc = strata_append_seq(j->a->db, j->shard, rows, n, &last);
-	hist_record(j->a->append_ns, env.mono_ns() - t0);
+	struct batch b;
+	const char *what = NULL;
+	int rc = batch_decode(j->binary ? BATCH_BINARY : BATCH_NDJSON, r->body.data, r->body.len,
+			      &j->a->batch_limits, &b, &what);
 	if (rc != 0) {
-		append_fail(j, api_status_of(rc), api_failed(rc, "append failed"), "%s",
-			    strata_last_error());
+		append_refuse(j, rc, what, diag_last());
+		return;
+	}
+	uint64_t last = 0, t0 = env.mono_ns();
+	rc = strata_append_seq(j->a->db, j->shard, b.rows, b.n, &last);
+	hist_record(j->a->stats.append_ns, env.mono_ns() - t0);
+	if (rc != 0) {
+		append_refuse(j, rc, api_failed(rc, "append failed"), strata_last_error());
 	} else {
 		j->status = 200;
-		j->appended = n;
+		j->appended = b.n;
 		j->last_seq = last;
 	}
-	env.free(rows);
-	env.free(arena);
+	batch_destroy(&b);
 }
 
 static void
@@ -937,7 +668,7 @@ api_append(struct api *a, struct http_req *r, uint32_t shard)
 		env.free(j);
 }
 
-/* ---------- GET rows/{key} ---------- */
+/* ---------- GET and DELETE rows/{key} ---------- */
 
 /** One point read on the pool. */
 struct api_get {
@@ -971,10 +702,10 @@ get_work(void *arg)
 	if (j->del) {
 		strata_row row = {.key = j->key.data, .key_len = j->key.len, .kind = STRATA_ROW_DELETE};
 		j->rc = strata_append_seq(j->a->db, j->shard, &row, 1, &j->last_seq);
-		hist_record(j->a->append_ns, env.mono_ns() - t0);
+		hist_record(j->a->stats.append_ns, env.mono_ns() - t0);
 	} else {
 		j->rc = strata_get(j->a->db, j->shard, j->key.data, j->key.len, &j->value, &j->value_len);
-		hist_record(j->a->get_ns, env.mono_ns() - t0);
+		hist_record(j->a->stats.get_ns, env.mono_ns() - t0);
 	}
 	if (j->rc < 0)
 		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
@@ -1006,7 +737,7 @@ get_done(void *arg)
 }
 
 static void
-api_get(struct api *a, struct http_req *r, const struct api_route *rt)
+api_row(struct api *a, struct http_req *r, const struct api_route *rt)
 {
 	struct api_get *j = api_job_new(a, r, sizeof(*j));
 	if (j == NULL)
@@ -1020,7 +751,7 @@ api_get(struct api *a, struct http_req *r, const struct api_route *rt)
 	} else if (j->key.len > STRATA_MAX_KEY) {
 		char d[96];
 		snprintf(d, sizeof(d), "the key is %zu bytes; the limit is %u", j->key.len, STRATA_MAX_KEY);
-		api_error(a, r, 400, API_KEY_TOO_LONG, d);
+		api_error(a, r, 400, BATCH_KEY_TOO_LONG, d);
 	} else if (j->key.len == 0) {
 		char d[96];
 		snprintf(d, sizeof(d), "the key is empty; keys are 1..%u bytes", STRATA_MAX_KEY);
@@ -1084,20 +815,6 @@ scan_free(struct api_scan *s)
 	env.free(s);
 }
 
-/** Set a string or, for bytes that are not UTF-8, a base64 field. */
-static int
-scan_field(struct api_scan *s, json_t *o, const char *name, const char *name64, const void *p, size_t n)
-{
-	json_t *v = json_bytes(p, n);
-	if (v != NULL)
-		return json_object_set_new(o, name, v);
-	buf_reset(&s->tmp);
-	if (b64_encode(&s->tmp, p, n))
-		return -1;
-	v = json_stringn((const char *)s->tmp.data, s->tmp.len);
-	return v ? json_object_set_new(o, name64, v) : -1;
-}
-
 static int
 scan_row(void *ctx, const strata_row *row)
 {
@@ -1108,21 +825,8 @@ scan_row(void *ctx, const strata_row *row)
 		s->eof = 1;
 		return 1;
 	}
-	json_t *o = json_object();
-	if (o == NULL || scan_field(s, o, "key", "key_b64", row->key, row->key_len) ||
-	    scan_field(s, o, "value", "value_b64", row->value, row->value_len)) {
-		json_decref(o);
+	if (batch_ndjson_row(&s->chunk, row, &s->tmp) != 0)
 		return diag_set(STRATA_ENOMEM, "scan: out of memory formatting a row");
-	}
-	size_t need = json_dumpb(o, NULL, 0, JSON_COMPACT);
-	if (need == 0 || buf_reserve(&s->chunk, need + 1)) {
-		json_decref(o);
-		return diag_set(STRATA_ENOMEM, "scan: out of memory formatting a row");
-	}
-	json_dumpb(o, (char *)s->chunk.data + s->chunk.len, need, JSON_COMPACT);
-	json_decref(o);
-	s->chunk.len += need;
-	s->chunk.data[s->chunk.len++] = '\n';
 	buf_reset(&s->last);
 	if (buf_append(&s->last, row->key, row->key_len))
 		return diag_set(STRATA_ENOMEM, "scan: out of memory");
@@ -1214,7 +918,7 @@ scan_done(void *arg)
 		api_count(a, r, 200);
 		http_stream_begin(r, 200, "application/x-ndjson");
 	}
-	a->scan_rows += s->chunk_rows;
+	a->stats.scan_rows += s->chunk_rows;
 	if (s->chunk.len > 0 && http_stream_write(r, s->chunk.data, s->chunk.len) != 0) {
 		http_stream_abort(r);
 		scan_free(s);
@@ -1227,7 +931,7 @@ scan_done(void *arg)
 		return;
 	}
 	if (http_stream_queued(r) > HTTP_OUT_LOW) {
-		a->scan_waits++;
+		a->stats.scan_waits++;
 		http_stream_on_drain(r, scan_resume, s);
 	}
 	else
@@ -1522,7 +1226,7 @@ rtcall_answer(void *arg)
 						      "pending", (json_int_t)c->req.pending, "shard", (json_int_t)c->shard));
 		} else {
 			strata_stats st;
-			api_shard_stats(a, c->shard, &st);
+			api_read_shard_stats(a, c->shard, &st);
 			json_t *o = json_pack("{s:b, s:I, s:I}", "sealed", st.seals != c->seals_before, "shard",
 					      (json_int_t)c->shard, "generations", (json_int_t)st.generations);
 			if (o != NULL && st.seals == c->seals_before)
@@ -1559,7 +1263,7 @@ api_rtcall(struct api *a, struct http_req *r, int kind, uint32_t shard)
 	c->shard = shard;
 	if (kind == API_RT_SEAL) {
 		strata_stats st;
-		api_shard_stats(a, shard, &st);
+		api_read_shard_stats(a, shard, &st);
 		c->seals_before = st.seals;
 	}
 	a->jobs++;
@@ -1609,13 +1313,13 @@ api_stats_reply(struct api *a, struct http_req *r, const struct views_policy_sna
 	struct pool *p = host_exec(a->host, HOST_FG);
 	json_t *o = json_pack(
 		"{s:s, s:f, s:I, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}}",
-		"version", STRATA_VERSION, "uptime_s", api_round((double)(env.mono_ns() - a->start_ns) / 1e9, 3), "shard_count",
-		(json_int_t)n, "shards", shards, "policy", views_policy(snap), "http", "connections_open",
+		"version", STRATA_VERSION, "uptime_s", api_round((double)(env.mono_ns() - a->stats.start_ns) / 1e9, 3),
+		"shard_count", (json_int_t)n, "shards", shards, "policy", views_policy(snap), "http", "connections_open",
 		(json_int_t)hs.open, "connections_accepted", (json_int_t)hs.accepted, "connections_refused",
 		(json_int_t)hs.refused, "requests", (json_int_t)hs.requests, "timeouts", (json_int_t)hs.timeouts,
-		"bad_requests", (json_int_t)hs.bad_requests, "auth_failures", (json_int_t)a->auth_failures,
-		"latency", "append", latency_json(a->append_ns), "get", latency_json(a->get_ns), "request",
-		latency_json(a->request_ns), "pool", "pending", (json_int_t)pool_pending(p), "refused",
+		"bad_requests", (json_int_t)hs.bad_requests, "auth_failures", (json_int_t)a->stats.auth_failures,
+		"latency", "append", latency_json(a->stats.append_ns), "get", latency_json(a->stats.get_ns),
+		"request", latency_json(a->stats.request_ns), "pool", "pending", (json_int_t)pool_pending(p), "refused",
 		(json_int_t)pool_refused(p), "api_jobs", (json_int_t)a->jobs);
 	api_json(a, r, 200, o);
 }
@@ -1838,7 +1542,8 @@ static void
 api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats *rs)
 {
 	struct buf out = {0};
-	if (metrics_render(a, rs, &out) != 0) {
+	struct metrics_src src = {.db = a->db, .host = a->host, .http = a->http, .req = &a->stats};
+	if (metrics_render(&src, rs, &out) != 0) {
 		buf_destroy(&out);
 		api_error(a, r, 503, "out of memory", "could not render the metrics");
 		return;
@@ -1917,7 +1622,7 @@ claim_done(void *arg)
 	struct api *a = j->bg.a;
 	if (!api_bg_failed(&j->bg, "claim failed")) {
 		strata_stats st;
-		api_shard_stats(a, j->shard, &st);
+		api_read_shard_stats(a, j->shard, &st);
 		diag_log(LOG_LVL_INFO, "shard %u claimed in %.1f ms (epoch %llu)", j->shard, (double)j->bg.ns / 1e6,
 			 (unsigned long long)st.writer_epoch);
 		api_json(a, j->bg.r, 200, json_pack("{s:I, s:b, s:I, s:I, s:f}", "shard", (json_int_t)j->shard,
@@ -1929,14 +1634,14 @@ claim_done(void *arg)
 
 /** POST /v1/shards/{id}/claim: take the shard over (claim, fence, replay) off the loop. */
 static void
-api_claim(struct api *a, struct http_req *r, uint32_t shard)
+api_claim(struct api *a, struct http_req *r, const struct api_route *rt)
 {
 	struct api_claim *j = api_job_new(a, r, sizeof(*j));
 	if (j == NULL)
 		return;
 	j->bg.a = a;
 	j->bg.r = r;
-	j->shard = shard;
+	j->shard = (uint32_t)rt->shard;
 	if (api_submit(a, r, HOST_BG, claim_work, claim_done, j) != 0)
 		env.free(j);
 }
@@ -2030,7 +1735,7 @@ ckpt_param(struct api *a, struct http_req *r, struct buf *out)
 }
 
 static void
-api_checkpoint(struct api *a, struct http_req *r)
+api_checkpoint(struct api *a, struct http_req *r, const struct api_route *rt)
 {
 	if (a->checkpoint_root == NULL) {
 		api_error(a, r, 403, "checkpoints are disabled",
@@ -2072,61 +1777,71 @@ api_checkpoint(struct api *a, struct http_req *r)
 		env.free(j);
 }
 
-/* ---------- dispatch ---------- */
+/* ---------- the other handlers, and dispatch ---------- */
+
+static void
+api_healthz(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	api_json(a, r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void
+api_metrics(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	api_rtcall(a, r, API_RT_METRICS, 0);
+}
+
+static void
+api_stats(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	api_rtcall(a, r, API_RT_STATS, 0);
+}
+
+static void
+api_policy(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	if (r->method == HTTP_PUT)
+		api_policy_put(a, r);
+	else
+		api_rtcall(a, r, API_RT_POLICY_GET, 0);
+}
+
+static void
+api_rows(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	if (r->method == HTTP_POST)
+		api_append(a, r, (uint32_t)rt->shard);
+	else if (r->method == HTTP_HEAD)
+		api_reply(a, r, 200, "application/x-ndjson", NULL, "", 0);
+	else
+		api_scan(a, r, rt);
+}
+
+static void
+api_seal(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	api_rtcall(a, r, API_RT_SEAL, (uint32_t)rt->shard);
+}
+
+static void
+api_merge_wal(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	api_rtcall(a, r, API_RT_MERGE, (uint32_t)rt->shard);
+}
+
+static void
+api_shard_stats(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	api_json(a, r, 200, shard_stats_json(a, (uint32_t)rt->shard));
+}
 
 void
 api_on_request(void *ctx, struct http_req *r)
 {
 	struct api *a = ctx;
 	struct api_route rt;
-	if (api_check(a, r, &rt) != 0)
-		return;
-	switch (rt.id) {
-	case API_R_HEALTHZ:
-		api_json(a, r, 200, json_pack("{s:s}", "status", "ok"));
-		break;
-	case API_R_METRICS:
-		api_rtcall(a, r, API_RT_METRICS, 0);
-		break;
-	case API_R_STATS:
-		api_rtcall(a, r, API_RT_STATS, 0);
-		break;
-	case API_R_POLICY:
-		if (r->method == HTTP_PUT)
-			api_policy_put(a, r);
-		else
-			api_rtcall(a, r, API_RT_POLICY_GET, 0);
-		break;
-	case API_R_ROWS:
-		if (r->method == HTTP_POST)
-			api_append(a, r, (uint32_t)rt.shard);
-		else if (r->method == HTTP_HEAD)
-			api_reply(a, r, 200, "application/x-ndjson", NULL, "", 0);
-		else
-			api_scan(a, r, &rt);
-		break;
-	case API_R_ROW:
-		api_get(a, r, &rt);
-		break;
-	case API_R_SEAL:
-		api_rtcall(a, r, API_RT_SEAL, (uint32_t)rt.shard);
-		break;
-	case API_R_MERGE:
-		api_rtcall(a, r, API_RT_MERGE, (uint32_t)rt.shard);
-		break;
-	case API_R_SHARD_STATS:
-		api_json(a, r, 200, shard_stats_json(a, (uint32_t)rt.shard));
-		break;
-	case API_R_CHECKPOINT:
-		api_checkpoint(a, r);
-		break;
-	case API_R_CLAIM:
-		api_claim(a, r, (uint32_t)rt.shard);
-		break;
-	default:
-		api_error(a, r, 404, "not found", NULL);
-		break;
-	}
+	if (api_check(a, r, &rt) == 0)
+		api_endpoints[rt.ep].handler(a, r, &rt);
 }
 
 /** Where PUT /v1/policy keeps a policy, and what its trial runs under (before the node
@@ -2163,7 +1878,8 @@ api_new(const struct api_options *o, struct api **out)
 	a->rt = o->rt;
 	a->host = o->host;
 	a->rt_host = o->rt_host != NULL ? o->rt_host : o->host;
-	a->start_ns = env.mono_ns();
+	a->batch_limits = (struct batch_limits){.max_rows = BATCH_MAX_ROWS, .max_key = STRATA_MAX_KEY,
+						.max_value = store_options(strata_store(o->db))->max_value_bytes};
 	int rc = 0;
 	if (o->checkpoint_root != NULL && (a->checkpoint_root = strdup(o->checkpoint_root)) == NULL)
 		rc = diag_set(STRATA_ENOMEM, "api: out of memory");
@@ -2177,19 +1893,9 @@ api_new(const struct api_options *o, struct api **out)
 	}
 	if (rc == 0 && a->rt != NULL)
 		rc = api_policy_setup(a);
-	if (rc == 0)
-		rc = hist_new_latency(&a->append_ns);
-	if (rc == 0)
-		rc = hist_new_latency(&a->get_ns);
-	if (rc == 0)
-		rc = hist_new_latency(&a->request_ns);
-	for (int i = 0; rc == 0 && i < API_R_COUNT; i++)
-		rc = hist_new(1000, HIST_LATENCY_HIGHEST, 2, &a->handler_ns[i]);
-	if (rc == 0) {
-		a->req_counts = env.calloc((size_t)API_R_COUNT * API_METHODS * HTTP_MAX_STATUS, sizeof(uint64_t));
-		if (a->req_counts == NULL)
-			rc = diag_set(STRATA_ENOMEM, "api: out of memory");
-	}
+	if (rc == 0 && (rc = reqstats_create(&a->stats, API_ENDPOINTS)) == 0)
+		for (size_t h = 0; h < API_ENDPOINTS; h++)
+			a->stats.handler[h].name = api_endpoints[h].metric;
 	if (rc != 0) {
 		api_delete(a);
 		return rc;
@@ -2207,12 +1913,7 @@ api_delete(struct api *a)
 		memset(a->token, 0, a->token_len);
 		env.free(a->token);
 	}
-	hist_delete(a->append_ns);
-	hist_delete(a->get_ns);
-	hist_delete(a->request_ns);
-	for (int i = 0; i < API_R_COUNT; i++)
-		hist_delete(a->handler_ns[i]);
-	env.free(a->req_counts);
+	reqstats_destroy(&a->stats);
 	free(a->checkpoint_root);
 	free(a->policy_file);
 	env.free(a);

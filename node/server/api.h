@@ -3,15 +3,15 @@
  * appends, reads and scans on the host's foreground executor, and the requests that
  * cross to the policy runtime's loop and back).
  *
- * POST /v1/shards/{id}/rows takes NDJSON, one object per line:
- *   {"key": "k", "value": "v"}  or  {"key": "k", "value_b64": "dg=="}
- *   or a delete, {"key": "k", "delete": true}
- * ("key_b64" in place of "key" for a binary key), or, with
- * Content-Type: application/x-strata-batch, the binary batch format:
- *   u32 count, then count times { u32 key_len, u32 value_len, key bytes, value bytes }
- * all integers little-endian, nothing after the last row; a value_len of
- * API_BATCH_DELETE makes the row a delete (no value bytes follow). A batch is all or
- * nothing; the reply {"appended": n, "last_seq": s} comes once it is durable.
+ * Every endpoint is one row of api.c's endpoint table (api_endpoints): its path
+ * pattern, the methods it takes, its handler and its metric name; routing, the Allow
+ * header of a 405, dispatch and the handler label of the request metrics (reqstats.h)
+ * all come from there.
+ *
+ * POST /v1/shards/{id}/rows takes NDJSON, one object per line, or, with
+ * Content-Type: application/x-strata-batch, the binary batch format (batch.h decodes
+ * both). A batch is all or nothing; the reply {"appended": n, "last_seq": s} comes
+ * once it is durable.
  * Any other Content-Type than api.c's api_rows_types is a 415 before the body is read.
  * DELETE /v1/shards/{id}/rows/{key} appends one delete: {"deleted": 1, "last_seq": s}.
  *
@@ -29,10 +29,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../lib/hist.h"
 #include "../policy/policy.h"
 #include "../strata.h"
+#include "batch.h"
 #include "http.h"
+#include "reqstats.h"
 
 struct runtime;
 
@@ -40,9 +41,6 @@ struct runtime;
 #define API_BATCH_CONTENT_TYPE "application/x-strata-batch"
 /** Content-Type of NDJSON rows (the default when a POST names none). */
 #define API_NDJSON_CONTENT_TYPE "application/x-ndjson"
-/** The "error" of a key over STRATA_MAX_KEY bytes: 400 on POST (NDJSON and binary batch),
- *  GET and DELETE alike. */
-#define API_KEY_TOO_LONG "key too long"
 /** The file in the data directory that keeps a policy PUT /v1/policy accepted on a node
  *  without --policy; `strata serve` without --policy runs it when it exists. */
 #define API_POLICY_FILE "policy.lua"
@@ -51,14 +49,6 @@ struct runtime;
 /** json_dumps flags of every JSON body: compact, doubles to 15 significant digits (no
  *  binary noise such as 0.1 printed as 0.10000000000000001). */
 #define API_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
-/** Routes counted by handler in strata_http_requests_total (api_handler_name). */
-#define API_HANDLERS 12
-/** Methods counted there: GET, HEAD, POST, PUT, DELETE and any other (api_method_name). */
-#define API_METHODS 6
-/** value_len of a delete row in the binary batch format. */
-#define API_BATCH_DELETE UINT32_MAX
-/** Most rows accepted in one POST. */
-#define API_MAX_BATCH_ROWS (1u << 20)
 /** A scan job stops after this many rows and hands them to the loop. */
 #define API_SCAN_CHUNK_ROWS 1024u
 /** A scan job stops once its NDJSON chunk reaches this many bytes. */
@@ -82,8 +72,8 @@ struct api_options {
 	const char *checkpoint_root;
 };
 
-/** The endpoints' state. The server's loop thread only, except the histograms (any
- *  thread) and rt, host and rt_host (set once; rt is used on rt_host's loop only). */
+/** The endpoints' state. The server's loop thread only, except the histograms of stats
+ *  (any thread) and rt, host and rt_host (set once; rt is used on rt_host's loop only). */
 struct api {
 	/** The open store. */
 	strata *db;
@@ -101,23 +91,11 @@ struct api {
 	size_t token_len;
 	/** Where POST /v1/checkpoint writes (strdup'ed), or NULL: refused. */
 	char *checkpoint_root;
-	/** Latency of strata_append_seq calls made for POST rows, ns. */
-	struct hist *append_ns;
-	/** Latency of strata_get calls made for GET rows/{key}, ns. */
-	struct hist *get_ns;
-	/** Time from a request's first byte to its response (API requests), ns. */
-	struct hist *request_ns;
-	/** The same by handler (index as api_handler_name; 2 significant digits, from 1 µs), ns. */
-	struct hist *handler_ns[API_HANDLERS];
-	/** Rows streamed by scans. */
-	uint64_t scan_rows;
-	/** Scan chunks that waited for a slow client to drain its queue. */
-	uint64_t scan_waits;
-	/** Requests refused for a missing or wrong token. */
-	uint64_t auth_failures;
-	/** Responses by handler, method and status: API_HANDLERS x API_METHODS x
-	 *  HTTP_MAX_STATUS counters (api_requests). */
-	uint64_t *req_counts;
+	/** What the endpoints count and time, by the rows of the endpoint table. */
+	struct reqstats stats;
+	/** What a POSTed batch may hold: BATCH_MAX_ROWS rows, keys of STRATA_MAX_KEY bytes,
+	 *  values of the store's max_value_bytes. */
+	struct batch_limits batch_limits;
 	/** Jobs of this API on the executor or the runtime's loop, not yet completed. */
 	uint64_t jobs;
 	/** Where PUT /v1/policy keeps a policy it accepts (strdup'ed): the runtime's policy
@@ -127,8 +105,6 @@ struct api {
 	 *  strata_options_init's options with the store's merge_max_inputs. */
 	struct policy_limits policy_limits;
 	strata_options trial_store;
-	/** Monotonic start time, ns. */
-	uint64_t start_ns;
 };
 
 /** Build the endpoints. */
@@ -141,11 +117,5 @@ void api_on_headers(void *ctx, struct http_req *r);
 void api_on_request(void *ctx, struct http_req *r);
 /** HTTP status for a STRATA_E* code. */
 int api_status_of(int rc);
-/** Handler label of route index h (0..API_HANDLERS-1): "rows", "seal", "not_found", ... */
-const char *api_handler_name(int h);
-/** Method label of method index m (0..API_METHODS-1): "GET", ..., "other". */
-const char *api_method_name(int m);
-/** Responses given by handler h to method m with status code. */
-uint64_t api_requests(const struct api *a, int h, int m, int code);
 
 #endif

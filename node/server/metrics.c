@@ -315,24 +315,24 @@ mo_objstore(struct metrics_out *m, strata *db)
 }
 
 int
-metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
+metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, struct buf *out)
 {
 	struct metrics_out m = {.b = out};
 	mo_head(&m, "strata_build_info", "gauge", "Version of the running node (always 1).");
 	mo_printf(&m, "strata_build_info{version=\"%s\"} 1\n", STRATA_VERSION);
 	mo_head(&m, "strata_uptime_seconds", "gauge", "Seconds since the node started serving.");
-	mo_printf(&m, "strata_uptime_seconds %.3f\n", (double)(env.mono_ns() - a->start_ns) / 1e9);
+	mo_printf(&m, "strata_uptime_seconds %.3f\n", (double)(env.mono_ns() - a->req->start_ns) / 1e9);
 
 	mo_process(&m);
 	mo_hist(&m, "strata_append_latency_seconds", "Latency of appends (WAL write and group-commit sync).",
-		a->append_ns);
-	mo_hist(&m, "strata_get_latency_seconds", "Latency of point reads.", a->get_ns);
+		a->req->append_ns);
+	mo_hist(&m, "strata_get_latency_seconds", "Latency of point reads.", a->req->get_ns);
 	mo_head(&m, "strata_http_request_duration_seconds", "histogram",
 		"Time from a request's first byte to its complete response, by handler (route name).");
-	for (int h = 0; h < API_HANDLERS; h++) {
+	for (size_t h = 0; h < a->req->handlers; h++) {
 		char lab[64];
-		snprintf(lab, sizeof(lab), "handler=\"%s\"", api_handler_name(h));
-		mo_hist_series(&m, "strata_http_request_duration_seconds", lab, a->handler_ns[h], metrics_bounds,
+		snprintf(lab, sizeof(lab), "handler=\"%s\"", a->req->handler[h].name);
+		mo_hist_series(&m, "strata_http_request_duration_seconds", lab, a->req->handler[h].ns, metrics_bounds,
 			       METRICS_LEN(metrics_bounds));
 	}
 	const struct hist *hold = NULL, *wait = NULL;
@@ -399,11 +399,11 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 		 pool_pending(host_exec(a->host, HOST_FG))},
 		{"strata_pool_refused_total", "counter", "Jobs refused because the worker pool queue was full.",
 		 pool_refused(host_exec(a->host, HOST_FG))},
-		{"strata_scan_rows_total", "counter", "Rows streamed by scans.", a->scan_rows},
+		{"strata_scan_rows_total", "counter", "Rows streamed by scans.", a->req->scan_rows},
 		{"strata_scan_waits_total", "counter", "Scan chunks held back until a slow client drained its queue.",
-		 a->scan_waits},
+		 a->req->scan_waits},
 		{"strata_http_auth_failures_total", "counter", "Requests refused for a missing or wrong token.",
-		 a->auth_failures},
+		 a->req->auth_failures},
 	};
 	mo_scalars(&m, rt, sizeof(rt) / sizeof(rt[0]));
 
@@ -414,15 +414,16 @@ metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out)
 	mo_head(&m, "strata_http_requests_total", "counter",
 		"HTTP responses by handler (route name; \"protocol\": refused before any route, a malformed "
 		"request or a limit), method and status code.");
-	for (int h = 0; h < API_HANDLERS; h++)
-		for (int meth = 0; meth < API_METHODS; meth++)
+	for (size_t h = 0; h < a->req->handlers; h++)
+		for (int meth = 0; meth < REQSTATS_METHODS; meth++)
 			for (int c = 0; c < HTTP_MAX_STATUS; c++) {
-				uint64_t v = api_requests(a, h, meth, c);
+				uint64_t v = a->req->handler[h].responses[meth][c];
 				if (v)
 					mo_printf(&m,
 						  "strata_http_requests_total{handler=\"%s\",method=\"%s\",code=\"%d\"} "
 						  "%llu\n",
-						  api_handler_name(h), api_method_name(meth), c, (unsigned long long)v);
+						  a->req->handler[h].name, reqstats_method_name(meth), c,
+						  (unsigned long long)v);
 			}
 	for (int c = 0; c < HTTP_MAX_STATUS; c++)
 		if (hs.own_by_status[c])

@@ -6,10 +6,26 @@
 
 #include "../lib/buf.h"
 #include "../policy/runtime.h"
-#include "api.h"
+#include "../strata.h"
+#include "http.h"
+#include "reqstats.h"
 
-/** Append the exposition (text format 0.0.4) of the node to out, with rs the policy
+struct host;
+
+/** What /metrics reads of the node (nothing owned). */
+struct metrics_src {
+	/** The open store. */
+	strata *db;
+	/** The host whose foreground executor runs the requests' jobs. */
+	struct host *host;
+	/** The HTTP server (connections, requests refused before routing), or NULL. */
+	struct http_server *http;
+	/** The endpoints' counters, by handler. */
+	const struct reqstats *req;
+};
+
+/** Append the exposition (text format 0.0.4) of the node a to out, with rs the policy
  *  runtime's counters as read on its loop thread. On the server's loop. 0 or STRATA_ENOMEM. */
-int metrics_render(struct api *a, const struct runtime_stats *rs, struct buf *out);
+int metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, struct buf *out);
 
 #endif
