@@ -37,6 +37,8 @@ struct node {
 	int port;
 	/** Its stderr log. */
 	char log[600];
+	/** Its data directory. */
+	char dir[600];
 };
 
 /** Every node process not yet reaped, so a failing test still kills them. */
@@ -137,7 +139,10 @@ static long http_status(struct node *n, const char *method, const char *path, co
 static int
 node_spawn(struct node *n, const char *dir, const char *const *extra)
 {
+	char data[sizeof(n->dir)];
+	snprintf(data, sizeof(data), "%s", dir);
 	memset(n, 0, sizeof(*n));
+	memcpy(n->dir, data, sizeof(n->dir));
 	int seq = ++node_seq;
 	char ready[600];
 	snprintf(ready, sizeof(ready), "%s/ready-%d", tmp_root, seq);
@@ -149,7 +154,7 @@ node_spawn(struct node *n, const char *dir, const char *const *extra)
 	argv[k++] = "--listen";
 	argv[k++] = "127.0.0.1:0";
 	argv[k++] = "--data";
-	argv[k++] = dir;
+	argv[k++] = n->dir;
 	argv[k++] = "--ready-file";
 	argv[k++] = ready;
 	argv[k++] = "--shards";
@@ -241,13 +246,33 @@ node_stop(struct node *n, int sig)
 	return st;
 }
 
-static char *
-tmpdir(const char *tag)
+/** Make a fresh data directory named after tag for n (which it empties; not started). */
+static void
+node_dir(struct node *n, const char *tag)
 {
-	char path[600];
-	snprintf(path, sizeof(path), "%s/%s-%d", tmp_root, tag, ++node_seq);
-	mkdir(path, 0755);
-	return strdup(path);
+	memset(n, 0, sizeof(*n));
+	snprintf(n->dir, sizeof(n->dir), "%s/%s-%d", tmp_root, tag, ++node_seq);
+	mkdir(n->dir, 0755);
+}
+
+/** node_start on a fresh data directory named after tag. */
+static int
+node_up(struct node *n, const char *tag, const char *const *extra)
+{
+	node_dir(n, tag);
+	return node_start(n, n->dir, extra);
+}
+
+/** Write text to the file at path; 0, or -1 when it cannot be created. */
+static int
+write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		return -1;
+	fputs(text, f);
+	fclose(f);
+	return 0;
 }
 
 /* ---------- libcurl client ---------- */
@@ -406,6 +431,16 @@ scan(struct node *n, const char *query)
 	return arr;
 }
 
+/** Rows of a scan (scan's query), or -1 when it fails. */
+static long
+scan_count(struct node *n, const char *query)
+{
+	json_t *arr = scan(n, query);
+	long rows = arr != NULL ? (long)json_array_size(arr) : -1;
+	json_decref(arr);
+	return rows;
+}
+
 static const char *
 row_key(json_t *arr, size_t i)
 {
@@ -532,6 +567,24 @@ status_of(const char *resp)
 	return atoi(resp + 9);
 }
 
+/** Send raw bytes on a fresh connection and return the status of the reply (-1 none). */
+static int
+raw_exchange(struct node *n, const char *req, size_t len, int *closed)
+{
+	int fd = raw_connect(n);
+	if (fd < 0)
+		return -1;
+	raw_send(fd, req, len);
+	int eof = 0;
+	char *resp = raw_read(fd, 5000, NULL, &eof);
+	int st = status_of(resp);
+	free(resp);
+	close(fd);
+	if (closed)
+		*closed = eof;
+	return st;
+}
+
 /** The node answers /healthz and still holds the baseline row. */
 static int
 node_healthy(struct node *n)
@@ -543,9 +596,8 @@ node_healthy(struct node *n)
 
 TEST(append_get_scan_round_trip)
 {
-	char *dir = tmpdir("roundtrip");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "roundtrip", NULL) == 0);
 	/* NDJSON: plain, binary (value_b64), a key with '/', space and UTF-8. */
 	const char *nd = "{\"key\":\"alpha\",\"value\":\"one\"}\n"
 			 "{\"key\":\"beta\",\"value_b64\":\"AAEC/w==\"}\r\n"
@@ -595,22 +647,10 @@ TEST(append_get_scan_round_trip)
 	CHECK(strcmp(json_string_value(json_object_get(json_array_get(all, 2), "value_b64")), "AAEC/w==") == 0);
 	CHECK(strcmp(row_key(all, 3), "dir/x y") == 0);
 	json_decref(all);
-	json_t *pre = scan(&n, "?prefix=b");
-	REQUIRE(pre != NULL);
-	CHECK_EQ(json_array_size(pre), 1);
-	json_decref(pre);
-	json_t *range = scan(&n, "?start=alpha&end=dir&limit=5");
-	REQUIRE(range != NULL);
-	CHECK_EQ(json_array_size(range), 2);
-	json_decref(range);
-	json_t *empty = scan(&n, "?prefix=&start=&end=&limit=");
-	REQUIRE(empty != NULL);
-	CHECK_EQ(json_array_size(empty), 4);
-	json_decref(empty);
-	json_t *lim = scan(&n, "?limit=2");
-	REQUIRE(lim != NULL);
-	CHECK_EQ(json_array_size(lim), 2);
-	json_decref(lim);
+	CHECK_EQ(scan_count(&n, "?prefix=b"), 1);
+	CHECK_EQ(scan_count(&n, "?start=alpha&end=dir&limit=5"), 2);
+	CHECK_EQ(scan_count(&n, "?prefix=&start=&end=&limit="), 4);
+	CHECK_EQ(scan_count(&n, "?limit=2"), 2);
 	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?bogus=1", NULL, NULL), 400);
 	CHECK_EQ(http_get(&n, "/v1/shards/0/rows?limit=-3", NULL, NULL), 400);
 	/* strtoull would take these: a blank and a sign (wrapping round), a plus. */
@@ -638,10 +678,7 @@ TEST(append_get_scan_round_trip)
 	}
 	CHECK(order_ok);
 	json_decref(m);
-	json_t *ml3 = scan(&n, "?prefix=many-&limit=2500");
-	REQUIRE(ml3 != NULL);
-	CHECK_EQ(json_array_size(ml3), 2500);
-	json_decref(ml3);
+	CHECK_EQ(scan_count(&n, "?prefix=many-&limit=2500"), 2500);
 
 	/* Seal and merge-wal keep every row readable. */
 	CHECK_EQ(http_post(&n, "/v1/shards/0/seal", NULL, 0, &r), 200);
@@ -653,14 +690,12 @@ TEST(append_get_scan_round_trip)
 	CHECK(value_is(&n, 0, "alpha", "one", 3));
 	CHECK(value_is(&n, 0, "many-004999", "v4999", 5));
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(delete_by_route_ndjson_and_binary_batch)
 {
-	char *dir = tmpdir("delete");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "delete", NULL) == 0);
 	const char *nd = "{\"key\":\"a\",\"value\":\"1\"}\n{\"key\":\"b\",\"value\":\"2\"}\n"
 			 "{\"key\":\"c\",\"value\":\"3\"}\n{\"key\":\"d/e\",\"value\":\"4\"}\n";
 	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", nd, strlen(nd), NULL), 200);
@@ -719,14 +754,12 @@ TEST(delete_by_route_ndjson_and_binary_batch)
 		CHECK_EQ(http_post(&n, "/v1/shards/0/merge-wal", NULL, 0, NULL), 200);
 	}
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(slow_reader_gets_the_whole_scan)
 {
-	char *dir = tmpdir("slowscan");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "slowscan", NULL) == 0);
 	size_t rows = 3000, vlen = 1000;
 	char *body = malloc(rows * (vlen + 64));
 	size_t bl = 0;
@@ -779,19 +812,14 @@ TEST(slow_reader_gets_the_whole_scan)
 		close(fd);
 	}
 	CHECK_EQ(http_get(&n, "/healthz", NULL, NULL), 200);
-	json_t *all = scan(&n, "?limit=10");
-	REQUIRE(all != NULL);
-	CHECK_EQ(json_array_size(all), 10);
-	json_decref(all);
+	CHECK_EQ(scan_count(&n, "?limit=10"), 10);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(pipelined_requests_answered_in_order)
 {
-	char *dir = tmpdir("pipeline");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "pipeline", NULL) == 0);
 	int fd = raw_connect(&n);
 	REQUIRE(fd >= 0);
 	const char *body = "{\"key\":\"p1\",\"value\":\"first\"}\n";
@@ -816,14 +844,12 @@ TEST(pipelined_requests_answered_in_order)
 	free(resp);
 	close(fd);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(chunked_body_accepted)
 {
-	char *dir = tmpdir("chunked");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "chunked", NULL) == 0);
 	int fd = raw_connect(&n);
 	REQUIRE(fd >= 0);
 	raw_sends(fd, "POST /v1/shards/0/rows HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
@@ -843,34 +869,14 @@ TEST(chunked_body_accepted)
 	CHECK(value_is(&n, 0, "c1", "chunk", 5));
 	CHECK(value_is(&n, 0, "c2", "two", 3));
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
-}
-
-/** Send raw bytes on a fresh connection and return the status of the reply (-1 none). */
-static int
-raw_exchange(struct node *n, const char *req, size_t len, int *closed)
-{
-	int fd = raw_connect(n);
-	if (fd < 0)
-		return -1;
-	raw_send(fd, req, len);
-	int eof = 0;
-	char *resp = raw_read(fd, 5000, NULL, &eof);
-	int st = status_of(resp);
-	free(resp);
-	close(fd);
-	if (closed)
-		*closed = eof;
-	return st;
 }
 
 TEST(bad_inputs_never_break_the_node)
 {
-	char *dir = tmpdir("bad");
 	struct node n;
 	const char *flags[] = {"--max-body", "8K", "--max-header", "1024", "--max-value", "1K",
 			       "--header-timeout-ms", "300", "--body-timeout-ms", "300", NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
+	REQUIRE(node_up(&n, "bad", flags) == 0);
 	const char *base = "{\"key\":\"baseline\",\"value\":\"kept\"}\n";
 	REQUIRE_EQ(http_post(&n, "/v1/shards/0/rows", base, strlen(base), NULL), 200);
 	long long rows0 = shard_stat(&n, 0, "rows_appended");
@@ -982,32 +988,20 @@ TEST(bad_inputs_never_break_the_node)
 	CHECK(cut);
 	close(fd);
 	/* A connection that sends nothing is closed too. */
-	fd = raw_connect(&n);
-	REQUIRE(fd >= 0);
 	int eof = 0;
-	char *idle = raw_read(fd, 5000, NULL, &eof);
+	raw_exchange(&n, "", 0, &eof);
 	CHECK(eof);
-	free(idle);
-	close(fd);
 	/* A slow body (headers complete, body trickles) gets 408. */
-	fd = raw_connect(&n);
-	REQUIRE(fd >= 0);
-	raw_sends(fd, "POST /v1/shards/0/rows HTTP/1.1\r\nContent-Length: 50\r\n\r\n{");
-	char *sb = raw_read(fd, 5000, NULL, &eof);
-	CHECK_EQ(status_of(sb), 408);
+	const char *slow_body = "POST /v1/shards/0/rows HTTP/1.1\r\nContent-Length: 50\r\n\r\n{";
+	eof = 0;
+	CHECK_EQ(raw_exchange(&n, slow_body, strlen(slow_body), &eof), 408);
 	CHECK(eof);
-	free(sb);
-	close(fd);
 	CHECK(node_healthy(&n));
 
 	/* Nothing bad was applied: still exactly the baseline row. */
 	CHECK_EQ(shard_stat(&n, 0, "rows_appended"), rows0);
-	json_t *all = scan(&n, "");
-	REQUIRE(all != NULL);
-	CHECK_EQ(json_array_size(all), 1);
-	json_decref(all);
+	CHECK_EQ(scan_count(&n, ""), 1);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 /** Whether r is {"error": "key too long", "detail": "...N bytes; the limit is 4096"}. */
@@ -1031,10 +1025,9 @@ is_key_too_long(const char *r, size_t klen)
  * still a 413 (a body too large). Nothing of a refused batch is applied. */
 TEST(key_too_long_is_400_everywhere)
 {
-	char *dir = tmpdir("keylen");
 	struct node n;
 	const char *flags[] = {"--max-value", "1K", NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
+	REQUIRE(node_up(&n, "keylen", flags) == 0);
 	enum { KL = 4097 };
 	char *key = malloc(KL + 1);
 	memset(key, 'k', KL);
@@ -1088,21 +1081,17 @@ TEST(key_too_long_is_400_everywhere)
 	free(body);
 	free(key);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(token_required_for_mutations)
 {
-	char *dir = tmpdir("token");
-	char tokfile[700];
-	snprintf(tokfile, sizeof(tokfile), "%s/token", dir);
-	FILE *f = fopen(tokfile, "w");
-	REQUIRE(f != NULL);
-	fputs("s3cret-T0ken\n", f);
-	fclose(f);
 	struct node n;
+	node_dir(&n, "token");
+	char tokfile[700];
+	snprintf(tokfile, sizeof(tokfile), "%s/token", n.dir);
+	REQUIRE(write_file(tokfile, "s3cret-T0ken\n") == 0);
 	const char *flags[] = {"--token-file", tokfile, NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
+	REQUIRE(node_start(&n, n.dir, flags) == 0);
 	const char *row = "{\"key\":\"t\",\"value\":\"1\"}\n";
 	const char *none[] = {NULL};
 	const char *wrong[] = {"Authorization: Bearer s3cret-T0kem", NULL};
@@ -1117,29 +1106,22 @@ TEST(token_required_for_mutations)
 	const char *pol = "return { flush_interval_s = 0 }\n";
 	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", pol, strlen(pol), none, NULL, NULL), 401);
 	/* Refused from the headers alone: no 100 Continue, and the body is never read. */
-	int fd = raw_connect(&n);
-	REQUIRE(fd >= 0);
-	raw_sends(fd, "POST /v1/shards/0/rows HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 25\r\n\r\n");
+	const char *early = "POST /v1/shards/0/rows HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 25\r\n\r\n";
 	int eof = 0;
-	char *early = raw_read(fd, 5000, NULL, &eof);
-	CHECK_EQ(status_of(early), 401);
+	CHECK_EQ(raw_exchange(&n, early, strlen(early), &eof), 401);
 	CHECK(eof);
-	free(early);
-	close(fd);
 	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", row, strlen(row), good, NULL, NULL), 200);
 	CHECK(value_is(&n, 0, "t", "1", 1));
 	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/seal", "", 0, good, NULL, NULL), 200);
 	CHECK_EQ(http_get(&n, "/metrics", NULL, NULL), 200);
 	CHECK_EQ(http_get(&n, "/v1/stats", NULL, NULL), 200);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(policy_put_good_and_broken)
 {
-	char *dir = tmpdir("policy");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "policy", NULL) == 0);
 	char *r = NULL;
 	REQUIRE_EQ(http_get(&n, "/v1/policy", &r, NULL), 200);
 	CHECK_EQ(json_int_of(r, "version"), 1);
@@ -1170,7 +1152,6 @@ TEST(policy_put_good_and_broken)
 	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
 	CHECK(value_is(&n, 0, "after", "reload", 6));
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 /** GET /v1/policy as JSON (NULL on failure; json_decref it). */
@@ -1233,9 +1214,8 @@ put_thread(void *arg)
  * appends go on. */
 TEST(policy_put_of_a_looping_hook_is_refused_and_the_policy_stays)
 {
-	char *dir = tmpdir("putloop");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "putloop", NULL) == 0);
 	const char *loop = "-- loops\n"
 			   "return {\n"
 			   "  flush_interval_s = 0,\n"
@@ -1308,14 +1288,13 @@ TEST(policy_put_of_a_looping_hook_is_refused_and_the_policy_stays)
 	json_decref(p);
 	/* Nothing was kept, and the node goes on. */
 	char kept[700];
-	snprintf(kept, sizeof(kept), "%s/policy.lua", dir);
+	snprintf(kept, sizeof(kept), "%s/policy.lua", n.dir);
 	CHECK(access(kept, F_OK) != 0);
 	const char *row = "{\"key\":\"after-refusal\",\"value\":\"ok\"}\n";
 	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
 	CHECK(value_is(&n, 0, "after-refusal", "ok", 2));
 	CHECK_EQ(http_get(&n, "/healthz", NULL, NULL), 200);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 /* On a node started without --policy, a policy PUT /v1/policy accepts is kept in
@@ -1323,13 +1302,12 @@ TEST(policy_put_of_a_looping_hook_is_refused_and_the_policy_stays)
  * A merge_max_generations over merge_max_inputs shows the value that runs and the clamp. */
 TEST(policy_put_persists_and_a_restart_runs_it)
 {
-	char *dir = tmpdir("putkeep");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "putkeep", NULL) == 0);
 	const char *pol = "-- kept\nreturn {\n  flush_interval_s = 0,\n  merge_max_generations = 32,\n"
 			  "  on_seal = function(shard, info) strata.log.info('sealed', info.generations) end,\n}\n";
 	char kept[700];
-	snprintf(kept, sizeof(kept), "%s/policy.lua", dir);
+	snprintf(kept, sizeof(kept), "%s/policy.lua", n.dir);
 	char *r = NULL;
 	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", pol, strlen(pol), NULL, &r, NULL), 200);
 	json_t *o = json_loads(r, 0, NULL);
@@ -1364,7 +1342,7 @@ TEST(policy_put_persists_and_a_restart_runs_it)
 					 "merge_max_inputs = 8)") != NULL);
 	free(log);
 	/* A restart without --policy runs the kept file. */
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_start(&n, n.dir, NULL) == 0);
 	p = policy_json(&n);
 	REQUIRE(p != NULL);
 	CHECK(str_is(p, "name", kept));
@@ -1377,7 +1355,6 @@ TEST(policy_put_persists_and_a_restart_runs_it)
 	CHECK(log != NULL && strstr(log, says) != NULL);
 	free(log);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 /* With --policy FILE, a policy PUT accepts is written over FILE (and loaded once). When
@@ -1385,18 +1362,15 @@ TEST(policy_put_persists_and_a_restart_runs_it)
  * policy stays. */
 TEST(policy_put_writes_the_policy_file_or_refuses)
 {
-	char *dir = tmpdir("putfile");
+	struct node n;
+	node_dir(&n, "putfile");
 	char sub[700], pol[800];
-	snprintf(sub, sizeof(sub), "%s/conf", dir);
+	snprintf(sub, sizeof(sub), "%s/conf", n.dir);
 	REQUIRE(mkdir(sub, 0755) == 0);
 	snprintf(pol, sizeof(pol), "%s/mine.lua", sub);
-	FILE *f = fopen(pol, "w");
-	REQUIRE(f != NULL);
-	fputs("return { flush_interval_s = 0, merge_max_generations = 4 }\n", f);
-	fclose(f);
-	struct node n;
+	REQUIRE(write_file(pol, "return { flush_interval_s = 0, merge_max_generations = 4 }\n") == 0);
 	const char *flags[] = {"--policy", pol, NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
+	REQUIRE(node_start(&n, n.dir, flags) == 0);
 	const char *put = "-- from PUT\nreturn { flush_interval_s = 0, merge_max_generations = 6 }\n";
 	char *r = NULL;
 	CHECK_EQ(http_status(&n, "PUT", "/v1/policy", put, strlen(put), NULL, &r, NULL), 200);
@@ -1409,7 +1383,7 @@ TEST(policy_put_writes_the_policy_file_or_refuses)
 	CHECK(text != NULL && strcmp(text, put) == 0);
 	free(text);
 	char kept[700];
-	snprintf(kept, sizeof(kept), "%s/policy.lua", dir);
+	snprintf(kept, sizeof(kept), "%s/policy.lua", n.dir);
 	CHECK(access(kept, F_OK) != 0);
 	/* The file's directory is gone: nothing can be written there. */
 	unlink(pol);
@@ -1429,25 +1403,18 @@ TEST(policy_put_writes_the_policy_file_or_refuses)
 	CHECK_EQ(json_integer_value(json_object_get(p, "version")), 2);
 	json_decref(p);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(sighup_reloads_the_policy_file)
 {
-	char *dir = tmpdir("hup");
-	char pol[700];
-	snprintf(pol, sizeof(pol), "%s/policy.lua", dir);
-	FILE *f = fopen(pol, "w");
-	REQUIRE(f != NULL);
-	fputs("return { flush_interval_s = 0, merge_max_generations = 4 }\n", f);
-	fclose(f);
 	struct node n;
+	node_dir(&n, "hup");
+	char pol[700];
+	snprintf(pol, sizeof(pol), "%s/policy.lua", n.dir);
+	REQUIRE(write_file(pol, "return { flush_interval_s = 0, merge_max_generations = 4 }\n") == 0);
 	const char *flags[] = {"--policy", pol, "--no-watch-policy", NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
-	f = fopen(pol, "w");
-	REQUIRE(f != NULL);
-	fputs("return { flush_interval_s = 0, merge_max_generations = 6 }\n", f);
-	fclose(f);
+	REQUIRE(node_start(&n, n.dir, flags) == 0);
+	REQUIRE(write_file(pol, "return { flush_interval_s = 0, merge_max_generations = 6 }\n") == 0);
 	kill(n.pid, SIGHUP);
 	long long version = 0;
 	for (int i = 0; i < 400 && version != 2; i++) {
@@ -1460,7 +1427,6 @@ TEST(sighup_reloads_the_policy_file)
 	}
 	CHECK_EQ(version, 2);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 /** Whether promtool is on PATH. */
@@ -1472,9 +1438,8 @@ have_promtool(void)
 
 TEST(metrics_parse_as_prometheus_text)
 {
-	char *dir = tmpdir("metrics");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "metrics", NULL) == 0);
 	const char *row = "{\"key\":\"m\",\"value\":\"1\"}\n";
 	CHECK_EQ(http_post(&n, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
 	CHECK(value_is(&n, 0, "m", "1", 1));
@@ -1521,7 +1486,7 @@ TEST(metrics_parse_as_prometheus_text)
 	CHECK(strstr(m, "strata_deleted_bytes_total 0\n") == NULL);
 	if (have_promtool()) {
 		char path[700], cmd[800];
-		snprintf(path, sizeof(path), "%s/metrics.txt", dir);
+		snprintf(path, sizeof(path), "%s/metrics.txt", n.dir);
 		FILE *f = fopen(path, "w");
 		REQUIRE(f != NULL);
 		fwrite(m, 1, ml, f);
@@ -1545,7 +1510,6 @@ TEST(metrics_parse_as_prometheus_text)
 	}
 	free(m);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 /** GET /v1/stats and return policy.hook_errors, or -1. */
@@ -1572,17 +1536,14 @@ policy_hook_errors(struct node *n)
  * disk out of what is measured. */
 TEST(looping_hook_never_delays_clients)
 {
-	char *dir = tmpdir("hook");
 	struct node n;
+	node_dir(&n, "hook");
 	/* A PUT would refuse this policy (its trial runs on_seal): it comes as a file. */
 	char polfile[700];
-	snprintf(polfile, sizeof(polfile), "%s/loop.lua", dir);
-	FILE *pf = fopen(polfile, "w");
-	REQUIRE(pf != NULL);
-	fputs("return { flush_interval_s = 1, on_seal = function() while true do end end }\n", pf);
-	fclose(pf);
+	snprintf(polfile, sizeof(polfile), "%s/loop.lua", n.dir);
+	REQUIRE(write_file(polfile, "return { flush_interval_s = 1, on_seal = function() while true do end end }\n") == 0);
 	const char *flags[] = {"--sync", "none", "--policy", polfile, NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
+	REQUIRE(node_start(&n, n.dir, flags) == 0);
 	long long errors0 = policy_hook_errors(&n);
 	REQUIRE(errors0 >= 0);
 	enum { ROUNDS = 200, PACE_MS = 15, LIMIT_MS = 100 };
@@ -1638,7 +1599,6 @@ TEST(looping_hook_never_delays_clients)
 	free(r);
 	CHECK(value_is(&n, 1, "hook:0199", "v199", 4));
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 /** One appending thread of the concurrency tests. */
@@ -1689,6 +1649,41 @@ acked_sum(struct appender *ap, int n)
 	return s;
 }
 
+/** Start n appenders of batches batches each on node nd; *stop ends them early. */
+static void
+appenders_start(struct appender *ap, pthread_t *th, int n, struct node *nd, int batches, int *stop)
+{
+	for (int i = 0; i < n; i++) {
+		ap[i] = (struct appender){.n = nd, .id = i, .batches = batches, .stop = stop};
+		pthread_create(&th[i], NULL, appender_main, &ap[i]);
+	}
+}
+
+static void
+appenders_join(pthread_t *th, int n)
+{
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+}
+
+/** Rows of n appenders, every step-th acknowledged one, that node nd does not hold;
+ *  *checked counts those read. */
+static int
+appenders_missing(struct appender *ap, int n, struct node *nd, int step, int *checked)
+{
+	int missing = 0;
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < ap[i].acked; k += step) {
+			char key[32], val[32];
+			snprintf(key, sizeof(key), "w%d-%05d", i, k);
+			snprintf(val, sizeof(val), "v%d-%d", i, k);
+			(*checked)++;
+			if (!value_is(nd, 0, key, val, strlen(val)))
+				missing++;
+		}
+	return missing;
+}
+
 /** Appenders still running. */
 static int
 appenders_running(struct appender *ap, int n)
@@ -1714,16 +1709,12 @@ wait_acked(struct appender *ap, int n, int target)
 
 TEST(merge_wal_under_concurrent_appends_loses_nothing)
 {
-	char *dir = tmpdir("concurrent");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "concurrent", NULL) == 0);
 	int stop = 0;
 	struct appender ap[4];
 	pthread_t th[4];
-	for (int i = 0; i < 4; i++) {
-		ap[i] = (struct appender){.n = &n, .id = i, .batches = 120, .stop = &stop};
-		pthread_create(&th[i], NULL, appender_main, &ap[i]);
-	}
+	appenders_start(ap, th, 4, &n, 120, &stop);
 	int merges = 0, reclaimed = 0;
 	CHECK(wait_acked(ap, 4, 1));
 	for (int k = 0; k < 10 || appenders_running(ap, 4) > 0; k++) {
@@ -1736,8 +1727,7 @@ TEST(merge_wal_under_concurrent_appends_loses_nothing)
 		free(r);
 		sleep_ms(5);
 	}
-	for (int i = 0; i < 4; i++)
-		pthread_join(th[i], NULL);
+	appenders_join(th, 4);
 	CHECK(merges > 0);
 	CHECK(reclaimed > 0);
 	int total = 0;
@@ -1745,70 +1735,43 @@ TEST(merge_wal_under_concurrent_appends_loses_nothing)
 		CHECK_EQ(ap[i].acked, 600);
 		total += ap[i].acked;
 	}
-	json_t *all = scan(&n, "?prefix=w");
-	REQUIRE(all != NULL);
-	CHECK_EQ(json_array_size(all), total);
-	json_decref(all);
-	int missing = 0;
-	for (int i = 0; i < 4; i++)
-		for (int k = 0; k < ap[i].acked; k += 37) {
-			char key[32], val[32];
-			snprintf(key, sizeof(key), "w%d-%05d", i, k);
-			snprintf(val, sizeof(val), "v%d-%d", i, k);
-			if (!value_is(&n, 0, key, val, strlen(val)))
-				missing++;
-		}
-	CHECK_EQ(missing, 0);
+	CHECK_EQ(scan_count(&n, "?prefix=w"), total);
+	int checked = 0;
+	CHECK_EQ(appenders_missing(ap, 4, &n, 37, &checked), 0);
 	CHECK(shard_stat(&n, 0, "merges") > 0);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(acknowledged_rows_survive_sigkill)
 {
-	char *dir = tmpdir("sigkill");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "sigkill", NULL) == 0);
 	int stop = 0;
 	struct appender ap[3];
 	pthread_t th[3];
-	for (int i = 0; i < 3; i++) {
-		ap[i] = (struct appender){.n = &n, .id = i, .batches = 100000, .stop = &stop};
-		pthread_create(&th[i], NULL, appender_main, &ap[i]);
-	}
+	appenders_start(ap, th, 3, &n, 100000, &stop);
 	CHECK(wait_acked(ap, 3, 600));
 	CHECK_EQ(http_post(&n, "/v1/shards/0/seal", NULL, 0, NULL), 200);
 	CHECK(wait_acked(ap, 3, 900));
 	CHECK_EQ(node_stop(&n, SIGKILL), 128 + SIGKILL);
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
-	for (int i = 0; i < 3; i++)
-		pthread_join(th[i], NULL);
+	appenders_join(th, 3);
 	struct node again;
-	REQUIRE(node_start(&again, dir, NULL) == 0);
-	int missing = 0, checked = 0;
-	for (int i = 0; i < 3; i++)
-		for (int k = 0; k < ap[i].acked; k++) {
-			char key[32], val[32];
-			snprintf(key, sizeof(key), "w%d-%05d", i, k);
-			snprintf(val, sizeof(val), "v%d-%d", i, k);
-			checked++;
-			if (!value_is(&again, 0, key, val, strlen(val)))
-				missing++;
-		}
+	REQUIRE(node_start(&again, n.dir, NULL) == 0);
+	int checked = 0;
+	int missing = appenders_missing(ap, 3, &again, 1, &checked);
 	CHECK(checked >= 900);
 	CHECK_EQ(missing, 0);
 	CHECK_EQ(node_stop(&again, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(second_node_on_the_same_dir_is_refused)
 {
-	char *dir = tmpdir("lock");
 	struct node a, b;
-	REQUIRE(node_start(&a, dir, NULL) == 0);
+	REQUIRE(node_up(&a, "lock", NULL) == 0);
 	const char *row = "{\"key\":\"first\",\"value\":\"node\"}\n";
 	CHECK_EQ(http_post(&a, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
-	int st = node_spawn(&b, dir, NULL);
+	int st = node_spawn(&b, a.dir, NULL);
 	CHECK_EQ(st, 1);
 	CHECK(b.pid == 0);
 	if (b.pid != 0)
@@ -1829,14 +1792,12 @@ TEST(second_node_on_the_same_dir_is_refused)
 	CHECK_EQ(http_post(&a, "/v1/shards/0/rows", row, strlen(row), NULL), 200);
 	CHECK_EQ(shard_stat(&a, 0, "writer_epoch"), 1);
 	CHECK_EQ(node_stop(&a, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(sigterm_finishes_requests_in_flight_and_exits_zero)
 {
-	char *dir = tmpdir("sigterm");
 	struct node n;
-	REQUIRE(node_start(&n, dir, NULL) == 0);
+	REQUIRE(node_up(&n, "sigterm", NULL) == 0);
 	const char *row = "{\"key\":\"before\",\"value\":\"stop\"}\n";
 	CHECK_EQ(http_post(&n, "/v1/shards/1/rows", row, strlen(row), NULL), 200);
 	/* A request whose headers arrived (100 Continue seen) but whose body has not. */
@@ -1881,11 +1842,10 @@ TEST(sigterm_finishes_requests_in_flight_and_exits_zero)
 		print_log(&n);
 	n.pid = 0;
 	struct node again;
-	REQUIRE(node_start(&again, dir, NULL) == 0);
+	REQUIRE(node_start(&again, n.dir, NULL) == 0);
 	CHECK(value_is(&again, 1, "before", "stop", 4));
 	CHECK(value_is(&again, 1, "inflight", "done", 4));
 	CHECK_EQ(node_stop(&again, SIGINT), 0);
-	free(dir);
 }
 
 /** A connection on which /healthz answered 200 (retried while the node still counts
@@ -1911,20 +1871,14 @@ held_connection(struct node *n)
 
 TEST(connection_limit_refuses_extra_clients)
 {
-	char *dir = tmpdir("maxconn");
 	struct node n;
 	const char *flags[] = {"--max-connections", "2", NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
+	REQUIRE(node_up(&n, "maxconn", flags) == 0);
 	int a = held_connection(&n), b = held_connection(&n);
 	REQUIRE(a >= 0 && b >= 0);
-	int c = raw_connect(&n);
-	REQUIRE(c >= 0);
 	int eof = 0;
-	char *rc = raw_read(c, 5000, NULL, &eof);
-	CHECK_EQ(status_of(rc), 503);
+	CHECK_EQ(raw_exchange(&n, "", 0, &eof), 503);
 	CHECK(eof);
-	free(rc);
-	close(c);
 	/* The held connections still serve; once one closes, a new client gets in. */
 	raw_sends(a, "GET /healthz HTTP/1.1\r\n\r\n");
 	char *ra = raw_read_responses(a, 1, 5000, NULL);
@@ -1936,15 +1890,13 @@ TEST(connection_limit_refuses_extra_clients)
 	close(d);
 	close(a);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
-	free(dir);
 }
 
 TEST(json_logs_and_help)
 {
-	char *dir = tmpdir("json");
 	struct node n;
 	const char *flags[] = {"--log-format", "json", NULL};
-	REQUIRE(node_start(&n, dir, flags) == 0);
+	REQUIRE(node_up(&n, "json", flags) == 0);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
 	FILE *f = fopen(n.log, "r");
 	REQUIRE(f != NULL);
@@ -1965,9 +1917,9 @@ TEST(json_logs_and_help)
 	CHECK_EQ(json_lines, lines);
 	CHECK(has_address);
 	char cmd[700];
-	snprintf(cmd, sizeof(cmd), "'%s' serve --help > '%s/help.txt'", strata_bin(), dir);
+	snprintf(cmd, sizeof(cmd), "'%s' serve --help > '%s/help.txt'", strata_bin(), n.dir);
 	REQUIRE_EQ(system(cmd), 0);
-	snprintf(cmd, sizeof(cmd), "%s/help.txt", dir);
+	snprintf(cmd, sizeof(cmd), "%s/help.txt", n.dir);
 	f = fopen(cmd, "r");
 	REQUIRE(f != NULL);
 	char help[32768];
@@ -1978,7 +1930,6 @@ TEST(json_logs_and_help)
 				      "--sync", "--log-format", "--max-connections", "--header-timeout-ms", NULL};
 	for (int i = 0; flags_listed[i]; i++)
 		CHECK(strstr(help, flags_listed[i]) != NULL);
-	free(dir);
 }
 
 int
