@@ -46,10 +46,9 @@ _Static_assert(AZ_KEY_MAX <= OSHTTP_KEY_MAX, "a key fits the buffers of the shar
 
 /** An Azure Blob store. */
 struct az_store {
-	/** Generic header; must be first. */
-	struct objstore base;
-	/** What its requests are built from: the HTTP client, the key prefix, the origin and
-	 *  the path ("/ACCOUNT/CONTAINER" path-style, "/CONTAINER" on the public endpoint). */
+	/** The generic header and what its requests are built from: the HTTP client, the key
+	 *  prefix, the origin and the path ("/ACCOUNT/CONTAINER" path-style, "/CONTAINER" on
+	 *  the public endpoint), the List Blobs page; must be first. */
 	struct oshttp_store st;
 	/** Storage account. */
 	char account[64];
@@ -61,8 +60,6 @@ struct az_store {
 	size_t key_len;
 	/** Block size of streamed writes. */
 	uint64_t block_bytes;
-	/** Blobs per List Blobs page. */
-	uint32_t list_page;
 };
 
 /** A streamed write: blocks of block_bytes, then the block list. */
@@ -86,9 +83,13 @@ struct az_call {
 	/** x-ms-blob-type (NULL: none). */
 	const char *blob_type;
 };
+_Static_assert(sizeof(struct az_call) <= sizeof(struct oshttp_call) + OSHTTP_CALL_EXTRA,
+	       "the shared requests have room for an Azure request");
 
 static const struct objstore_ops az_ops;
 static const struct oshttp_store_ops az_http_ops;
+static int az_put_blob(struct oshttp_store *store, const char *opname, const char *key, const void *data, size_t len,
+		       const char *if_match, const char *if_none_match);
 
 /* ---------------------------------------------------------------- requests */
 
@@ -265,50 +266,22 @@ static const struct oshttp_store_ops az_http_ops = {
 	.sign = az_sign,
 	.fail = az_fail,
 	.key_missing = az_key_missing,
+	.put = az_put_blob,
 	.delete_status = 202,
 	.list_query = az_list_query,
 	.list_page = az_list_page,
 };
 
-/* ---------------------------------------------------------------- reads */
-
-static int
-az_get(struct objstore *os, const char *key, struct buf *out)
-{
-	struct az_call c;
-	return oshttp_get(&((struct az_store *)os)->st, &c.call, key, out);
-}
-
-static int
-az_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
-{
-	struct az_call c;
-	return oshttp_get_range(&((struct az_store *)os)->st, &c.call, key, off, len, dst, got);
-}
-
-static int
-az_size(struct objstore *os, const char *key, uint64_t *size)
-{
-	struct az_call c;
-	return oshttp_head(&((struct az_store *)os)->st, &c.call, key, "size", size, NULL, 0);
-}
-
-static int
-az_etag(struct objstore *os, const char *key, char *etag, size_t cap)
-{
-	struct az_call c;
-	return oshttp_head(&((struct az_store *)os)->st, &c.call, key, "etag", NULL, etag, cap);
-}
-
 /* ---------------------------------------------------------------- writes */
 
-/** Put Blob of data at key, with an optional condition (if_match / if_none_match). */
+/** Put Blob of data at key, with an optional condition (an oshttp_store_ops.put): 201 is
+ *  done; the condition lost is 409 or 412 for If-None-Match, 412, 404 or 409 for If-Match. */
 static int
-az_put_blob(struct az_store *az, const char *opname, const char *key, const void *data, size_t len,
+az_put_blob(struct oshttp_store *store, const char *opname, const char *key, const void *data, size_t len,
 	    const char *if_match, const char *if_none_match)
 {
 	struct az_call c;
-	int rc = oshttp_put_init(&az->st, &c.call, opname, key, data, len, if_match, if_none_match);
+	int rc = oshttp_put_init(store, &c.call, opname, key, data, len, if_match, if_none_match);
 	c.blob_type = "BlockBlob";
 	if (rc == 0)
 		rc = oshttp_call_send(&c.call);
@@ -325,34 +298,6 @@ az_put_blob(struct az_store *az, const char *opname, const char *key, const void
 	}
 	oshttp_call_destroy(&c.call);
 	return rc;
-}
-
-static int
-az_put(struct objstore *os, const char *key, const void *data, size_t len)
-{
-	return az_put_blob((struct az_store *)os, "put", key, data, len, NULL, NULL);
-}
-
-static int
-az_put_if_absent(struct objstore *os, const char *key, const void *data, size_t len)
-{
-	return az_put_blob((struct az_store *)os, "put_if_absent", key, data, len, NULL, "*");
-}
-
-static int
-az_put_if_match(struct objstore *os, const char *key, const void *data, size_t len, const char *etag)
-{
-	if (etag == NULL || etag[0] == '\0')
-		return diag_set(STRATA_EINVAL, "%s: put_if_match %s: an ETag is required", os->name,
-				key ? key : "(null)");
-	return az_put_blob((struct az_store *)os, "put_if_match", key, data, len, etag, NULL);
-}
-
-static int
-az_del(struct objstore *os, const char *key)
-{
-	struct az_call c;
-	return oshttp_delete(&((struct az_store *)os)->st, &c.call, key);
 }
 
 /** The block id of block i of w (fixed length, base64). */
@@ -372,7 +317,7 @@ az_put_block(struct az_writer *w)
 {
 	struct az_store *az = (struct az_store *)w->base.os;
 	if (w->nblocks >= AZ_BLOCKS_MAX)
-		return diag_set(STRATA_ETOOBIG, "%s: write %s: more than %u blocks of %llu bytes", az->base.name,
+		return diag_set(STRATA_ETOOBIG, "%s: write %s: more than %u blocks of %llu bytes", az->st.base.name,
 				w->key, AZ_BLOCKS_MAX, (unsigned long long)az->block_bytes);
 	struct buf id = {0};
 	struct az_call c;
@@ -425,7 +370,7 @@ az_writer_write(struct objstore_writer *base, const void *data, size_t len)
 		size_t room = (size_t)az->block_bytes - w->pending.len;
 		size_t n = len < room ? len : room;
 		if (buf_append(&w->pending, p, n) != 0)
-			return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", az->base.name, w->key);
+			return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", az->st.base.name, w->key);
 		p += n;
 		len -= n;
 		if (w->pending.len == az->block_bytes) {
@@ -451,7 +396,7 @@ az_writer_commit(struct objstore_writer *base)
 	struct az_store *az = (struct az_store *)base->os;
 	int rc;
 	if (w->nblocks == 0) {
-		rc = az_put_blob(az, "put", w->key, w->pending.data, w->pending.len, NULL, NULL);
+		rc = az_put_blob(&az->st, "put", w->key, w->pending.data, w->pending.len, NULL, NULL);
 		az_writer_free(w);
 		return rc;
 	}
@@ -468,7 +413,7 @@ az_writer_commit(struct objstore_writer *base)
 	if (rc == 0 && buf_append(&xml, "</BlockList>", 12) != 0)
 		rc = STRATA_ENOMEM;
 	if (rc == STRATA_ENOMEM)
-		diag_set(rc, "%s: write %s: out of memory", az->base.name, w->key);
+		diag_set(rc, "%s: write %s: out of memory", az->st.base.name, w->key);
 	if (rc == 0) {
 		objstore_set_indeterminate(0);
 		struct az_call c;
@@ -497,16 +442,6 @@ az_writer_abort(struct objstore_writer *base)
 	az_writer_free((struct az_writer *)base);
 }
 
-/* ---------------------------------------------------------------- list */
-
-static int
-az_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
-{
-	struct az_store *az = (struct az_store *)os;
-	struct az_call c;
-	return oshttp_list(&az->st, &c.call, prefix, az->list_page, cb, ctx);
-}
-
 /* ---------------------------------------------------------------- open */
 
 static void
@@ -518,27 +453,23 @@ az_destroy(struct objstore *os)
 	env.free(az);
 }
 
-static size_t
-az_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
-{
-	return oshttp_client_request_stats(objstore_azure_client(os), out, cap);
-}
-
+/* The reads, the whole-object writes (through az_put_blob), the delete and the listing
+ * are the shared requests of http.c; the streamed writes are Azure's own. */
 static const struct objstore_ops az_ops = {
-	.get = az_get,
-	.get_range = az_get_range,
-	.size = az_size,
-	.put = az_put,
-	.put_if_absent = az_put_if_absent,
-	.put_if_match = az_put_if_match,
-	.etag = az_etag,
+	.get = oshttp_get,
+	.get_range = oshttp_get_range,
+	.size = oshttp_size,
+	.put = oshttp_put,
+	.put_if_absent = oshttp_put_if_absent,
+	.put_if_match = oshttp_put_if_match,
+	.etag = oshttp_etag,
 	.writer_open = az_writer_open,
 	.writer_write = az_writer_write,
 	.writer_commit = az_writer_commit,
 	.writer_abort = az_writer_abort,
-	.del = az_del,
-	.list = az_list,
-	.request_stats = az_request_stats,
+	.del = oshttp_del,
+	.list = oshttp_list,
+	.request_stats = oshttp_request_stats,
 	.destroy = az_destroy,
 };
 
@@ -579,10 +510,10 @@ az_load_key(struct az_store *az, const char *key_file)
 		if (k == NULL || k[0] == '\0')
 			return diag_set(STRATA_EINVAL, "%s: no key for account '%s': set key_file=PATH in the URL, "
 					"AZURE_STORAGE_KEY_FILE, or AZURE_STORAGE_KEY (with AZURE_STORAGE_ACCOUNT)",
-					az->base.name, az->account);
+					az->st.base.name, az->account);
 		if (acct != NULL && acct[0] != '\0' && strcmp(acct, az->account) != 0)
 			return diag_set(STRATA_EINVAL, "%s: AZURE_STORAGE_KEY is the key of account '%s' "
-					"(AZURE_STORAGE_ACCOUNT), not of '%s'", az->base.name, acct, az->account);
+					"(AZURE_STORAGE_ACCOUNT), not of '%s'", az->st.base.name, acct, az->account);
 		snprintf(text, sizeof(text), "%s", k);
 		src = text;
 	}
@@ -596,7 +527,7 @@ az_load_key(struct az_store *az, const char *key_file)
 	    b64_decode(src, n, 0, az->key, &got) != 0 || got == 0) {
 		memset(text, 0, sizeof(text));
 		diag_clear();
-		return diag_set(STRATA_EINVAL, "%s: the key of account '%s' is not base64", az->base.name,
+		return diag_set(STRATA_EINVAL, "%s: the key of account '%s' is not base64", az->st.base.name,
 				az->account);
 	}
 	memset(text, 0, sizeof(text));
@@ -650,7 +581,7 @@ az_param(void *ctx, const char *name, const char *v)
 		if (i == 0)
 			az->block_bytes = x;
 		else
-			az->list_page = (uint32_t)x;
+			az->st.list_page = (uint32_t)x;
 		return 0;
 	}
 	return diag_set(STRATA_EINVAL, "store URL %s: unknown parameter '%s' (endpoint, key_file, "
@@ -662,19 +593,12 @@ az_param(void *ctx, const char *name, const char *v)
 static int
 az_probe(struct az_store *az)
 {
-	struct az_call c;
-	int rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_OTHER, "GET", "open: container properties", NULL);
-	oshttp_call_query(&c.call, "restype", "container");
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	int create = 0;
-	if (rc == 0 && c.call.http.status == 404)
-		create = 1;
-	else if (rc == 0 && c.call.http.status != 200)
-		rc = az_fail(&c.call);
-	oshttp_call_destroy(&c.call);
-	if (rc || !create)
+	int missing = 0;
+	int rc = oshttp_probe_container(&az->st, "GET", "open: container properties", "restype", "container",
+					&missing);
+	if (rc || !missing)
 		return rc;
+	struct az_call c;
 	rc = oshttp_call_init(&c.call, &az->st, OSHTTP_OP_OTHER, "PUT", "open: create container", NULL);
 	oshttp_call_query(&c.call, "restype", "container");
 	if (rc == 0)
@@ -713,12 +637,11 @@ objstore_azure_new(const char *url, struct objstore **out)
 	if (rc)
 		return rc;
 	struct az_store *az = store;
-	az->base.ops = &az_ops;
+	az->st.base.ops = &az_ops;
 	az->st.ops = &az_http_ops;
-	az->st.name = az->base.name;
 	az->st.key_max = AZ_KEY_MAX;
+	az->st.list_page = AZ_LIST_PAGE;
 	az->block_bytes = AZ_BLOCK_DEFAULT;
-	az->list_page = AZ_LIST_PAGE;
 	struct oshttp_config hc;
 	oshttp_config_init(&hc);
 	char *acct = copy + sizeof(scheme) - 1;
@@ -740,7 +663,7 @@ objstore_azure_new(const char *url, struct objstore **out)
 		size_t pl = 0;
 		rc = oshttp_url_prefix(url, pfx, az->st.prefix, sizeof(az->st.prefix), &pl);
 		az->st.prefix_len = strlen(az->st.prefix);
-		snprintf(az->base.name, sizeof(az->base.name), "azure://%s/%s%s%.*s", az->account,
+		snprintf(az->st.base.name, sizeof(az->st.base.name), "azure://%s/%s%s%.*s", az->account,
 			 az->container, pl ? "/" : "", (int)pl, pl ? pfx : "");
 	}
 	struct az_params ap = {.az = az, .hc = &hc, .url = url};
@@ -764,10 +687,10 @@ objstore_azure_new(const char *url, struct objstore **out)
 	if (rc == 0)
 		rc = az_probe(az);
 	if (rc) {
-		az_destroy(&az->base);
+		az_destroy(&az->st.base);
 		return rc;
 	}
-	*out = &az->base;
+	*out = &az->st.base;
 	return 0;
 }
 

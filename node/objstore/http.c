@@ -3,8 +3,8 @@
  * (connection reuse), timeouts, retries with jittered backoff, indeterminate results
  * and per-operation counters; and the requests the azure and s3 clients share (get,
  * get_range, head, delete, whole-object writes, listing), each client's own part given
- * by its oshttp_store_ops. libcurl allocates its own memory; everything of ours goes
- * through env.
+ * by its oshttp_store_ops, with the objstore_ops entries both stores' tables name. libcurl
+ * allocates its own memory; everything of ours goes through env.
  */
 #include "http.h"
 
@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -692,7 +693,8 @@ oshttp_call_init(struct oshttp_call *c, struct oshttp_store *st, enum oshttp_op 
 	c->st = st;
 	c->http.op = op;
 	c->http.method = method;
-	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", st->name, opname, key ? " " : "", key ? key : "");
+	snprintf(c->what, sizeof(c->what), "%s: %s%s%s", st->base.name, opname, key ? " " : "",
+		 key ? key : "");
 	c->http.what = c->what;
 	int rc = buf_append(&c->to.path, st->path0, strlen(st->path0));
 	if (rc == 0 && (key != NULL || st->path0[0] == '\0'))
@@ -749,12 +751,32 @@ oshttp_call_send(struct oshttp_call *c)
 int
 oshttp_store_check_key(const struct oshttp_store *st, const char *key, int is_prefix)
 {
-	return oshttp_check_key(st->name, st->prefix_len, st->key_max, key, is_prefix);
+	return oshttp_check_key(st->base.name, st->prefix_len, st->key_max, key, is_prefix);
+}
+
+/** Room for a client's request, which embeds struct oshttp_call first. */
+union oshttp_call_room {
+	/** The shared request. */
+	struct oshttp_call call;
+	/** The client's, up to OSHTTP_CALL_EXTRA bytes more. */
+	unsigned char room[sizeof(struct oshttp_call) + OSHTTP_CALL_EXTRA];
+};
+
+_Static_assert(offsetof(struct oshttp_store, base) == 0, "a remote store's objstore is its oshttp_store");
+
+/** The remote store whose generic header os is. */
+static struct oshttp_store *
+oshttp_store_of(struct objstore *os)
+{
+	return (struct oshttp_store *)os;
 }
 
 int
-oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, struct buf *out)
+oshttp_get(struct objstore *os, const char *key, struct buf *out)
 {
+	struct oshttp_store *st = oshttp_store_of(os);
+	union oshttp_call_room room;
+	struct oshttp_call *c = &room.call;
 	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc)
@@ -775,9 +797,11 @@ oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, stru
 }
 
 int
-oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key, uint64_t off, size_t len,
-		 void *dst, size_t *got)
+oshttp_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
 {
+	struct oshttp_store *st = oshttp_store_of(os);
+	union oshttp_call_room room;
+	struct oshttp_call *c = &room.call;
 	objstore_set_indeterminate(0);
 	*got = 0;
 	int rc = oshttp_store_check_key(st, key, 0);
@@ -807,9 +831,10 @@ oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key
 }
 
 int
-oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, const char *opname,
-	    uint64_t *size, char *etag, size_t cap)
+oshttp_head(struct oshttp_store *st, const char *key, const char *opname, uint64_t *size, char *etag, size_t cap)
 {
+	union oshttp_call_room room;
+	struct oshttp_call *c = &room.call;
 	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc)
@@ -838,8 +863,67 @@ oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, con
 }
 
 int
-oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key)
+oshttp_probe_container(struct oshttp_store *st, const char *method, const char *opname, const char *qname,
+		       const char *qvalue, int *missing)
 {
+	union oshttp_call_room room;
+	struct oshttp_call *c = &room.call;
+	*missing = 0;
+	int rc = oshttp_call_init(c, st, OSHTTP_OP_OTHER, method, opname, NULL);
+	if (qname != NULL)
+		oshttp_call_query(c, qname, qvalue);
+	if (rc == 0)
+		rc = oshttp_call_send(c);
+	if (rc == 0 && c->http.status == 404)
+		*missing = 1;
+	else if (rc == 0 && c->http.status != 200)
+		rc = st->ops->fail(c);
+	oshttp_call_destroy(c);
+	return rc;
+}
+
+int
+oshttp_size(struct objstore *os, const char *key, uint64_t *size)
+{
+	return oshttp_head(oshttp_store_of(os), key, "size", size, NULL, 0);
+}
+
+int
+oshttp_etag(struct objstore *os, const char *key, char *etag, size_t cap)
+{
+	return oshttp_head(oshttp_store_of(os), key, "etag", NULL, etag, cap);
+}
+
+int
+oshttp_put(struct objstore *os, const char *key, const void *data, size_t len)
+{
+	struct oshttp_store *st = oshttp_store_of(os);
+	return st->ops->put(st, "put", key, data, len, NULL, NULL);
+}
+
+int
+oshttp_put_if_absent(struct objstore *os, const char *key, const void *data, size_t len)
+{
+	struct oshttp_store *st = oshttp_store_of(os);
+	return st->ops->put(st, "put_if_absent", key, data, len, NULL, "*");
+}
+
+int
+oshttp_put_if_match(struct objstore *os, const char *key, const void *data, size_t len, const char *etag)
+{
+	struct oshttp_store *st = oshttp_store_of(os);
+	if (etag == NULL || etag[0] == '\0')
+		return diag_set(STRATA_EINVAL, "%s: put_if_match %s: an ETag is required", os->name,
+				key ? key : "(null)");
+	return st->ops->put(st, "put_if_match", key, data, len, etag, NULL);
+}
+
+int
+oshttp_del(struct objstore *os, const char *key)
+{
+	struct oshttp_store *st = oshttp_store_of(os);
+	union oshttp_call_room room;
+	struct oshttp_call *c = &room.call;
 	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, key, 0);
 	if (rc)
@@ -896,20 +980,23 @@ oshttp_list_entry(struct oshttp_lister *ls, const char *name, uint64_t size)
 {
 	if (strncmp(name, ls->full, ls->full_len) != 0)
 		return diag_set(STRATA_EIO, "%s: list '%s': the answer holds '%.200s', outside the prefix",
-				ls->st->name, ls->prefix, name);
+				ls->st->base.name, ls->prefix, name);
 	if (ls->last != NULL) {
 		if (ls->last[0] != '\0' && strcmp(name, ls->last) <= 0)
 			return diag_set(STRATA_EIO, "%s: list '%s': the server listed '%.200s' after '%.200s', "
-					"not in byte order", ls->st->name, ls->prefix, name, ls->last);
+					"not in byte order", ls->st->base.name, ls->prefix, name, ls->last);
 		snprintf(ls->last, OSHTTP_KEY_MAX + 1, "%s", name);
 	}
 	return ls->cb(ls->ctx, name + ls->st->prefix_len, size);
 }
 
 int
-oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
-	    int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx)
+oshttp_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
+	struct oshttp_store *st = oshttp_store_of(os);
+	uint32_t page_max = st->list_page;
+	union oshttp_call_room room;
+	struct oshttp_call *c = &room.call;
 	objstore_set_indeterminate(0);
 	int rc = oshttp_store_check_key(st, prefix, 1);
 	if (rc)
@@ -919,7 +1006,7 @@ oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, 
 	snprintf(page, sizeof(page), "%u", page_max);
 	char *next = env.malloc(OSHTTP_LIST_NEXT_MAX + 1);
 	if (next == NULL)
-		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->name);
+		return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->base.name);
 	next[0] = '\0';
 	struct oshttp_lister ls = {
 		.st = st, .prefix = prefix, .full = full, .full_len = strlen(full), .cb = cb, .ctx = ctx,
@@ -928,14 +1015,14 @@ oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, 
 		ls.last = env.malloc(OSHTTP_KEY_MAX + 1);
 		if (ls.last == NULL) {
 			env.free(next);
-			return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->name);
+			return diag_set(STRATA_ENOMEM, "%s: list: out of memory", st->base.name);
 		}
 		ls.last[0] = '\0';
 	}
 	struct buf body = {0};
 	do {
 		rc = oshttp_call_init(c, st, OSHTTP_OP_LIST, "GET", "list", NULL);
-		snprintf(c->what, sizeof(c->what), "%s: list '%s'", st->name, prefix);
+		snprintf(c->what, sizeof(c->what), "%s: list '%s'", st->base.name, prefix);
 		if (rc) {
 			oshttp_call_destroy(c);
 			break;
@@ -954,6 +1041,12 @@ oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, 
 	env.free(next);
 	env.free(ls.last);
 	return rc;
+}
+
+size_t
+oshttp_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
+{
+	return oshttp_client_request_stats(oshttp_store_of(os)->http, out, cap);
 }
 
 int

@@ -8,10 +8,12 @@
  * request says so (oshttp_req.indeterminate) and the backend reports it as such
  * (objstore_last_indeterminate). Above the client, the requests both stores make alike
  * are built here too (struct oshttp_call, which each client's request embeds, from the
- * struct oshttp_store each store embeds): get, get_range, head, delete, the start of a
- * whole-object write and the listing loop, with a small callback table per client
+ * struct oshttp_store each store begins with): get, get_range, head, delete, the start of
+ * a whole-object write and the listing loop, with a small callback table per client
  * (oshttp_store_ops) for what differs: signing, failure mapping, a missing key, the
- * listing's query and XML format.
+ * whole-object write, the listing's query and XML format. The objstore_ops entries that
+ * are these requests and nothing else (get, get_range, size, etag, put, put_if_absent,
+ * put_if_match, del, list, request_stats) are written here once, for both stores' tables.
  */
 #ifndef STRATA_OSHTTP_H
 #define STRATA_OSHTTP_H
@@ -20,6 +22,7 @@
 #include <stdint.h>
 
 #include "../lib/buf.h"
+#include "objstore.h"
 
 struct curl_slist;
 struct hist;
@@ -172,7 +175,6 @@ void oshttp_req_destroy(struct oshttp_req *r);
 void oshttp_client_stats(struct oshttp_client *cl, enum oshttp_op op, struct oshttp_stats *out);
 /** Name of an operation kind ("get", "put", ...). */
 const char *oshttp_op_name(enum oshttp_op op);
-struct objstore_op_stats;
 /** The client's counters as a remote store's request_stats reports them: up to cap entries
  *  of out, one per operation kind; how many. */
 size_t oshttp_client_request_stats(struct oshttp_client *cl, struct objstore_op_stats *out, size_t cap);
@@ -225,9 +227,13 @@ int oshttp_header(struct curl_slist **h, const char *name, const char *value);
 #define OSHTTP_WHAT_MAX (OSHTTP_KEY_MAX + 384)
 /** Longest place a listing page says the next one starts at (a marker, a token). */
 #define OSHTTP_LIST_NEXT_MAX 4096
+/** Most bytes a client's request adds to struct oshttp_call (each client asserts that
+ *  its own fits): the requests written here hold one on the stack. */
+#define OSHTTP_CALL_EXTRA 128
 
 struct oshttp_call;
 struct oshttp_lister;
+struct oshttp_store;
 
 /** What a remote store's client (azure, s3) gives the requests built here. */
 struct oshttp_store_ops {
@@ -241,6 +247,12 @@ struct oshttp_store_ops {
 	int (*fail)(struct oshttp_call *c);
 	/** Whether an answer is a 404 about the key (not the container or bucket). */
 	int (*key_missing)(struct oshttp_call *c);
+	/** Write a whole object (Put Blob, PutObject), named opname in messages, with an
+	 *  optional condition (if_match: an ETag; if_none_match: "*"), and map its answer: the
+	 *  services answer a write and a failed condition differently (oshttp_put_init starts
+	 *  the request). */
+	int (*put)(struct oshttp_store *st, const char *opname, const char *key, const void *data, size_t len,
+		   const char *if_match, const char *if_none_match);
 	/** The status of a delete done, besides 200 (azure: 202 Accepted; s3: 204 No Content). */
 	long delete_status;
 	/** Add the query of one listing page (List Blobs, ListObjectsV2) to c: next, where it
@@ -257,20 +269,23 @@ struct oshttp_store_ops {
 	int list_in_order;
 };
 
-/** The part of a remote store its requests are built from; the store embeds it. */
+/** The part of a remote store its requests are built from; the store begins with it. */
 struct oshttp_store {
+	/** Generic header (the store's objstore_ops and its name); must be first: the
+	 *  objstore_ops entries written here find the rest of the store behind it. */
+	struct objstore base;
 	/** The client's callbacks. */
 	const struct oshttp_store_ops *ops;
 	/** The HTTP client (pooled connections, retries, counters). */
 	struct oshttp_client *http;
-	/** The store's name, for messages (its objstore name). */
-	const char *name;
 	/** Key prefix inside the container or bucket ("" or "dir/"). */
 	char prefix[256];
 	/** Its length. */
 	size_t prefix_len;
 	/** Longest key accepted, with the prefix. */
 	size_t key_max;
+	/** Keys per listing page asked for. */
+	uint32_t list_page;
 	/** scheme://host[:port] of the service. */
 	char origin[256];
 	/** The path before a key's '/': "/ACCOUNT/CONTAINER" path-style or "/CONTAINER"
@@ -318,32 +333,50 @@ int oshttp_call_send(struct oshttp_call *c);
 int oshttp_store_check_key(const struct oshttp_store *st, const char *key, int is_prefix);
 
 /*
- * The single-key operations of a remote store, written once: each checks the key, runs
- * its request in c (room of st->ops->call_size bytes, the client's request) and maps the
- * answer, a missing key (st->ops->key_missing) to STRATA_NOTFOUND and any other failure
- * through st->ops->fail.
+ * The objstore_ops entries of a remote store, written once for both (os: the base of a
+ * struct oshttp_store). Each checks the key, runs its request in a client's request on
+ * its stack (st->ops->call_size bytes) and maps the answer, a missing key
+ * (st->ops->key_missing) to STRATA_NOTFOUND and any other failure through st->ops->fail;
+ * the writes go through st->ops->put.
  */
 /** Read a whole object into out (appended; cut back on a failure). */
-int oshttp_get(struct oshttp_store *st, struct oshttp_call *c, const char *key, struct buf *out);
+int oshttp_get(struct objstore *os, const char *key, struct buf *out);
 /** Read len bytes at off into dst; *got: the bytes read (short at the end, 0 past it). */
-int oshttp_get_range(struct oshttp_store *st, struct oshttp_call *c, const char *key, uint64_t off, size_t len,
-		     void *dst, size_t *got);
-/** HEAD an object, named opname in messages: its size and ETag (NULL: not wanted). */
-int oshttp_head(struct oshttp_store *st, struct oshttp_call *c, const char *key, const char *opname,
-		uint64_t *size, char *etag, size_t cap);
+int oshttp_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got);
+/** The size of an object (a HEAD). */
+int oshttp_size(struct objstore *os, const char *key, uint64_t *size);
+/** The ETag of an object (a HEAD). */
+int oshttp_etag(struct objstore *os, const char *key, char *etag, size_t cap);
+/** Write a whole object (st->ops->put, no condition). */
+int oshttp_put(struct objstore *os, const char *key, const void *data, size_t len);
+/** Write a whole object only if key does not exist (st->ops->put, If-None-Match: *). */
+int oshttp_put_if_absent(struct objstore *os, const char *key, const void *data, size_t len);
+/** Replace an object only while its ETag is etag (st->ops->put, If-Match: ETAG); an empty
+ *  ETag is refused. */
+int oshttp_put_if_match(struct objstore *os, const char *key, const void *data, size_t len, const char *etag);
 /** Delete an object; one that is missing is not a failure. */
-int oshttp_delete(struct oshttp_store *st, struct oshttp_call *c, const char *key);
+int oshttp_del(struct objstore *os, const char *key);
+/** List the keys under prefix, st->list_page a page, calling cb(ctx, key without the
+ *  store's prefix, size) for each in the order of the answers (refused when it is not
+ *  byte order, with list_in_order); cb's nonzero stops the listing and is returned. */
+int oshttp_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx);
+/** The requests per operation kind (oshttp_client_request_stats of the store's client). */
+size_t oshttp_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap);
+
+/** Ask for the container or bucket itself (method, named opname in messages, with the
+ *  query parameter qname=qvalue unless qname is NULL): *missing says it answered 404 (an
+ *  open creates it then). 0, or another failure mapped through st->ops->fail. */
+int oshttp_probe_container(struct oshttp_store *st, const char *method, const char *opname, const char *qname,
+			   const char *qvalue, int *missing);
+/** HEAD an object of st, named opname in messages: its size and ETag (NULL: not wanted). */
+int oshttp_head(struct oshttp_store *st, const char *key, const char *opname, uint64_t *size, char *etag,
+		size_t cap);
 /** Start a whole-object write (Put Blob, PutObject) of data at key in c, with an optional
  *  condition: the key checked, the operation kind of its condition, Content-Type
  *  application/octet-stream, the condition and the body. The client sends it and maps the
  *  answer; release c with oshttp_call_destroy either way (after a failed key check too). */
 int oshttp_put_init(struct oshttp_store *st, struct oshttp_call *c, const char *opname, const char *key,
 		    const void *data, size_t len, const char *if_match, const char *if_none_match);
-/** List the keys under prefix, page_max a page, calling cb(ctx, key without the store's
- *  prefix, size) for each in the order of the answers (refused when it is not byte order,
- *  with list_in_order); cb's nonzero stops the listing and is returned. */
-int oshttp_list(struct oshttp_store *st, struct oshttp_call *c, const char *prefix, uint32_t page_max,
-		int (*cb)(void *ctx, const char *key, uint64_t size), void *ctx);
 /** One key of a listing page (full name, with the store's prefix): checked to be under the
  *  listed prefix (and after the last one, with list_in_order), then given to the
  *  listing's callback. 0, STRATA_EIO with a message, or the callback's nonzero. */
@@ -390,7 +423,6 @@ int oshttp_url_endpoint(const char *url, const char *endpoint, char *origin, siz
  *  the length of pfx kept. 0 or STRATA_EINVAL with a message. */
 int oshttp_url_prefix(const char *url, char *pfx, char *prefix, size_t cap, size_t *pl);
 
-struct objstore;
 /** The HTTP client of an azure store (its counters), NULL for another kind of store. */
 struct oshttp_client *objstore_azure_client(struct objstore *os);
 /** The HTTP client of an s3 store (its counters), NULL for another kind of store. */

@@ -60,10 +60,9 @@ _Static_assert(S3_KEY_MAX <= OSHTTP_KEY_MAX, "a key fits the buffers of the shar
 
 /** An S3 store. */
 struct s3_store {
-	/** Generic header; must be first. */
-	struct objstore base;
-	/** What its requests are built from: the HTTP client, the key prefix, the origin and
-	 *  the path before the key ("/BUCKET" path-style, "" virtual-host style). */
+	/** The generic header and what its requests are built from: the HTTP client, the key
+	 *  prefix, the origin and the path before the key ("/BUCKET" path-style, ""
+	 *  virtual-host style), the ListObjectsV2 page; must be first. */
 	struct oshttp_store st;
 	/** Bucket. */
 	char bucket[64];
@@ -79,8 +78,6 @@ struct s3_store {
 	char token[S3_TOKEN_MAX];
 	/** Part size of streamed writes. */
 	uint64_t part_bytes;
-	/** Keys per ListObjectsV2 page. */
-	uint32_t list_page;
 	/** Seconds after which recover aborts an upload (0: every upload under the prefix). */
 	uint64_t stale_upload_s;
 	/** The operator guarantees one node writes the store (single_writer=1). */
@@ -119,9 +116,13 @@ struct s3_call {
 	/** Hex SHA-256 of the body. */
 	char sha256[65];
 };
+_Static_assert(sizeof(struct s3_call) <= sizeof(struct oshttp_call) + OSHTTP_CALL_EXTRA,
+	       "the shared requests have room for an S3 request");
 
 static const struct objstore_ops s3_ops;
 static const struct oshttp_store_ops s3_http_ops;
+static int s3_put_object(struct oshttp_store *store, const char *opname, const char *key, const void *data,
+			 size_t len, const char *if_match, const char *if_none_match);
 
 /* ---------------------------------------------------------------- requests */
 
@@ -293,47 +294,12 @@ static const struct oshttp_store_ops s3_http_ops = {
 	.sign = s3_sign,
 	.fail = s3_fail,
 	.key_missing = s3_key_missing,
+	.put = s3_put_object,
 	.delete_status = 204,
 	.list_query = s3_list_query,
 	.list_page = s3_list_page,
 	.list_in_order = 1,
 };
-
-/* ---------------------------------------------------------------- reads */
-
-static int
-s3_get(struct objstore *os, const char *key, struct buf *out)
-{
-	struct s3_call c;
-	return oshttp_get(&((struct s3_store *)os)->st, &c.call, key, out);
-}
-
-static int
-s3_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
-{
-	struct s3_call c;
-	return oshttp_get_range(&((struct s3_store *)os)->st, &c.call, key, off, len, dst, got);
-}
-
-/** HEAD an object: its size and ETag. */
-static int
-s3_head(struct s3_store *s3, const char *key, const char *opname, uint64_t *size, char *etag, size_t cap)
-{
-	struct s3_call c;
-	return oshttp_head(&s3->st, &c.call, key, opname, size, etag, cap);
-}
-
-static int
-s3_size(struct objstore *os, const char *key, uint64_t *size)
-{
-	return s3_head((struct s3_store *)os, key, "size", size, NULL, 0);
-}
-
-static int
-s3_etag(struct objstore *os, const char *key, char *etag, size_t cap)
-{
-	return s3_head((struct s3_store *)os, key, "etag", NULL, etag, cap);
-}
 
 /* ---------------------------------------------------------------- writes */
 
@@ -369,53 +335,27 @@ s3_put_object_raw(struct s3_store *s3, const char *opname, const char *key, cons
 	return rc;
 }
 
-/** PutObject with a condition; checked by a HEAD first where the probe found the server
- *  ignores it (single_writer only: one writer, so nothing can come in between). */
+/** PutObject with a condition (an oshttp_store_ops.put); checked by a HEAD first where
+ *  the probe found the server ignores it (single_writer only: one writer, so nothing can
+ *  come in between). */
 static int
-s3_put_object(struct s3_store *s3, const char *opname, const char *key, const void *data, size_t len,
+s3_put_object(struct oshttp_store *store, const char *opname, const char *key, const void *data, size_t len,
 	      const char *if_match, const char *if_none_match)
 {
+	struct s3_store *s3 = s3_of(store);
 	if ((if_none_match != NULL && s3->emulate_if_none_match) || (if_match != NULL && s3->emulate_if_match)) {
 		char etag[OBJSTORE_ETAG_MAX];
-		int rc = s3_head(s3, key, opname, NULL, etag, sizeof(etag));
+		int rc = oshttp_head(&s3->st, key, opname, NULL, etag, sizeof(etag));
 		if (rc != 0 && rc != STRATA_NOTFOUND)
 			return rc;
 		if (if_none_match != NULL && rc == 0)
-			return diag_set(STRATA_EEXIST, "%s: %s %s: already exists", s3->base.name, opname, key);
+			return diag_set(STRATA_EEXIST, "%s: %s %s: already exists", s3->st.base.name, opname, key);
 		if (if_match != NULL && (rc == STRATA_NOTFOUND || strcmp(etag, if_match) != 0))
-			return diag_set(STRATA_ECONFLICT, "%s: %s %s: the ETag %s is stale", s3->base.name, opname,
+			return diag_set(STRATA_ECONFLICT, "%s: %s %s: the ETag %s is stale", s3->st.base.name, opname,
 					key, if_match);
 		return s3_put_object_raw(s3, opname, key, data, len, NULL, NULL);
 	}
 	return s3_put_object_raw(s3, opname, key, data, len, if_match, if_none_match);
-}
-
-static int
-s3_put(struct objstore *os, const char *key, const void *data, size_t len)
-{
-	return s3_put_object((struct s3_store *)os, "put", key, data, len, NULL, NULL);
-}
-
-static int
-s3_put_if_absent(struct objstore *os, const char *key, const void *data, size_t len)
-{
-	return s3_put_object((struct s3_store *)os, "put_if_absent", key, data, len, NULL, "*");
-}
-
-static int
-s3_put_if_match(struct objstore *os, const char *key, const void *data, size_t len, const char *etag)
-{
-	if (etag == NULL || etag[0] == '\0')
-		return diag_set(STRATA_EINVAL, "%s: put_if_match %s: an ETag is required", os->name,
-				key ? key : "(null)");
-	return s3_put_object((struct s3_store *)os, "put_if_match", key, data, len, etag, NULL);
-}
-
-static int
-s3_del(struct objstore *os, const char *key)
-{
-	struct s3_call c;
-	return oshttp_delete(&((struct s3_store *)os)->st, &c.call, key);
 }
 
 /** Append s to out with XML's five special characters escaped. */
@@ -476,12 +416,12 @@ s3_delete_objects(struct s3_store *s3, const char *const *keys, size_t n)
 		rc = buf_append(&xml, "</Delete>", 9);
 	if (rc) {
 		buf_destroy(&xml);
-		return diag_set(STRATA_ENOMEM, "%s: delete_batch: out of memory", s3->base.name);
+		return diag_set(STRATA_ENOMEM, "%s: delete_batch: out of memory", s3->st.base.name);
 	}
 	struct s3_call c;
 	struct buf body = {0};
 	rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_DELETE, "POST", "delete_batch", NULL);
-	snprintf(c.call.what, sizeof(c.call.what), "%s: delete_batch of %zu keys from %s", s3->base.name, n, keys[0]);
+	snprintf(c.call.what, sizeof(c.call.what), "%s: delete_batch of %zu keys from %s", s3->st.base.name, n, keys[0]);
 	if (rc == 0 && s3_md5_b64(xml.data, xml.len, c.md5, sizeof(c.md5)) != 0)
 		rc = diag_set(STRATA_EIO, "%s: MD5 failed", c.call.what);
 	if (rc == 0) {
@@ -558,7 +498,7 @@ s3_upload_part(struct s3_writer *w)
 {
 	struct s3_store *s3 = (struct s3_store *)w->base.os;
 	if (w->nparts >= S3_PARTS_MAX)
-		return diag_set(STRATA_ETOOBIG, "%s: write %s: more than %u parts of %llu bytes", s3->base.name,
+		return diag_set(STRATA_ETOOBIG, "%s: write %s: more than %u parts of %llu bytes", s3->st.base.name,
 				w->key, S3_PARTS_MAX, (unsigned long long)s3->part_bytes);
 	int rc = w->upload_id[0] == '\0' ? s3_upload_create(w) : 0;
 	if (rc)
@@ -567,7 +507,7 @@ s3_upload_part(struct s3_writer *w)
 		uint32_t cap = w->cap ? w->cap * 2 : 16;
 		char *e = env.realloc(w->etags, (size_t)cap * OBJSTORE_ETAG_MAX);
 		if (e == NULL)
-			return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", s3->base.name, w->key);
+			return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", s3->st.base.name, w->key);
 		w->etags = e;
 		w->cap = cap;
 	}
@@ -660,7 +600,7 @@ s3_writer_write(struct objstore_writer *base, const void *data, size_t len)
 		size_t room = (size_t)s3->part_bytes - w->pending.len;
 		size_t n = len < room ? len : room;
 		if (buf_append(&w->pending, p, n) != 0)
-			return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", s3->base.name, w->key);
+			return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", s3->st.base.name, w->key);
 		p += n;
 		len -= n;
 	}
@@ -696,13 +636,13 @@ s3_upload_complete(struct s3_writer *w)
 		rc = buf_append(&xml, "</CompleteMultipartUpload>", 26);
 	if (rc) {
 		buf_destroy(&xml);
-		return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", s3->base.name, w->key);
+		return diag_set(STRATA_ENOMEM, "%s: write %s: out of memory", s3->st.base.name, w->key);
 	}
 	const char *inm = w->if_absent && !s3->emulate_if_none_match ? "*" : NULL;
 	if (w->if_absent && s3->emulate_if_none_match) {
-		rc = s3_head(s3, w->key, "complete_multipart_upload", NULL, NULL, 0);
+		rc = oshttp_head(&s3->st, w->key, "complete_multipart_upload", NULL, NULL, 0);
 		if (rc == 0)
-			rc = diag_set(STRATA_EEXIST, "%s: write %s: already exists", s3->base.name, w->key);
+			rc = diag_set(STRATA_EEXIST, "%s: write %s: already exists", s3->st.base.name, w->key);
 		else if (rc == STRATA_NOTFOUND)
 			rc = 0;
 	}
@@ -746,7 +686,7 @@ s3_writer_commit(struct objstore_writer *base)
 	struct s3_store *s3 = (struct s3_store *)base->os;
 	int rc;
 	if (w->nparts == 0) {
-		rc = s3_put_object(s3, "put", w->key, w->pending.data, w->pending.len, NULL,
+		rc = s3_put_object(&s3->st, "put", w->key, w->pending.data, w->pending.len, NULL,
 				   w->if_absent ? "*" : NULL);
 		s3_writer_free(w);
 		return rc;
@@ -773,16 +713,6 @@ s3_writer_abort(struct objstore_writer *base)
 	s3_writer_free(w);
 }
 
-/* ---------------------------------------------------------------- list */
-
-static int
-s3_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
-{
-	struct s3_store *s3 = (struct s3_store *)os;
-	struct s3_call c;
-	return oshttp_list(&s3->st, &c.call, prefix, s3->list_page, cb, ctx);
-}
-
 /* ---------------------------------------------------------------- recover */
 
 /** Abort the multipart uploads under the prefix older than stale_upload_s: what a crash
@@ -801,7 +731,7 @@ s3_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)
 	char *id_marker = key_marker + sizeof(l.next);
 	key_marker[0] = id_marker[0] = '\0';
 	char page[16];
-	snprintf(page, sizeof(page), "%u", s3->list_page);
+	snprintf(page, sizeof(page), "%u", s3->st.list_page);
 	int64_t now = (int64_t)(env.wall_ns() / 1000000000ull);
 	struct buf body = {0};
 	int rc = 0;
@@ -832,7 +762,7 @@ s3_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)
 		if (rc == 0 && c.call.http.status != 200)
 			rc = s3_fail(&c.call);
 		if (rc == 0)
-			rc = s3xml_parse_uploads(body.data, body.len, s3->list_page, c.call.what, &l);
+			rc = s3xml_parse_uploads(body.data, body.len, s3->st.list_page, c.call.what, &l);
 		oshttp_call_destroy(&c.call);
 		for (size_t i = 0; rc == 0 && i < l.n; i++) {
 			const char *name = l.v[i].name;
@@ -871,29 +801,26 @@ s3_destroy(struct objstore *os)
 	env.free(s3);
 }
 
-static size_t
-s3_request_stats(struct objstore *os, struct objstore_op_stats *out, size_t cap)
-{
-	return oshttp_client_request_stats(((struct s3_store *)os)->st.http, out, cap);
-}
-
+/* The reads, the whole-object writes (through s3_put_object), the delete and the listing
+ * are the shared requests of http.c; the streamed writes, the batch delete and recover
+ * are S3's own. */
 static const struct objstore_ops s3_ops = {
-	.get = s3_get,
-	.get_range = s3_get_range,
-	.size = s3_size,
-	.put = s3_put,
-	.put_if_absent = s3_put_if_absent,
-	.put_if_match = s3_put_if_match,
-	.etag = s3_etag,
+	.get = oshttp_get,
+	.get_range = oshttp_get_range,
+	.size = oshttp_size,
+	.put = oshttp_put,
+	.put_if_absent = oshttp_put_if_absent,
+	.put_if_match = oshttp_put_if_match,
+	.etag = oshttp_etag,
 	.writer_open = s3_writer_open,
 	.writer_write = s3_writer_write,
 	.writer_commit = s3_writer_commit,
 	.writer_abort = s3_writer_abort,
-	.del = s3_del,
+	.del = oshttp_del,
 	.del_batch = s3_del_batch,
-	.list = s3_list,
+	.list = oshttp_list,
 	.recover = s3_recover,
-	.request_stats = s3_request_stats,
+	.request_stats = oshttp_request_stats,
 	.destroy = s3_destroy,
 };
 
@@ -919,7 +846,7 @@ s3_cred_copy(struct s3_store *s3, const char *from, const char *what, const char
 		bad = (unsigned char)v[i] < 0x20 || v[i] == 0x7f;
 	if (bad)
 		return diag_set(STRATA_EINVAL, "%s: %s in %s is empty, longer than %zu bytes or has a control "
-				"character", s3->base.name, what, from, cap - 1);
+				"character", s3->st.base.name, what, from, cap - 1);
 	memcpy(dst, v, n + 1);
 	return 0;
 }
@@ -935,7 +862,7 @@ s3_read_credentials_file(struct s3_store *s3, const char *path, const char *prof
 	char *text = env.malloc(CRED_FILE_MAX + 1);
 	if (text == NULL) {
 		env.close(fd);
-		return diag_set(STRATA_ENOMEM, "%s: out of memory", s3->base.name);
+		return diag_set(STRATA_ENOMEM, "%s: out of memory", s3->st.base.name);
 	}
 	ssize_t n = env_pread_full(fd, text, CRED_FILE_MAX, 0);
 	int err = errno;
@@ -984,11 +911,11 @@ s3_read_credentials_file(struct s3_store *s3, const char *path, const char *prof
 		}
 	}
 	if (rc == 0 && !found)
-		rc = diag_set(STRATA_EINVAL, "%s: credentials file %s has no profile [%s]", s3->base.name, path,
+		rc = diag_set(STRATA_EINVAL, "%s: credentials file %s has no profile [%s]", s3->st.base.name, path,
 			      profile);
 	else if (rc == 0 && (id[0] == '\0' || secret == NULL))
 		rc = diag_set(STRATA_EINVAL, "%s: profile [%s] of credentials file %s needs aws_access_key_id "
-			      "and aws_secret_access_key", s3->base.name, profile, path);
+			      "and aws_secret_access_key", s3->st.base.name, profile, path);
 	if (rc == 0)
 		rc = s3_cred_copy(s3, path, "aws_secret_access_key", secret, s3->secret, sizeof(s3->secret));
 	if (rc == 0 && token != NULL)
@@ -1015,7 +942,7 @@ s3_load_credentials(struct s3_store *s3, const char *cred_file, const char *prof
 	if (id != NULL && id[0] != '\0') {
 		if (secret == NULL || secret[0] == '\0')
 			return diag_set(STRATA_EINVAL, "%s: AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY",
-					s3->base.name);
+					s3->st.base.name);
 		const char *token = getenv("AWS_SESSION_TOKEN");
 		int rc = s3_cred_copy(s3, "the environment", "AWS_ACCESS_KEY_ID", id, s3->key_id,
 				      sizeof(s3->key_id));
@@ -1042,7 +969,7 @@ s3_load_credentials(struct s3_store *s3, const char *cred_file, const char *prof
 	}
 	return diag_set(STRATA_EINVAL, "%s: no credentials for bucket '%s': set credentials_file=PATH in the "
 			"URL, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_SHARED_CREDENTIALS_FILE",
-			s3->base.name, s3->bucket);
+			s3->st.base.name, s3->bucket);
 }
 
 /** What the URL parameters set. */
@@ -1094,7 +1021,7 @@ s3_param(void *ctx, const char *name, const char *v)
 			return rc;
 		switch (i) {
 		case 0: s3->part_bytes = x; break;
-		case 1: s3->list_page = (uint32_t)x; break;
+		case 1: s3->st.list_page = (uint32_t)x; break;
 		case 2: s3->single_writer = (int)x; break;
 		default: s3->stale_upload_s = x; break;
 		}
@@ -1110,18 +1037,11 @@ s3_param(void *ctx, const char *name, const char *v)
 static int
 s3_open_bucket(struct s3_store *s3)
 {
-	struct s3_call c;
-	int rc = oshttp_call_init(&c.call, &s3->st, OSHTTP_OP_OTHER, "HEAD", "open: bucket", NULL);
-	if (rc == 0)
-		rc = oshttp_call_send(&c.call);
-	int create = 0;
-	if (rc == 0 && c.call.http.status == 404)
-		create = 1;
-	else if (rc == 0 && c.call.http.status != 200)
-		rc = s3_fail(&c.call);
-	oshttp_call_destroy(&c.call);
-	if (rc || !create)
+	int missing = 0;
+	int rc = oshttp_probe_container(&s3->st, "HEAD", "open: bucket", NULL, NULL, &missing);
+	if (rc || !missing)
 		return rc;
+	struct s3_call c;
 	char body[256] = "";
 	if (strcmp(s3->region, "us-east-1") != 0)
 		snprintf(body, sizeof(body), "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/"
@@ -1164,29 +1084,29 @@ s3_probe(struct s3_store *s3)
 		snprintf(why, sizeof(why), " (%s)", diag_last());
 	int im = s3_put_object_raw(s3, "open: probe", key, "3", 1, S3_PROBE_STALE_ETAG, NULL);
 	int enforced_im = im == STRATA_ECONFLICT;
-	int del = s3_del(&s3->base, key);
+	int del = oshttp_del(&s3->st.base, key);
 	if (inm != 0 && inm != STRATA_EEXIST && strstr(why, "HTTP 501") == NULL)
-		return diag_set(inm, "%s: open: the conditional-write probe failed%s", s3->base.name, why);
+		return diag_set(inm, "%s: open: the conditional-write probe failed%s", s3->st.base.name, why);
 	if (im != 0 && im != STRATA_ECONFLICT && strstr(diag_last(), "HTTP 501") == NULL && del == 0)
-		return diag_set(im, "%s: open: the If-Match probe failed", s3->base.name);
+		return diag_set(im, "%s: open: the If-Match probe failed", s3->st.base.name);
 	if (!enforced_inm && !s3->single_writer)
 		return diag_set(STRATA_EINVAL, "%s: the server does not enforce If-None-Match%s: conditional "
 				"writes are needed when several writers may share the store; add single_writer=1 "
-				"to the URL if you guarantee one node", s3->base.name,
+				"to the URL if you guarantee one node", s3->st.base.name,
 				inm == 0 ? " (a second put-if-absent of the probe object succeeded)" : why);
 	if (!enforced_im && !s3->single_writer)
 		return diag_set(STRATA_EINVAL, "%s: the server does not enforce If-Match (a put with a stale "
 				"ETag succeeded): conditional writes are needed when several writers may share the "
-				"store; add single_writer=1 to the URL if you guarantee one node", s3->base.name);
+				"store; add single_writer=1 to the URL if you guarantee one node", s3->st.base.name);
 	s3->emulate_if_none_match = !enforced_inm;
 	s3->emulate_if_match = !enforced_im;
 	if (s3->emulate_if_none_match || s3->emulate_if_match)
 		diag_log(LOG_LVL_WARN, "%s: the server does not enforce %s; single_writer=1: conditions are "
 			 "checked by a HEAD first, which is safe only while one node writes the store",
-			 s3->base.name, !enforced_inm && !enforced_im ? "If-None-Match nor If-Match"
+			 s3->st.base.name, !enforced_inm && !enforced_im ? "If-None-Match nor If-Match"
 					: !enforced_inm ? "If-None-Match" : "If-Match");
 	if (del != 0)
-		diag_log(LOG_LVL_WARN, "%s: the probe object %s was not deleted: %s", s3->base.name, key,
+		diag_log(LOG_LVL_WARN, "%s: the probe object %s was not deleted: %s", s3->st.base.name, key,
 			 diag_last());
 	return 0;
 }
@@ -1234,12 +1154,11 @@ objstore_s3_new(const char *url, struct objstore **out)
 	if (rc)
 		return rc;
 	struct s3_store *s3 = store;
-	s3->base.ops = &s3_ops;
+	s3->st.base.ops = &s3_ops;
 	s3->st.ops = &s3_http_ops;
-	s3->st.name = s3->base.name;
 	s3->st.key_max = S3_KEY_MAX;
+	s3->st.list_page = S3_LIST_PAGE;
 	s3->part_bytes = S3_PART_DEFAULT;
-	s3->list_page = S3_LIST_PAGE;
 	s3->stale_upload_s = S3_STALE_UPLOAD_S;
 	struct oshttp_config hc;
 	oshttp_config_init(&hc);
@@ -1255,7 +1174,7 @@ objstore_s3_new(const char *url, struct objstore **out)
 		size_t pl = 0;
 		rc = oshttp_url_prefix(url, pfx, s3->st.prefix, sizeof(s3->st.prefix), &pl);
 		s3->st.prefix_len = strlen(s3->st.prefix);
-		snprintf(s3->base.name, sizeof(s3->base.name), "s3://%s%s%.*s", s3->bucket, pl ? "/" : "",
+		snprintf(s3->st.base.name, sizeof(s3->st.base.name), "s3://%s%s%.*s", s3->bucket, pl ? "/" : "",
 			 (int)pl, pl ? pfx : "");
 	}
 	struct s3_strparams sp = {.s3 = s3, .hc = &hc, .url = url};
@@ -1300,10 +1219,10 @@ objstore_s3_new(const char *url, struct objstore **out)
 	if (rc == 0)
 		rc = s3_probe(s3);
 	if (rc) {
-		s3_destroy(&s3->base);
+		s3_destroy(&s3->st.base);
 		return rc;
 	}
-	*out = &s3->base;
+	*out = &s3->st.base;
 	return 0;
 }
 
