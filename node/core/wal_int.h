@@ -25,8 +25,8 @@
  *
  *   submit   wal_submit_encoded, under mu, no IO: refuse when failed (its code and
  *            fail_msg), not started, closing, or out of positions; assign positions
- *            next_seq..; finish the entry header's checksum; queue the entry; submitted_off += its size; the
- *            ticket is the new submitted_off.
+ *            next_seq..; finish the entry header's checksum; queue the entry;
+ *            submitted_off += its size; the ticket is the new submitted_off.
  *   wait     wal_wait, a loop: ack_off >= ticket (acquire) returns 0 with no lock. Else
  *            under mu: ack_off checked again; failed returns its code. With no leader
  *            the waiter either defers (wal_defer) or leads. With a leader, or while
@@ -97,13 +97,13 @@
  * anything else means a newer owner took the position (STRATA_EFENCED). After a
  * batch's put, a writer reads the epoch object when 20 ms or 32 group commits have
  * passed since it last did; once it names a newer epoch the writer is fenced and the
- * batch is not acknowledged (its outcome is unknown). An open walks the objects from the cursor: objects wholly at or
- * below it are not replayed (an owner collects stale batches); a gap does not stop the
- * walk, and only a void put at its first position closes it; an object that starts at
- * or below a position already covered (other than the one straddling the cursor) is
- * void, logged and not replayed. A release hands batches wholly at or below its
- * position to the reaper; markers stay, so a stalled older writer's put still finds its
- * position taken.
+ * batch is not acknowledged (its outcome is unknown). An open walks the objects from
+ * the cursor: objects wholly at or below it are not replayed (an owner collects stale
+ * batches); a gap does not stop the walk, and only a void put at its first position
+ * closes it; an object that starts at or below a position already covered (other than
+ * the one straddling the cursor) is void, logged and not replayed. A release hands
+ * batches wholly at or below its position to the reaper; markers stay, so a stalled
+ * older writer's put still finds its position taken.
  */
 #ifndef STRATA_WAL_INT_H
 #define STRATA_WAL_INT_H
@@ -401,9 +401,9 @@ int wal_reader_get(struct wal_reader *r, uint64_t off, size_t n, const uint8_t *
 /** List and read every segment of dir into an env.malloc'ed array, in position order;
  *  entries above replay_from go to cb. Segments known from prev, an earlier survey, and
  *  not the last live one there are not read again. Read-only. */
-int wal_survey(const char *dir, uint64_t max_entry, uint64_t replay_from, wal_replay_cb cb, void *ctx,
-	       const struct wal_segment_info *prev, size_t nprev, struct wal_segment_info **out,
-	       size_t *nout);
+int wal_survey(const char *dir, uint64_t max_entry, uint64_t replay_from, wal_replay_cb cb,
+	       void *ctx, const struct wal_segment_info *prev, size_t nprev,
+	       struct wal_segment_info **out, size_t *nout);
 /** Index of the last live (neither void nor gone) segment of fs (n when none). */
 size_t wal_last_live(const struct wal_segment_info *fs, size_t n);
 

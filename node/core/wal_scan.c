@@ -247,8 +247,8 @@ wal_zero_to_end(struct wal_reader *r, uint64_t off, int *zero)
  * ends at the end or is followed only by zeros; a segment of zeros only.
  */
 static int
-wal_scan_segment(int fd, const char *path, uint64_t max_entry, uint64_t replay_after, wal_replay_cb cb,
-		 void *ctx, struct wal_segment_info *s)
+wal_scan_segment(int fd, const char *path, uint64_t max_entry, uint64_t replay_after,
+		 wal_replay_cb cb, void *ctx, struct wal_segment_info *s)
 {
 	uint64_t first_seq = s->first_seq, limit = s->limit;
 	s->last_seq = first_seq - 1;

@@ -213,7 +213,8 @@ wal_listing_cb(void *ctx, const char *key, uint64_t size)
 	for (; rel[i] >= '0' && rel[i] <= '9' && i < 20; i++)
 		first = first * 10 + (uint64_t)(rel[i] - '0');
 	if (i != 20 || rel[i] != '\0' || first == 0) {
-		diag_log(LOG_LVL_WARN, "wal: %s (%s) is not a WAL object name: left alone", key, l->w->store.os->name);
+		diag_log(LOG_LVL_WARN, "wal: %s (%s) is not a WAL object name: left alone", key,
+			 l->w->store.os->name);
 		return 0;
 	}
 	if (l->n > 0 && l->v[l->n - 1].first >= first)
@@ -391,7 +392,8 @@ wal_store_epoch_read(struct wal *w, uint64_t *epoch)
 	if (rc)
 		return rc;
 	if (wal_fence_decode(b, got, epoch) != 0)
-		return diag_set(STRATA_ECORRUPT, "wal: the epoch object %s (%s) is damaged", key, w->store.os->name);
+		return diag_set(STRATA_ECORRUPT, "wal: the epoch object %s (%s) is damaged", key,
+				w->store.os->name);
 	return 0;
 }
 
@@ -503,7 +505,8 @@ wal_store_flush(struct wal *w, struct wal_entry *head, uint64_t *nputs)
 		buf_append(&w->stg, e->data, e->len);
 	if (env_point(ENV_POINT_WAL_BEFORE_SYNC, w) != 0) {
 		buf_reset(&w->stg);
-		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_sync in %s", w->store.prefix);
+		return diag_set(STRATA_EINJECTED, "wal: failure injected at wal.before_sync in %s",
+				w->store.prefix);
 	}
 	rc = wal_store_put(w, first, w->stg.data, w->stg.len, nputs);
 	buf_reset(&w->stg);
@@ -536,8 +539,8 @@ wal_store_marker(struct wal *w, int kind, uint64_t first, uint64_t last)
 		return wal_obj_insert(w, &o);
 	}
 	if (rc == STRATA_EEXIST || objstore_last_indeterminate()) {
-		diag_log(LOG_LVL_DEBUG, "wal: %s: the %s at position %" PRIu64 " did not take (%s)", w->store.prefix,
-			 wal_obj_kind_name(kind), first, diag_last());
+		diag_log(LOG_LVL_DEBUG, "wal: %s: the %s at position %" PRIu64 " did not take (%s)",
+			 w->store.prefix, wal_obj_kind_name(kind), first, diag_last());
 		return STRATA_EEXIST;
 	}
 	return rc;
