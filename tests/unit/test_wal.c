@@ -394,6 +394,27 @@ opts(const char *dir, int sync, uint64_t segment_bytes)
 	return (struct wal_options){.dir = dir, .sync = sync, .segment_bytes = segment_bytes};
 }
 
+/* ---- the fixture ---- */
+
+/**
+ * WAL_TEST(name) { ... } defines TEST(name): the body runs with the fakes installed
+ * (fx_install, everything off) in dir, a fresh temporary directory; afterwards, however
+ * the body ended (a REQUIRE leaves only the body), dir is removed and env reset.
+ */
+#define WAL_TEST(name)                                                                  \
+	static void name##_in(const char *dir);                                         \
+	TEST(name)                                                                      \
+	{                                                                               \
+		fx_install();                                                           \
+		char *dir = harness_tmpdir("wal");                                      \
+		REQUIRE(dir != NULL);                                                   \
+		name##_in(dir);                                                         \
+		harness_rmrf(dir);                                                      \
+		free(dir);                                                              \
+		env_reset();                                                            \
+	}                                                                               \
+	static void name##_in(const char *dir)
+
 /* ---- tests ---- */
 
 /** Threads and entries of the concurrent tests. */
@@ -421,11 +442,8 @@ rt_main(void *p)
 	return NULL;
 }
 
-TEST(round_trip_replays_every_acked_row_once_in_order)
+WAL_TEST(round_trip_replays_every_acked_row_once_in_order)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 1 << 20);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -467,9 +485,6 @@ TEST(round_trip_replays_every_acked_row_once_in_order)
 	/* The big value forced at least one segment roll. */
 	CHECK(count_segments(dir) >= 2);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
 /** Threads of the group-commit tests. */
@@ -518,11 +533,8 @@ run_gc_threads(struct wal *w, struct gc_arg *args)
 		pthread_join(th[t], NULL);
 }
 
-TEST(group_commit_shares_fdatasync_across_waiters)
+WAL_TEST(group_commit_shares_fdatasync_across_waiters)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -553,9 +565,6 @@ TEST(group_commit_shares_fdatasync_across_waiters)
 	CHECK_EQ(s->n, GC_THREADS);
 	CHECK_EQ(s->bad_rows, 0);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
 /** Append entries 0..n-1 (1 row each, thread 0) to a fresh WAL in dir; record the
@@ -582,6 +591,37 @@ write_entries(const char *dir, int n, long long *ends, uint64_t segment_bytes)
 	return rc;
 }
 
+/** Most entries written_segment writes. */
+#define WRITTEN_MAX 7
+
+/** The one segment the corruption tests damage, as written_segment wrote it. */
+struct written {
+	/** Segment size after each entry (ends[0]: the header alone). */
+	long long ends[WRITTEN_MAX + 1];
+	/** Path of the segment (positions from 1). */
+	char path[4096];
+	/** Its bytes as written (malloc'ed), to restore or damage. */
+	uint8_t *orig;
+	/** How many. */
+	size_t len;
+};
+
+/** Write entries 0..n-1 (write_entries) to a fresh WAL in dir and keep a copy of the one
+ *  segment in g; 0, write_entries' code, or -1 when the copy cannot be read. */
+static int
+written_segment(const char *dir, int n, struct written *g)
+{
+	g->orig = NULL;
+	if (n > WRITTEN_MAX)
+		return -1;
+	int rc = write_entries(dir, n, g->ends, 0);
+	if (rc)
+		return rc;
+	seg_path(g->path, sizeof(g->path), dir, 1);
+	g->orig = read_file(g->path, &g->len);
+	return g->orig != NULL ? 0 : -1;
+}
+
 /** The last warning logged, for checks on torn-tail reports. */
 static char last_warn[1024];
 
@@ -592,27 +632,19 @@ capture_sink(int level, const char *msg)
 		snprintf(last_warn, sizeof(last_warn), "%s", msg);
 }
 
-TEST(torn_tail_is_truncated_to_last_whole_entry)
+WAL_TEST(torn_tail_is_truncated_to_last_whole_entry)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
-	long long ends[6];
-	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
-	char path[4096];
-	seg_path(path, sizeof(path), dir, 1);
-	size_t len;
-	uint8_t *orig = read_file(path, &len);
-	REQUIRE(orig != NULL);
-	REQUIRE_EQ(len, ends[5]);
-	REQUIRE(ends[5] - ends[4] > ENTRY_HDR + 1);
+	struct written g;
+	REQUIRE_EQ(written_segment(dir, 5, &g), 0);
+	REQUIRE_EQ(g.len, g.ends[5]);
+	REQUIRE(g.ends[5] - g.ends[4] > ENTRY_HDR + 1);
 	/* Inside the header, a whole header with its payload cut, most of the payload. */
-	long long cuts[] = {ends[4] + 1, ends[4] + 10, ends[4] + ENTRY_HDR - 1, ends[4] + ENTRY_HDR,
-			    ends[4] + ENTRY_HDR + 1, ends[5] - 1};
+	long long cuts[] = {g.ends[4] + 1, g.ends[4] + 10, g.ends[4] + ENTRY_HDR - 1,
+			    g.ends[4] + ENTRY_HDR, g.ends[4] + ENTRY_HDR + 1, g.ends[5] - 1};
 	for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
 		harness_rmrf(dir);
 		REQUIRE(mkdir(dir, 0755) == 0);
-		REQUIRE(write_file(path, orig, (size_t)cuts[c]) == 0);
+		REQUIRE(write_file(g.path, g.orig, (size_t)cuts[c]) == 0);
 		struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 		struct seen *s = seen_new();
 		struct wal *w;
@@ -623,7 +655,7 @@ TEST(torn_tail_is_truncated_to_last_whole_entry)
 		diag_log_sink = sink;
 		CHECK_EQ(rc, 0);
 		char offs[64];
-		snprintf(offs, sizeof(offs), "offset %lld", ends[4]);
+		snprintf(offs, sizeof(offs), "offset %lld", g.ends[4]);
 		if (strstr(last_warn, "00000000000000000001.wal") == NULL ||
 		    strstr(last_warn, offs) == NULL) {
 			fprintf(stderr, "  warning does not name segment and %s: '%s'\n", offs,
@@ -638,7 +670,7 @@ TEST(torn_tail_is_truncated_to_last_whole_entry)
 		CHECK_EQ(s->n, 4);
 		CHECK_EQ(s->bad_rows, 0);
 		CHECK_EQ(s->last, 1 + 2 + 1 + 2);
-		CHECK_EQ(file_size(path), ends[4]);
+		CHECK_EQ(file_size(g.path), g.ends[4]);
 		CHECK_EQ(wal_next_seq(w), 7);
 		struct wal_ticket tk;
 		CHECK_EQ(append_entry(w, 0, 99, 1, &tk), 0);
@@ -652,17 +684,11 @@ TEST(torn_tail_is_truncated_to_last_whole_entry)
 		wal_close(w);
 		free(s);
 	}
-	free(orig);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
+	free(g.orig);
 }
 
-TEST(bad_checksum_on_final_entry_is_a_torn_tail)
+WAL_TEST(bad_checksum_on_final_entry_is_a_torn_tail)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	long long ends[6];
 	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
 	char path[4096];
@@ -676,16 +702,10 @@ TEST(bad_checksum_on_final_entry_is_a_torn_tail)
 	CHECK_EQ(file_size(path), ends[4]);
 	wal_close(w);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(torn_segment_header_is_dropped)
+WAL_TEST(torn_segment_header_is_dropped)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	long long ends[3];
 	REQUIRE_EQ(write_entries(dir, 2, ends, 0), 0);
 	char path[4096];
@@ -704,9 +724,6 @@ TEST(torn_segment_header_is_dropped)
 	CHECK_EQ(info[0].valid_bytes, 24);
 	CHECK_EQ(info[0].entries, 0);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
 /** CHECK that opening dir fails with ECORRUPT naming the segment and the offset. */
@@ -733,41 +750,27 @@ check_corrupt_open(const char *dir, uint64_t seg_first, long long off, uint64_t 
 	free(s);
 }
 
-TEST(corrupt_middle_entry_fails_open_naming_segment_and_offset)
+WAL_TEST(corrupt_middle_entry_fails_open_naming_segment_and_offset)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
-	long long ends[6];
-	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
-	char path[4096];
-	seg_path(path, sizeof(path), dir, 1);
-	size_t len;
-	uint8_t *orig = read_file(path, &len);
-	REQUIRE(orig != NULL);
+	struct written g;
+	REQUIRE_EQ(written_segment(dir, 5, &g), 0);
 	/* A payload byte and the header_crc, payload_len, first_seq, nrows and payload_crc
 	 * fields of entry 3. */
-	long long flips[] = {ends[2] + ENTRY_HDR + 3, ends[2] + 1, ends[2] + 5,
-			     ends[2] + 9, ends[2] + 16, ends[2] + 21};
+	long long flips[] = {g.ends[2] + ENTRY_HDR + 3, g.ends[2] + 1, g.ends[2] + 5,
+			     g.ends[2] + 9, g.ends[2] + 16, g.ends[2] + 21};
 	for (size_t f = 0; f < sizeof(flips) / sizeof(flips[0]); f++) {
-		REQUIRE(write_file(path, orig, len) == 0);
-		REQUIRE_EQ(flip_byte(path, flips[f]), 0);
-		check_corrupt_open(dir, 1, ends[2], 0);
+		REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+		REQUIRE_EQ(flip_byte(g.path, flips[f]), 0);
+		check_corrupt_open(dir, 1, g.ends[2], 0);
 		/* Nothing was truncated or created. */
-		CHECK_EQ(file_size(path), (long long)len);
+		CHECK_EQ(file_size(g.path), (long long)g.len);
 		CHECK_EQ(count_segments(dir), 1);
 	}
-	free(orig);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
+	free(g.orig);
 }
 
-TEST(torn_entry_in_older_segment_is_corruption)
+WAL_TEST(torn_entry_in_older_segment_is_corruption)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	REQUIRE_EQ(write_entries(dir, 12, NULL, 200), 0);
 	struct wal_segment_info info[32];
 	int n = wal_inspect_dir(dir, info, 32);
@@ -782,9 +785,6 @@ TEST(torn_entry_in_older_segment_is_corruption)
 	long long off = (long long)after[0].valid_bytes;
 	CHECK(after[0].valid_bytes < after[0].bytes);
 	check_corrupt_open(dir, info[0].first_seq, off, 0);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
 /** Append a well-formed entry (valid checksums) with the given first_seq to path. */
@@ -810,43 +810,29 @@ append_forged_entry(const char *path, uint64_t first_seq)
 	return rc;
 }
 
-TEST(position_gap_or_repeat_is_corruption)
+WAL_TEST(position_gap_or_repeat_is_corruption)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
-	long long ends[4];
-	REQUIRE_EQ(write_entries(dir, 3, ends, 0), 0); /* positions 1..4 */
-	char path[4096];
-	seg_path(path, sizeof(path), dir, 1);
-	size_t len;
-	uint8_t *orig = read_file(path, &len);
-	REQUIRE(orig != NULL);
+	struct written g;
+	REQUIRE_EQ(written_segment(dir, 3, &g), 0); /* positions 1..4 */
 	uint64_t bad[] = {4, 6, 1};
 	for (size_t b = 0; b < 3; b++) {
-		REQUIRE(write_file(path, orig, len) == 0);
-		REQUIRE_EQ(append_forged_entry(path, bad[b]), 0);
-		check_corrupt_open(dir, 1, ends[3], 0);
+		REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+		REQUIRE_EQ(append_forged_entry(g.path, bad[b]), 0);
+		check_corrupt_open(dir, 1, g.ends[3], 0);
 	}
 	/* The right position is accepted: the forging itself is sound. */
-	REQUIRE(write_file(path, orig, len) == 0);
-	REQUIRE_EQ(append_forged_entry(path, 5), 0);
+	REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+	REQUIRE_EQ(append_forged_entry(g.path, 5), 0);
 	struct wal_options o = opts(dir, STRATA_SYNC_NONE, 0);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
 	CHECK_EQ(wal_next_seq(w), 6);
 	wal_close(w);
-	free(orig);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
+	free(g.orig);
 }
 
-TEST(payload_over_max_entry_bytes_is_corruption)
+WAL_TEST(payload_over_max_entry_bytes_is_corruption)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	long long ends[6];
 	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
 	/* The limit admits the first entry's payload but not the second's. */
@@ -874,42 +860,28 @@ TEST(payload_over_max_entry_bytes_is_corruption)
 	wal_close(w);
 	harness_rmrf(dir2);
 	free(dir2);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(flipped_length_bit_before_tail_is_corruption)
+WAL_TEST(flipped_length_bit_before_tail_is_corruption)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
-	long long ends[6];
-	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
-	char path[4096];
-	seg_path(path, sizeof(path), dir, 1);
-	size_t len;
-	uint8_t *orig = read_file(path, &len);
-	REQUIRE(orig != NULL);
+	struct written g;
+	REQUIRE_EQ(written_segment(dir, 5, &g), 0);
 	/* Entry k starts at ends[k]: the second-to-last (3) and a middle one (2). Bit 28 of
 	 * payload_len adds 256 MiB: past EOF, yet under the default 1 GiB entry limit. */
 	int victims[] = {3, 2};
 	for (size_t v = 0; v < sizeof(victims) / sizeof(victims[0]); v++) {
-		long long at = ends[victims[v]];
-		REQUIRE(at + ENTRY_HDR + (long long)dec_u32(orig + at + 4) + (1ll << 28) >
-			(long long)len);
-		REQUIRE(write_file(path, orig, len) == 0);
-		REQUIRE_EQ(xor_byte(path, at + 7, 0x10), 0);
+		long long at = g.ends[victims[v]];
+		REQUIRE(at + ENTRY_HDR + (long long)dec_u32(g.orig + at + 4) + (1ll << 28) >
+			(long long)g.len);
+		REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+		REQUIRE_EQ(xor_byte(g.path, at + 7, 0x10), 0);
 		check_corrupt_open(dir, 1, at, 0);
 		CHECK(strstr(diag_last(), "header checksum") != NULL);
 		/* Nothing was truncated or created. */
-		CHECK_EQ(file_size(path), (long long)len);
+		CHECK_EQ(file_size(g.path), (long long)g.len);
 		CHECK_EQ(count_segments(dir), 1);
 	}
-	free(orig);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
+	free(g.orig);
 }
 
 /** Open dir, expecting success; CHECK that n entries ending at position last were
@@ -947,18 +919,10 @@ check_torn_open(const char *dir, uint64_t seg_first, long long off, int n, uint6
 	free(s);
 }
 
-TEST(zero_filled_tail_is_torn)
+WAL_TEST(zero_filled_tail_is_torn)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
-	long long ends[6];
-	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0); /* positions 1..7 */
-	char path[4096];
-	seg_path(path, sizeof(path), dir, 1);
-	size_t len;
-	uint8_t *orig = read_file(path, &len);
-	REQUIRE(orig != NULL);
+	struct written g;
+	REQUIRE_EQ(written_segment(dir, 5, &g), 0); /* positions 1..7 */
 	size_t zlen = (2u << 20) + 3;
 	uint8_t *zeros = calloc(1, zlen);
 	REQUIRE(zeros != NULL);
@@ -967,49 +931,38 @@ TEST(zero_filled_tail_is_torn)
 	for (size_t t = 0; t < 2; t++) {
 		harness_rmrf(dir);
 		REQUIRE(mkdir(dir, 0755) == 0);
-		REQUIRE(write_file(path, orig, len) == 0);
-		REQUIRE(append_bytes(path, zeros, tails[t]) == 0);
-		check_torn_open(dir, 1, ends[5], 5, 7);
-		CHECK_EQ(file_size(path), ends[5]);
+		REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+		REQUIRE(append_bytes(g.path, zeros, tails[t]) == 0);
+		check_torn_open(dir, 1, g.ends[5], 5, 7);
+		CHECK_EQ(file_size(g.path), g.ends[5]);
 	}
 	/* The last entry's payload never arrived either: its header is whole, zeros after. */
 	harness_rmrf(dir);
 	REQUIRE(mkdir(dir, 0755) == 0);
-	memset(orig + ends[4] + ENTRY_HDR, 0, (size_t)(ends[5] - ends[4] - ENTRY_HDR));
-	REQUIRE(write_file(path, orig, len) == 0);
-	REQUIRE(append_bytes(path, zeros, 4096) == 0);
-	check_torn_open(dir, 1, ends[4], 4, 6);
-	CHECK_EQ(file_size(path), ends[4]);
+	memset(g.orig + g.ends[4] + ENTRY_HDR, 0, (size_t)(g.ends[5] - g.ends[4] - ENTRY_HDR));
+	REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+	REQUIRE(append_bytes(g.path, zeros, 4096) == 0);
+	check_torn_open(dir, 1, g.ends[4], 4, 6);
+	CHECK_EQ(file_size(g.path), g.ends[4]);
 	/* A newly rolled last segment made only of zeros is dropped (and then replaced by
 	 * the fresh segment of the same name). */
 	harness_rmrf(dir);
-	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
+	REQUIRE_EQ(write_entries(dir, 5, g.ends, 0), 0);
 	char path8[4096];
 	seg_path(path8, sizeof(path8), dir, 8);
 	REQUIRE(append_bytes(path8, zeros, 4096) == 0);
 	check_torn_open(dir, 8, 0, 5, 7);
-	CHECK_EQ(file_size(path), ends[5]);
+	CHECK_EQ(file_size(g.path), g.ends[5]);
 	CHECK_EQ(file_size(path8), 24);
 	CHECK_EQ(count_segments(dir), 2);
 	free(zeros);
-	free(orig);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
+	free(g.orig);
 }
 
-TEST(garbage_tail_is_corruption)
+WAL_TEST(garbage_tail_is_corruption)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
-	long long ends[6];
-	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
-	char path[4096];
-	seg_path(path, sizeof(path), dir, 1);
-	size_t len;
-	uint8_t *orig = read_file(path, &len);
-	REQUIRE(orig != NULL);
+	struct written g;
+	REQUIRE_EQ(written_segment(dir, 5, &g), 0);
 	uint8_t garbage[64];
 	for (size_t i = 0; i < sizeof(garbage); i++)
 		garbage[i] = (uint8_t)(0xa5 ^ (i * 29));
@@ -1025,41 +978,31 @@ TEST(garbage_tail_is_corruption)
 		size_t n;
 	} tails[] = {{garbage, sizeof(garbage)}, {late, zlen}};
 	for (size_t t = 0; t < 2; t++) {
-		REQUIRE(write_file(path, orig, len) == 0);
-		REQUIRE(append_bytes(path, tails[t].p, tails[t].n) == 0);
-		check_corrupt_open(dir, 1, ends[5], 0);
-		CHECK_EQ(file_size(path), (long long)len + (long long)tails[t].n);
+		REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+		REQUIRE(append_bytes(g.path, tails[t].p, tails[t].n) == 0);
+		check_corrupt_open(dir, 1, g.ends[5], 0);
+		CHECK_EQ(file_size(g.path), (long long)g.len + (long long)tails[t].n);
 		CHECK_EQ(count_segments(dir), 1);
 	}
 	/* A bad payload in the last entry with garbage after it is not a torn append. */
-	REQUIRE(write_file(path, orig, len) == 0);
-	REQUIRE_EQ(flip_byte(path, ends[4] + ENTRY_HDR + 2), 0);
-	REQUIRE(append_bytes(path, garbage, sizeof(garbage)) == 0);
-	check_corrupt_open(dir, 1, ends[4], 0);
+	REQUIRE(write_file(g.path, g.orig, g.len) == 0);
+	REQUIRE_EQ(flip_byte(g.path, g.ends[4] + ENTRY_HDR + 2), 0);
+	REQUIRE(append_bytes(g.path, garbage, sizeof(garbage)) == 0);
+	check_corrupt_open(dir, 1, g.ends[4], 0);
 	CHECK(strstr(diag_last(), "payload checksum") != NULL);
-	CHECK_EQ(file_size(path), (long long)len + (long long)sizeof(garbage));
+	CHECK_EQ(file_size(g.path), (long long)g.len + (long long)sizeof(garbage));
 	free(late);
-	free(orig);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
+	free(g.orig);
 }
 
-TEST(old_segment_version_is_refused)
+WAL_TEST(old_segment_version_is_refused)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
-	REQUIRE_EQ(write_entries(dir, 3, NULL, 0), 0);
-	char path[4096];
-	seg_path(path, sizeof(path), dir, 1);
-	size_t len;
-	uint8_t *p = read_file(path, &len);
-	REQUIRE(p != NULL);
+	struct written g;
+	REQUIRE_EQ(written_segment(dir, 3, &g), 0);
 	/* Rewrite the header as version 1, with a checksum that matches it. */
-	enc_u32(p + 8, 1);
-	enc_u32(p + 12, crc32c(crc32c(0, p, 12), p + 16, 8));
-	REQUIRE(write_file(path, p, len) == 0);
+	enc_u32(g.orig + 8, 1);
+	enc_u32(g.orig + 12, crc32c(crc32c(0, g.orig, 12), g.orig + 16, 8));
+	REQUIRE(write_file(g.path, g.orig, g.len) == 0);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct wal *w = NULL;
 	CHECK_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), STRATA_EVERSION);
@@ -1069,17 +1012,14 @@ TEST(old_segment_version_is_refused)
 		fprintf(stderr, "  message: %s\n", m);
 		CHECK(0);
 	}
-	CHECK_EQ(file_size(path), (long long)len);
+	CHECK_EQ(file_size(g.path), (long long)g.len);
 	/* No fresh segment was created after the refused one (positions 1..4). */
 	char next[4096];
 	seg_path(next, sizeof(next), dir, 5);
 	CHECK_EQ(file_size(next), -1);
 	if (w != NULL)
 		wal_close(w);
-	free(p);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
+	free(g.orig);
 }
 
 /** Append n entries (thread 0, 1 + i % 2 rows) to w, keeping tickets. */
@@ -1094,11 +1034,8 @@ append_n(struct wal *w, int from, int n, struct wal_ticket *tk)
 	return 0;
 }
 
-TEST(replay_after_skips_and_deletes_covered_segments)
+WAL_TEST(replay_after_skips_and_deletes_covered_segments)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_NONE, 300);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1142,16 +1079,10 @@ TEST(replay_after_skips_and_deletes_covered_segments)
 	CHECK_EQ(na, kept + 1);
 	CHECK_EQ(nsegs, (uint64_t)kept + 1);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(release_deletes_old_segments_but_never_the_current_one)
+WAL_TEST(release_deletes_old_segments_but_never_the_current_one)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 300);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1191,16 +1122,10 @@ TEST(release_deletes_old_segments_but_never_the_current_one)
 	CHECK_EQ(s->last, t2.last_seq);
 	wal_close(w);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(fdatasync_failure_turns_wal_readonly_and_keeps_acked_rows)
+WAL_TEST(fdatasync_failure_turns_wal_readonly_and_keeps_acked_rows)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1248,15 +1173,10 @@ TEST(fdatasync_failure_turns_wal_readonly_and_keeps_acked_rows)
 	CHECK(wal_next_seq(w) >= tk[2].last_seq + 1);
 	wal_close(w);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
 }
 
-TEST(failed_sync_fails_every_waiter_of_the_batch_and_later)
+WAL_TEST(failed_sync_fails_every_waiter_of_the_batch_and_later)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1278,9 +1198,6 @@ TEST(failed_sync_fails_every_waiter_of_the_batch_and_later)
 	CHECK_EQ(fx_get(&fx_pwrites), fx_get(&fx_pwrites_at_failure));
 	wal_close(w);
 	CHECK_EQ(fx_get(&fx_syncs), 1);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
 /** A clock on which every fdatasync takes 400 ms, so that a group waits 200 ms. */
@@ -1335,12 +1252,9 @@ fx_wait_submitted(int n)
 
 /* Writers that defer leading a group, waiting for the writers of the last one, sleep
  * with no mutex and only the first of them on a timer: a fence must wake them all. */
-TEST(a_fence_wakes_the_writers_waiting_to_form_a_group)
+WAL_TEST(a_fence_wakes_the_writers_waiting_to_form_a_group)
 {
-	fx_install();
 	env.mono_ns = slow_mono_ns;
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	o.group_wait_us = 10000000;
 	struct wal *w;
@@ -1381,16 +1295,10 @@ TEST(a_fence_wakes_the_writers_waiting_to_form_a_group)
 	CHECK(strstr(l[5].a.msg, "fenced by a newer owner") != NULL);
 	CHECK_EQ(fx_get(&fx_syncs), 2);
 	wal_close(w);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(enospc_on_write_reports_no_space)
+WAL_TEST(enospc_on_write_reports_no_space)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1418,8 +1326,6 @@ TEST(enospc_on_write_reports_no_space)
 	CHECK_EQ(s->n, 1);
 	wal_close(w);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
 }
 
 static int
@@ -1428,11 +1334,8 @@ inject_before_sync(const char *name, const void *arg)
 	return strcmp(name, "wal.before_sync") == 0;
 }
 
-TEST(injected_point_before_sync_fails_the_leader)
+WAL_TEST(injected_point_before_sync_fails_the_leader)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1446,16 +1349,10 @@ TEST(injected_point_before_sync_fails_the_leader)
 	env.point = NULL;
 	wal_close(w);
 	CHECK_EQ(fx_get(&fx_syncs), 0);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(positions_are_monotonic_across_reopen_and_rolls)
+WAL_TEST(positions_are_monotonic_across_reopen_and_rolls)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_NONE, 200);
 	struct wal *w;
 	static struct wal_ticket tk[80];
@@ -1502,16 +1399,10 @@ TEST(positions_are_monotonic_across_reopen_and_rolls)
 	CHECK_EQ(s->out_of_order, 0);
 	wal_close(w);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(interval_mode_acks_after_write_and_syncs_in_background)
+WAL_TEST(interval_mode_acks_after_write_and_syncs_in_background)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_INTERVAL, 0);
 	o.sync_interval_ms = 2;
 	struct wal *w;
@@ -1535,8 +1426,6 @@ TEST(interval_mode_acks_after_write_and_syncs_in_background)
 	CHECK_EQ(s->n, 10);
 	wal_close(w);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
 }
 
 /** One append of fsync_mode_acks_only_after_fdatasync. */
@@ -1562,11 +1451,8 @@ ack_main(void *p)
 	return NULL;
 }
 
-TEST(fsync_mode_acks_only_after_fdatasync)
+WAL_TEST(fsync_mode_acks_only_after_fdatasync)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1586,16 +1472,10 @@ TEST(fsync_mode_acks_only_after_fdatasync)
 	CHECK_EQ(a.rc, 0);
 	CHECK_EQ(fx_get(&fx_hold_timeouts), 0);
 	wal_close(w);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(interval_mode_close_makes_the_tail_durable)
+WAL_TEST(interval_mode_close_makes_the_tail_durable)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_INTERVAL, 0);
 	o.sync_interval_ms = 3600u * 1000u;
 	struct wal *w;
@@ -1606,17 +1486,11 @@ TEST(interval_mode_close_makes_the_tail_durable)
 	CHECK_EQ(fx_get(&fx_syncs), 0);
 	wal_close(w);
 	CHECK_EQ(fx_get(&fx_syncs), 1);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(none_mode_never_syncs)
+WAL_TEST(none_mode_never_syncs)
 {
-	fx_install();
 	fx_arm();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	struct wal_options o = opts(dir, STRATA_SYNC_NONE, 200);
 	struct wal *w;
 	REQUIRE_EQ(wal_open(&o, 0, 0, NULL, NULL, &w), 0);
@@ -1631,16 +1505,10 @@ TEST(none_mode_never_syncs)
 	wal_close(w);
 	CHECK_EQ(fx_get(&fx_syncs), 0);
 	free(s);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
-TEST(inspect_reports_without_modifying)
+WAL_TEST(inspect_reports_without_modifying)
 {
-	fx_install();
-	char *dir = harness_tmpdir("wal");
-	REQUIRE(dir != NULL);
 	long long ends[6];
 	REQUIRE_EQ(write_entries(dir, 5, ends, 0), 0);
 	char path[4096];
@@ -1673,9 +1541,6 @@ TEST(inspect_reports_without_modifying)
 	/* Fewer slots than segments: the count still says how many there are. */
 	CHECK_EQ(wal_inspect_dir(dir, info, 1), 2);
 	wal_close(w);
-	harness_rmrf(dir);
-	free(dir);
-	env_reset();
 }
 
 int
