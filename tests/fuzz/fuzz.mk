@@ -26,8 +26,9 @@ FUZZ_TARGETS ?= wal run manifest azxml s3xml $(if $(wildcard tests/fuzz/fuzz_htt
                 $(if $(wildcard node/server/batch.c),batch) \
                 $(if $(and $(FUZZ_LUA_PC),$(wildcard node/policy/policy.c)),policy)
 FUZZ_LIB_SRC ?= node/lib/bcache.c node/lib/buf.c node/lib/crc.c node/lib/diag.c node/lib/env.c node/lib/ratelimit.c node/lib/fiber.c \
-                node/lib/trace.c node/objstore/objstore.c node/objstore/fs.c node/objstore/url.c node/core/wal.c node/core/reaper.c \
-                node/core/run.c node/core/manifest.c
+                node/lib/trace.c node/objstore/objstore.c node/objstore/fs.c node/objstore/url.c node/core/wal.c \
+                node/core/wal_fdcache.c node/core/wal_scan.c node/core/wal_store.c node/core/wal_repair.c \
+                node/core/reaper.c node/core/run.c node/core/manifest.c
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread \
                 -D_GNU_SOURCE $(shell pkg-config --cflags $(FUZZ_PC) $(FUZZ_LUA_PC) \
