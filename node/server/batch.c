@@ -38,8 +38,8 @@ batch_check_row(const struct batch_limits *lim, const char *where, size_t idx, s
 		const char **what)
 {
 	if (klen > lim->max_key)
-		return batch_fail(what, STRATA_EINVAL, BATCH_KEY_TOO_LONG, "%s %zu: the key is %zu bytes; the limit is %zu",
-				  where, idx, klen, lim->max_key);
+		return batch_fail(what, STRATA_EINVAL, BATCH_KEY_TOO_LONG,
+				  "%s %zu: the key is %zu bytes; the limit is %zu", where, idx, klen, lim->max_key);
 	if (klen == 0)
 		return batch_fail(what, STRATA_EINVAL, "bad row", "%s %zu: empty key", where, idx);
 	if (vlen > lim->max_value)
@@ -134,7 +134,8 @@ static int
 ndjson_field(struct batch_ndjson *d, const char *name, json_t *v, int b64, size_t *len)
 {
 	if (!json_is_string(v))
-		return batch_fail(d->what, STRATA_EINVAL, "bad row", "line %zu: \"%s\" must be a string", d->line, name);
+		return batch_fail(d->what, STRATA_EINVAL, "bad row", "line %zu: \"%s\" must be a string", d->line,
+				  name);
 	const char *s = json_string_value(v);
 	size_t n = json_string_length(v);
 	/* A string decodes to no more bytes than the line spells it in. */

@@ -120,7 +120,8 @@ TEST(ndjson_rows_of_every_form)
 	CHECK(row_is(&b, 6, STRATA_ROW_PUT, "nul", "a\0b", 3));
 	/* The strings live in the arena, which is as long as the input and never moves. */
 	for (size_t i = 0; i < b.n; i++) {
-		CHECK((const uint8_t *)b.rows[i].key >= b.arena && (const uint8_t *)b.rows[i].key < b.arena + strlen(s));
+		CHECK((const uint8_t *)b.rows[i].key >= b.arena &&
+		      (const uint8_t *)b.rows[i].key < b.arena + strlen(s));
 		CHECK((const uint8_t *)b.rows[i].value >= b.arena &&
 		      (const uint8_t *)b.rows[i].value + b.rows[i].value_len <= b.arena + strlen(s));
 	}
@@ -129,46 +130,57 @@ TEST(ndjson_rows_of_every_form)
 	batch_destroy(&b);
 }
 
+/** An NDJSON body and how it is refused: code, words, what the message says. */
+struct nd_refusal {
+	/** The body. */
+	const char *body;
+	/** The result code. */
+	int rc;
+	/** The answer's words. */
+	const char *what;
+	/** A part of the message. */
+	const char *detail;
+};
+
 TEST(ndjson_refusals_name_the_line)
 {
-	CHECK(nd_refused("", STRATA_EINVAL, "bad batch", "the body has no rows"));
-	CHECK(nd_refused(" \n\r\n\t", STRATA_EINVAL, "bad batch", "the body has no rows"));
-	CHECK(nd_refused("{\"key\":\"a\",\"value\":\"v\"}\n{\"key\":\"b\",\"value\":}\n", STRATA_EINVAL,
-			 "invalid JSON", "line 2, column "));
-	CHECK(nd_refused("{\"key\":\"a\",\"value\":\"v\"} {}\n", STRATA_EINVAL, "invalid JSON", "line 1, column "));
-	CHECK(nd_refused("{\"key\":\"a\",\"key\":\"b\",\"value\":\"v\"}", STRATA_EINVAL, "invalid JSON",
-			 "line 1, column "));
-	CHECK(nd_refused("\n\n[1,2]\n", STRATA_EINVAL, "bad row", "line 3: expected a JSON object"));
-	CHECK(nd_refused("{\"key\":\"a\",\"valeu\":\"v\"}", STRATA_EINVAL, "bad row",
-			 "line 1: unknown field \"valeu\" (expected key or key_b64"));
-	CHECK(nd_refused("{\"value\":\"v\"}", STRATA_EINVAL, "bad row",
-			 "line 1: needs exactly one of \"key\" and \"key_b64\""));
-	CHECK(nd_refused("{\"key\":\"a\",\"key_b64\":\"YQ==\",\"value\":\"v\"}", STRATA_EINVAL, "bad row",
-			 "line 1: needs exactly one of \"key\" and \"key_b64\""));
-	CHECK(nd_refused("{\"key\":\"a\"}", STRATA_EINVAL, "bad row",
-			 "line 1: needs exactly one of \"value\" and \"value_b64\""));
-	CHECK(nd_refused("{\"key\":\"a\",\"value\":\"v\",\"value_b64\":\"dg==\"}", STRATA_EINVAL, "bad row",
-			 "line 1: needs exactly one of \"value\" and \"value_b64\""));
-	CHECK(nd_refused("{\"key\":\"a\",\"delete\":false}", STRATA_EINVAL, "bad row",
-			 "line 1: needs exactly one of \"value\" and \"value_b64\""));
-	CHECK(nd_refused("{\"key\":1,\"value\":\"v\"}", STRATA_EINVAL, "bad row", "line 1: \"key\" must be a string"));
-	CHECK(nd_refused("{\"key\":\"a\",\"value\":null}", STRATA_EINVAL, "bad row",
-			 "line 1: \"value\" must be a string"));
-	CHECK(nd_refused("{\"key_b64\":[],\"value\":\"v\"}", STRATA_EINVAL, "bad row",
-			 "line 1: \"key_b64\" must be a string"));
-	CHECK(nd_refused("{\"key\":\"a\",\"value\":\"v\"}\n{\"key\":\"b\",\"value_b64\":\"@@@\"}", STRATA_EINVAL,
-			 "bad base64", "line 2: \"value_b64\" is not valid base64"));
-	CHECK(nd_refused("{\"key_b64\":\"Y\",\"value\":\"v\"}", STRATA_EINVAL, "bad base64",
-			 "line 1: \"key_b64\" is not valid base64"));
-	CHECK(nd_refused("{\"key\":\"a\",\"delete\":1}", STRATA_EINVAL, "bad row",
-			 "line 1: \"delete\" must be true or false"));
-	CHECK(nd_refused("{\"key\":\"a\",\"delete\":true,\"value\":\"x\"}", STRATA_EINVAL, "bad row",
-			 "line 1: a delete has no \"value\" or \"value_b64\""));
-	CHECK(nd_refused("{\"key\":\"a\",\"delete\":true,\"value_b64\":\"\"}", STRATA_EINVAL, "bad row",
-			 "line 1: a delete has no \"value\" or \"value_b64\""));
-	CHECK(nd_refused("{\"key\":\"\",\"value\":\"v\"}", STRATA_EINVAL, "bad row", "line 1: empty key"));
-	CHECK(nd_refused("{\"key\":\"a\",\"value\":\"v\"}\n\n{\"key_b64\":\"\",\"delete\":true}", STRATA_EINVAL,
-			 "bad row", "line 3: empty key"));
+	static const struct nd_refusal cases[] = {
+		{"", STRATA_EINVAL, "bad batch", "the body has no rows"},
+		{" \n\r\n\t", STRATA_EINVAL, "bad batch", "the body has no rows"},
+		{"{\"key\":\"a\",\"value\":\"v\"}\n{\"key\":\"b\",\"value\":}\n", STRATA_EINVAL, "invalid JSON",
+		 "line 2, column "},
+		{"{\"key\":\"a\",\"value\":\"v\"} {}\n", STRATA_EINVAL, "invalid JSON", "line 1, column "},
+		{"{\"key\":\"a\",\"key\":\"b\",\"value\":\"v\"}", STRATA_EINVAL, "invalid JSON", "line 1, column "},
+		{"\n\n[1,2]\n", STRATA_EINVAL, "bad row", "line 3: expected a JSON object"},
+		{"{\"key\":\"a\",\"valeu\":\"v\"}", STRATA_EINVAL, "bad row",
+		 "line 1: unknown field \"valeu\" (expected key or key_b64"},
+		{"{\"value\":\"v\"}", STRATA_EINVAL, "bad row", "line 1: needs exactly one of \"key\" and \"key_b64\""},
+		{"{\"key\":\"a\",\"key_b64\":\"YQ==\",\"value\":\"v\"}", STRATA_EINVAL, "bad row",
+		 "line 1: needs exactly one of \"key\" and \"key_b64\""},
+		{"{\"key\":\"a\"}", STRATA_EINVAL, "bad row",
+		 "line 1: needs exactly one of \"value\" and \"value_b64\""},
+		{"{\"key\":\"a\",\"value\":\"v\",\"value_b64\":\"dg==\"}", STRATA_EINVAL, "bad row",
+		 "line 1: needs exactly one of \"value\" and \"value_b64\""},
+		{"{\"key\":\"a\",\"delete\":false}", STRATA_EINVAL, "bad row",
+		 "line 1: needs exactly one of \"value\" and \"value_b64\""},
+		{"{\"key\":1,\"value\":\"v\"}", STRATA_EINVAL, "bad row", "line 1: \"key\" must be a string"},
+		{"{\"key\":\"a\",\"value\":null}", STRATA_EINVAL, "bad row", "line 1: \"value\" must be a string"},
+		{"{\"key_b64\":[],\"value\":\"v\"}", STRATA_EINVAL, "bad row", "line 1: \"key_b64\" must be a string"},
+		{"{\"key\":\"a\",\"value\":\"v\"}\n{\"key\":\"b\",\"value_b64\":\"@@@\"}", STRATA_EINVAL, "bad base64",
+		 "line 2: \"value_b64\" is not valid base64"},
+		{"{\"key_b64\":\"Y\",\"value\":\"v\"}", STRATA_EINVAL, "bad base64",
+		 "line 1: \"key_b64\" is not valid base64"},
+		{"{\"key\":\"a\",\"delete\":1}", STRATA_EINVAL, "bad row", "line 1: \"delete\" must be true or false"},
+		{"{\"key\":\"a\",\"delete\":true,\"value\":\"x\"}", STRATA_EINVAL, "bad row",
+		 "line 1: a delete has no \"value\" or \"value_b64\""},
+		{"{\"key\":\"a\",\"delete\":true,\"value_b64\":\"\"}", STRATA_EINVAL, "bad row",
+		 "line 1: a delete has no \"value\" or \"value_b64\""},
+		{"{\"key\":\"\",\"value\":\"v\"}", STRATA_EINVAL, "bad row", "line 1: empty key"},
+		{"{\"key\":\"a\",\"value\":\"v\"}\n\n{\"key_b64\":\"\",\"delete\":true}", STRATA_EINVAL, "bad row",
+		 "line 3: empty key"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		CHECK(nd_refused(cases[i].body, cases[i].rc, cases[i].what, cases[i].detail));
 }
 
 /** An NDJSON batch of one row whose key is klen 'k's and value vlen 'v's (free it). */
@@ -200,7 +212,8 @@ TEST(limits_of_rows_keys_and_values)
 	free(s);
 	/* A value over the limit is a 413. */
 	s = nd_sized(1, 1025);
-	CHECK(nd_refused(s, STRATA_ETOOBIG, "row too large", "line 1: value of 1025 bytes is over the limit of 1024 bytes"));
+	CHECK(nd_refused(s, STRATA_ETOOBIG, "row too large",
+			 "line 1: value of 1025 bytes is over the limit of 1024 bytes"));
 	free(s);
 	struct buf k = {0};
 	bin_u32(&k, 1);
