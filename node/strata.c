@@ -273,7 +273,7 @@ open_policy_refused(int rc, const char *name, const char *msg)
 }
 
 static int
-rt_host_new(const strata_options *o, struct host **out)
+handle_host_new(const strata_options *o, struct host **out)
 {
 	/* Threads only where asked for, or where a policy runs by default; an inline host
 	 * has none and its work runs in strata_step. */
@@ -288,7 +288,7 @@ rt_host_new(const strata_options *o, struct host **out)
 }
 
 static int
-rt_check_policy(const char *path)
+handle_check_policy(const char *path)
 {
 	int rc = runtime_check_policy(path, NULL, 0, NULL);
 	if (rc == 0)
@@ -391,7 +391,7 @@ reaps_stop(strata *db)
 }
 
 static int
-rt_start(strata *db, const strata_options *o, const struct strata_runtime_options *ro)
+handle_start(strata *db, const strata_options *o, const struct strata_runtime_options *ro)
 {
 	db->rt_host = ro != NULL && ro->host != NULL ? ro->host : db->host;
 	if (o->policy != NULL) {
@@ -411,7 +411,7 @@ rt_start(strata *db, const strata_options *o, const struct strata_runtime_option
 }
 
 static void
-rt_stop(strata *db)
+handle_stop(strata *db)
 {
 	if (db->rt != NULL)
 		host_invoke(db->rt_host, rt_stop_on_loop, db);
@@ -419,7 +419,7 @@ rt_stop(strata *db)
 }
 
 static int
-rt_step(strata *db, uint64_t budget_us, strata_step_info *out)
+handle_step(strata *db, uint64_t budget_us, strata_step_info *out)
 {
 	if (host_mode(db->host) != HOST_INLINE)
 		return diag_set(STRATA_EINVAL, "strata_step: this handle runs its own threads "
@@ -462,7 +462,7 @@ reload_on_loop(void *arg)
 }
 
 static int
-rt_reload(strata *db, const char *src, size_t len, const char *name)
+handle_reload(strata *db, const char *src, size_t len, const char *name)
 {
 	struct reload_call c = {.rt = db->rt, .src = src, .len = len, .name = name};
 	host_invoke(db->rt_host, reload_on_loop, &c);
@@ -485,7 +485,7 @@ info_on_loop(void *arg)
 }
 
 static void
-rt_info(strata *db, strata_policy_info *out)
+handle_info(strata *db, strata_policy_info *out)
 {
 	struct info_call c;
 	memset(&c, 0, sizeof(c));
@@ -513,7 +513,7 @@ tick_noop(void *arg)
 }
 
 static void
-rt_tick(strata *db)
+handle_tick(strata *db)
 {
 	/* A loop on a thread of its own checks its deadlines when it next turns: now. */
 	if (host_mode(db->rt_host) == HOST_THREADED && !host_on_loop(db->rt_host)) {
@@ -524,15 +524,15 @@ rt_tick(strata *db)
 }
 
 static const struct handle_rt_ops handle_rt_libstrata = {
-	.host_new = rt_host_new,
+	.host_new = handle_host_new,
 	.host_delete = host_delete,
-	.check_policy = rt_check_policy,
-	.start = rt_start,
-	.stop = rt_stop,
-	.step = rt_step,
-	.reload = rt_reload,
-	.info = rt_info,
-	.tick = rt_tick,
+	.check_policy = handle_check_policy,
+	.start = handle_start,
+	.stop = handle_stop,
+	.step = handle_step,
+	.reload = handle_reload,
+	.info = handle_info,
+	.tick = handle_tick,
 };
 static const struct handle_rt_ops *const handle_rt = &handle_rt_libstrata;
 
