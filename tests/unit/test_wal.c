@@ -632,6 +632,31 @@ capture_sink(int level, const char *msg)
 		snprintf(last_warn, sizeof(last_warn), "%s", msg);
 }
 
+/** wal_open(o) replaying everything into s, with the last warning it logs in last_warn. */
+static int
+open_capturing_warning(const struct wal_options *o, struct seen *s, struct wal **w)
+{
+	void (*sink)(int, const char *) = diag_log_sink;
+	diag_log_sink = capture_sink;
+	last_warn[0] = '\0';
+	int rc = wal_open(o, 0, 0, collect_cb, s, w);
+	diag_log_sink = sink;
+	return rc;
+}
+
+/** CHECK that the last warning names segment seg_first (legacy name) and offset off. */
+static void
+check_warning_names(uint64_t seg_first, long long off)
+{
+	char name[64], offs[64];
+	snprintf(name, sizeof(name), "%020llu.wal", (unsigned long long)seg_first);
+	snprintf(offs, sizeof(offs), "offset %lld", off);
+	if (strstr(last_warn, name) == NULL || strstr(last_warn, offs) == NULL) {
+		fprintf(stderr, "  warning does not name %s and %s: '%s'\n", name, offs, last_warn);
+		CHECK(0);
+	}
+}
+
 WAL_TEST(torn_tail_is_truncated_to_last_whole_entry)
 {
 	struct written g;
@@ -648,20 +673,9 @@ WAL_TEST(torn_tail_is_truncated_to_last_whole_entry)
 		struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 		struct seen *s = seen_new();
 		struct wal *w;
-		void (*sink)(int, const char *) = diag_log_sink;
-		diag_log_sink = capture_sink;
-		last_warn[0] = '\0';
-		int rc = wal_open(&o, 0, 0, collect_cb, s, &w);
-		diag_log_sink = sink;
+		int rc = open_capturing_warning(&o, s, &w);
 		CHECK_EQ(rc, 0);
-		char offs[64];
-		snprintf(offs, sizeof(offs), "offset %lld", g.ends[4]);
-		if (strstr(last_warn, "00000000000000000001.wal") == NULL ||
-		    strstr(last_warn, offs) == NULL) {
-			fprintf(stderr, "  warning does not name segment and %s: '%s'\n", offs,
-				last_warn);
-			CHECK(0);
-		}
+		check_warning_names(1, g.ends[4]);
 		if (rc != 0) {
 			fprintf(stderr, "  cut %lld: %s\n", cuts[c], diag_last());
 			free(s);
@@ -892,24 +906,14 @@ check_torn_open(const char *dir, uint64_t seg_first, long long off, int n, uint6
 	struct wal_options o = opts(dir, STRATA_SYNC_FSYNC, 0);
 	struct seen *s = seen_new();
 	struct wal *w = NULL;
-	void (*sink)(int, const char *) = diag_log_sink;
-	diag_log_sink = capture_sink;
-	last_warn[0] = '\0';
-	int rc = wal_open(&o, 0, 0, collect_cb, s, &w);
-	diag_log_sink = sink;
+	int rc = open_capturing_warning(&o, s, &w);
 	CHECK_EQ(rc, 0);
 	if (rc != 0) {
 		fprintf(stderr, "  open: %s\n", diag_last());
 		free(s);
 		return;
 	}
-	char name[64], offs[64];
-	snprintf(name, sizeof(name), "%020llu.wal", (unsigned long long)seg_first);
-	snprintf(offs, sizeof(offs), "offset %lld", off);
-	if (strstr(last_warn, name) == NULL || strstr(last_warn, offs) == NULL) {
-		fprintf(stderr, "  warning does not name %s and %s: '%s'\n", name, offs, last_warn);
-		CHECK(0);
-	}
+	check_warning_names(seg_first, off);
 	CHECK_EQ(s->n, n);
 	CHECK_EQ(s->bad_rows, 0);
 	CHECK_EQ(s->out_of_order, 0);
