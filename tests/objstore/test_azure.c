@@ -2,7 +2,8 @@
  * test_azure.c — the Azure Blob object store (node/objstore/azure.c) and its HTTP client
  * (node/objstore/http.c) against a real Azurite, which tests/objstore/azure.sh starts
  * and names in STRATA_TEST_AZURE_ENDPOINT (http://127.0.0.1:PORT), with the well-known
- * development account's key in AZURE_STORAGE_KEY. Each test uses its own container.
+ * development account's key in AZURE_STORAGE_KEY. Each test uses its own container. What
+ * test_s3.c checks alike is in objstore_common.h.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@
 #include "../../node/objstore/http.h"
 #include "../../node/objstore/objstore.h"
 #include "../../node/strata.h"
+#include "objstore_common.h"
 
 #define ACCOUNT "devstoreaccount1"
 
@@ -39,24 +41,6 @@ fresh_url(char *dst, size_t cap, const char *prefix, const char *extra)
 		 prefix ? "/" : "", prefix ? prefix : "", endpoint, extra);
 }
 
-static int
-put_str(struct objstore *os, const char *key, const char *v)
-{
-	return objstore_put(os, key, v, strlen(v));
-}
-
-static int
-get_eq(struct objstore *os, const char *key, const char *want)
-{
-	struct buf b = {0};
-	int rc = objstore_get(os, key, &b);
-	int ok = rc == 0 && b.len == strlen(want) && (b.len == 0 || memcmp(b.data, want, b.len) == 0);
-	if (!ok)
-		fprintf(stderr, "  get %s: rc %d (%s), %zu bytes\n", key, rc, diag_last(), b.len);
-	buf_destroy(&b);
-	return ok;
-}
-
 TEST(get_range_put_size_delete_roundtrip)
 {
 	char url[512];
@@ -67,28 +51,8 @@ TEST(get_range_put_size_delete_roundtrip)
 		fprintf(stderr, "  open %s: %s\n", url, diag_last());
 	REQUIRE_EQ(orc, 0);
 	CHECK(strncmp(os->name, "azure://" ACCOUNT "/", 8 + strlen(ACCOUNT) + 1) == 0);
-	CHECK_EQ(put_str(os, "a/b/c", "hello, world"), 0);
-	CHECK(get_eq(os, "a/b/c", "hello, world"));
-	uint64_t sz = 0;
-	CHECK_EQ(objstore_size(os, "a/b/c", &sz), 0);
-	CHECK_EQ(sz, 12);
-	char dst[16];
-	size_t got = 99;
-	CHECK_EQ(objstore_get_range(os, "a/b/c", 7, 5, dst, &got), 0); /* 206 */
-	CHECK(got == 5 && memcmp(dst, "world", 5) == 0);
-	CHECK_EQ(objstore_get_range(os, "a/b/c", 10, 10, dst, &got), 0); /* short at the end */
-	CHECK(got == 2 && memcmp(dst, "ld", 2) == 0);
-	CHECK_EQ(objstore_get_range(os, "a/b/c", 12, 4, dst, &got), 0); /* past the end */
-	CHECK_EQ(got, 0);
-	CHECK_EQ(put_str(os, "a/b/c", "replaced"), 0);
-	CHECK(get_eq(os, "a/b/c", "replaced"));
-	CHECK_EQ(objstore_put(os, "empty", "", 0), 0);
-	CHECK(get_eq(os, "empty", ""));
+	check_put_get_size_and_ranges(os);
 	struct buf b = {0};
-	CHECK_EQ(objstore_get(os, "missing", &b), STRATA_NOTFOUND);
-	CHECK_EQ(objstore_size(os, "missing", &sz), STRATA_NOTFOUND);
-	CHECK_EQ(objstore_get_range(os, "missing", 0, 4, dst, &got), STRATA_NOTFOUND);
-	buf_destroy(&b);
 	CHECK_EQ(objstore_put_if_absent(os, "once", "1", 1), 0);
 	CHECK_EQ(objstore_put_if_absent(os, "once", "2", 1), STRATA_EEXIST);
 	CHECK(get_eq(os, "once", "1"));
@@ -106,30 +70,6 @@ TEST(get_range_put_size_delete_roundtrip)
 	objstore_destroy(os);
 }
 
-/** Keys and sizes seen by list, joined as "key=size;". */
-struct seen {
-	/** The joined listing. */
-	char text[4096];
-	/** Callbacks made. */
-	int n;
-};
-
-static int
-seen_cb(void *ctx, const char *key, uint64_t size)
-{
-	struct seen *s = ctx;
-	size_t l = strlen(s->text);
-	snprintf(s->text + l, sizeof(s->text) - l, "%s=%llu;", key, (unsigned long long)size);
-	s->n++;
-	return 0;
-}
-
-static int
-stop_cb(void *ctx, const char *key, uint64_t size)
-{
-	return ++*(int *)ctx == 3 ? 42 : 0;
-}
-
 TEST(list_is_byte_ordered_prefix_filtered_and_paged)
 {
 	char url[512];
@@ -144,30 +84,13 @@ TEST(list_is_byte_ordered_prefix_filtered_and_paged)
 	const char *keys[] = {"s/b", "s/a/2", "s/B", "s/a/10", "s/a/1", "t/z", "s/a-"};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		CHECK_EQ(objstore_put(os, keys[i], "1234567890", i + 1), 0);
+	check_listed(os, "s/", "s/B=3;s/a-=7;s/a/1=5;s/a/10=4;s/a/2=2;s/b=1;");
 	struct seen s = {{0}, 0};
-	int lrc = objstore_list(os, "s/", seen_cb, &s);
-	if (lrc != 0)
-		fprintf(stderr, "  list: %s\n", diag_last());
-	CHECK_EQ(lrc, 0);
-	CHECK(strcmp(s.text, "s/B=3;s/a-=7;s/a/1=5;s/a/10=4;s/a/2=2;s/b=1;") == 0);
-	if (strcmp(s.text, "s/B=3;s/a-=7;s/a/1=5;s/a/10=4;s/a/2=2;s/b=1;") != 0)
-		fprintf(stderr, "  listed: %s\n", s.text);
-	memset(&s, 0, sizeof(s));
 	CHECK_EQ(objstore_list(os, "", seen_cb, &s), 0);
 	CHECK_EQ(s.n, 7);
 	CHECK(strstr(s.text, "outside") == NULL);
-	memset(&s, 0, sizeof(s));
-	CHECK_EQ(objstore_list(os, "s/a/1", seen_cb, &s), 0);
-	CHECK(strcmp(s.text, "s/a/1=5;s/a/10=4;") == 0);
-	memset(&s, 0, sizeof(s));
-	CHECK_EQ(objstore_list(os, "nothing/", seen_cb, &s), 0);
-	CHECK_EQ(s.n, 0);
-	int calls = 0;
-	CHECK_EQ(objstore_list(os, "", stop_cb, &calls), 42); /* the callback's result stops it */
-	CHECK_EQ(calls, 3);
-	struct oshttp_stats st;
-	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_LIST, &st);
-	CHECK(st.requests >= 4 + 3); /* 7 keys at 2 a page: 4 pages, and 3 for the first */
+	check_listed(os, "s/a/1", "s/a/1=5;s/a/10=4;");
+	check_list_stops_and_pages(os, objstore_azure_client(os));
 	objstore_destroy(other);
 	objstore_destroy(os);
 }
@@ -179,17 +102,11 @@ TEST(writer_puts_blocks_then_the_block_list)
 	struct objstore *os = NULL;
 	REQUIRE_EQ(objstore_url_new(url, &os), 0);
 	size_t n = 200000;
-	uint8_t *data = malloc(n);
+	uint8_t *data = pattern_new(n);
 	REQUIRE(data != NULL);
-	for (size_t i = 0; i < n; i++)
-		data[i] = (uint8_t)(i * 131 + (i >> 9));
 	struct objstore_writer *w = NULL;
 	REQUIRE_EQ(objstore_writer_open(os, "run/big", &w), 0);
-	for (size_t off = 0; off < n;) {
-		size_t k = n - off < 7777 ? n - off : 7777;
-		REQUIRE_EQ(objstore_writer_write(w, data + off, k), 0);
-		off += k;
-	}
+	REQUIRE_EQ(write_in_pieces(w, data, n), 0);
 	struct buf b = {0};
 	CHECK_EQ(objstore_get(os, "run/big", &b), STRATA_NOTFOUND); /* not visible before commit */
 	CHECK_EQ(objstore_writer_commit(w), 0);
@@ -201,15 +118,9 @@ TEST(writer_puts_blocks_then_the_block_list)
 	oshttp_client_stats(objstore_azure_client(os), OSHTTP_OP_COMMIT, &st);
 	CHECK_EQ(st.ok, 1);
 	/* A small write is one Put Blob; an aborted one leaves nothing. */
-	REQUIRE_EQ(objstore_writer_open(os, "run/small", &w), 0);
-	CHECK_EQ(objstore_writer_write(w, "tiny", 4), 0);
-	CHECK_EQ(objstore_writer_commit(w), 0);
-	CHECK(get_eq(os, "run/small", "tiny"));
-	REQUIRE_EQ(objstore_writer_open(os, "run/aborted", &w), 0);
-	CHECK_EQ(objstore_writer_write(w, data, n), 0);
-	objstore_writer_abort(w);
-	buf_reset(&b);
-	CHECK_EQ(objstore_get(os, "run/aborted", &b), STRATA_NOTFOUND);
+	int finished;
+	check_small_and_aborted_writes(os, data, n, &finished);
+	REQUIRE(finished);
 	buf_destroy(&b);
 	free(data);
 	objstore_destroy(os);
@@ -391,24 +302,10 @@ TEST(bad_urls_are_refused_naming_what_is_wrong)
 
 /* ---------------------------------------------------------------- the HTTP client */
 
-/** A listener that accepts connections and never answers. */
-static int
-silent_listener(int *port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 16) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-		return -1;
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
 TEST(a_timeout_after_send_is_indeterminate_and_a_refused_connect_is_not)
 {
 	int port = 0;
-	int fd = silent_listener(&port);
+	int fd = loopback_listener(&port);
 	REQUIRE(fd >= 0);
 	struct oshttp_config c;
 	oshttp_config_init(&c);
@@ -474,27 +371,59 @@ struct proxy {
 	atomic_int dropped;
 };
 
-struct proxy_conn {
-	struct proxy *p;
+/** One connection a relay (the proxy, the fault proxy) accepted. */
+struct relay_conn {
+	/** The relay's state. */
+	void *relay;
+	/** The client's socket. */
 	int cfd;
 };
+
+/** Accept connections on lfd until it is shut down, each served on a detached thread by
+ *  conn_main with a struct relay_conn (which conn_main frees). */
+static void *
+relay_accept(int lfd, void *(*conn_main)(void *), void *relay)
+{
+	for (;;) {
+		int cfd = accept(lfd, NULL, NULL);
+		if (cfd < 0)
+			return NULL;
+		struct relay_conn *rc = malloc(sizeof(*rc));
+		rc->relay = relay;
+		rc->cfd = cfd;
+		pthread_t t;
+		pthread_create(&t, NULL, conn_main, rc);
+		pthread_detach(t);
+	}
+}
+
+/** The other end of a relayed connection: a connection to 127.0.0.1:port (Azurite), or
+ *  -1, the client's socket closed, when it is refused. Frees rc; *cfd: the client's. */
+static int
+relay_connect(struct relay_conn *rc, int port, int *cfd)
+{
+	*cfd = rc->cfd;
+	free(rc);
+	int ufd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)port)};
+	if (ufd < 0 || connect(ufd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(*cfd);
+		if (ufd >= 0)
+			close(ufd);
+		return -1;
+	}
+	return ufd;
+}
 
 static void *
 proxy_conn_main(void *arg)
 {
-	struct proxy_conn *pc = arg;
-	struct proxy *p = pc->p;
-	int cfd = pc->cfd;
-	free(pc);
-	int ufd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				.sin_port = htons((uint16_t)p->upstream)};
-	if (ufd < 0 || connect(ufd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-		close(cfd);
-		if (ufd >= 0)
-			close(ufd);
+	struct proxy *p = ((struct relay_conn *)arg)->relay;
+	int cfd;
+	int ufd = relay_connect(arg, p->upstream, &cfd);
+	if (ufd < 0)
 		return NULL;
-	}
 	int conditional = 0; /* the request in flight carries If-None-Match: * */
 	char b[65536];
 	for (;;) {
@@ -533,23 +462,13 @@ static void *
 proxy_main(void *arg)
 {
 	struct proxy *p = arg;
-	for (;;) {
-		int cfd = accept(p->lfd, NULL, NULL);
-		if (cfd < 0)
-			return NULL;
-		struct proxy_conn *pc = malloc(sizeof(*pc));
-		pc->p = p;
-		pc->cfd = cfd;
-		pthread_t t;
-		pthread_create(&t, NULL, proxy_conn_main, pc);
-		pthread_detach(t);
-	}
+	return relay_accept(p->lfd, proxy_conn_main, p);
 }
 
 TEST(a_manifest_put_whose_answer_is_lost_is_resolved_by_reading_back)
 {
 	struct proxy p = {.upstream = atoi(strrchr(endpoint, ':') + 1)};
-	p.lfd = silent_listener(&p.port);
+	p.lfd = loopback_listener(&p.port);
 	REQUIRE(p.lfd >= 0);
 	pthread_t t;
 	pthread_create(&t, NULL, proxy_main, &p);
@@ -696,34 +615,6 @@ TEST(a_writer_stalled_past_a_manifest_collection_is_fenced_on_azure)
 
 /* ---------------------------------------------------------------- the engine */
 
-static char *
-key_of(int i, char *dst)
-{
-	sprintf(dst, "key-%06d", i);
-	return dst;
-}
-
-/** Every row i < n of shard reads back as "value-i". */
-static int
-all_rows_read_back(strata *db, uint32_t shard, int n)
-{
-	int bad = 0;
-	for (int i = 0; i < n; i++) {
-		char k[32], want[32];
-		key_of(i, k);
-		snprintf(want, sizeof(want), "value-%d-%u", i, shard);
-		void *v = NULL;
-		size_t len = 0;
-		int rc = strata_get(db, shard, k, strlen(k), &v, &len);
-		if (rc != 0 || len != strlen(want) || memcmp(v, want, len) != 0) {
-			if (bad++ < 3)
-				fprintf(stderr, "  shard %u %s: rc %d %s\n", shard, k, rc, strata_last_error());
-		}
-		strata_free(v);
-	}
-	return bad == 0;
-}
-
 static uint64_t os_total(strata *db, size_t off);
 
 TEST(engine_round_trip_on_azure_append_seal_merge_compact_reopen)
@@ -744,48 +635,18 @@ TEST(engine_round_trip_on_azure_append_seal_merge_compact_reopen)
 		fprintf(stderr, "  open: %s\n", strata_last_error());
 	REQUIRE_EQ(orc, 0);
 	int n = 600;
-	for (uint32_t shard = 0; shard < 2; shard++) {
-		for (int pass = 0; pass < 3; pass++) {
-			for (int i = pass; i < n; i += 3) {
-				char k[32], v[32];
-				key_of(i, k);
-				snprintf(v, sizeof(v), "value-%d-%u", i, shard);
-				strata_row r = {k, strlen(k), v, strlen(v)};
-				REQUIRE_EQ(strata_append(db, shard, &r, 1), 0);
-			}
-			REQUIRE_EQ(strata_seal(db, shard), 0);
-			if (pass < 2) {
-				uint32_t merged = 0;
-				REQUIRE_EQ(strata_merge(db, shard, 0, &merged), 0);
-				CHECK_EQ(merged, 1);
-			}
-		}
-		strata_stats st;
-		REQUIRE_EQ(strata_shard_stats(db, shard, &st), 0);
-		CHECK_EQ(st.base_runs, 2);
-		CHECK_EQ(st.generations, 1);
-		strata_plan *plan = NULL;
-		REQUIRE_EQ(strata_prepare_compact(db, shard, 0, &plan), 0);
-		REQUIRE_EQ(strata_commit_merge(db, plan), 0);
-		REQUIRE_EQ(strata_shard_stats(db, shard, &st), 0);
-		CHECK_EQ(st.base_runs, 1);
-		CHECK(all_rows_read_back(db, shard, n));
-		CHECK_EQ(strata_check(db, shard), 0);
-	}
+	int finished;
+	engine_append_seal_merge_compact(db, n, &finished);
+	REQUIRE(finished);
 	strata_close(db);
 	/* The objects are in the container: list them through a store of the same URL. */
 	struct objstore *os = NULL;
 	REQUIRE_EQ(objstore_url_new(url, &os), 0);
-	struct seen s = {{0}, 0};
-	CHECK_EQ(objstore_list(os, "shard-0001/", seen_cb, &s), 0);
-	CHECK(s.n >= 3); /* a run, a generation, manifest versions */
+	check_engine_objects_listed(os);
 	objstore_destroy(os);
 	db = NULL;
 	REQUIRE_EQ(strata_open(&o, &db), 0);
-	for (uint32_t shard = 0; shard < 2; shard++) {
-		CHECK(all_rows_read_back(db, shard, n));
-		CHECK_EQ(strata_check(db, shard), 0);
-	}
+	check_engine_reopened(db, n);
 	/* Remote blocks stay in the block cache: reading every row again sends no request. */
 	uint64_t before = os_total(db, offsetof(struct objstore_op_stats, requests));
 	for (uint32_t shard = 0; shard < 2; shard++)
@@ -861,11 +722,6 @@ struct chaos {
 	atomic_int injected[CHAOS_KINDS];
 };
 
-struct chaos_conn {
-	struct chaos *c;
-	int cfd;
-};
-
 static int
 chaos_request_start(const char *b, ssize_t n)
 {
@@ -897,19 +753,11 @@ chaos_pick(struct chaos *c, const char *b, ssize_t n)
 static void *
 chaos_conn_main(void *arg)
 {
-	struct chaos_conn *cc = arg;
-	struct chaos *c = cc->c;
-	int cfd = cc->cfd;
-	free(cc);
-	int ufd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				.sin_port = htons((uint16_t)c->upstream)};
-	if (ufd < 0 || connect(ufd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-		close(cfd);
-		if (ufd >= 0)
-			close(ufd);
+	struct chaos *c = ((struct relay_conn *)arg)->relay;
+	int cfd;
+	int ufd = relay_connect(arg, c->upstream, &cfd);
+	if (ufd < 0)
 		return NULL;
-	}
 	int action = CHAOS_PASS, stalled = 0;
 	char *buf = malloc(CHAOS_BUF);
 	for (int done = 0; !done && buf != NULL;) {
@@ -980,17 +828,7 @@ static void *
 chaos_main(void *arg)
 {
 	struct chaos *c = arg;
-	for (;;) {
-		int cfd = accept(c->lfd, NULL, NULL);
-		if (cfd < 0)
-			return NULL;
-		struct chaos_conn *cc = malloc(sizeof(*cc));
-		cc->c = c;
-		cc->cfd = cfd;
-		pthread_t t;
-		pthread_create(&t, NULL, chaos_conn_main, cc);
-		pthread_detach(t);
-	}
+	return relay_accept(c->lfd, chaos_conn_main, c);
 }
 
 /** Sum of one counter over the store's operation kinds. */
@@ -1011,7 +849,7 @@ os_total(strata *db, size_t off)
 TEST(appends_survive_object_store_faults_and_nothing_acknowledged_is_lost)
 {
 	struct chaos c = {.upstream = atoi(strrchr(endpoint, ':') + 1)};
-	c.lfd = silent_listener(&c.port);
+	c.lfd = loopback_listener(&c.port);
 	REQUIRE(c.lfd >= 0);
 	pthread_t t;
 	pthread_create(&t, NULL, chaos_main, &c);

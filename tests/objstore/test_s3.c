@@ -7,7 +7,7 @@
  * SlowDown) and checks every request's SigV4 signature with its own implementation of
  * the algorithm. s3rver ignores If-None-Match and If-Match, so nothing here claims
  * fencing works on it: the probe refuses it unless single_writer=1. Each test uses its
- * own bucket.
+ * own bucket. What test_azure.c checks alike is in objstore_common.h.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -27,6 +27,7 @@
 #include "../../node/objstore/objstore.h"
 #include "../../node/objstore/s3_xml.h"
 #include "../../node/strata.h"
+#include "objstore_common.h"
 
 static const char *endpoint;
 static unsigned bucket_seq;
@@ -38,24 +39,6 @@ fresh_url(char *dst, size_t cap, const char *prefix, const char *extra)
 {
 	snprintf(dst, cap, "s3://t%u-%u%s%s?endpoint=%s&single_writer=1%s", (unsigned)getpid(), ++bucket_seq,
 		 prefix ? "/" : "", prefix ? prefix : "", endpoint, extra);
-}
-
-static int
-put_str(struct objstore *os, const char *key, const char *v)
-{
-	return objstore_put(os, key, v, strlen(v));
-}
-
-static int
-get_eq(struct objstore *os, const char *key, const char *want)
-{
-	struct buf b = {0};
-	int rc = objstore_get(os, key, &b);
-	int ok = rc == 0 && b.len == strlen(want) && (b.len == 0 || memcmp(b.data, want, b.len) == 0);
-	if (!ok)
-		fprintf(stderr, "  get %s: rc %d (%s), %zu bytes\n", key, rc, diag_last(), b.len);
-	buf_destroy(&b);
-	return ok;
 }
 
 static struct objstore *
@@ -76,30 +59,10 @@ TEST(get_range_put_size_delete_roundtrip)
 	REQUIRE(os != NULL);
 	CHECK(strncmp(os->name, "s3://t", 6) == 0);
 	CHECK_EQ(objstore_s3_conditions_enforced(os), 0);
-	CHECK_EQ(put_str(os, "a/b/c", "hello, world"), 0);
-	CHECK(get_eq(os, "a/b/c", "hello, world"));
-	uint64_t sz = 0;
-	CHECK_EQ(objstore_size(os, "a/b/c", &sz), 0);
-	CHECK_EQ(sz, 12);
-	char dst[16];
-	size_t got = 99;
-	CHECK_EQ(objstore_get_range(os, "a/b/c", 7, 5, dst, &got), 0); /* 206 */
-	CHECK(got == 5 && memcmp(dst, "world", 5) == 0);
-	CHECK_EQ(objstore_get_range(os, "a/b/c", 10, 10, dst, &got), 0); /* short at the end */
-	CHECK(got == 2 && memcmp(dst, "ld", 2) == 0);
-	CHECK_EQ(objstore_get_range(os, "a/b/c", 12, 4, dst, &got), 0); /* past the end: 416 */
-	CHECK_EQ(got, 0);
-	CHECK_EQ(put_str(os, "a/b/c", "replaced"), 0);
-	CHECK(get_eq(os, "a/b/c", "replaced"));
-	CHECK_EQ(objstore_put(os, "empty", "", 0), 0);
-	CHECK(get_eq(os, "empty", ""));
+	check_put_get_size_and_ranges(os);
 	CHECK_EQ(put_str(os, "odd key+&=?#%/x y", "odd"), 0); /* escaped in the path, signed as sent */
 	CHECK(get_eq(os, "odd key+&=?#%/x y", "odd"));
 	struct buf b = {0};
-	CHECK_EQ(objstore_get(os, "missing", &b), STRATA_NOTFOUND);
-	CHECK_EQ(objstore_size(os, "missing", &sz), STRATA_NOTFOUND);
-	CHECK_EQ(objstore_get_range(os, "missing", 0, 4, dst, &got), STRATA_NOTFOUND);
-	buf_destroy(&b);
 	/* single_writer: the conditions are checked by a HEAD first. */
 	CHECK_EQ(objstore_put_if_absent(os, "once", "1", 1), 0);
 	CHECK_EQ(objstore_put_if_absent(os, "once", "2", 1), STRATA_EEXIST);
@@ -125,30 +88,6 @@ TEST(get_range_put_size_delete_roundtrip)
 	objstore_destroy(os);
 }
 
-/** Keys and sizes seen by list, joined as "key=size;". */
-struct seen {
-	/** The joined listing. */
-	char text[4096];
-	/** Callbacks made. */
-	int n;
-};
-
-static int
-seen_cb(void *ctx, const char *key, uint64_t size)
-{
-	struct seen *s = ctx;
-	size_t l = strlen(s->text);
-	snprintf(s->text + l, sizeof(s->text) - l, "%s=%llu;", key, (unsigned long long)size);
-	s->n++;
-	return 0;
-}
-
-static int
-stop_cb(void *ctx, const char *key, uint64_t size)
-{
-	return ++*(int *)ctx == 3 ? 42 : 0;
-}
-
 TEST(list_is_byte_ordered_prefix_filtered_and_paged)
 {
 	char url[512];
@@ -168,15 +107,8 @@ TEST(list_is_byte_ordered_prefix_filtered_and_paged)
 	const char *keys[] = {"s/b", "s/a/2", "s/B", "s/a/10", "s/a/1", "t/z", "s/a0"};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		CHECK_EQ(objstore_put(os, keys[i], "1234567890", i + 1), 0);
+	check_listed(os, "s/", "s/B=3;s/a/1=5;s/a/10=4;s/a/2=2;s/a0=7;s/b=1;");
 	struct seen s = {{0}, 0};
-	int lrc = objstore_list(os, "s/", seen_cb, &s);
-	if (lrc != 0)
-		fprintf(stderr, "  list: %s\n", diag_last());
-	CHECK_EQ(lrc, 0);
-	CHECK(strcmp(s.text, "s/B=3;s/a/1=5;s/a/10=4;s/a/2=2;s/a0=7;s/b=1;") == 0);
-	if (strcmp(s.text, "s/B=3;s/a/1=5;s/a/10=4;s/a/2=2;s/a0=7;s/b=1;") != 0)
-		fprintf(stderr, "  listed: %s\n", s.text);
-	memset(&s, 0, sizeof(s));
 	CHECK_EQ(objstore_list(os, "", seen_cb, &s), 0);
 	CHECK_EQ(s.n, 7);
 	CHECK(strstr(s.text, "outside") == NULL && strstr(s.text, "room") == NULL);
@@ -184,18 +116,8 @@ TEST(list_is_byte_ordered_prefix_filtered_and_paged)
 	memset(&s, 0, sizeof(s));
 	CHECK_EQ(objstore_list(other, "", seen_cb, &s), 0);
 	CHECK(strstr(s.text, ".strata-probe") == NULL);
-	memset(&s, 0, sizeof(s));
-	CHECK_EQ(objstore_list(os, "s/a/1", seen_cb, &s), 0);
-	CHECK(strcmp(s.text, "s/a/1=5;s/a/10=4;") == 0);
-	memset(&s, 0, sizeof(s));
-	CHECK_EQ(objstore_list(os, "nothing/", seen_cb, &s), 0);
-	CHECK_EQ(s.n, 0);
-	int calls = 0;
-	CHECK_EQ(objstore_list(os, "", stop_cb, &calls), 42); /* the callback's result stops it */
-	CHECK_EQ(calls, 3);
-	struct oshttp_stats st;
-	oshttp_client_stats(objstore_s3_client(os), OSHTTP_OP_LIST, &st);
-	CHECK(st.requests >= 4 + 3); /* 7 keys at 2 a page: 4 pages, and 3 for the first */
+	check_listed(os, "s/a/1", "s/a/1=5;s/a/10=4;");
+	check_list_stops_and_pages(os, objstore_s3_client(os));
 	objstore_destroy(other);
 	objstore_destroy(os);
 }
@@ -207,17 +129,11 @@ TEST(writer_uploads_parts_then_completes)
 	struct objstore *os = open_ok(url);
 	REQUIRE(os != NULL);
 	size_t n = 200000;
-	uint8_t *data = malloc(n);
+	uint8_t *data = pattern_new(n);
 	REQUIRE(data != NULL);
-	for (size_t i = 0; i < n; i++)
-		data[i] = (uint8_t)(i * 131 + (i >> 9));
 	struct objstore_writer *w = NULL;
 	REQUIRE_EQ(objstore_writer_open(os, "run/big", &w), 0);
-	for (size_t off = 0; off < n;) {
-		size_t k = n - off < 7777 ? n - off : 7777;
-		REQUIRE_EQ(objstore_writer_write(w, data + off, k), 0);
-		off += k;
-	}
+	REQUIRE_EQ(write_in_pieces(w, data, n), 0);
 	struct buf b = {0};
 	CHECK_EQ(objstore_get(os, "run/big", &b), STRATA_NOTFOUND); /* not visible before commit */
 	int crc = objstore_writer_commit(w);
@@ -245,15 +161,9 @@ TEST(writer_uploads_parts_then_completes)
 	CHECK_EQ(objstore_get(os, "run/one", &b), 0);
 	CHECK(b.len == 65536 && memcmp(b.data, data, 65536) == 0);
 	/* A small write is one PutObject; an aborted one leaves nothing. */
-	REQUIRE_EQ(objstore_writer_open(os, "run/small", &w), 0);
-	CHECK_EQ(objstore_writer_write(w, "tiny", 4), 0);
-	CHECK_EQ(objstore_writer_commit(w), 0);
-	CHECK(get_eq(os, "run/small", "tiny"));
-	REQUIRE_EQ(objstore_writer_open(os, "run/aborted", &w), 0);
-	CHECK_EQ(objstore_writer_write(w, data, n), 0);
-	objstore_writer_abort(w);
-	buf_reset(&b);
-	CHECK_EQ(objstore_get(os, "run/aborted", &b), STRATA_NOTFOUND);
+	int finished;
+	check_small_and_aborted_writes(os, data, n, &finished);
+	REQUIRE(finished);
 	/* A conditional streamed write finds the object there. */
 	REQUIRE_EQ(objstore_s3_writer_open_if_absent(os, "run/big", &w), 0);
 	CHECK_EQ(objstore_writer_write(w, data, n), 0);
@@ -629,15 +539,9 @@ fake_start(struct fake *f, const struct canned *script, int n)
 	f->secret = "fake-secret/with+chars";
 	atomic_store(&f->cfd, -1);
 	pthread_mutex_init(&f->mu, NULL);
-	f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int one = 1;
-	setsockopt(f->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(f->lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(f->lfd, 16) != 0 ||
-	    getsockname(f->lfd, (struct sockaddr *)&a, &len) != 0)
+	f->lfd = loopback_listener(&f->port);
+	if (f->lfd < 0)
 		abort();
-	f->port = ntohs(a.sin_port);
 	pthread_create(&f->t, NULL, fake_main, f);
 }
 
@@ -920,34 +824,6 @@ TEST(xml_parsers_keep_what_they_need_and_refuse_hostile_documents)
 
 /* ---------------------------------------------------------------- the engine */
 
-static char *
-key_of(int i, char *dst)
-{
-	sprintf(dst, "key-%06d", i);
-	return dst;
-}
-
-/** Every row i < n of shard reads back as "value-i-shard". */
-static int
-all_rows_read_back(strata *db, uint32_t shard, int n)
-{
-	int bad = 0;
-	for (int i = 0; i < n; i++) {
-		char k[32], want[32];
-		key_of(i, k);
-		snprintf(want, sizeof(want), "value-%d-%u", i, shard);
-		void *v = NULL;
-		size_t len = 0;
-		int rc = strata_get(db, shard, k, strlen(k), &v, &len);
-		if (rc != 0 || len != strlen(want) || memcmp(v, want, len) != 0) {
-			if (bad++ < 3)
-				fprintf(stderr, "  shard %u %s: rc %d %s\n", shard, k, rc, strata_last_error());
-		}
-		strata_free(v);
-	}
-	return bad == 0;
-}
-
 TEST(engine_round_trip_on_s3_append_seal_merge_compact_reopen)
 {
 	char url[512];
@@ -966,48 +842,18 @@ TEST(engine_round_trip_on_s3_append_seal_merge_compact_reopen)
 		fprintf(stderr, "  open: %s\n", strata_last_error());
 	REQUIRE_EQ(orc, 0);
 	int n = 200; /* every get is a ranged GET of s3rver: a few blocks of 1 KiB per shard, kept short */
-	for (uint32_t shard = 0; shard < 2; shard++) {
-		for (int pass = 0; pass < 3; pass++) {
-			for (int i = pass; i < n; i += 3) {
-				char k[32], v[32];
-				key_of(i, k);
-				snprintf(v, sizeof(v), "value-%d-%u", i, shard);
-				strata_row r = {k, strlen(k), v, strlen(v)};
-				REQUIRE_EQ(strata_append(db, shard, &r, 1), 0);
-			}
-			REQUIRE_EQ(strata_seal(db, shard), 0);
-			if (pass < 2) {
-				uint32_t merged = 0;
-				REQUIRE_EQ(strata_merge(db, shard, 0, &merged), 0);
-				CHECK_EQ(merged, 1);
-			}
-		}
-		strata_stats st;
-		REQUIRE_EQ(strata_shard_stats(db, shard, &st), 0);
-		CHECK_EQ(st.base_runs, 2);
-		CHECK_EQ(st.generations, 1);
-		strata_plan *plan = NULL;
-		REQUIRE_EQ(strata_prepare_compact(db, shard, 0, &plan), 0);
-		REQUIRE_EQ(strata_commit_merge(db, plan), 0);
-		REQUIRE_EQ(strata_shard_stats(db, shard, &st), 0);
-		CHECK_EQ(st.base_runs, 1);
-		CHECK(all_rows_read_back(db, shard, n));
-		CHECK_EQ(strata_check(db, shard), 0);
-	}
+	int finished;
+	engine_append_seal_merge_compact(db, n, &finished);
+	REQUIRE(finished);
 	strata_close(db);
 	/* The objects are in the bucket: list them through a store of the same URL. */
 	struct objstore *os = open_ok(url);
 	REQUIRE(os != NULL);
-	struct seen s = {{0}, 0};
-	CHECK_EQ(objstore_list(os, "shard-0001/", seen_cb, &s), 0);
-	CHECK(s.n >= 3); /* a run, a generation, manifest versions */
+	check_engine_objects_listed(os);
 	objstore_destroy(os);
 	db = NULL;
 	REQUIRE_EQ(strata_open(&o, &db), 0);
-	for (uint32_t shard = 0; shard < 2; shard++) {
-		CHECK(all_rows_read_back(db, shard, n));
-		CHECK_EQ(strata_check(db, shard), 0);
-	}
+	check_engine_reopened(db, n);
 	strata_close(db);
 	/* Without single_writer the same store is refused by the probe. */
 	char shared[512];
