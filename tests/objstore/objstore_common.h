@@ -82,7 +82,7 @@ check_put_get_size_and_ranges(struct objstore *os)
 	CHECK(got == 5 && memcmp(dst, "world", 5) == 0);
 	CHECK_EQ(objstore_get_range(os, "a/b/c", 10, 10, dst, &got), 0); /* short at the end */
 	CHECK(got == 2 && memcmp(dst, "ld", 2) == 0);
-	CHECK_EQ(objstore_get_range(os, "a/b/c", 12, 4, dst, &got), 0); /* past the end: 416 */
+	CHECK_EQ(objstore_get_range(os, "a/b/c", 12, 4, dst, &got), 0); /* past the end (S3: 416) */
 	CHECK_EQ(got, 0);
 	CHECK_EQ(put_str(os, "a/b/c", "replaced"), 0);
 	CHECK(get_eq(os, "a/b/c", "replaced"));
@@ -226,6 +226,23 @@ all_rows_read_back(strata *db, uint32_t shard, int n)
 		strata_free(v);
 	}
 	return bad == 0;
+}
+
+/** Open the engine of the round trip below (o: its options, for a reopen): two shards in
+ *  dir, on the store at url, in blocks of 1 KiB. */
+static int
+engine_open(strata_options *o, const char *dir, const char *url, strata **db)
+{
+	strata_options_init(o);
+	o->dir = dir;
+	o->store = url;
+	o->shards = 2;
+	o->block_bytes = 1024;
+	*db = NULL;
+	int orc = strata_open(o, db);
+	if (orc != 0)
+		fprintf(stderr, "  open: %s\n", strata_last_error());
+	return orc;
 }
 
 /** Shards 0 and 1 of db on a remote store: n rows each in three passes, each pass sealed

@@ -624,16 +624,8 @@ TEST(engine_round_trip_on_azure_append_seal_merge_compact_reopen)
 	char *dir = harness_tmpdir("azengine");
 	REQUIRE(dir != NULL);
 	strata_options o;
-	strata_options_init(&o);
-	o.dir = dir;
-	o.store = url;
-	o.shards = 2;
-	o.block_bytes = 1024;
 	strata *db = NULL;
-	int orc = strata_open(&o, &db);
-	if (orc != 0)
-		fprintf(stderr, "  open: %s\n", strata_last_error());
-	REQUIRE_EQ(orc, 0);
+	REQUIRE_EQ(engine_open(&o, dir, url, &db), 0);
 	int n = 600;
 	int finished;
 	engine_append_seal_merge_compact(db, n, &finished);

@@ -831,16 +831,8 @@ TEST(engine_round_trip_on_s3_append_seal_merge_compact_reopen)
 	char *dir = harness_tmpdir("s3engine");
 	REQUIRE(dir != NULL);
 	strata_options o;
-	strata_options_init(&o);
-	o.dir = dir;
-	o.store = url;
-	o.shards = 2;
-	o.block_bytes = 1024;
 	strata *db = NULL;
-	int orc = strata_open(&o, &db);
-	if (orc != 0)
-		fprintf(stderr, "  open: %s\n", strata_last_error());
-	REQUIRE_EQ(orc, 0);
+	REQUIRE_EQ(engine_open(&o, dir, url, &db), 0);
 	int n = 200; /* every get is a ranged GET of s3rver: a few blocks of 1 KiB per shard, kept short */
 	int finished;
 	engine_append_seal_merge_compact(db, n, &finished);
