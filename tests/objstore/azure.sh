@@ -6,67 +6,28 @@
 # and a restart on an empty data directory, and two nodes on one container where node B
 # claims shard 0 while a client appends to node A), stops it by its PID.
 # Without npm the suite is skipped with one line. Ends "# objstore-azure: N passed, N failed".
+# The server's install, start and stop are tests/objstore/server.sh's, shared with s3.sh.
 BUILD=${BUILD:-build}
+suite=objstore-azure
+. "$(dirname "$0")/server.sh"
 bin=$BUILD/tests/objstore_azure
-if ! command -v npm >/dev/null 2>&1; then
-	echo "skip - objstore-azure: npm is not installed (apt-get install npm), Azurite cannot run"
-	echo "# objstore-azure: 0 passed, 0 failed"
-	exit 0
-fi
-fail() {
-	echo "not ok - objstore-azure: $1"
-	echo "# objstore-azure: 0 passed, 1 failed"
-	exit 1
-}
-[ -x "$bin" ] || fail "$bin is not built"
-npmdir=$BUILD/npm
-azurite=$npmdir/node_modules/.bin/azurite-blob
-if [ ! -x "$azurite" ]; then
-	mkdir -p "$npmdir"
-	npm install --prefix "$npmdir" --no-audit --no-fund --loglevel=error azurite@3 >"$npmdir/install.log" 2>&1 ||
-		{ tail -20 "$npmdir/install.log"; fail "npm install azurite failed (log: $npmdir/install.log)"; }
-fi
-loc=$(mktemp -d "${TMPDIR:-/tmp}/strata-azurite.XXXXXX") || fail "mktemp"
-# A free port: bind 0 in a throwaway Node process (Node is there: npm needs it).
-port=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
-[ -n "$port" ] || fail "no free port"
-"$azurite" --blobHost 127.0.0.1 --blobPort "$port" --location "$loc" --silent --disableTelemetry \
-	--skipApiVersionCheck >"$loc.log" 2>&1 &
-pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$loc" "$loc.log"' EXIT INT TERM
-up=0
-i=0
-while [ $i -lt 150 ]; do
-	if curl -s -o /dev/null "http://127.0.0.1:$port/"; then up=1; break; fi
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.1
-	i=$((i + 1))
-done
-[ "$up" = 1 ] || { cat "$loc.log"; fail "azurite-blob did not listen on 127.0.0.1:$port"; }
+server_need_npm Azurite
+[ -x "$bin" ] || server_fail "$bin is not built"
+server_install azurite@3 azurite azurite-blob install.log
+server_place azurite
+server_start azurite-blob "$server_cmd" --blobHost 127.0.0.1 --blobPort "$port" --location "$loc" --silent \
+	--disableTelemetry --skipApiVersionCheck
 # The development account's published key (Azurite's devstoreaccount1).
 export STRATA_TEST_AZURE_ENDPOINT=http://127.0.0.1:$port
 export AZURE_STORAGE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
-out=$("$bin" "$@" 2>&1)
-rc=$?
-printf '%s\n' "$out" | grep -v '^# objstore_azure: '
-line=$(printf '%s\n' "$out" | grep -E '^# objstore_azure: [0-9]+ passed, [0-9]+ failed' | tail -1)
-[ -n "$line" ] || fail "$bin printed no summary (exit $rc)"
-passed=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
-failed=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
-[ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
-[ $# -gt 0 ] && { echo "# objstore-azure: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
+server_run_suite "$bin" '^# objstore_azure: ' "$@"
 
 # strata serve --store: rows appended and sealed through HTTP read back after a restart.
 data="$loc/node"
 url="azure://devstoreaccount1/serve-$$?endpoint=http://127.0.0.1:$port"
 serve() {
-	rm -f "$loc/ready"
-	"$BUILD/strata" serve --listen 127.0.0.1:0 --data "$data" --store "$url" --shards 1 \
-		--ready-file "$loc/ready" --log-level warn >>"$loc/serve.log" 2>&1 &
-	spid=$!
-	i=0
-	while [ ! -s "$loc/ready" ] && [ $i -lt 100 ] && kill -0 "$spid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-	addr=$(cat "$loc/ready" 2>/dev/null)
+	server_node "$loc/ready" "$loc/serve.log" "$BUILD/strata" serve --data "$data" --store "$url" --shards 1 \
+		--log-level warn
 }
 serve_ok=0
 serve
@@ -79,14 +40,7 @@ if [ -n "$addr" ] &&
 	[ -n "$addr" ] && [ "$(curl -sf "http://$addr/v1/shards/0/rows/k1")" = "on azure" ] && serve_ok=1
 	kill "$spid"; wait "$spid" 2>/dev/null
 fi
-if [ "$serve_ok" = 1 ]; then
-	echo "ok - serve_store_url_rows_read_back_from_the_container"
-	passed=$((passed + 1))
-else
-	tail -20 "$loc/serve.log"
-	echo "not ok - serve_store_url_rows_read_back_from_the_container"
-	failed=$((failed + 1))
-fi
+check serve_store_url_rows_read_back_from_the_container $((1 - serve_ok)) "$(tail -20 "$loc/serve.log")"
 # strata compact next to strata serve on the container (tests/objstore/compact_live.sh).
 out=$(BUILD=$BUILD sh "$(dirname "$0")/compact_live.sh" azure \
 	"azure://devstoreaccount1/compact-$$?endpoint=http://127.0.0.1:$port" "$bin" 2>&1)
@@ -105,13 +59,8 @@ fi
 start_node() {
 	d=$1
 	shift
-	rm -f "$d.ready"
-	"$BUILD/strata" serve --listen 127.0.0.1:0 --data "$d" --store "$wurl" --wal store \
-		--ready-file "$d.ready" --log-level warn "$@" >>"$d.log" 2>&1 &
-	spid=$!
-	i=0
-	while [ ! -s "$d.ready" ] && [ $i -lt 100 ] && kill -0 "$spid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-	addr=$(cat "$d.ready" 2>/dev/null)
+	server_node "$d.ready" "$d.log" "$BUILD/strata" serve --data "$d" --store "$wurl" --wal store \
+		--log-level warn "$@"
 }
 # appender ADDR SHARD PREFIX OUT: one row per request until one is refused or OUT.halt
 # exists; the keys acknowledged go to OUT, the refusal's status and body to OUT.stop/.body.
@@ -141,16 +90,6 @@ lost() {
 		[ "$(curl -s "http://$1/v1/shards/$2/rows/$k")" = "v${k##*[!0-9]}" ] || bad=$((bad + 1))
 	done <"$3"
 	echo $bad
-}
-check() { # NAME CONDITION-RESULT DETAIL
-	if [ "$2" = 0 ]; then
-		echo "ok - $1"
-		passed=$((passed + 1))
-	else
-		echo "not ok - $1"
-		[ -n "$3" ] && printf '%s\n' "$3" | sed 's/^/#   /'
-		failed=$((failed + 1))
-	fi
 }
 
 # kill -9 of a node during appends, restart with an empty data directory: nothing lost.
