@@ -54,6 +54,7 @@ end
 
 --- strata.open{dir=, shards=, sync="fsync"|"none"|"interval", sync_interval_ms=,
 -- max_value_bytes=, wal_segment_bytes=, block_bytes=, zstd_level=,
+-- compress_max_bytes_per_kib=, compress_sample_every=,
 -- bloom_bits_per_key=, generation_bloom_bits_per_key=, manifest_keep=, merge_max_inputs=,
 -- policy=} (or strata.open(dir))
 -- -> db | nil, message, code. The db owns dir until db:close(): a second open of it, here

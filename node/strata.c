@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/reaper.h"
+#include "core/run.h"
 #include "core/store.h"
 #include "lib/buf.h"
 #include "lib/diag.h"
@@ -212,6 +213,8 @@ strata_options_init(strata_options *o)
 	o->wal_segment_bytes = 64ull << 20;
 	o->block_bytes = 64u << 10;
 	o->zstd_level = 1;
+	o->compress_max_bytes_per_kib = RUN_DEFAULT_MAX_PER_KIB;
+	o->compress_sample_every = RUN_DEFAULT_SAMPLE_EVERY;
 	o->bloom_bits_per_key = 10;
 	o->generation_bloom_bits_per_key = 16;
 	o->manifest_keep = 4;

@@ -125,6 +125,14 @@ typedef struct strata_options {
 	uint32_t block_bytes;
 	/** zstd compression level for run-file blocks (default 1). */
 	int zstd_level;
+	/** A compressed block is kept only when it is at most this many bytes per KiB of its
+	 *  raw bytes, 1..1024 (default 896: it saves at least 1/8, as RocksDB's
+	 *  max_compressed_bytes_per_kb; 1024: any saving); 0 never compresses. Others are
+	 *  stored raw, and cost nothing to read back. */
+	uint32_t compress_max_bytes_per_kib;
+	/** Once 4 blocks in a row of one run did not pay for their compression, only one
+	 *  block in this many is tried until one pays again (default 16; 1 tries every block). */
+	uint32_t compress_sample_every;
 	/** Bloom filter bits per key (default 10; 0 disables filters). */
 	uint32_t bloom_bits_per_key;
 	/** Manifest versions kept behind the current one (default 4). */
@@ -300,6 +308,14 @@ typedef struct strata_row {
 	  "Time this shard's seals, merges and compactions waited on the background IO budget.") \
 	X(background_io_stalls, "counter", "strata_background_io_stalls_total", 1,                   \
 	  "WAL syncs the store's automatic background IO budget took as stalls and halved at.")     \
+	X(blocks_compressed, "counter", "strata_blocks_compressed_total", 1,                         \
+	  "Run-file data blocks written compressed.")                                                 \
+	X(blocks_raw, "counter", "strata_blocks_raw_total", 1,                                       \
+	  "Run-file data blocks written raw: compression did not pay, or was not tried.")            \
+	X(blocks_compress_untried, "counter", "strata_blocks_compress_untried_total", 1,             \
+	  "Raw data blocks written without trying to compress them (a stream that did not pay).")    \
+	X(compress_saved_bytes, "counter", "strata_compress_saved_bytes_total", 1,                   \
+	  "Bytes compression saved in the data blocks it was kept for.")                             \
 	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
 	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")                         \
 	X(block_cache_hits, "counter", "strata_block_cache_hits_total", 1,                            \

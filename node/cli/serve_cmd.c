@@ -127,6 +127,13 @@ static const struct serve_flag serve_flags[] = {
 	 "uncompressed target size of a run-file block", NULL, "block_bytes"},
 	{"--zstd-level", SERVE_INT, ST(zstd_level), -131072, 22, "N",
 	 "zstd compression level of run-file blocks, -131072..22 (negative: faster)", NULL, "zstd_level"},
+	{"--compress-max-bytes-per-kib", SERVE_U32, ST(compress_max_bytes_per_kib), 0, 1024, "N",
+	 "keep a compressed block only when it is at most N bytes per KiB of raw (896: saves 1/8; "
+	 "1024: any saving; 0: never compress); others are stored raw", NULL,
+	 "compress_max_bytes_per_kib"},
+	{"--compress-sample-every", SERVE_U32, ST(compress_sample_every), 1, 1u << 20, "N",
+	 "after 4 blocks in a row that did not pay, try to compress only one block in N until one "
+	 "pays (1: every block)", NULL, "compress_sample_every"},
 	{"--bloom-bits-per-key", SERVE_U32, ST(bloom_bits_per_key), 0, 64, "N",
 	 "bloom filter bits per key, 0..64 (0 disables the filters)", NULL, "bloom_bits_per_key"},
 	{"--generation-bloom-bits-per-key", SERVE_U32, ST(generation_bloom_bits_per_key), 0, 64, "N",

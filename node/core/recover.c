@@ -326,6 +326,7 @@ shard_load_as(const struct shard_config *cfg, int external, struct shard **out)
 	s->cfg = *cfg;
 	s->external = external;
 	s->cfg.run.waited_ns = &s->io_wait_ns;
+	s->cfg.run.codec = &s->codec;
 	atomic_init(&s->merge_cap, cfg->merge_max_inputs);
 	pthread_rwlockattr_t attr;
 	pthread_rwlockattr_init(&attr);

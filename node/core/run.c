@@ -10,7 +10,9 @@
  *   u8 codec (0 raw, 1 zstd) | payload | u32 crc32c over codec + payload
  * A zstd payload is one zstd frame that decompresses to exactly the raw length recorded
  * by whoever points at the frame; a raw payload is the raw bytes. The writer stores raw
- * when zstd does not make the payload smaller.
+ * when zstd saves less than its options ask (by default 1/8 of the raw bytes), and a
+ * writer whose last RUN_SAMPLE_AFTER blocks did not pay tries only one block in
+ * sample_every until one pays again. Readers tell each frame's codec from its first byte.
  *
  * Data block (raw): rows in strictly increasing key order (memcmp, shorter prefix first):
  *   u8 kind | varint klen | varint vlen | u64 seq | key | value
@@ -57,7 +59,8 @@
  * top index and meta tile the bytes between the data and the footer.
  *
  * Memory: the writer holds one raw block, its key hashes, one frame, one raw index
- * partition and the top index (one small entry per partition). A reader holds the top
+ * partition and the top index (one small entry per partition). zstd contexts are the
+ * thread's (run_zctx), one of each kind per thread, never one per writer or iterator. A reader holds the top
  * index and meta, plus each partition a point lookup has loaded. An iterator holds one
  * partition and one block.
  */
@@ -82,6 +85,16 @@
 /** Frame codecs. */
 enum { RUN_CODEC_RAW = 0, RUN_CODEC_ZSTD = 1 };
 
+/** How run_frame_encode stores a frame. */
+struct run_codec {
+	/** The compressor (NULL: store raw without trying). */
+	size_t (*compress)(void *dst, size_t cap, const void *src, size_t n, int level);
+	/** Its level. */
+	int level;
+	/** Keep a compressed payload only when it is at most this many bytes per KiB of raw. */
+	uint32_t max_per_kib;
+};
+
 /** Format version written and the newest one read (2: a kind byte per row). */
 #define RUN_FORMAT_VERSION 2u
 /** Footer magic, the last 8 bytes of every run. */
@@ -96,9 +109,6 @@ enum { RUN_CODEC_RAW = 0, RUN_CODEC_ZSTD = 1 };
 #define RUN_TRIM_FACTOR 2
 /** See RUN_TRIM_FACTOR. */
 #define RUN_TRIM_SLACK (64 * 1024)
-/** Idle zstd decompression contexts kept for every reader of the process: a context is
- *  ~96 KiB, so one per reader made each pending generation cost that much. */
-#define RUN_DCTX_POOL 16
 
 /** Defaults for zero writer options. */
 enum {
@@ -183,8 +193,12 @@ struct run_writer {
 	char *key;
 	/** Effective options (defaults applied). */
 	struct run_writer_options o;
-	/** Reused compression context. */
-	ZSTD_CCtx *cctx;
+	/** How its frames are compressed. */
+	struct run_codec codec;
+	/** Data blocks in a row whose compression did not pay (RUN_SAMPLE_AFTER). */
+	uint32_t unpaid;
+	/** Data blocks stored without trying since the last try, while sampling. */
+	uint32_t untried;
 	/** Raw rows of the current block. */
 	struct buf block;
 	/** Rows in the current block. */
@@ -316,8 +330,6 @@ struct run_cblock {
 struct run_iter {
 	/** The run iterated. */
 	struct run_reader *r;
-	/** Decompression context owned by the iterator. */
-	ZSTD_DCtx *dctx;
 	/** The loaded partition (not the reader's cache). */
 	struct run_part part;
 	/** Index of the current partition. */
@@ -383,22 +395,6 @@ run_corrupt(struct objstore *os, const char *key, const char *fmt, ...)
 	va_end(ap);
 	return diag_set(STRATA_ECORRUPT, "run %s (%s): %s", key, os->name, msg);
 }
-
-static void *
-run_zalloc(void *opaque, size_t n)
-{
-	(void)opaque;
-	return env.malloc(n);
-}
-
-static void
-run_zfree(void *opaque, void *p)
-{
-	(void)opaque;
-	env.free(p);
-}
-
-static const ZSTD_customMem run_zmem = { run_zalloc, run_zfree, NULL };
 
 /** Release b's memory when it holds more than keep bytes (after an oversized row). */
 static void
@@ -525,11 +521,116 @@ run_bloom_may_contain(const uint8_t *filter, size_t flen, const void *key, size_
 	return run_bloom_may_contain_hash(filter, flen, XXH3_64bits(key, klen));
 }
 
+/* ---- per-thread zstd contexts --------------------------------------------- */
+
+/** A thread's zstd contexts, made at its first frame and freed when it exits. A context is
+ *  used only inside one ZSTD_*CCtx / *DCtx call, so every writer, reader and iterator
+ *  that runs on the thread (fibers of inline mode included) shares them: none is made
+ *  per writer or per iterator, and memory grows with threads, not with open runs. */
+struct run_zctx {
+	/** Compression context (NULL until the thread's first compression). */
+	ZSTD_CCtx *c;
+	/** Decompression context (NULL until the thread's first decompression). */
+	ZSTD_DCtx *d;
+	/** env's allocator when this was made: the contexts (which zstd may resize) and
+	 *  this struct are allocated and freed through it alone, whatever env holds later. */
+	void *(*alloc)(size_t n);
+	/** See alloc. */
+	void (*release)(void *p);
+};
+
+/** Frees a thread's run_zctx at its exit. */
+static pthread_key_t run_zkey;
+/** Creates run_zkey once. */
+static pthread_once_t run_zonce = PTHREAD_ONCE_INIT;
+/** The calling thread's contexts, cached (the key holds the same pointer). */
+static __thread struct run_zctx *run_zself;
+
+static void *
+run_zctx_alloc(void *opaque, size_t n)
+{
+	return ((struct run_zctx *)opaque)->alloc(n);
+}
+
+static void
+run_zctx_release(void *opaque, void *p)
+{
+	((struct run_zctx *)opaque)->release(p);
+}
+
+static void
+run_zctx_free(void *p)
+{
+	struct run_zctx *z = p;
+	ZSTD_freeCCtx(z->c);
+	ZSTD_freeDCtx(z->d);
+	z->release(z);
+	run_zself = NULL;
+}
+
+static void
+run_zkey_create(void)
+{
+	pthread_key_create(&run_zkey, run_zctx_free);
+}
+
+/** The calling thread's contexts (NULL: out of memory). */
+static struct run_zctx *
+run_zctx(void)
+{
+	struct run_zctx *z = run_zself;
+	if (z != NULL)
+		return z;
+	pthread_once(&run_zonce, run_zkey_create);
+	z = env.malloc(sizeof(*z));
+	if (z == NULL)
+		return NULL;
+	*z = (struct run_zctx){ .alloc = env.malloc, .release = env.free };
+	if (pthread_setspecific(run_zkey, z) != 0) {
+		env.free(z);
+		return NULL;
+	}
+	return run_zself = z;
+}
+
+/** The calling thread's compression context (NULL: out of memory). */
+static ZSTD_CCtx *
+run_cctx(void)
+{
+	struct run_zctx *z = run_zctx();
+	if (z != NULL && z->c == NULL)
+		z->c = ZSTD_createCCtx_advanced((ZSTD_customMem){ run_zctx_alloc, run_zctx_release, z });
+	return z != NULL ? z->c : NULL;
+}
+
+/** The calling thread's decompression context (NULL: out of memory). */
+static ZSTD_DCtx *
+run_dctx(void)
+{
+	struct run_zctx *z = run_zctx();
+	if (z != NULL && z->d == NULL)
+		z->d = ZSTD_createDCtx_advanced((ZSTD_customMem){ run_zctx_alloc, run_zctx_release, z });
+	return z != NULL ? z->d : NULL;
+}
+
 /* ---- frames ----------------------------------------------------------------- */
 
-/** Encode n raw bytes as a frame into out (replacing its contents). */
+/** zstd on the calling thread's context: run_writer_options.compress's default. */
+static size_t
+run_zstd_compress(void *dst, size_t cap, const void *src, size_t n, int level)
+{
+	ZSTD_CCtx *c = run_cctx();
+	if (c == NULL)
+		return 0;
+	size_t csize = ZSTD_compressCCtx(c, dst, cap, src, n, level);
+	return ZSTD_isError(csize) ? 0 : csize;
+}
+
+/** Encode n raw bytes as a frame into out (replacing its contents): compressed when cd
+ *  has a compressor and the result pays (*packed then 1), raw otherwise. */
 static int
-run_frame_encode(ZSTD_CCtx *cctx, int level, const uint8_t *raw, size_t n, struct buf *out)
+run_frame_encode(const struct run_codec *cd, const uint8_t *raw, size_t n, struct buf *out,
+		 int *packed)
 {
 	buf_reset(out);
 	size_t bound = ZSTD_compressBound(n);
@@ -537,13 +638,10 @@ run_frame_encode(ZSTD_CCtx *cctx, int level, const uint8_t *raw, size_t n, struc
 	if (buf_reserve(out, room))
 		return STRATA_ENOMEM;
 	size_t csize = 0;
-	if (n > 0 && cctx != NULL) {
-		csize = ZSTD_compressCCtx(cctx, out->data + 1, room - RUN_FRAME_OVERHEAD, raw, n,
-					  level);
-		if (ZSTD_isError(csize))
-			csize = 0;
-	}
-	if (csize > 0 && csize < n) {
+	if (n > 0 && cd != NULL && cd->compress != NULL)
+		csize = cd->compress(out->data + 1, room - RUN_FRAME_OVERHEAD, raw, n, cd->level);
+	*packed = csize > 0 && csize < n && (uint64_t)csize * 1024 <= (uint64_t)n * cd->max_per_kib;
+	if (*packed) {
 		out->data[0] = RUN_CODEC_ZSTD;
 		out->len = 1 + csize;
 	} else {
@@ -678,7 +776,8 @@ static int
 run_writer_flush_part(struct run_writer *w)
 {
 	assert(w->part_blocks > 0);
-	int rc = run_frame_encode(w->cctx, w->o.zstd_level, w->part.data, w->part.len, &w->frame);
+	int packed;
+	int rc = run_frame_encode(&w->codec, w->part.data, w->part.len, &w->frame, &packed);
 	if (rc)
 		return diag_set(rc, "run %s: cannot allocate an index frame", w->key);
 	uint64_t off = w->off;
@@ -696,12 +795,40 @@ run_writer_flush_part(struct run_writer *w)
 	return 0;
 }
 
+/**
+ * Encode the current block into w->frame. Once RUN_SAMPLE_AFTER blocks in a row did not
+ * pay for their compression, only one block in sample_every is tried, until one pays.
+ */
+static int
+run_writer_encode_block(struct run_writer *w)
+{
+	int sampling = w->unpaid >= RUN_SAMPLE_AFTER;
+	int try = w->codec.compress != NULL && (!sampling || ++w->untried >= w->o.sample_every);
+	int packed = 0;
+	int rc = run_frame_encode(try ? &w->codec : NULL, w->block.data, w->block.len, &w->frame,
+				  &packed);
+	if (rc)
+		return rc;
+	if (try) {
+		w->untried = 0;
+		w->unpaid = packed ? 0 : w->unpaid + 1;
+	}
+	struct run_codec_stats *cs = w->o.codec;
+	if (cs != NULL) {
+		atomic_fetch_add(packed ? &cs->compressed : &cs->raw, 1);
+		if (!try && w->codec.compress != NULL)
+			atomic_fetch_add(&cs->untried, 1);
+		if (packed)
+			atomic_fetch_add(&cs->saved_bytes, w->block.len + RUN_FRAME_OVERHEAD - w->frame.len);
+	}
+	return 0;
+}
+
 static int
 run_writer_flush_block(struct run_writer *w)
 {
 	assert(w->block_rows > 0);
-	int rc = run_frame_encode(w->cctx, w->o.zstd_level, w->block.data, w->block.len,
-				  &w->frame);
+	int rc = run_writer_encode_block(w);
 	if (rc)
 		return diag_set(rc, "run %s: cannot allocate a block frame", w->key);
 	uint64_t off = w->off;
@@ -750,7 +877,6 @@ run_writer_flush_block(struct run_writer *w)
 static void
 run_writer_free(struct run_writer *w)
 {
-	ZSTD_freeCCtx(w->cctx);
 	buf_destroy(&w->block);
 	buf_destroy(&w->frame);
 	buf_destroy(&w->part);
@@ -777,6 +903,10 @@ run_writer_open(struct objstore *os, const char *key, const struct run_writer_op
 		opt.bloom_bits_per_key = RUN_DEFAULT_BLOOM;
 	if (opt.index_partition_bytes == 0)
 		opt.index_partition_bytes = RUN_DEFAULT_PARTITION;
+	if (opt.max_compressed_per_kib == 0)
+		opt.max_compressed_per_kib = RUN_DEFAULT_MAX_PER_KIB;
+	if (opt.sample_every == 0)
+		opt.sample_every = RUN_DEFAULT_SAMPLE_EVERY;
 	if (os == NULL || key == NULL || key[0] == '\0')
 		return diag_set(STRATA_EINVAL, "run: no object store or key");
 	if (opt.block_bytes < RUN_MIN_BLOCK_BYTES || opt.block_bytes > RUN_MAX_BLOCK_BYTES)
@@ -794,6 +924,9 @@ run_writer_open(struct objstore *os, const char *key, const struct run_writer_op
 	    opt.bloom_bits_per_key > RUN_MAX_BLOOM_BITS)
 		return diag_set(STRATA_EINVAL, "run %s: bloom_bits_per_key %u over %u", key,
 				opt.bloom_bits_per_key, RUN_MAX_BLOOM_BITS);
+	if (opt.max_compressed_per_kib != RUN_COMPRESS_OFF && opt.max_compressed_per_kib > 1024)
+		return diag_set(STRATA_EINVAL, "run %s: max_compressed_per_kib %u over 1024", key,
+				opt.max_compressed_per_kib);
 
 	struct run_writer *w = env.calloc(1, sizeof(*w));
 	if (w == NULL)
@@ -801,8 +934,10 @@ run_writer_open(struct objstore *os, const char *key, const struct run_writer_op
 	w->os = os;
 	w->o = opt;
 	w->key = run_strdup(key);
-	w->cctx = ZSTD_createCCtx_advanced(run_zmem);
-	if (w->key == NULL || w->cctx == NULL) {
+	if (opt.max_compressed_per_kib != RUN_COMPRESS_OFF)
+		w->codec = (struct run_codec){ opt.compress ? opt.compress : run_zstd_compress,
+					       opt.zstd_level, opt.max_compressed_per_kib };
+	if (w->key == NULL) {
 		run_writer_free(w);
 		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a writer", key);
 	}
@@ -903,7 +1038,8 @@ run_writer_tail(struct run_writer *w)
 		return rc;
 	uint8_t f[RUN_FOOTER_SIZE];
 	memset(f, 0, sizeof(f));
-	rc = run_frame_encode(w->cctx, w->o.zstd_level, w->top.data, w->top.len, &w->frame);
+	int packed;
+	rc = run_frame_encode(&w->codec, w->top.data, w->top.len, &w->frame, &packed);
 	if (rc)
 		return diag_set(rc, "run %s: cannot allocate the top index frame", w->key);
 	enc_u64(f + 0, w->off);
@@ -919,7 +1055,7 @@ run_writer_tail(struct run_writer *w)
 	    buf_put_varint(&w->top, w->last_key.len) ||
 	    buf_append(&w->top, w->last_key.data, w->last_key.len))
 		return diag_set(STRATA_ENOMEM, "run %s: cannot build the meta section", w->key);
-	rc = run_frame_encode(NULL, 0, w->top.data, w->top.len, &w->frame);
+	rc = run_frame_encode(NULL, w->top.data, w->top.len, &w->frame, &packed);
 	if (rc)
 		return diag_set(rc, "run %s: cannot allocate the meta frame", w->key);
 	enc_u64(f + 32, w->off);
@@ -973,43 +1109,6 @@ run_writer_abort(struct run_writer *w)
 }
 
 /* ---- reader ----------------------------------------------------------------- */
-
-/** The process's idle decompression contexts, shared by every reader (each call takes
- *  one for the blocks it decodes and gives it back). */
-static struct {
-	pthread_mutex_t mu;
-	ZSTD_DCtx *idle[RUN_DCTX_POOL];
-	int n;
-} run_dpool = {PTHREAD_MUTEX_INITIALIZER, {NULL}, 0};
-
-static ZSTD_DCtx *
-run_dctx_get(struct run_reader *r)
-{
-	(void)r;
-	ZSTD_DCtx *d = NULL;
-	pthread_mutex_lock(&run_dpool.mu);
-	if (run_dpool.n > 0)
-		d = run_dpool.idle[--run_dpool.n];
-	pthread_mutex_unlock(&run_dpool.mu);
-	if (d == NULL)
-		d = ZSTD_createDCtx_advanced(run_zmem);
-	return d;
-}
-
-static void
-run_dctx_put(struct run_reader *r, ZSTD_DCtx *d)
-{
-	(void)r;
-	if (d == NULL)
-		return;
-	pthread_mutex_lock(&run_dpool.mu);
-	if (run_dpool.n < RUN_DCTX_POOL) {
-		run_dpool.idle[run_dpool.n++] = d;
-		d = NULL;
-	}
-	pthread_mutex_unlock(&run_dpool.mu);
-	ZSTD_freeDCtx(d);
-}
 
 static void
 run_part_destroy(struct run_part *p)
@@ -1129,11 +1228,10 @@ run_part_get(struct run_reader *r, size_t i, const struct run_part **out, struct
 	p = env.calloc(1, sizeof(*p));
 	if (p == NULL)
 		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a partition", r->key);
-	ZSTD_DCtx *d = run_dctx_get(r);
+	ZSTD_DCtx *d = run_dctx();
 	int rc = d != NULL ? run_part_load(r, i, d, p)
 			   : diag_set(STRATA_ENOMEM, "run %s: cannot allocate a decompression context",
 				      r->key);
-	run_dctx_put(r, d);
 	if (rc) {
 		run_part_free(p);
 		return rc;
@@ -1236,12 +1334,11 @@ run_cblock_load(struct run_reader *r, const struct run_bentry *e, struct run_cbl
 	struct buf disk = { 0 };
 	int rc = run_read(r->os, r->key, what, e->off, e->disk_len, &disk);
 	if (rc == 0) {
-		ZSTD_DCtx *d = run_dctx_get(r);
+		ZSTD_DCtx *d = run_dctx();
 		rc = d != NULL ? run_frame_decode_to(r->os, r->key, what, disk.data, disk.len,
 						     e->raw_len, d, data)
 			       : diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context",
 					  r->key);
-		run_dctx_put(r, d);
 	}
 	buf_destroy(&disk);
 	struct rd rd;
@@ -1349,7 +1446,7 @@ run_reader_parse_tail(struct run_reader *r, uint64_t top_len, uint64_t top_raw,
 {
 	const uint8_t *top, *meta;
 	int rc;
-	ZSTD_DCtx *d = run_dctx_get(r);
+	ZSTD_DCtx *d = run_dctx();
 	if (d == NULL)
 		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a decompression context", r->key);
 	rc = run_frame_decode(r->os, r->key, "top index", r->tail.data, top_len, top_raw, d,
@@ -1357,7 +1454,6 @@ run_reader_parse_tail(struct run_reader *r, uint64_t top_len, uint64_t top_raw,
 	if (rc == 0)
 		rc = run_frame_decode(r->os, r->key, "meta", r->tail.data + top_len, meta_len, meta_raw,
 				      d, &r->meta_raw, &meta);
-	run_dctx_put(r, d);
 	if (rc)
 		return rc;
 	struct rd rd;
@@ -1878,7 +1974,10 @@ static int
 run_iter_load_part(struct run_iter *it, size_t pi)
 {
 	it->part_loaded = 0;
-	int rc = run_part_load(it->r, pi, it->dctx, &it->part);
+	ZSTD_DCtx *d = run_dctx();
+	if (d == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", it->r->key);
+	int rc = run_part_load(it->r, pi, d, &it->part);
 	if (rc)
 		return rc;
 	it->pidx = pi;
@@ -1894,7 +1993,10 @@ run_iter_load_block(struct run_iter *it)
 	const struct run_bentry *e = &it->part.e[it->bidx];
 	run_buf_trim(&it->disk, RUN_TRIM_FACTOR * e->disk_len + RUN_TRIM_SLACK);
 	run_buf_trim(&it->raw, RUN_TRIM_FACTOR * e->raw_len + RUN_TRIM_SLACK);
-	int rc = run_block_load(it->r, e, it->dctx, &it->disk, &it->raw, &it->bytes);
+	ZSTD_DCtx *d = run_dctx();
+	if (d == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", it->r->key);
+	int rc = run_block_load(it->r, e, d, &it->disk, &it->raw, &it->bytes);
 	if (rc)
 		return rc;
 	it->blen = e->raw_len;
@@ -1929,12 +2031,7 @@ run_iter_new(struct run_reader *r, const void *key, size_t klen, struct run_iter
 	if (it == NULL)
 		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate an iterator", r->key);
 	it->r = r;
-	it->dctx = run_dctx_get(r);
 	int rc = 0;
-	if (it->dctx == NULL) {
-		rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", r->key);
-		goto fail;
-	}
 	if (key == NULL) {
 		*out = it;
 		return 0;
@@ -2036,7 +2133,6 @@ run_iter_free(struct run_iter *it)
 {
 	if (it == NULL)
 		return;
-	run_dctx_put(it->r, it->dctx);
 	run_part_destroy(&it->part);
 	buf_destroy(&it->disk);
 	buf_destroy(&it->raw);
@@ -2121,7 +2217,7 @@ run_verify(struct objstore *os, const char *key, struct run_meta *meta)
 	struct run_part p = { 0 };
 	struct buf disk = { 0 }, raw = { 0 };
 	struct run_verify_state s = { 0 };
-	ZSTD_DCtx *d = run_dctx_get(r);
+	ZSTD_DCtx *d = run_dctx();
 	if (d == NULL) {
 		rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a zstd context", key);
 		goto out;
@@ -2166,7 +2262,6 @@ run_verify(struct objstore *os, const char *key, struct run_meta *meta)
 	if (meta != NULL)
 		*meta = r->meta;
 out:
-	run_dctx_put(r, d);
 	run_part_destroy(&p);
 	buf_destroy(&disk);
 	buf_destroy(&raw);

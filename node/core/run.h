@@ -46,7 +46,43 @@ struct run_writer_options {
 	struct ratelimit *limiter;
 	/** Where the time waited on it is added (may be NULL). */
 	_Atomic(uint64_t) *waited_ns;
+	/** A compressed frame is kept only when it is at most this many bytes per KiB of its
+	 *  raw bytes (0: RUN_DEFAULT_MAX_PER_KIB, which keeps those that save at least 1/8,
+	 *  as RocksDB's max_compressed_bytes_per_kb; 1024: any saving; RUN_COMPRESS_OFF: never
+	 *  compress). A frame that saves less is stored raw: incompressible values pay for
+	 *  no compression on write and for no decompression on every read and merge. */
+	uint32_t max_compressed_per_kib;
+	/** Once RUN_SAMPLE_AFTER data blocks in a row did not pay, try to compress only one
+	 *  block in this many until one pays again (0: RUN_DEFAULT_SAMPLE_EVERY; 1: try every
+	 *  block). */
+	uint32_t sample_every;
+	/** The compressor (NULL: zstd on the thread's context at zstd_level): the compressed
+	 *  size of src in dst (at most cap bytes), or 0 when it could not. A seam for tests. */
+	size_t (*compress)(void *dst, size_t cap, const void *src, size_t n, int level);
+	/** Where the writer counts its data blocks (may be NULL). */
+	struct run_codec_stats *codec;
 };
+
+/** Data blocks written, by how they were stored; atomics, shared by a shard's writers. */
+struct run_codec_stats {
+	/** Blocks stored compressed. */
+	_Atomic(uint64_t) compressed;
+	/** Blocks stored raw (compression tried and did not pay, or not tried). */
+	_Atomic(uint64_t) raw;
+	/** Blocks of raw stored without calling the compressor (sampling). */
+	_Atomic(uint64_t) untried;
+	/** Raw bytes less stored bytes of the compressed blocks. */
+	_Atomic(uint64_t) saved_bytes;
+};
+
+/** Default max_compressed_per_kib: keep a compressed frame that saves at least 1/8. */
+#define RUN_DEFAULT_MAX_PER_KIB 896u
+/** max_compressed_per_kib that never compresses (frames are all raw). */
+#define RUN_COMPRESS_OFF UINT32_MAX
+/** Default sample_every. */
+#define RUN_DEFAULT_SAMPLE_EVERY 16u
+/** Data blocks in a row that did not pay before a writer starts sampling. */
+#define RUN_SAMPLE_AFTER 4u
 
 /** What a finished run holds; also read back from its footer. */
 struct run_meta {

@@ -1155,6 +1155,10 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->max_exclusive_ns = atomic_load(&s->max_excl_ns);
 	out->max_exclusive_wait_ns = atomic_load(&s->max_excl_wait_ns);
 	out->background_io_wait_ns = atomic_load(&s->io_wait_ns);
+	out->blocks_compressed = atomic_load(&s->codec.compressed);
+	out->blocks_raw = atomic_load(&s->codec.raw);
+	out->blocks_compress_untried = atomic_load(&s->codec.untried);
+	out->compress_saved_bytes = atomic_load(&s->codec.saved_bytes);
 	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;
 	out->background_io_stalls = 0;
 	if (s->cfg.run.limiter)

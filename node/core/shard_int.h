@@ -172,6 +172,8 @@ struct shard {
 		merge_in, merge_out, compactions, max_excl_ns, max_excl_wait_ns;
 	/** Time this shard's background writes waited on the store's IO budget. */
 	_Atomic(uint64_t) io_wait_ns;
+	/** How the shard's run writers stored their data blocks. */
+	struct run_codec_stats codec;
 	/** Lookups of this shard's readers that found (hits) or missed (misses) their block or
 	 *  partition in the block cache. */
 	_Atomic(uint64_t) cache_hits, cache_misses;

@@ -478,6 +478,9 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->max_value_bytes = o->max_value_bytes;
 	cfg->run.block_bytes = o->block_bytes;
 	cfg->run.zstd_level = o->zstd_level;
+	cfg->run.max_compressed_per_kib = o->compress_max_bytes_per_kib ? o->compress_max_bytes_per_kib
+									: RUN_COMPRESS_OFF;
+	cfg->run.sample_every = o->compress_sample_every;
 	cfg->run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key : RUN_BLOOM_DISABLED;
 	cfg->gen_bloom_bits_per_key = o->bloom_bits_per_key == 0 ? RUN_BLOOM_DISABLED
 				      : o->generation_bloom_bits_per_key ? o->generation_bloom_bits_per_key
@@ -624,6 +627,10 @@ store_open_in(const strata_options *o, struct store **out)
 	if (o->manifest_snapshot_edits < 1 || o->manifest_snapshot_edits > MANIFEST_SNAPSHOT_EDITS_MAX)
 		return diag_set(STRATA_EINVAL, "strata_open: manifest_snapshot_edits must be 1..%u, not %u",
 				MANIFEST_SNAPSHOT_EDITS_MAX, o->manifest_snapshot_edits);
+	if (o->compress_max_bytes_per_kib > 1024 || o->compress_sample_every < 1)
+		return diag_set(STRATA_EINVAL, "strata_open: compress_max_bytes_per_kib must be 0..1024 "
+				"(0: never compress), not %u, and compress_sample_every at least 1, not %u",
+				o->compress_max_bytes_per_kib, o->compress_sample_every);
 	if (o->merge_max_inputs < 2)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_max_inputs must be at least 2 (a pass "
 				"folds at least two inputs), not %u", o->merge_max_inputs);

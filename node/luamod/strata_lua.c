@@ -234,7 +234,7 @@ static const struct lstrata_code lstrata_codes[] = {
 /** Options of strata.open. */
 static const char *const lstrata_open_keys[] = {
 	"dir", "shards", "sync", "sync_interval_ms", "max_value_bytes", "wal_segment_bytes",
-	"block_bytes", "zstd_level", "bloom_bits_per_key", "generation_bloom_bits_per_key", "manifest_keep", "manifest_snapshot_edits",
+	"block_bytes", "zstd_level", "compress_max_bytes_per_kib", "compress_sample_every", "bloom_bits_per_key", "generation_bloom_bits_per_key", "manifest_keep", "manifest_snapshot_edits",
 	"merge_max_inputs", "policy",
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
@@ -604,6 +604,10 @@ lstrata_open(lua_State *L)
 	o.merge_max_inputs = (uint32_t)lstrata_opt_int(L, 1, 1, "merge_max_inputs", 2, UINT32_MAX,
 						       o.merge_max_inputs);
 	o.zstd_level = (int)lstrata_opt_int(L, 1, 1, "zstd_level", -131072, 22, o.zstd_level);
+	o.compress_max_bytes_per_kib = (uint32_t)lstrata_opt_int(L, 1, 1, "compress_max_bytes_per_kib", 0,
+								 1024, o.compress_max_bytes_per_kib);
+	o.compress_sample_every = (uint32_t)lstrata_opt_int(L, 1, 1, "compress_sample_every", 1,
+							    1u << 20, o.compress_sample_every);
 	o.bloom_bits_per_key = (uint32_t)lstrata_opt_int(L, 1, 1, "bloom_bits_per_key", 0, 64,
 							 o.bloom_bits_per_key);
 	o.generation_bloom_bits_per_key = (uint32_t)lstrata_opt_int(

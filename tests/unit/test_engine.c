@@ -1460,6 +1460,69 @@ out:
 		free(vals[i]);
 }
 
+/* Incompressible rows are stored raw, compressible ones compressed; strata_stats (and so
+ * /metrics) counts both, and what compression saved. */
+TEST(stats_count_raw_and_compressed_blocks)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	static uint8_t v[1000];
+	char key[32];
+	for (int i = 0; i < 1000; i++) {
+		fill_random(v, sizeof(v), 2 * (uint64_t)i + 77);
+		snprintf(key, sizeof(key), "random-%04d", i);
+		strata_row r = { key, strlen(key), v, sizeof(v) };
+		REQUIRE_EQ(strata_append(db, 0, &r, 1), 0);
+	}
+	CHECK_EQ(strata_seal(db, 0), 0);
+	strata_stats st = stats_of(db);
+	CHECK(st.blocks_raw >= 14); /* 1 MB of rows in 64 KiB blocks */
+	CHECK_EQ(st.blocks_compressed, 0);
+	CHECK(st.blocks_compress_untried > 0);
+	CHECK_EQ(st.compress_saved_bytes, 0);
+	memset(v, 'x', sizeof(v));
+	for (int i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "text-%04d", i);
+		strata_row r = { key, strlen(key), v, sizeof(v) };
+		REQUIRE_EQ(strata_append(db, 0, &r, 1), 0);
+	}
+	CHECK_EQ(strata_seal(db, 0), 0);
+	strata_stats after = stats_of(db);
+	CHECK(after.blocks_compressed >= 14);
+	CHECK_EQ(after.blocks_raw, st.blocks_raw);
+	CHECK(after.compress_saved_bytes > 900000);
+	/* A merge of both writes its blocks the same way, and reads both kinds back. */
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 2);
+	strata_stats m = stats_of(db);
+	CHECK(m.blocks_raw >= 2 * st.blocks_raw - 1);
+	CHECK(m.blocks_compressed > after.blocks_compressed);
+	fill_random(v, sizeof(v), 2 * 500 + 77);
+	CHECK(get_blob_is(db, "random-0500", v, sizeof(v)));
+	memset(v, 'x', sizeof(v));
+	CHECK(get_blob_is(db, "text-0999", v, sizeof(v)));
+	db_close(db);
+	/* 0 never compresses. */
+	o.compress_max_bytes_per_kib = 0;
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "more-text-%04d", i);
+		strata_row r = { key, strlen(key), v, sizeof(v) };
+		REQUIRE_EQ(strata_append(db, 0, &r, 1), 0);
+	}
+	CHECK_EQ(strata_seal(db, 0), 0);
+	st = stats_of(db);
+	CHECK_EQ(st.blocks_compressed, 0);
+	CHECK(st.blocks_raw >= 14);
+	CHECK_EQ(st.blocks_compress_untried, 0);
+	CHECK(get_blob_is(db, "more-text-0001", v, sizeof(v)));
+	db_close(db);
+}
+
 TEST(bad_input_is_refused)
 {
 	const char *dir = tdir();
@@ -1473,6 +1536,13 @@ TEST(bad_input_is_refused)
 	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
 	o = opts_for(dir);
 	o.sync = 7;
+	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
+	o = opts_for(dir);
+	o.compress_max_bytes_per_kib = 1025;
+	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
+	CHECK(strstr(strata_last_error(), "compress_max_bytes_per_kib") != NULL);
+	o = opts_for(dir);
+	o.compress_sample_every = 0;
 	CHECK_EQ(strata_open(&o, &db), STRATA_EINVAL);
 
 	o = opts_for(dir);
@@ -1835,6 +1905,7 @@ main(int argc, char **argv)
 	T(append_is_all_or_nothing_under_enomem);
 	T(landed_manifest_write_is_reconciled);
 	T(large_values_round_trip);
+	T(stats_count_raw_and_compressed_blocks);
 	T(bad_input_is_refused);
 	T(strerror_covers_every_code);
 	T(new_store_gets_the_default_shard_count);

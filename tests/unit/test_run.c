@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include "../../node/core/run.h"
 #include "../../node/lib/crc.h"
@@ -550,6 +551,8 @@ TEST(bad_options_are_refused)
 	o = (struct run_writer_options){ .zstd_level = 1000 };
 	CHECK_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), STRATA_EINVAL);
 	o = (struct run_writer_options){ .bloom_bits_per_key = 1000 };
+	CHECK_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), STRATA_EINVAL);
+	o = (struct run_writer_options){ .max_compressed_per_kib = 1025 };
 	CHECK_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), STRATA_EINVAL);
 	uint64_t size;
 	CHECK_EQ(objstore_size(f.os, RUN_KEY, &size), STRATA_NOTFOUND);
@@ -1235,6 +1238,259 @@ TEST(big_row_buffers_are_released_after_its_block)
 	CHECK(ilive < (4u << 20));
 }
 
+/* ---- compression that pays ------------------------------------------------- */
+
+/** Calls of counting_compress since the test reset it. */
+static unsigned compress_calls;
+
+/** run_writer_options.compress: zstd, counted. */
+static size_t
+counting_compress(void *dst, size_t cap, const void *src, size_t n, int level)
+{
+	compress_calls++;
+	size_t c = ZSTD_compress(dst, cap, src, n, level);
+	return ZSTD_isError(c) ? 0 : c;
+}
+
+/** Value shapes of shaped_rows. */
+enum shape { SHAPE_RANDOM, SHAPE_MOSTLY_RANDOM, SHAPE_TEXT };
+
+/** The 200-byte value of row i: random bytes (SHAPE_RANDOM), random but for its last 6
+ *  bytes, which are zero (SHAPE_MOSTLY_RANDOM: a block compresses by a few percent), or
+ *  one letter repeated (SHAPE_TEXT). */
+static void
+shaped_val(uint8_t *v, uint32_t i, enum shape sh)
+{
+	uint64_t x = 0x9E3779B97F4A7C15ull * (i + 1);
+	for (size_t b = 0; b < 200; b++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		v[b] = sh == SHAPE_TEXT ? (uint8_t)('a' + i % 26) : (uint8_t)(x >> 24);
+	}
+	if (sh == SHAPE_MOSTLY_RANDOM)
+		memset(v + 194, 0, 6);
+}
+
+/** Write rows first..first+count-1 of shape sh (keys row_key, seq = 1000 + i) into w. */
+static int
+shaped_rows(struct run_writer *w, uint32_t first, uint32_t count, enum shape sh)
+{
+	char k[32];
+	uint8_t v[200];
+	for (uint32_t i = first; i < first + count; i++) {
+		row_key(k, sizeof(k), i);
+		shaped_val(v, i, sh);
+		int rc = run_writer_add(w, k, strlen(k), 1000 + i, v, sizeof(v));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/** Write RUN_KEY of count rows of shape sh with o (whose codec and compress it keeps). */
+static int
+shaped_run(struct fix *f, const struct run_writer_options *o, uint32_t count, enum shape sh,
+	   struct run_meta *m)
+{
+	objstore_del(f->os, RUN_KEY);
+	struct run_writer *w;
+	int rc = run_writer_open(f->os, RUN_KEY, o, &w);
+	if (rc)
+		return rc;
+	if ((rc = shaped_rows(w, 0, count, sh)) != 0) {
+		run_writer_abort(w);
+		return rc;
+	}
+	return run_writer_finish(w, m);
+}
+
+/** Rows of RUN_KEY read back by a full scan that differ from what shaped_rows wrote
+ *  (rows below split of shape a, the rest of shape b), plus rows missing or extra. */
+static uint32_t
+shaped_misreads(struct fix *f, uint32_t count, uint32_t split, enum shape a, enum shape b)
+{
+	struct run_reader *r;
+	if (run_reader_open(f->os, RUN_KEY, &r) != 0)
+		return count + 1;
+	struct run_iter *it;
+	if (run_iter_new(r, NULL, 0, &it) != 0) {
+		run_reader_close(r);
+		return count + 1;
+	}
+	uint32_t bad = 0, i = 0;
+	char k[32];
+	uint8_t v[200];
+	while (run_iter_next(it) == 1) {
+		const void *key, *val;
+		size_t klen, vlen;
+		uint64_t seq;
+		run_iter_row(it, &key, &klen, &seq, &val, &vlen);
+		row_key(k, sizeof(k), i);
+		shaped_val(v, i, i < split ? a : b);
+		bad += klen != strlen(k) || memcmp(key, k, klen) != 0 || seq != 1000 + i ||
+		       vlen != sizeof(v) || memcmp(val, v, vlen) != 0;
+		i++;
+	}
+	run_iter_free(it);
+	run_reader_close(r);
+	return bad + (i > count ? i - count : count - i);
+}
+
+TEST(a_block_that_saves_less_than_the_threshold_is_stored_raw)
+{
+	struct fix f = { 0 };
+	REQUIRE_EQ(fix_open(&f), 0);
+	struct run_codec_stats cs = { 0 };
+	const uint32_t n = 2000;
+	/* Any saving kept: how much these blocks compress at all. */
+	struct run_writer_options o = { .block_bytes = 4096, .max_compressed_per_kib = 1024,
+					.codec = &cs, .sample_every = 1 };
+	struct run_meta any, dflt;
+	REQUIRE_EQ(shaped_run(&f, &o, n, SHAPE_MOSTLY_RANDOM, &any), 0);
+	CHECK_EQ(atomic_load(&cs.compressed), any.blocks);
+	CHECK_EQ(atomic_load(&cs.raw), 0);
+	uint64_t raw = any.blocks * 4096;
+	uint64_t saved = atomic_load(&cs.saved_bytes);
+	CHECK(saved > raw / 100);      /* they do compress, */
+	CHECK(saved < raw / 8 - 1024); /* by less than 1/8 */
+	CHECK_EQ(shaped_misreads(&f, n, n, SHAPE_MOSTLY_RANDOM, SHAPE_MOSTLY_RANDOM), 0);
+
+	/* The default (1/8) stores every one of them raw, and the run grows by what was saved. */
+	cs = (struct run_codec_stats){ 0 };
+	o.max_compressed_per_kib = 0;
+	REQUIRE_EQ(shaped_run(&f, &o, n, SHAPE_MOSTLY_RANDOM, &dflt), 0);
+	CHECK_EQ(dflt.blocks, any.blocks);
+	CHECK_EQ(atomic_load(&cs.compressed), 0);
+	CHECK_EQ(atomic_load(&cs.raw), dflt.blocks);
+	CHECK_EQ(atomic_load(&cs.saved_bytes), 0);
+	if (getenv("RUN_TEST_VERBOSE"))
+		fprintf(stderr, "  blocks %llu, any %llu bytes, default %llu bytes, saved %llu\n",
+			(unsigned long long)any.blocks, (unsigned long long)any.bytes,
+			(unsigned long long)dflt.bytes, (unsigned long long)saved);
+	/* (The index partitions, which list every block's stored length, compress a little
+	 * differently: not exactly.) */
+	CHECK(dflt.bytes > any.bytes + saved * 9 / 10);
+	CHECK_EQ(shaped_misreads(&f, n, n, SHAPE_MOSTLY_RANDOM, SHAPE_MOSTLY_RANDOM), 0);
+
+	/* Text saves far more than 1/8: compressed under the default. */
+	cs = (struct run_codec_stats){ 0 };
+	REQUIRE_EQ(shaped_run(&f, &o, n, SHAPE_TEXT, &dflt), 0);
+	CHECK_EQ(atomic_load(&cs.compressed), dflt.blocks);
+	CHECK(dflt.bytes < dflt.raw_bytes / 4);
+
+	/* 0 at the store (RUN_COMPRESS_OFF here) never compresses, not even text. */
+	cs = (struct run_codec_stats){ 0 };
+	o.max_compressed_per_kib = RUN_COMPRESS_OFF;
+	o.compress = counting_compress;
+	compress_calls = 0;
+	REQUIRE_EQ(shaped_run(&f, &o, n, SHAPE_TEXT, &dflt), 0);
+	CHECK_EQ(compress_calls, 0);
+	CHECK_EQ(atomic_load(&cs.compressed), 0);
+	CHECK(dflt.bytes > dflt.raw_bytes);
+	CHECK_EQ(shaped_misreads(&f, n, n, SHAPE_TEXT, SHAPE_TEXT), 0);
+	fix_close(&f);
+}
+
+/** Compressor calls a writer of blocks data blocks that never pay makes: the first
+ *  RUN_SAMPLE_AFTER, then one in every. */
+static uint64_t
+sampled_calls(uint64_t blocks, uint32_t every)
+{
+	if (blocks <= RUN_SAMPLE_AFTER)
+		return blocks;
+	return RUN_SAMPLE_AFTER + (blocks - RUN_SAMPLE_AFTER) / every;
+}
+
+TEST(an_incompressible_stream_stops_calling_the_compressor_after_the_window)
+{
+	struct fix f = { 0 };
+	REQUIRE_EQ(fix_open(&f), 0);
+	struct run_codec_stats cs = { 0 };
+	struct run_writer_options o = { .block_bytes = 4096, .compress = counting_compress,
+					.codec = &cs };
+	struct run_meta m;
+	const uint32_t n = 4000;
+	compress_calls = 0;
+	REQUIRE_EQ(shaped_run(&f, &o, n, SHAPE_RANDOM, &m), 0);
+	REQUIRE(m.blocks > 100);
+	/* Every index partition and the top index are tried as well. */
+	struct run_reader *r;
+	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &r), 0);
+	uint64_t index_calls = run_reader_partitions(r) + 1;
+	run_reader_close(r);
+	uint64_t data_calls = compress_calls - index_calls;
+	CHECK_EQ(data_calls, sampled_calls(m.blocks, RUN_DEFAULT_SAMPLE_EVERY));
+	CHECK(data_calls < m.blocks / 8);
+	CHECK_EQ(atomic_load(&cs.raw), m.blocks);
+	CHECK_EQ(atomic_load(&cs.compressed), 0);
+	CHECK_EQ(atomic_load(&cs.untried), m.blocks - data_calls);
+	CHECK_EQ(shaped_misreads(&f, n, n, SHAPE_RANDOM, SHAPE_RANDOM), 0);
+
+	/* sample_every 1 tries every block; 5 tries one in five. */
+	uint32_t every[] = { 1, 5 };
+	for (size_t e = 0; e < 2; e++) {
+		cs = (struct run_codec_stats){ 0 };
+		o.sample_every = every[e];
+		compress_calls = 0;
+		REQUIRE_EQ(shaped_run(&f, &o, n, SHAPE_RANDOM, &m), 0);
+		CHECK_EQ(compress_calls - index_calls, sampled_calls(m.blocks, every[e]));
+		CHECK_EQ(atomic_load(&cs.untried), m.blocks - sampled_calls(m.blocks, every[e]));
+	}
+	fix_close(&f);
+}
+
+TEST(a_stream_that_turns_compressible_is_compressed_again_and_mixed_files_read_back)
+{
+	struct fix f = { 0 };
+	REQUIRE_EQ(fix_open(&f), 0);
+	struct run_codec_stats cs = { 0 };
+	struct run_writer_options o = { .block_bytes = 4096, .compress = counting_compress,
+					.codec = &cs };
+	const uint32_t half = 2000;
+	struct run_writer *w;
+	REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), 0);
+	REQUIRE_EQ(shaped_rows(w, 0, half, SHAPE_RANDOM), 0);
+	uint64_t random_blocks = run_writer_blocks(w);
+	REQUIRE_EQ(shaped_rows(w, half, half, SHAPE_TEXT), 0);
+	struct run_meta m;
+	REQUIRE_EQ(run_writer_finish(w, &m), 0);
+	uint64_t text_blocks = m.blocks - random_blocks;
+	REQUIRE(random_blocks > 50);
+	REQUIRE(text_blocks > 20);
+	/* The random blocks stop being tried after RUN_SAMPLE_AFTER; the text blocks go on
+	 * being sampled until the first one tried pays, and from then on every block is. */
+	uint64_t random_untried = random_blocks - sampled_calls(random_blocks, RUN_DEFAULT_SAMPLE_EVERY);
+	uint64_t text_untried = atomic_load(&cs.untried) - random_untried;
+	CHECK(atomic_load(&cs.untried) >= random_untried);
+	CHECK(text_untried < RUN_DEFAULT_SAMPLE_EVERY);
+	CHECK_EQ(atomic_load(&cs.raw), random_blocks + text_untried);
+	CHECK(atomic_load(&cs.compressed) >= text_blocks - RUN_DEFAULT_SAMPLE_EVERY);
+	CHECK(atomic_load(&cs.compressed) <= text_blocks);
+	CHECK(m.bytes < m.raw_bytes * 3 / 4);
+	CHECK_EQ(shaped_misreads(&f, 2 * half, half, SHAPE_RANDOM, SHAPE_TEXT), 0);
+	struct run_meta vm;
+	CHECK_EQ(run_verify(f.os, RUN_KEY, &vm), 0);
+	CHECK_EQ(vm.blocks, m.blocks);
+	/* Point lookups of both kinds of block. */
+	REQUIRE_EQ(run_reader_open(f.os, RUN_KEY, &f.r), 0);
+	uint32_t probes[] = { 0, 17, half - 1, half, half + 333, 2 * half - 1 };
+	for (size_t p = 0; p < sizeof(probes) / sizeof(probes[0]); p++) {
+		char k[32];
+		uint8_t v[200];
+		row_key(k, sizeof(k), probes[p]);
+		shaped_val(v, probes[p], probes[p] < half ? SHAPE_RANDOM : SHAPE_TEXT);
+		uint64_t seq = 0;
+		void *val = NULL;
+		size_t vlen = 0;
+		CHECK_EQ(run_reader_get(f.r, k, strlen(k), &seq, &val, &vlen), 0);
+		CHECK(vlen == sizeof(v) && val != NULL && memcmp(val, v, vlen) == 0);
+		CHECK_EQ(seq, 1000 + probes[p]);
+		env.free(val);
+	}
+	fix_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1263,5 +1519,8 @@ main(int argc, char **argv)
 	RUN(future_format_version_is_refused);
 	RUN(writer_and_iterator_memory_do_not_grow_with_rows);
 	RUN(big_row_buffers_are_released_after_its_block);
+	RUN(a_block_that_saves_less_than_the_threshold_is_stored_raw);
+	RUN(an_incompressible_stream_stops_calling_the_compressor_after_the_window);
+	RUN(a_stream_that_turns_compressible_is_compressed_again_and_mixed_files_read_back);
 	return HARNESS_END("test_run");
 }
