@@ -126,9 +126,9 @@ typedef struct strata_options {
 	/** zstd compression level for run-file blocks (default 1). */
 	int zstd_level;
 	/** A compressed block is kept only when it is at most this many bytes per KiB of its
-	 *  raw bytes, 1..1024 (default 896: it saves at least 1/8, as RocksDB's
-	 *  max_compressed_bytes_per_kb; 1024: any saving); 0 never compresses. Others are
-	 *  stored raw, and cost nothing to read back. */
+	 *  raw bytes, 1..1024 (default 896: it saves at least 1/8, as RocksDB's option
+	 *  max_compressed_bytes_per_kb does; 1024: any saving); 0 never compresses. Others
+	 *  are stored raw, and cost nothing to read back. */
 	uint32_t compress_max_bytes_per_kib;
 	/** Once 4 blocks in a row of one run did not pay for their compression, only one
 	 *  block in this many is tried until one pays again (default 16; 1 tries every block). */
