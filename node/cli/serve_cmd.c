@@ -201,6 +201,12 @@ static const struct serve_flag serve_flags[] = {
 	{"--shutdown-timeout-ms", SERVE_U32, SO(shutdown_timeout_ms), 1, 86400000, "MS",
 	 "on SIGTERM/SIGINT, wait this long for requests in flight before closing their connections",
 	 NULL, NULL},
+	{"--slow-request-us", SERVE_U64, SO(slow_request_us), 0, 3600ull * 1000000, "US",
+	 "a request slower than this, from its first byte to the last of its response, goes to the "
+	 "slow-request log (GET /v1/slow-requests) with the time of each of its stages (0 = off)", NULL,
+	 NULL},
+	{"--slow-requests", SERVE_U32, SO(slow_requests), 1, 100000, "N",
+	 "entries the slow-request log keeps (the oldest go first)", NULL, NULL},
 	{"--log-format", SERVE_LOGFMT, SO(log_format), 0, 0, "logfmt|json", "format of log lines on stderr",
 	 NULL, NULL},
 	{"--log-level", SERVE_LEVEL, 0, 0, 0, "debug|info|warn|error", "lowest level logged",

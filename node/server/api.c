@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "../lib/buf.h"
 #include "../lib/diag.h"
@@ -86,7 +87,7 @@ struct api_endpoint {
 };
 
 static api_handler_fn api_healthz, api_metrics, api_stats, api_policy, api_rows, api_row, api_seal, api_merge_wal,
-	api_shard_stats, api_checkpoint, api_claim;
+	api_shard_stats, api_checkpoint, api_claim, api_slow_requests;
 
 /** Media types POST /v1/shards/{id}/rows takes. "" is an absent header, and
  *  application/x-www-form-urlencoded what curl -d sends when told no type: both NDJSON. */
@@ -120,6 +121,7 @@ static const struct api_endpoint api_endpoints[] = {
 	{"/v1/shards/{id}/stats", API_M_GET, api_shard_stats, "shard_stats"},
 	{"/v1/checkpoint", API_M_POST, api_checkpoint, "checkpoint"},
 	{"/v1/shards/{id}/claim", API_M_POST, api_claim, "claim", .unserved_shard = 1},
+	{"/v1/slow-requests", API_M_GET | API_M_DELETE, api_slow_requests, "slow_requests"},
 };
 /** Rows of api_endpoints. */
 #define API_ENDPOINTS (sizeof(api_endpoints) / sizeof(api_endpoints[0]))
@@ -582,6 +584,7 @@ append_work(void *arg)
 	struct http_req *r = j->r;
 	struct batch b;
 	const char *what = NULL;
+	r->mark_ns[REQSTATS_MARK_WORK] = env.mono_ns();
 	int rc = batch_decode(j->binary ? BATCH_BINARY : BATCH_NDJSON, r->body.data, r->body.len,
 			      &j->a->batch_limits, &b, &what);
 	if (rc != 0) {
@@ -589,8 +592,11 @@ append_work(void *arg)
 		return;
 	}
 	uint64_t last = 0, t0 = env.mono_ns();
+	r->mark_ns[REQSTATS_MARK_ENGINE] = t0;
 	rc = strata_append_seq(j->a->db, j->shard, b.rows, b.n, &last);
-	hist_record(j->a->stats.append_ns, env.mono_ns() - t0);
+	uint64_t t1 = env.mono_ns();
+	r->mark_ns[REQSTATS_MARK_ENGINE_END] = t1;
+	hist_record(j->a->stats.append_ns, t1 - t0);
 	if (rc != 0) {
 		append_refuse(j, rc, api_failed(rc, "append failed"), strata_last_error());
 	} else {
@@ -607,6 +613,7 @@ append_done(void *arg)
 	struct api_append *j = arg;
 	struct api *a = j->a;
 	a->jobs--;
+	j->r->mark_ns[REQSTATS_MARK_DONE] = env.mono_ns();
 	if (j->status == 200)
 		api_json(a, j->r, 200, json_pack("{s:I, s:I}", "appended", (json_int_t)j->appended, "last_seq",
 						 (json_int_t)j->last_seq));
@@ -631,11 +638,13 @@ is_batch_type(const char *ct)
 static int
 api_submit(struct api *a, struct http_req *r, int exec, pool_work_fn work, pool_done_fn done, void *job)
 {
+	r->mark_ns[REQSTATS_MARK_SUBMIT] = env.mono_ns();
 	int rc = pool_submit(host_exec(a->host, exec), work, done, job);
 	if (rc == 0) {
 		a->jobs++;
 		return 0;
 	}
+	r->mark_ns[REQSTATS_MARK_SUBMIT] = 0;
 	/* A full foreground queue is the node at capacity, not a busy shard. */
 	if (exec == HOST_FG)
 		api_error(a, r, rc == STRATA_EBUSY ? 503 : api_status_of(rc), "node busy", diag_last());
@@ -699,14 +708,16 @@ get_work(void *arg)
 {
 	struct api_get *j = arg;
 	uint64_t t0 = env.mono_ns();
+	j->r->mark_ns[REQSTATS_MARK_WORK] = j->r->mark_ns[REQSTATS_MARK_ENGINE] = t0;
 	if (j->del) {
 		strata_row row = {.key = j->key.data, .key_len = j->key.len, .kind = STRATA_ROW_DELETE};
 		j->rc = strata_append_seq(j->a->db, j->shard, &row, 1, &j->last_seq);
-		hist_record(j->a->stats.append_ns, env.mono_ns() - t0);
 	} else {
 		j->rc = strata_get(j->a->db, j->shard, j->key.data, j->key.len, &j->value, &j->value_len);
-		hist_record(j->a->stats.get_ns, env.mono_ns() - t0);
 	}
+	uint64_t t1 = env.mono_ns();
+	j->r->mark_ns[REQSTATS_MARK_ENGINE_END] = t1;
+	hist_record(j->del ? j->a->stats.append_ns : j->a->stats.get_ns, t1 - t0);
 	if (j->rc < 0)
 		snprintf(j->detail, sizeof(j->detail), "%s", strata_last_error());
 }
@@ -717,6 +728,7 @@ get_done(void *arg)
 	struct api_get *j = arg;
 	struct api *a = j->a;
 	a->jobs--;
+	j->r->mark_ns[REQSTATS_MARK_DONE] = env.mono_ns();
 	if (j->rc == 0 && j->del) {
 		api_json(a, j->r, 200, json_pack("{s:I, s:I}", "deleted", (json_int_t)1, "last_seq",
 						 (json_int_t)j->last_seq));
@@ -1581,8 +1593,11 @@ struct api_bg {
 static void
 api_bg_end(struct api_bg *b, int rc, uint64_t t0)
 {
+	uint64_t t1 = env.mono_ns();
 	b->rc = rc;
-	b->ns = env.mono_ns() - t0;
+	b->ns = t1 - t0;
+	b->r->mark_ns[REQSTATS_MARK_WORK] = b->r->mark_ns[REQSTATS_MARK_ENGINE] = t0;
+	b->r->mark_ns[REQSTATS_MARK_ENGINE_END] = t1;
 	if (rc != 0)
 		snprintf(b->detail, sizeof(b->detail), "%s", strata_last_error());
 }
@@ -1593,6 +1608,7 @@ static int
 api_bg_failed(struct api_bg *b, const char *words)
 {
 	b->a->jobs--;
+	b->r->mark_ns[REQSTATS_MARK_DONE] = env.mono_ns();
 	if (b->rc == 0)
 		return 0;
 	api_error(b->a, b->r, api_status_of(b->rc), words, b->detail);
@@ -1835,6 +1851,66 @@ api_shard_stats(struct api *a, struct http_req *r, const struct api_route *rt)
 	api_json(a, r, 200, shard_stats_json(a, (uint32_t)rt->shard));
 }
 
+/** GET /v1/slow-requests: the slow-request log, newest first; DELETE empties it. */
+static void
+api_slow_requests(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	struct reqstats *s = &a->stats;
+	if (r->method == HTTP_DELETE) {
+		size_t n = s->slow_len;
+		reqstats_slow_reset(s);
+		api_json(a, r, 200, json_pack("{s:I}", "cleared", (json_int_t)n));
+		return;
+	}
+	json_t *list = json_array();
+	for (size_t i = 0; i < s->slow_len; i++) {
+		const struct reqstats_slow *e = reqstats_slow_get(s, i);
+		json_t *stages = json_object();
+		for (int k = 0; k < REQSTATS_STAGES; k++) /* every stage, 0 where it did not pass */
+			json_object_set_new(stages, reqstats_stage_name(k),
+					    json_real(e->stage_ns[k] == UINT64_MAX
+							      ? 0.0
+							      : api_round((double)e->stage_ns[k] / 1e3, 3)));
+		time_t sec = (time_t)(e->wall_ns / 1000000000ull);
+		struct tm tm;
+		gmtime_r(&sec, &tm);
+		char when[40], date[32];
+		strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(when, sizeof(when), "%s.%03uZ", date, (unsigned)(e->wall_ns / 1000000ull % 1000));
+		json_t *path = json_stringn(e->path, strlen(e->path));
+		if (path == NULL) { /* not UTF-8 (or cut inside a character): the bytes as ASCII */
+			char clean[REQSTATS_SLOW_PATH];
+			size_t n = 0;
+			for (; e->path[n] != '\0'; n++)
+				clean[n] = (unsigned char)e->path[n] < 0x20 || (unsigned char)e->path[n] > 0x7e ? '?'
+														 : e->path[n];
+			clean[n] = '\0';
+			path = json_string(clean);
+		}
+		json_array_append_new(list, json_pack("{s:s, s:s, s:o, s:s, s:i, s:f, s:o}", "time", when, "method",
+						      http_method_str(e->method), "path", path,
+						      "handler", s->handler[e->handler].name, "status", e->status,
+						      "total_us", api_round((double)e->total_ns / 1e3, 3), "stages_us",
+						      stages));
+	}
+	api_json(a, r, 200, json_pack("{s:f, s:I, s:I, s:I, s:o}", "threshold_us",
+				      api_round((double)s->slow_threshold_ns / 1e3, 3), "capacity", (json_int_t)s->slow_cap,
+				      "logged", (json_int_t)s->slow_total, "kept", (json_int_t)s->slow_len, "requests",
+				      list));
+}
+
+void
+api_on_sent(void *ctx, struct http_req *r)
+{
+	struct api *a = ctx;
+	struct api_route rt;
+	api_route(r, &rt);
+	/* The stage histograms are of the foreground jobs (rows and row): a merge's or a
+	 * checkpoint's minutes in "engine" would hide the appends' microseconds. */
+	api_handler_fn *h = api_endpoints[rt.ep].handler;
+	reqstats_sent(&a->stats, rt.ep, r, h == api_rows || h == api_row);
+}
+
 void
 api_on_request(void *ctx, struct http_req *r)
 {
@@ -1893,7 +1969,7 @@ api_new(const struct api_options *o, struct api **out)
 	}
 	if (rc == 0 && a->rt != NULL)
 		rc = api_policy_setup(a);
-	if (rc == 0 && (rc = reqstats_create(&a->stats, API_ENDPOINTS)) == 0)
+	if (rc == 0 && (rc = reqstats_create(&a->stats, API_ENDPOINTS, o->slow_request_ns, o->slow_requests)) == 0)
 		for (size_t h = 0; h < API_ENDPOINTS; h++)
 			a->stats.handler[h].name = api_endpoints[h].metric;
 	if (rc != 0) {

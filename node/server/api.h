@@ -70,6 +70,12 @@ struct api_options {
 	/** The directory (a canonical absolute path) POST /v1/checkpoint writes under; NULL:
 	 *  checkpoints over HTTP are refused. */
 	const char *checkpoint_root;
+	/** A request slower than this, first byte to last byte of its response, goes to the
+	 *  slow-request log (GET /v1/slow-requests), ns; 0: none does. */
+	uint64_t slow_request_ns;
+	/** Entries of the slow-request log (0: REQSTATS_SLOW_DEFAULT_LEN; at most
+	 *  REQSTATS_SLOW_MAX_LEN). */
+	size_t slow_requests;
 };
 
 /** The endpoints' state. The server's loop thread only, except the histograms of stats
@@ -115,6 +121,8 @@ void api_delete(struct api *a);
 void api_on_headers(void *ctx, struct http_req *r);
 /** http_request_fn: run the endpoint. */
 void api_on_request(void *ctx, struct http_req *r);
+/** http_options.on_sent: time the request's stages and log it when slow. */
+void api_on_sent(void *ctx, struct http_req *r);
 /** HTTP status for a STRATA_E* code. */
 int api_status_of(int rc);
 

@@ -381,7 +381,9 @@ req_reset(struct http_req *r)
 	r->authorization_truncated = 0;
 	r->expect_continue = 0;
 	r->content_length = UINT64_MAX;
-	r->start_ns = 0;
+	r->start_ns = r->complete_ns = r->respond_ns = r->sent_ns = 0;
+	memset(r->mark_ns, 0, sizeof(r->mark_ns));
+	r->sent = 0;
 	r->udata = NULL;
 	r->responded = r->finished = r->streaming = r->close_delimited = r->discard_body = 0;
 	r->status = 0;
@@ -589,6 +591,7 @@ on_message_complete(http_parser *p)
 {
 	struct http_conn *c = p->data;
 	c->phase = HTTP_PH_COMPLETE;
+	c->req.complete_ns = http_now();
 	c->srv->st.requests++;
 	if (!http_should_keep_alive(p))
 		c->close_after = 1;
@@ -679,10 +682,25 @@ conn_start_linger(struct http_conn *c)
 	return 0;
 }
 
+/** The finished request's response is written (or the next request starts before it
+ *  is): tell on_sent, once. */
+static void
+conn_sent(struct http_conn *c)
+{
+	struct http_req *r = &c->req;
+	if (r->sent || !r->finished)
+		return;
+	r->sent = 1;
+	r->sent_ns = http_now();
+	if (c->srv->o.on_sent != NULL)
+		c->srv->o.on_sent(c->srv->o.ctx, r);
+}
+
 /** Start the next request on a kept-alive connection. */
 static void
 conn_next_request(struct http_conn *c)
 {
+	conn_sent(c);
 	req_reset(&c->req);
 	c->phase = HTTP_PH_IDLE;
 	c->idle_since_ns = http_now();
@@ -743,6 +761,8 @@ conn_process(struct http_conn *c)
 			break;
 		if (s->draining)
 			c->close_after = 1;
+		if (c->phase == HTTP_PH_COMPLETE && c->req.finished && conn_queued(c) == 0)
+			conn_sent(c);
 		if (c->phase == HTTP_PH_COMPLETE && !c->closing) {
 			if (!c->req.finished) {
 				c->in_handler = 1;
@@ -1227,6 +1247,7 @@ http_respond(struct http_req *r, int status, const char *content_type, const cha
 	assert(!r->finished);
 	r->responded = r->finished = 1;
 	r->status = status;
+	r->respond_ns = http_now();
 	http_count_status(c->srv, status);
 	if (!c->dead) {
 		int rc = conn_queuef(c, "HTTP/1.1 %d %s\r\nServer: strata/" STRATA_VERSION "\r\n%s%s%s%sContent-Length: %zu\r\n%s%s\r\n",
@@ -1263,6 +1284,7 @@ http_stream_begin(struct http_req *r, int status, const char *content_type)
 	r->responded = 1;
 	r->streaming = 1;
 	r->status = status;
+	r->respond_ns = http_now();
 	http_count_status(c->srv, status);
 	if (c->dead)
 		return;

@@ -35,9 +35,12 @@ struct http_conn;
 #define HTTP_LINGER_MS 2000u
 /** Largest Content-Type or Authorization value kept; longer ones are truncated. */
 #define HTTP_MAX_KEPT_HEADER 1024u
+/** Times a handler may mark on a request (http_req.mark_ns). */
+#define HTTP_MARKS 6
 
 /** One request. Owned by its connection; valid from on_headers until the handler
- *  finished it with http_respond, http_stream_end or http_stream_abort. */
+ *  finished it with http_respond, http_stream_end or http_stream_abort (and, for the
+ *  marks and times read by on_sent, until on_sent returns). */
 struct http_req {
 	/** Connection it arrived on (private). */
 	struct http_conn *conn;
@@ -69,6 +72,19 @@ struct http_req {
 	struct buf body;
 	/** Monotonic time the first byte of the request was parsed, ns. */
 	uint64_t start_ns;
+	/** Monotonic time the whole request, body included, was parsed, ns. */
+	uint64_t complete_ns;
+	/** Times the handler marks on the request's way, ns (what each means is the
+	 *  handler's; 0: not marked); kept until on_sent has run. */
+	uint64_t mark_ns[HTTP_MARKS];
+	/** Monotonic time the response began to be queued (http_respond, http_stream_begin), ns. */
+	uint64_t respond_ns;
+	/** Monotonic time the last byte of the response went to the kernel, ns (set just
+	 *  before on_sent; when the next request on the connection started first, the time it
+	 *  did). */
+	uint64_t sent_ns;
+	/** on_sent ran for this request. */
+	int sent;
 	/** Handler's state for this request. */
 	void *udata;
 	/** A response has been started (headers queued). */
@@ -118,6 +134,9 @@ struct http_options {
 	http_headers_fn on_headers;
 	/** Called with each complete request. */
 	http_request_fn on_request;
+	/** Called once a request's whole response has been written to its socket, before the
+	 *  request is reset for the next one (may be NULL; not when the connection dies first). */
+	http_request_fn on_sent;
 	/** Passed to the callbacks. */
 	void *ctx;
 	/** Only bind the address (which fails when it is in use); connections are refused

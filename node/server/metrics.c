@@ -335,6 +335,17 @@ metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, stru
 		mo_hist_series(&m, "strata_http_request_duration_seconds", lab, a->req->handler[h].ns, metrics_bounds,
 			       METRICS_LEN(metrics_bounds));
 	}
+	mo_head(&m, "strata_http_stage_seconds", "histogram",
+		"Where the requests served by a worker job (appends, gets, deletes of rows) spent their time, "
+		"by stage: read (first byte to body parsed), loop (to the job's submit), queue (waiting for a "
+		"worker), decode (batch decoding, key checks), engine (the store's call), handoff (the "
+		"completion waiting for the loop), respond (building the response), reply (writing it).");
+	for (int i = 0; i < REQSTATS_STAGES; i++) {
+		char lab[32];
+		snprintf(lab, sizeof(lab), "stage=\"%s\"", reqstats_stage_name(i));
+		mo_hist_series(&m, "strata_http_stage_seconds", lab, a->req->stage_ns[i], metrics_lock_bounds,
+			       METRICS_LEN(metrics_lock_bounds));
+	}
 	const struct hist *hold = NULL, *wait = NULL;
 	strata_lock_hists(a->db, &hold, &wait);
 	mo_hist_in(&m, "strata_exclusive_lock_hold_seconds",
@@ -404,6 +415,9 @@ metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, stru
 		 a->req->scan_waits},
 		{"strata_http_auth_failures_total", "counter", "Requests refused for a missing or wrong token.",
 		 a->req->auth_failures},
+		{"strata_http_slow_requests_total", "counter",
+		 "Requests that took --slow-request-us or more (logged in GET /v1/slow-requests).",
+		 a->req->slow_total},
 	};
 	mo_scalars(&m, rt, sizeof(rt) / sizeof(rt[0]));
 

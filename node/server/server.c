@@ -23,6 +23,7 @@
 #include "../strata_host.h"
 #include "api.h"
 #include "http.h"
+#include "reqstats.h"
 
 /** A running node. */
 struct server {
@@ -78,6 +79,8 @@ server_options_init(struct server_options *o)
 	o->watch_policy = 1;
 	o->policy_settle_ms = RUNTIME_WATCH_SETTLE_MS;
 	o->policy_poll_ms = RUNTIME_WATCH_POLL_MS;
+	o->slow_request_us = REQSTATS_SLOW_DEFAULT_NS / 1000;
+	o->slow_requests = REQSTATS_SLOW_DEFAULT_LEN;
 }
 
 /* ---------- logging ---------- */
@@ -296,6 +299,13 @@ server_on_request(void *ctx, struct http_req *r)
 	api_on_request(s->api, r);
 }
 
+static void
+server_on_sent(void *ctx, struct http_req *r)
+{
+	struct server *s = ctx;
+	api_on_sent(s->api, r);
+}
+
 static const char *
 sync_name(int sync)
 {
@@ -364,6 +374,7 @@ server_run(const struct server_options *o)
 		.send_timeout_ms = o->send_timeout_ms,
 		.on_headers = server_on_headers,
 		.on_request = server_on_request,
+		.on_sent = server_on_sent,
 		.ctx = &s,
 		.bind_only = 1, /* connections are refused until the store is open */
 	};
@@ -402,7 +413,8 @@ server_run(const struct server_options *o)
 	s.rt = strata_runtime(s.db);
 	struct api_options ao = {
 		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .token = o->token_file ? token : NULL,
-		.checkpoint_root = o->checkpoint_dir ? ckpt_root : NULL};
+		.checkpoint_root = o->checkpoint_dir ? ckpt_root : NULL,
+		.slow_request_ns = o->slow_request_us * 1000, .slow_requests = o->slow_requests};
 	if (api_new(&ao, &s.api) != 0) {
 		fprintf(stderr, "strata serve: %s\n", diag_last());
 		goto out;

@@ -61,6 +61,10 @@ struct server_options {
 	int watch_policy;
 	/** The watcher's settle interval and poll period, ms (runtime_options). */
 	uint32_t policy_settle_ms, policy_poll_ms;
+	/** Threshold of the slow-request log, µs (0: off). */
+	uint64_t slow_request_us;
+	/** Entries of the slow-request log. */
+	uint32_t slow_requests;
 };
 
 /** Fill *o with the defaults of `strata serve`. */

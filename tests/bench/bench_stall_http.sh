@@ -12,10 +12,14 @@
 #   3. hook: the same writer and GET /healthz at 50/s, 5 s idle, then 10 s after PUT
 #      /v1/policy of `on_seal = function() while true do end end` (flush_interval_s = 1).
 # Latency is measured from each request's intended start (open model). Prints
-# p50/p99/p99.9/max per phase and the during/idle ratios; asserts nothing about speed.
+# p50/p99/p99.9/max per phase and the during/idle ratios, then, from the node's
+# slow-request log (GET /v1/slow-requests), where each append of BENCH_STALL_SLOW_US or
+# more spent its time (node/server/README.md, "Where a request spends its time");
+# asserts nothing about speed.
 #
 # Environment: BENCH_STALL_GENS (32), BENCH_STALL_GEN_MB (32), BENCH_STALL_PCT (40),
-# BENCH_STALL_RATE, BENCH_STALL_HTTP_MODES ("merge hook"), BENCH_DIR.
+# BENCH_STALL_RATE, BENCH_STALL_HTTP_MODES ("merge hook"), BENCH_STALL_SLOW_US (3000),
+# BENCH_DIR.
 set -u
 bindir=${1:?usage: bench_stall_http.sh BINDIR STRATA}
 strata=${2:?usage: bench_stall_http.sh BINDIR STRATA}
@@ -25,12 +29,13 @@ gen_mb=${BENCH_STALL_GEN_MB:-32}
 pct=${BENCH_STALL_PCT:-40}
 fixed_rate=${BENCH_STALL_RATE:-}
 modes=${BENCH_STALL_HTTP_MODES:-merge hook}
+slow_us=${BENCH_STALL_SLOW_US:-3000}
 base=${BENCH_DIR:-${TMPDIR:-/tmp}}
 
 die() { echo "bench_stall_http: $*" >&2; exit 2; }
 [ -x "$strata" ] || die "$strata is not an executable (build it with make all)"
 [ -f "$here/stall_http.lua" ] || die "$here/stall_http.lua is missing"
-case "$gens$gen_mb$pct${fixed_rate}" in *[!0-9]*) die "BENCH_STALL_* must be positive integers" ;; esac
+case "$gens$gen_mb$pct${fixed_rate}$slow_us" in *[!0-9]*) die "BENCH_STALL_* must be positive integers" ;; esac
 
 echo "== bench_stall_http: append latency of a live node while it merges a backlog, and under a looping hook"
 echo "$("$strata" --version 2>&1 | head -n 1); host: $(uname -sr), $(getconf _NPROCESSORS_ONLN) cpus"
@@ -70,7 +75,7 @@ start_node() {
 	EOF
 	"$strata" serve --listen 127.0.0.1:0 --ready-file "$dir/ready" --data "$dir/data" --shards 1 \
 		--sync fsync --merge-max-inputs "$gens" --policy "$dir/policy.lua" --no-watch-policy \
-		--log-level error 2>"$dir/server.log" &
+		--slow-request-us "$slow_us" --slow-requests 100000 --log-level error 2>"$dir/server.log" &
 	pid=$!
 	i=0
 	while [ ! -s "$dir/ready" ]; do
@@ -97,6 +102,35 @@ stop_node() {
 	fi
 	rm -rf "$dir"
 	dir=""
+}
+
+# slow_report: where the node's slow appends spent their time (GET /v1/slow-requests:
+# every request of the run that took $slow_us µs or more), by the stage that took
+# longest, and the slowest few with every stage.
+slow_report() {
+	if ! command -v python3 >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+		echo "  (no python3 or curl here: the slow-request log is not summarised)"
+		return
+	fi
+	curl -s "http://$addr/v1/slow-requests" >"$dir/slow.json" || return
+	python3 - "$dir/slow.json" "$slow_us" <<-'PY'
+	import json, sys
+	o = json.load(open(sys.argv[1]))
+	rows = [r for r in o["requests"] if r["handler"] == "rows"]
+	print("  appends of %s us or more: %d (of %d slow requests logged)" % (sys.argv[2], len(rows), o["logged"]))
+	if not rows:
+	    sys.exit(0)
+	by = {}
+	for r in rows:
+	    st = max(r["stages_us"], key=lambda k: r["stages_us"][k])
+	    by[st] = by.get(st, 0) + 1
+	print("  longest stage of each: " + ", ".join("%s %d" % kv for kv in sorted(by.items(), key=lambda kv: -kv[1])))
+	names = list(rows[0]["stages_us"].keys())
+	print("  %-24s %9s " % ("slowest appends (ms)", "total") + " ".join("%8s" % n for n in names))
+	for r in sorted(rows, key=lambda r: -r["total_us"])[:5]:
+	    print("  %-24s %9.3f " % (r["time"][11:], r["total_us"] / 1e3) +
+	          " ".join("%8.3f" % (r["stages_us"][n] / 1e3) for n in names))
+	PY
 }
 
 # run_load MODE RATE: the script's figures line, or exits.
@@ -139,6 +173,7 @@ for m in $modes; do
 		start_node
 		t0=$(date +%s)
 		line=$(run_load merge "$rate")
+		slow=$(slow_report)
 		stop_node
 		row "writer, idle" "$line" writer_idle
 		row "writer, during the merge" "$line" writer_during
@@ -146,6 +181,7 @@ for m in $modes; do
 			"then its deletes $(field deletes_s "$line") s (both in \"during\");" \
 			"during/idle p99.9 $(ratio "$(field writer_during_p999 "$line")" "$(field writer_idle_p999 "$line")")," \
 			"max $(field writer_during_max "$line") ms"
+		echo "$slow"
 		;;
 	hook)
 		start_node

@@ -1534,6 +1534,186 @@ policy_hook_errors(struct node *n)
  * of the rounds under 100 ms, every one under the budget). (The limit is an order of magnitude, not a benchmark: on the old arrangement, where the hook ran
  * on the HTTP loop, requests waited for up to a whole budget.) --sync none keeps the
  * disk out of what is measured. */
+/** The slow-request log's entry of GET /v1/slow-requests (parsed; caller json_decrefs). */
+static json_t *
+slow_log(struct node *n)
+{
+	char *r = NULL;
+	json_t *o = http_get(n, "/v1/slow-requests", &r, NULL) == 200 ? json_loads(r, 0, NULL) : NULL;
+	free(r);
+	return o;
+}
+
+/** The value of the Prometheus sample line that starts with series (name and labels), or -1. */
+static double
+metric_value(struct node *n, const char *series)
+{
+	char *m = NULL;
+	double v = -1;
+	if (http_get(n, "/metrics", &m, NULL) == 200) {
+		size_t sl = strlen(series);
+		for (const char *p = m; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+			if (strncmp(p, series, sl) == 0 && p[sl] == ' ') {
+				v = atof(p + sl + 1);
+				break;
+			}
+	}
+	free(m);
+	return v;
+}
+
+/** The newest entry of log o answered by handler, or NULL. */
+static json_t *
+slow_entry(json_t *o, const char *handler)
+{
+	json_t *reqs = json_object_get(o, "requests"), *e;
+	size_t i;
+	json_array_foreach(reqs, i, e) if (str_is(e, "handler", handler)) return e;
+	return NULL;
+}
+
+/** Stage s of entry e, µs (-1 when absent). */
+static double
+stage_us(json_t *e, const char *s)
+{
+	json_t *v = json_object_get(json_object_get(e, "stages_us"), s);
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+TEST(slow_requests_are_logged_with_the_stages_they_spent_their_time_in)
+{
+	struct node n;
+	node_dir(&n, "slowlog");
+	char tokfile[700];
+	snprintf(tokfile, sizeof(tokfile), "%s/token", n.dir);
+	REQUIRE(write_file(tokfile, "t0k\n") == 0);
+	/* 150 ms: a request on loopback takes far less unless it is held up. */
+	const char *flags[] = {"--token-file", tokfile, "--slow-request-us", "150000", "--slow-requests", "4", NULL};
+	REQUIRE(node_start(&n, n.dir, flags) == 0);
+	const char *auth[] = {"Authorization: Bearer t0k", NULL};
+	const char *row = "{\"key\":\"s\",\"value\":\"1\"}\n";
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/rows", row, strlen(row), auth, NULL, NULL), 200);
+	CHECK(value_is(&n, 0, "s", "1", 1));
+	json_t *o = slow_log(&n);
+	REQUIRE(o != NULL);
+	CHECK_EQ(json_integer_value(json_object_get(o, "capacity")), 4);
+	CHECK(json_number_value(json_object_get(o, "threshold_us")) == 150000.0);
+	CHECK_EQ(json_integer_value(json_object_get(o, "kept")), 0); /* nothing was slow */
+	json_decref(o);
+	/* Every append and get went through each stage of a worker job. */
+	CHECK(metric_value(&n, "strata_http_stage_seconds_count{stage=\"engine\"}") == 2);
+	CHECK(metric_value(&n, "strata_http_stage_seconds_count{stage=\"queue\"}") == 2);
+	CHECK(metric_value(&n, "strata_http_stage_seconds_count{stage=\"reply\"}") == 2);
+	/* A seal runs on the background executor: not in the foreground's stages. */
+	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/seal", NULL, 0, auth, NULL, NULL), 200);
+	CHECK(metric_value(&n, "strata_http_stage_seconds_count{stage=\"engine\"}") == 2);
+
+	/* An append whose client sends its body 200 ms after its headers: slow, and the
+	 * time is in "read", not in the engine. */
+	int fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	char head[256];
+	snprintf(head, sizeof(head),
+		 "POST /v1/shards/0/rows HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t0k\r\n"
+		 "Content-Type: application/x-ndjson\r\nContent-Length: %zu\r\n\r\n",
+		 strlen(row));
+	CHECK_EQ(raw_sends(fd, head), 0);
+	sleep_ms(200);
+	CHECK_EQ(raw_sends(fd, row), 0);
+	size_t len = 0;
+	char *resp = raw_read_responses(fd, 1, 5000, &len);
+	CHECK_EQ(status_of(resp), 200);
+	free(resp);
+	close(fd);
+	o = slow_log(&n);
+	REQUIRE(o != NULL);
+	CHECK_EQ(json_integer_value(json_object_get(o, "kept")), 1);
+	CHECK_EQ(json_integer_value(json_object_get(o, "logged")), 1);
+	json_t *e = slow_entry(o, "rows");
+	REQUIRE(e != NULL);
+	CHECK(str_is(e, "method", "POST"));
+	CHECK(str_is(e, "path", "/v1/shards/0/rows"));
+	CHECK_EQ(json_integer_value(json_object_get(e, "status")), 200);
+	double total = json_number_value(json_object_get(e, "total_us"));
+	CHECK(total >= 200000);
+	CHECK(stage_us(e, "read") >= 195000);
+	CHECK(stage_us(e, "engine") > 0);
+	CHECK(stage_us(e, "engine") < total - 195000);
+	/* Every stage is there, and they add up to the total. */
+	static const char *const stages[] = {"read", "loop", "queue", "decode", "engine", "handoff", "respond", "reply"};
+	double sum = 0;
+	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+		CHECK(stage_us(e, stages[i]) >= 0);
+		sum += stage_us(e, stages[i]);
+	}
+	CHECK(sum > total - 0.05 && sum < total + 0.05);
+	json_decref(o);
+	CHECK(metric_value(&n, "strata_http_slow_requests_total") == 1);
+	CHECK(metric_value(&n, "strata_http_stage_seconds_bucket{stage=\"read\",le=\"0.1\"}") == 2);
+	CHECK(metric_value(&n, "strata_http_stage_seconds_count{stage=\"read\"}") == 3);
+
+	/* A request answered on the loop (here a 404 that arrives slowly) spends no time in
+	 * a worker's stages. The log keeps the newest 4. */
+	for (int i = 0; i < 5; i++) {
+		fd = raw_connect(&n);
+		REQUIRE(fd >= 0);
+		CHECK_EQ(raw_sends(fd, "GET /nowhere HTTP/1.1\r\n"), 0);
+		sleep_ms(160);
+		CHECK_EQ(raw_sends(fd, "Host: x\r\n\r\n"), 0);
+		resp = raw_read_responses(fd, 1, 5000, &len);
+		CHECK_EQ(status_of(resp), 404);
+		free(resp);
+		close(fd);
+	}
+	o = slow_log(&n);
+	REQUIRE(o != NULL);
+	CHECK_EQ(json_integer_value(json_object_get(o, "kept")), 4);
+	json_int_t logged = json_integer_value(json_object_get(o, "logged"));
+	CHECK(logged >= 6);
+	CHECK(slow_entry(o, "rows") == NULL); /* pushed out */
+	e = slow_entry(o, "not_found");
+	REQUIRE(e != NULL);
+	CHECK(str_is(e, "path", "/nowhere"));
+	CHECK(stage_us(e, "read") >= 155000);
+	CHECK(stage_us(e, "queue") == 0 && stage_us(e, "engine") == 0 && stage_us(e, "handoff") == 0);
+	json_decref(o);
+
+	/* Emptying it needs the token, and keeps the counter. */
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/slow-requests", NULL, 0, NULL, NULL, NULL), 401);
+	char *r = NULL;
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/slow-requests", NULL, 0, auth, &r, NULL), 200);
+	CHECK_EQ(json_int_of(r, "cleared"), 4);
+	free(r);
+	o = slow_log(&n);
+	REQUIRE(o != NULL);
+	CHECK_EQ(json_integer_value(json_object_get(o, "kept")), 0);
+	CHECK(json_integer_value(json_object_get(o, "logged")) >= logged);
+	json_decref(o);
+	CHECK(metric_value(&n, "strata_http_slow_requests_total") >= (double)logged);
+	CHECK_EQ(http_status(&n, "POST", "/v1/slow-requests", NULL, 0, auth, NULL, NULL), 405);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+
+	/* --slow-request-us 0 logs nothing, however slow. */
+	const char *off[] = {"--slow-request-us", "0", NULL};
+	REQUIRE(node_up(&n, "slowoff", off) == 0);
+	fd = raw_connect(&n);
+	REQUIRE(fd >= 0);
+	CHECK_EQ(raw_sends(fd, "GET /healthz HTTP/1.1\r\n"), 0);
+	sleep_ms(40);
+	CHECK_EQ(raw_sends(fd, "Host: x\r\n\r\n"), 0);
+	resp = raw_read_responses(fd, 1, 5000, &len);
+	CHECK_EQ(status_of(resp), 200);
+	free(resp);
+	close(fd);
+	o = slow_log(&n);
+	REQUIRE(o != NULL);
+	CHECK_EQ(json_integer_value(json_object_get(o, "kept")), 0);
+	CHECK_EQ(json_integer_value(json_object_get(o, "logged")), 0);
+	CHECK(json_number_value(json_object_get(o, "threshold_us")) == 0.0);
+	json_decref(o);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+}
+
 TEST(looping_hook_never_delays_clients)
 {
 	struct node n;
@@ -1975,6 +2155,7 @@ main(int argc, char **argv)
 	RUN_NODE(sigterm_finishes_requests_in_flight_and_exits_zero);
 	RUN_NODE(connection_limit_refuses_extra_clients);
 	RUN_NODE(json_logs_and_help);
+	RUN_NODE(slow_requests_are_logged_with_the_stages_they_spent_their_time_in);
 	curl_global_cleanup();
 	if (harness_failed == 0 && getenv("STRATA_TEST_KEEP") == NULL)
 		harness_rmrf(tmp_root);
