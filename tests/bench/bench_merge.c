@@ -1,11 +1,11 @@
 /*
  * bench_merge — peak memory and throughput of a merge, against generation size.
  *
- * For each generation size S (MiB of raw row bytes), the parent process writes
- * BENCH_MERGE_GENS generations of S MiB each into a fresh strata store (sync NONE,
- * batches of 256 rows of a 16-byte key and a ~1 KiB value of 4 bits of entropy per
- * byte, a seal every S MiB), closes it, drops the files from the page cache, and
- * runs the merge in a fresh child process (fork + exec of this binary):
+ * For each value shape and each generation size S (MiB of raw row bytes), the parent
+ * process writes BENCH_MERGE_GENS generations of S MiB each into a fresh strata store
+ * (sync NONE, batches of 256 rows of a 16-byte key and a 200-byte value, a seal every
+ * S MiB), closes it, drops the files from the page cache, and runs the merge in a
+ * fresh child process (fork + exec of this binary):
  * the child opens the store, reads VmHWM, runs strata_prepare_merge and
  * strata_commit_merge of every generation, reads VmHWM again and reports the growth,
  * the time and MB/s (generation bytes from the stats before the merge / seconds of
@@ -14,13 +14,23 @@
  * reports that time on its own (del_secs). The goal is a growth that does not
  * depend on S. As a peer reference the same rows are loaded into RocksDB (auto
  * compactions off, one flush per S MiB, so the same number of L0 files) and a
- * child measures rocksdb_compact_range over everything in the same way.
+ * child measures rocksdb_compact_range over everything in the same way, once per
+ * RocksDB configuration: configured as strata is (zstd at strata's level, 64 KiB
+ * blocks, bloom 10) and with RocksDB's own defaults (Snappy, 4 KiB blocks, no filter).
+ * Both engines merge on one thread (strata's merges are not split; RocksDB's
+ * max_subcompactions is 1, its default).
+ *
+ * Value shapes (BENCH_MERGE_SHAPES): "random" bytes (incompressible), "half" as
+ * db_bench --compression_ratio=0.5 makes them (each 100-byte piece is 50 random
+ * printable characters, then those 50 again), "hex" (4 bits of entropy per byte).
  * Asserts nothing about speed or memory; it prints figures.
  *
  * Environment: BENCH_MERGE_GEN_MB ("64,512"), BENCH_MERGE_GENS (8),
- * BENCH_MERGE_VALUE (1024 bytes), BENCH_MERGE_OVERWRITE_PCT (10: share of rows that
- * rewrite an older key), BENCH_MERGE_ROCKSDB (1; 0 skips the peer reference),
- * BENCH_DIR (data directory).
+ * BENCH_MERGE_VALUE (200 bytes), BENCH_MERGE_SHAPES ("random,half"),
+ * BENCH_MERGE_OVERWRITE_PCT (10: share of rows that rewrite an older key),
+ * BENCH_MERGE_ROCKSDB (1; 0 skips the peer reference), BENCH_MERGE_ROCKSDB_CONFIGS
+ * ("zstd-64k,defaults"), BENCH_MERGE_ZSTD_LEVEL (strata's default, 1: the level of
+ * strata's runs and of rocksdb-zstd-64k), BENCH_DIR (data directory).
  */
 #include <inttypes.h>
 #include <sys/wait.h>
@@ -38,6 +48,25 @@
 
 enum { KEY_BYTES = 16, BATCH_ROWS = 256, MAX_SIZES = 8, MAX_VALUE = 1 << 20 };
 
+/** How a value's bytes are drawn. */
+enum shape { SHAPE_RANDOM, SHAPE_HALF, SHAPE_HEX, SHAPE_COUNT };
+
+static const char *const shape_names[SHAPE_COUNT] = { "random", "half", "hex" };
+static const char *const shape_docs[SHAPE_COUNT] = {
+	"random bytes, incompressible",
+	"db_bench --compression_ratio=0.5: 50 random printable bytes per 100, then those 50 again",
+	"4 bits of entropy per byte",
+};
+
+/** The RocksDB configurations the merge is measured against. */
+enum rdb_config { RDB_ZSTD_64K, RDB_DEFAULTS, RDB_COUNT };
+
+static const char *const rdb_names[RDB_COUNT] = { "zstd-64k", "defaults" };
+static const char *const rdb_docs[RDB_COUNT] = {
+	"configured as strata: zstd at strata's level, 64 KiB blocks, bloom 10 bits/key",
+	"RocksDB's defaults: Snappy, 4 KiB blocks, no filter",
+};
+
 /** Workload shared by the builder and the children. */
 struct workload {
 	/** Raw row bytes (key + value) per generation. */
@@ -48,6 +77,10 @@ struct workload {
 	uint64_t value_bytes;
 	/** Percentage of rows that rewrite an older key. */
 	uint64_t overwrite_pct;
+	/** How values are drawn. */
+	enum shape shape;
+	/** zstd level of strata's runs and of RocksDB's zstd configuration. */
+	int zstd_level;
 };
 
 /** What a merge child reports. */
@@ -71,6 +104,8 @@ struct merge_result {
 	uint64_t hwm_open_kb;
 	/** VmHWM after the merge, in kB. */
 	uint64_t hwm_merge_kb;
+	/** strata: data blocks the merge wrote compressed and raw (RocksDB: 0). */
+	uint64_t blocks_z, blocks_raw;
 };
 
 /** splitmix64: a bijective mix of a row index. */
@@ -83,7 +118,7 @@ mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/** Row i: key of 16 bytes (random order), value of 'a'..'p' (4 bits per byte). */
+/** Row i: key of 16 bytes (random order), value of the workload's shape. */
 static void
 make_row(const struct workload *wl, uint64_t i, uint8_t *key, uint8_t *value)
 {
@@ -99,11 +134,36 @@ make_row(const struct workload *wl, uint64_t i, uint8_t *key, uint8_t *value)
 		key[b] = (uint8_t)(kh >> (56 - 8 * b));
 		key[8 + b] = (uint8_t)(ki >> (56 - 8 * b));
 	}
-	for (uint64_t off = 0; off < wl->value_bytes; off += 16) {
-		uint64_t r = bench_rng_next(&rng);
+	switch (wl->shape) {
+	case SHAPE_HEX:
+		for (uint64_t off = 0; off < wl->value_bytes; off += 16) {
+			uint64_t r = bench_rng_next(&rng);
 
-		for (uint64_t j = 0; j < 16 && off + j < wl->value_bytes; j++)
-			value[off + j] = (uint8_t)('a' + ((r >> (4 * j)) & 15));
+			for (uint64_t j = 0; j < 16 && off + j < wl->value_bytes; j++)
+				value[off + j] = (uint8_t)('a' + ((r >> (4 * j)) & 15));
+		}
+		break;
+	case SHAPE_RANDOM:
+		for (uint64_t off = 0; off < wl->value_bytes; off += 8) {
+			uint64_t r = bench_rng_next(&rng);
+
+			for (uint64_t j = 0; j < 8 && off + j < wl->value_bytes; j++)
+				value[off + j] = (uint8_t)(r >> (8 * j));
+		}
+		break;
+	default:
+		/* db_bench's CompressibleString(ratio 0.5) over pieces of 100 bytes: a random
+		 * string of ' '..'~' of half the piece, then copies of it to fill it. */
+		for (uint64_t off = 0; off < wl->value_bytes; off += 100) {
+			uint64_t piece = wl->value_bytes - off < 100 ? wl->value_bytes - off : 100;
+			uint64_t raw = (piece + 1) / 2;
+
+			for (uint64_t j = 0; j < raw; j++)
+				value[off + j] = (uint8_t)(' ' + bench_rng_next(&rng) % 95);
+			for (uint64_t j = raw; j < piece; j++)
+				value[off + j] = value[off + j - raw];
+		}
+		break;
 	}
 }
 
@@ -192,6 +252,7 @@ strata_build(const struct workload *wl, const char *dir, uint64_t *rows, strata_
 	o.dir = dir;
 	o.shards = 1;
 	o.sync = STRATA_SYNC_NONE;
+	o.zstd_level = wl->zstd_level;
 	rc = strata_open(&o, &db);
 	if (rc != 0) {
 		fprintf(stderr, "bench_merge: strata_open %s: %s: %s\n", dir, strata_strerror(rc),
@@ -208,7 +269,7 @@ strata_build(const struct workload *wl, const char *dir, uint64_t *rows, strata_
 
 /** Child: open the store, merge everything, report one line on stdout. */
 static int
-child_strata(const char *dir)
+child_strata(const char *dir, const struct workload *wl)
 {
 	strata_options o;
 	strata *db;
@@ -221,6 +282,7 @@ child_strata(const char *dir)
 	strata_options_init(&o);
 	o.dir = dir;
 	o.shards = 1;
+	o.zstd_level = wl->zstd_level;
 	rc = strata_open(&o, &db);
 	if (rc != 0) {
 		fprintf(stderr, "bench_merge child: strata_open %s: %s: %s\n", dir, strata_strerror(rc),
@@ -260,9 +322,11 @@ child_strata(const char *dir)
 		fprintf(stderr, "bench_merge child: strata_check after merge: %s\n", strata_last_error());
 	strata_close(db);
 	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
-	       " del_ns=%" PRIu64 " hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64 "\n",
+	       " del_ns=%" PRIu64 " hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64
+	       " blocks_z=%" PRIu64 " blocks_raw=%" PRIu64 "\n",
 	       (uint64_t)merged, before.generation_bytes, after.merge_bytes_out, t1 - t0, t2 - t1,
-	       hwm_start, hwm_open, hwm_merge);
+	       hwm_start, hwm_open, hwm_merge, after.blocks_compressed - before.blocks_compressed,
+	       after.blocks_raw - before.blocks_raw);
 	return rc != 0;
 }
 
@@ -278,25 +342,30 @@ struct rdb_ctx {
 	rocksdb_writebatch_t *wb;
 };
 
-/** Options shared by the loader and the child, comparable to strata's defaults:
- *  zstd level 1, 64 KiB blocks, bloom 10 bits/key, no automatic compaction. */
+/** Options shared by the loader and the child. Both configurations load without
+ *  automatic compaction and with one memtable per generation; RDB_ZSTD_64K then
+ *  compresses and filters as strata does (zstd at wl->zstd_level, 64 KiB blocks, bloom
+ *  10 bits/key), RDB_DEFAULTS keeps RocksDB's table defaults (Snappy, 4 KiB, none). */
 static rocksdb_options_t *
-rdb_options(const struct workload *wl)
+rdb_options(const struct workload *wl, enum rdb_config cfg)
 {
 	rocksdb_options_t *o = rocksdb_options_create();
-	rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
 
 	rocksdb_options_set_create_if_missing(o, 1);
 	rocksdb_options_set_disable_auto_compactions(o, 1);
 	rocksdb_options_set_write_buffer_size(o, (size_t)(wl->gen_bytes * 2 + (64u << 20)));
 	rocksdb_options_set_level0_slowdown_writes_trigger(o, 1000);
 	rocksdb_options_set_level0_stop_writes_trigger(o, 1000);
-	rocksdb_options_set_compression(o, rocksdb_zstd_compression);
-	rocksdb_options_set_compression_options(o, -14, 1, 0, 0);
-	rocksdb_block_based_options_set_block_size(t, 64u << 10);
-	rocksdb_block_based_options_set_filter_policy(t, rocksdb_filterpolicy_create_bloom(10));
-	rocksdb_options_set_block_based_table_factory(o, t);
-	rocksdb_block_based_options_destroy(t);
+	if (cfg == RDB_ZSTD_64K) {
+		rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
+
+		rocksdb_options_set_compression(o, rocksdb_zstd_compression);
+		rocksdb_options_set_compression_options(o, -14, wl->zstd_level, 0, 0);
+		rocksdb_block_based_options_set_block_size(t, 64u << 10);
+		rocksdb_block_based_options_set_filter_policy(t, rocksdb_filterpolicy_create_bloom(10));
+		rocksdb_options_set_block_based_table_factory(o, t);
+		rocksdb_block_based_options_destroy(t);
+	}
 	return o;
 }
 
@@ -355,10 +424,10 @@ rdb_prop(rocksdb_t *db, const char *name)
 }
 
 static int
-rdb_build(const struct workload *wl, const char *dir, uint64_t *rows, uint64_t *l0_files,
-	  uint64_t *sst_bytes)
+rdb_build(const struct workload *wl, enum rdb_config cfg, const char *dir, uint64_t *rows,
+	  uint64_t *l0_files, uint64_t *sst_bytes)
 {
-	rocksdb_options_t *o = rdb_options(wl);
+	rocksdb_options_t *o = rdb_options(wl, cfg);
 	struct rdb_ctx c;
 	struct loader ld = { rdb_load_append, rdb_load_seal, &c };
 	char *err = NULL;
@@ -385,10 +454,10 @@ rdb_build(const struct workload *wl, const char *dir, uint64_t *rows, uint64_t *
 }
 
 static int
-child_rocksdb(const char *dir, const struct workload *wl)
+child_rocksdb(const char *dir, const struct workload *wl, enum rdb_config cfg)
 {
 	uint64_t hwm_start = bench_proc_status_kb("VmHWM"), hwm_open, hwm_merge, t0, t1;
-	rocksdb_options_t *o = rdb_options(wl);
+	rocksdb_options_t *o = rdb_options(wl, cfg);
 	uint64_t l0, in, out;
 	char *err = NULL;
 	rocksdb_t *db;
@@ -410,16 +479,19 @@ child_rocksdb(const char *dir, const struct workload *wl)
 	rocksdb_close(db);
 	rocksdb_options_destroy(o);
 	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
-	       " del_ns=0 hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64 "\n",
+	       " del_ns=0 hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64
+	       " blocks_z=0 blocks_raw=0\n",
 	       l0, in, out, t1 - t0, hwm_start, hwm_open, hwm_merge);
 	return 0;
 }
 
 /* ---- parent ---------------------------------------------------------------- */
 
-/** Run this binary as "--child-ENGINE DIR" with the workload in the environment. */
+/** Run this binary as "--child-ENGINE DIR GEN_BYTES CONFIG", the rest of the workload in
+ *  the environment. */
 static void
-run_child(const char *engine, const char *dir, const struct workload *wl, struct merge_result *r)
+run_child(const char *engine, const char *dir, const struct workload *wl, enum rdb_config cfg,
+	  struct merge_result *r)
 {
 	int fds[2], status;
 	pid_t pid;
@@ -434,15 +506,16 @@ run_child(const char *engine, const char *dir, const struct workload *wl, struct
 	if (pid < 0)
 		bench_die("fork: %s", strerror(errno));
 	if (pid == 0) {
-		char mode[64], gb[32];
+		char mode[64], gb[32], cf[16];
 
 		snprintf(mode, sizeof(mode), "--child-%s", engine);
 		snprintf(gb, sizeof(gb), "%" PRIu64, wl->gen_bytes);
+		snprintf(cf, sizeof(cf), "%d", (int)cfg);
 		close(fds[0]);
 		if (dup2(fds[1], STDOUT_FILENO) < 0)
 			_exit(127);
 		close(fds[1]);
-		execl("/proc/self/exe", "bench_merge", mode, dir, gb, (char *)NULL);
+		execl("/proc/self/exe", "bench_merge", mode, dir, gb, cf, (char *)NULL);
 		fprintf(stderr, "bench_merge: exec /proc/self/exe: %s\n", strerror(errno));
 		_exit(127);
 	}
@@ -452,9 +525,10 @@ run_child(const char *engine, const char *dir, const struct workload *wl, struct
 		bench_die("fdopen: %s", strerror(errno));
 	if (fgets(line, sizeof(line), f) != NULL &&
 	    sscanf(line, "inputs=%" SCNu64 " bytes_in=%" SCNu64 " bytes_out=%" SCNu64 " ns=%" SCNu64
-		   " del_ns=%" SCNu64 " hwm_start=%" SCNu64 " hwm_open=%" SCNu64 " hwm_merge=%" SCNu64,
+		   " del_ns=%" SCNu64 " hwm_start=%" SCNu64 " hwm_open=%" SCNu64 " hwm_merge=%" SCNu64
+		   " blocks_z=%" SCNu64 " blocks_raw=%" SCNu64,
 		   &r->inputs, &r->bytes_in, &r->bytes_out, &r->ns, &r->del_ns, &r->hwm_start_kb,
-		   &r->hwm_open_kb, &r->hwm_merge_kb) == 8)
+		   &r->hwm_open_kb, &r->hwm_merge_kb, &r->blocks_z, &r->blocks_raw) == 10)
 		r->ok = 1;
 	fclose(f);
 	if (waitpid(pid, &status, 0) < 0)
@@ -465,40 +539,103 @@ run_child(const char *engine, const char *dir, const struct workload *wl, struct
 	}
 }
 
+/** MB/s of input file bytes, or 0 when the merge did not run. */
+static double
+mb_s(const struct merge_result *r)
+{
+	return r->ok && r->ns > 0 ? (double)r->bytes_in / 1e6 / ((double)r->ns / 1e9) : 0.0;
+}
+
 static void
-print_result(const char *engine, uint64_t gen_mb, const struct workload *wl,
+print_result(const char *engine, const char *shape, uint64_t gen_mb, const struct workload *wl,
 	     const struct merge_result *r)
 {
 	double secs = (double)r->ns / 1e9;
 
 	if (!r->ok) {
-		printf("%-8s %7" PRIu64 " %5" PRIu64 "   failed (see stderr)\n", engine, gen_mb, wl->gens);
+		printf("%-17s %-6s %7" PRIu64 " %5" PRIu64 "   failed (see stderr)\n", engine, shape,
+		       gen_mb, wl->gens);
 		return;
 	}
-	char del[32];
-	if (strcmp(engine, "strata") == 0)
+	char del[32], raw[32];
+	if (strcmp(engine, "strata") == 0) {
 		snprintf(del, sizeof(del), "%.2f", (double)r->del_ns / 1e9);
-	else
+		snprintf(raw, sizeof(raw), "%.0f%%", r->blocks_z + r->blocks_raw > 0 ?
+			 100.0 * (double)r->blocks_raw / (double)(r->blocks_z + r->blocks_raw) : 0.0);
+	} else {
 		snprintf(del, sizeof(del), "inside");
-	printf("%-8s %7" PRIu64 " %5" PRIu64 " %6" PRIu64 " %10.1f %10.1f %8.2f %8.1f %8s %9.1f %9.1f %10.1f\n",
-	       engine, gen_mb, wl->gens, r->inputs, (double)r->bytes_in / (1 << 20),
-	       (double)r->bytes_out / (1 << 20), secs,
-	       secs > 0 ? (double)r->bytes_in / 1e6 / secs : 0.0, del,
+		snprintf(raw, sizeof(raw), "-");
+	}
+	printf("%-17s %-6s %7" PRIu64 " %5" PRIu64 " %6" PRIu64 " %10.1f %10.1f %8.2f %8.1f %8s %6s "
+	       "%9.1f %9.1f %10.1f\n",
+	       engine, shape, gen_mb, wl->gens, r->inputs, (double)r->bytes_in / (1 << 20),
+	       (double)r->bytes_out / (1 << 20), secs, mb_s(r), del, raw,
 	       (double)r->hwm_open_kb / 1024, (double)r->hwm_merge_kb / 1024,
 	       (double)(r->hwm_merge_kb - r->hwm_open_kb) / 1024);
 }
+
+/** Parse a comma-separated list of names into indexes of names[]; dies on an unknown one. */
+static int
+parse_names(const char *env, const char *def, const char *const *names, int count, int *out)
+{
+	const char *v = getenv(env);
+	char buf[256], *save = NULL;
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", v != NULL && *v != '\0' ? v : def);
+	for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+		int k = -1;
+
+		for (int j = 0; j < count; j++)
+			if (strcmp(tok, names[j]) == 0)
+				k = j;
+		if (k < 0) {
+			char known[128] = "";
+
+			for (int j = 0; j < count; j++)
+				snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
+					 j ? ", " : "", names[j]);
+			bench_die("%s: '%s' is not one of %s", env, tok, known);
+		}
+		if (n < count)
+			out[n++] = k;
+	}
+	if (n == 0)
+		bench_die("%s names nothing", env);
+	return n;
+}
+
+/** Figures of one (shape, size): strata and each RocksDB configuration. */
+struct cell {
+	/** The size ran (there was room for it). */
+	int ran;
+	/** strata's merge. */
+	struct merge_result s;
+	/** RocksDB's, per configuration. */
+	struct merge_result r[RDB_COUNT];
+};
 
 int
 main(int argc, char **argv)
 {
 	uint64_t sizes[MAX_SIZES];
-	struct merge_result rs[MAX_SIZES], rr[MAX_SIZES];
-	int ran[MAX_SIZES], nsz, do_rocks, failed = 0;
+	static struct cell cells[SHAPE_COUNT][MAX_SIZES];
+	int shapes[SHAPE_COUNT], cfgs[RDB_COUNT], nshapes, ncfgs, nsz, do_rocks, failed = 0;
 	struct workload wl;
 
 	wl.gens = bench_env_u64("BENCH_MERGE_GENS", 8);
-	wl.value_bytes = bench_env_u64("BENCH_MERGE_VALUE", 1024);
+	wl.value_bytes = bench_env_u64("BENCH_MERGE_VALUE", 200);
 	wl.overwrite_pct = bench_env_u64("BENCH_MERGE_OVERWRITE_PCT", 10);
+	wl.shape = SHAPE_RANDOM;
+	{
+		strata_options d;
+		const char *lv = getenv("BENCH_MERGE_ZSTD_LEVEL");
+
+		strata_options_init(&d);
+		wl.zstd_level = lv != NULL && *lv != '\0' ? atoi(lv) : d.zstd_level;
+		if (wl.zstd_level < -131072 || wl.zstd_level > 22)
+			bench_die("BENCH_MERGE_ZSTD_LEVEL must be -131072..22");
+	}
 	if (wl.gens == 0 || wl.gens > 1000)
 		bench_die("BENCH_MERGE_GENS must be 1..1000");
 	if (wl.value_bytes == 0 || wl.value_bytes > MAX_VALUE)
@@ -506,140 +643,207 @@ main(int argc, char **argv)
 	if (wl.overwrite_pct > 100)
 		bench_die("BENCH_MERGE_OVERWRITE_PCT must be 0..100");
 
-	if (argc == 4 && strncmp(argv[1], "--child-", 8) == 0) {
+	if (argc == 5 && strncmp(argv[1], "--child-", 8) == 0) {
+		int cfg = atoi(argv[4]);
+
 		wl.gen_bytes = strtoull(argv[3], NULL, 10);
 		if (strcmp(argv[1], "--child-strata") == 0)
-			return child_strata(argv[2]);
-		if (strcmp(argv[1], "--child-rocksdb") == 0)
-			return child_rocksdb(argv[2], &wl);
-		bench_die("unknown mode %s", argv[1]);
+			return child_strata(argv[2], &wl);
+		if (strcmp(argv[1], "--child-rocksdb") == 0 && cfg >= 0 && cfg < RDB_COUNT)
+			return child_rocksdb(argv[2], &wl, (enum rdb_config)cfg);
+		bench_die("unknown mode %s %s", argv[1], argv[4]);
 	}
 	if (argc != 1)
 		bench_die("usage: bench_merge (settings through BENCH_* environment variables)");
 
 	nsz = bench_env_list("BENCH_MERGE_GEN_MB", "64,512", sizes, MAX_SIZES);
+	nshapes = parse_names("BENCH_MERGE_SHAPES", "random,half", shape_names, SHAPE_COUNT, shapes);
 	do_rocks = (int)bench_env_u64("BENCH_MERGE_ROCKSDB", 1);
+	ncfgs = do_rocks ? parse_names("BENCH_MERGE_ROCKSDB_CONFIGS", "zstd-64k,defaults", rdb_names,
+				       RDB_COUNT, cfgs) : 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("== bench_merge: merge memory and throughput vs generation size, strata %s, "
-	       "peer RocksDB %s\n", STRATA_VERSION, BENCH_ROCKSDB_VERSION);
+	printf("== bench_merge: merge throughput and memory vs value shape and generation size, "
+	       "strata %s, peer RocksDB %s\n", STRATA_VERSION, BENCH_ROCKSDB_VERSION);
 	bench_print_host(bench_base_dir());
 	printf("workload: %" PRIu64 " generations per size, each of the given MiB of raw rows "
-	       "(16-byte key + %" PRIu64 "-byte value of 4 bits/byte entropy), keys in random order, "
-	       "%" PRIu64 "%% of rows rewrite an older key\n",
-	       wl.gens, wl.value_bytes, wl.overwrite_pct);
-	printf("build  : strata sync=NONE, 1 shard, default options, batches of %d rows, seal every "
-	       "generation; RocksDB WAL off, auto compactions off, zstd level 1, 64 KiB blocks, "
-	       "bloom 10, one flush per generation (same rows, same boundaries)\n", BATCH_ROWS);
+	       "(16-byte key + %" PRIu64 "-byte value), keys in random order, %" PRIu64 "%% of rows "
+	       "rewrite an older key; value shapes:\n", wl.gens, wl.value_bytes, wl.overwrite_pct);
+	for (int k = 0; k < nshapes; k++)
+		printf("  %-6s %s\n", shape_names[shapes[k]], shape_docs[shapes[k]]);
+	printf("build  : strata sync=NONE, 1 shard, default options but zstd level %d (64 KiB "
+	       "blocks, a block kept compressed only when it saves 1/8), batches of %d rows, seal "
+	       "every generation; RocksDB WAL off, auto compactions off, one flush per generation "
+	       "(same rows, same boundaries), in each configuration:\n", wl.zstd_level, BATCH_ROWS);
+	for (int c = 0; c < ncfgs; c++)
+		printf("  rocksdb-%-9s %s\n", rdb_names[cfgs[c]], rdb_docs[cfgs[c]]);
+	printf("threads: one merge thread each: strata does not split a merge (no subcompactions); "
+	       "RocksDB max_subcompactions 1 (its default)\n");
 	printf("measure: each merge in a fresh child process (fork+exec) after the data files were "
 	       "fdatasynced and dropped from the page cache (POSIX_FADV_DONTNEED): VmHWM after open "
-	       "and after strata_merge(db, 0, 0) / rocksdb_compact_range(all); MB/s = input file "
-	       "bytes / merge seconds\n\n");
+	       "and after strata prepare + commit of every generation / rocksdb_compact_range(all); "
+	       "MB/s = input file bytes / merge seconds\n\n");
 
-	for (int i = 0; i < nsz; i++) {
-		uint64_t raw, need, avail, rows;
-		char dir[4096];
-		strata_stats st;
-		uint64_t t0;
+	for (int k = 0; k < nshapes; k++) {
+		wl.shape = (enum shape)shapes[k];
+		for (int i = 0; i < nsz; i++) {
+			struct cell *cl = &cells[k][i];
+			uint64_t raw, need, avail, rows;
+			char dir[4096];
+			strata_stats st;
+			uint64_t t0;
 
-		ran[i] = 0;
-		rs[i].ok = rr[i].ok = 0;
-		if (sizes[i] > (1u << 20))
-			bench_die("BENCH_MERGE_GEN_MB entries must be at most 1048576");
-		wl.gen_bytes = sizes[i] << 20;
-		raw = wl.gen_bytes * wl.gens;
-		/* WAL up to one memtable + generations + merged run (values compress to ~55%),
-		 * plus 1 GiB of slack; each engine's directory is removed before the next. */
-		need = wl.gen_bytes + raw / 10 * 14 + (1ull << 30);
-		avail = bench_free_bytes(bench_base_dir());
-		if (avail < need) {
-			printf("size %" PRIu64 " MiB: SKIPPED: needs ~%.1f GiB free in %s, %.1f GiB "
-			       "available\n", sizes[i], (double)need / (1u << 30), bench_base_dir(),
-			       (double)avail / (1u << 30));
-			continue;
-		}
-		ran[i] = 1;
+			if (sizes[i] > (1u << 20))
+				bench_die("BENCH_MERGE_GEN_MB entries must be at most 1048576");
+			wl.gen_bytes = sizes[i] << 20;
+			raw = wl.gen_bytes * wl.gens;
+			/* WAL up to one memtable + generations + merged run (at most the raw rows
+			 * each), plus 1 GiB of slack; each engine's directory is removed before the
+			 * next. */
+			need = wl.gen_bytes + raw * 2 + (1ull << 30);
+			avail = bench_free_bytes(bench_base_dir());
+			if (avail < need) {
+				printf("%s, size %" PRIu64 " MiB: SKIPPED: needs ~%.1f GiB free in %s, "
+				       "%.1f GiB available\n", shape_names[wl.shape], sizes[i],
+				       (double)need / (1u << 30), bench_base_dir(),
+				       (double)avail / (1u << 30));
+				continue;
+			}
+			cl->ran = 1;
 
-		bench_mkdtemp("merge-strata", dir, sizeof(dir));
-		t0 = bench_now_ns();
-		if (strata_build(&wl, dir, &rows, &st) != 0) {
-			failed = 1;
-			bench_rmrf(dir);
-			continue;
-		}
-		printf("size %" PRIu64 " MiB: strata built %" PRIu64 " generations, %" PRIu64
-		       " rows, %.1f MiB raw -> %.1f MiB of generation files in %.1f s\n", sizes[i],
-		       st.generations, rows, (double)raw / (1 << 20),
-		       (double)st.generation_bytes / (1 << 20), (double)(bench_now_ns() - t0) / 1e9);
-		bench_drop_cache(dir);
-		run_child("strata", dir, &wl, &rs[i]);
-		failed |= !rs[i].ok;
-		bench_rmrf(dir);
-
-		if (!do_rocks)
-			continue;
-		bench_mkdtemp("merge-rocksdb", dir, sizeof(dir));
-		{
-			uint64_t l0 = 0, sst = 0;
-
+			bench_mkdtemp("merge-strata", dir, sizeof(dir));
 			t0 = bench_now_ns();
-			if (rdb_build(&wl, dir, &rows, &l0, &sst) != 0) {
+			if (strata_build(&wl, dir, &rows, &st) != 0) {
 				failed = 1;
 				bench_rmrf(dir);
 				continue;
 			}
-			printf("size %" PRIu64 " MiB: rocksdb built %" PRIu64 " L0 files, %" PRIu64
-			       " rows, %.1f MiB of SST files in %.1f s\n", sizes[i], l0, rows,
-			       (double)sst / (1 << 20), (double)(bench_now_ns() - t0) / 1e9);
+			printf("%s, size %" PRIu64 " MiB: strata built %" PRIu64 " generations, %" PRIu64
+			       " rows, %.1f MiB raw -> %.1f MiB of generation files in %.1f s\n",
+			       shape_names[wl.shape], sizes[i], st.generations, rows,
+			       (double)raw / (1 << 20), (double)st.generation_bytes / (1 << 20),
+			       (double)(bench_now_ns() - t0) / 1e9);
+			bench_drop_cache(dir);
+			run_child("strata", dir, &wl, 0, &cl->s);
+			failed |= !cl->s.ok;
+			bench_rmrf(dir);
+
+			for (int c = 0; c < ncfgs; c++) {
+				enum rdb_config cfg = (enum rdb_config)cfgs[c];
+				uint64_t l0 = 0, sst = 0;
+
+				bench_mkdtemp("merge-rocksdb", dir, sizeof(dir));
+				t0 = bench_now_ns();
+				if (rdb_build(&wl, cfg, dir, &rows, &l0, &sst) != 0) {
+					failed = 1;
+					bench_rmrf(dir);
+					continue;
+				}
+				printf("%s, size %" PRIu64 " MiB: rocksdb-%s built %" PRIu64 " L0 files, "
+				       "%" PRIu64 " rows, %.1f MiB of SST files in %.1f s\n",
+				       shape_names[wl.shape], sizes[i], rdb_names[cfg], l0, rows,
+				       (double)sst / (1 << 20), (double)(bench_now_ns() - t0) / 1e9);
+				bench_drop_cache(dir);
+				run_child("rocksdb", dir, &wl, cfg, &cl->r[cfg]);
+				bench_rmrf(dir);
+			}
 		}
-		bench_drop_cache(dir);
-		run_child("rocksdb", dir, &wl, &rr[i]);
-		bench_rmrf(dir);
 	}
 
-	printf("\n%-8s %7s %5s %6s %10s %10s %8s %8s %8s %9s %9s %10s\n", "engine", "gen_MiB", "gens",
-	       "inputs", "in_MiB", "out_MiB", "secs", "MB/s", "del_secs", "hwm_open", "hwm_after",
-	       "rss_growth");
-	for (int i = 0; i < nsz; i++) {
-		if (!ran[i])
-			continue;
-		print_result("strata", sizes[i], &wl, &rs[i]);
-		if (do_rocks)
-			print_result("rocksdb", sizes[i], &wl, &rr[i]);
-	}
+	printf("\n%-17s %-6s %7s %5s %6s %10s %10s %8s %8s %8s %6s %9s %9s %10s\n", "engine", "shape",
+	       "gen_MiB", "gens", "inputs", "in_MiB", "out_MiB", "secs", "MB/s", "del_secs", "raw",
+	       "hwm_open", "hwm_after", "rss_growth");
+	for (int k = 0; k < nshapes; k++)
+		for (int i = 0; i < nsz; i++) {
+			const struct cell *cl = &cells[k][i];
+			const char *sh = shape_names[shapes[k]];
+
+			if (!cl->ran)
+				continue;
+			print_result("strata", sh, sizes[i], &wl, &cl->s);
+			for (int c = 0; c < ncfgs; c++) {
+				char name[32];
+
+				snprintf(name, sizeof(name), "rocksdb-%s", rdb_names[cfgs[c]]);
+				print_result(name, sh, sizes[i], &wl, &cl->r[cfgs[c]]);
+			}
+		}
 	printf("(hwm_* and rss_growth in MiB: VmHWM after open, after the merge, and their difference; "
 	       "strata's secs and MB/s are prepare + commit, del_secs the paced deletes of its inputs "
-	       "after the commit, at delete_bytes_per_s (256 MiB/s); RocksDB deletes its inputs inside "
-	       "the compaction)\n");
+	       "after the commit, at delete_bytes_per_s (256 MiB/s); raw: strata's data blocks the "
+	       "merge stored raw because compression did not save 1/8; RocksDB deletes its inputs "
+	       "inside the compaction)\n");
 	if (!do_rocks)
 		printf("rocksdb peer reference: SKIPPED (BENCH_MERGE_ROCKSDB=0)\n");
 
-	/* Growth ratio between the largest and the smallest size that both ran. */
-	{
+	/* strata's merge speed against each peer configuration (the target: >= 1.5x). */
+	if (ncfgs > 0) {
+		printf("\nstrata against RocksDB CompactRange, one merge thread each (target >= 1.5x): "
+		       "speed of the same rows (RocksDB's seconds / strata's), then MB/s of input "
+		       "files (strata's / RocksDB's; a format that compresses more has fewer bytes to "
+		       "read)\n");
+		for (int k = 0; k < nshapes; k++)
+			for (int i = 0; i < nsz; i++) {
+				const struct cell *cl = &cells[k][i];
+
+				if (!cl->ran || !cl->s.ok)
+					continue;
+				printf("  %-6s %5" PRIu64 " MiB:", shape_names[shapes[k]], sizes[i]);
+				for (int c = 0; c < ncfgs; c++) {
+					double peer = mb_s(&cl->r[cfgs[c]]);
+
+					if (peer > 0)
+						printf("  vs rocksdb-%s %.2fx (files %.2fx)",
+						       rdb_names[cfgs[c]],
+						       (double)cl->r[cfgs[c]].ns / (double)cl->s.ns,
+						       mb_s(&cl->s) / peer);
+					else
+						printf("  vs rocksdb-%s failed", rdb_names[cfgs[c]]);
+				}
+				printf("\n");
+			}
+	}
+
+	/* Growth ratio between the largest and the smallest size that both ran, per shape. */
+	for (int k = 0; k < nshapes; k++) {
 		int lo = -1, hi = -1;
 
 		for (int i = 0; i < nsz; i++) {
-			if (!ran[i] || !rs[i].ok)
+			if (!cells[k][i].ran || !cells[k][i].s.ok)
 				continue;
 			if (lo < 0 || sizes[i] < sizes[lo])
 				lo = i;
 			if (hi < 0 || sizes[i] > sizes[hi])
 				hi = i;
 		}
-		if (lo >= 0 && hi >= 0 && lo != hi) {
-			double gl = (double)(rs[lo].hwm_merge_kb - rs[lo].hwm_open_kb);
-			double gh = (double)(rs[hi].hwm_merge_kb - rs[hi].hwm_open_kb);
+		if (lo < 0 || hi < 0 || lo == hi) {
+			printf("%s: RSS growth ratio not computed (fewer than two sizes ran)\n",
+			       shape_names[shapes[k]]);
+			continue;
+		}
+		const struct merge_result *sl = &cells[k][lo].s, *shi = &cells[k][hi].s;
+		double gl = (double)(sl->hwm_merge_kb - sl->hwm_open_kb);
+		double gh = (double)(shi->hwm_merge_kb - shi->hwm_open_kb);
 
-			printf("strata RSS growth ratio %" PRIu64 "/%" PRIu64 " MiB generations: %.2f "
-			       "(goal ~1: merge memory independent of generation size)\n",
-			       sizes[hi], sizes[lo], gl > 0 ? gh / gl : 0.0);
-			if (do_rocks && rr[lo].ok && rr[hi].ok) {
-				gl = (double)(rr[lo].hwm_merge_kb - rr[lo].hwm_open_kb);
-				gh = (double)(rr[hi].hwm_merge_kb - rr[hi].hwm_open_kb);
-				printf("rocksdb RSS growth ratio %" PRIu64 "/%" PRIu64 " MiB: %.2f\n",
-				       sizes[hi], sizes[lo], gl > 0 ? gh / gl : 0.0);
-			}
-		} else {
-			printf("RSS growth ratio: not computed (fewer than two sizes ran)\n");
+		if (gl > 0)
+			printf("%s: strata RSS growth ratio %" PRIu64 "/%" PRIu64 " MiB generations: "
+			       "%.2f (goal ~1: merge memory independent of generation size)\n",
+			       shape_names[shapes[k]], sizes[hi], sizes[lo], gh / gl);
+		else
+			printf("%s: strata RSS growth ratio %" PRIu64 "/%" PRIu64 " MiB generations: not "
+			       "measured (the %" PRIu64 " MiB merge stayed under VmHWM at open; the "
+			       "larger grew %.1f MiB)\n", shape_names[shapes[k]], sizes[hi], sizes[lo],
+			       sizes[lo], gh / 1024);
+		for (int c = 0; c < ncfgs; c++) {
+			const struct merge_result *rl = &cells[k][lo].r[cfgs[c]];
+			const struct merge_result *rh = &cells[k][hi].r[cfgs[c]];
+
+			if (!rl->ok || !rh->ok)
+				continue;
+			gl = (double)(rl->hwm_merge_kb - rl->hwm_open_kb);
+			gh = (double)(rh->hwm_merge_kb - rh->hwm_open_kb);
+			printf("%s: rocksdb-%s RSS growth ratio %" PRIu64 "/%" PRIu64 " MiB: %.2f\n",
+			       shape_names[shapes[k]], rdb_names[cfgs[c]], sizes[hi], sizes[lo],
+			       gl > 0 ? gh / gl : 0.0);
 		}
 	}
 	if (failed)
