@@ -12,7 +12,9 @@
  * by whoever points at the frame; a raw payload is the raw bytes. The writer stores raw
  * when zstd saves less than its options ask (by default 1/8 of the raw bytes), and a
  * writer whose last RUN_SAMPLE_AFTER blocks did not pay tries only one block in
- * sample_every until one pays again. Readers tell each frame's codec from its first byte.
+ * sample_every until one pays again (judged RUN_SAMPLE_LAG blocks behind, so a writer
+ * whose helper threads encode several blocks at once writes the same bytes as one that
+ * encodes them in turn). Readers tell each frame's codec from its first byte.
  *
  * Data block (raw): rows in strictly increasing key order (memcmp, shorter prefix first):
  *   u8 kind | varint klen | varint vlen | u64 seq | key | value
@@ -184,6 +186,58 @@ struct run_part {
 	size_t cap;
 };
 
+/** Result bits of a data block, kept RUN_SAMPLE_LAG blocks for the sampling decision. */
+enum { RUN_BLOCK_TRIED = 1, RUN_BLOCK_PACKED = 2 };
+
+/** A data block handed to the writer's helpers: its rows, what its index entry needs,
+ *  and the frame they encode it into. */
+struct run_job {
+	/** Raw rows of the block. */
+	struct buf raw;
+	/** Its encoded frame. */
+	struct buf frame;
+	/** Last key of the block. */
+	struct buf last_key;
+	/** XXH3 hashes of its keys. */
+	uint64_t *hashes;
+	/** Capacity of hashes. */
+	size_t hashes_cap;
+	/** Rows in it. */
+	uint64_t rows;
+	/** Compression is tried. */
+	int try;
+	/** The frame is compressed. */
+	int packed;
+	/** Encoding failed (out of memory). */
+	int rc;
+	/** Encoded (under the crew's mutex). */
+	int done;
+};
+
+/** A writer's helper threads and the ring of blocks they encode. */
+struct run_crew {
+	/** Guards the ring's counters and the jobs' done flags. */
+	pthread_mutex_t mu;
+	/** Signalled when a job is queued or the crew stops. */
+	pthread_cond_t work;
+	/** Signalled when a job is done. */
+	pthread_cond_t done;
+	/** The codec jobs are encoded with. */
+	const struct run_codec *codec;
+	/** Helper threads. */
+	pthread_t *threads;
+	/** Threads started. */
+	unsigned nthreads;
+	/** Ring of depth jobs; job k is jobs[k % depth]. */
+	struct run_job *jobs;
+	/** Blocks in flight at most. */
+	unsigned depth;
+	/** Oldest job not yet written out; oldest not yet taken by a thread; next to queue. */
+	uint64_t head, next, tail;
+	/** The threads are to exit once the queue is empty. */
+	int stop;
+};
+
 struct run_writer {
 	/** The store written to. */
 	struct objstore *os;
@@ -199,6 +253,12 @@ struct run_writer {
 	uint32_t unpaid;
 	/** Data blocks stored without trying since the last try, while sampling. */
 	uint32_t untried;
+	/** Data blocks decided so far (numbering the sampling decisions). */
+	uint64_t decided;
+	/** RUN_BLOCK_* of the last RUN_SAMPLE_LAG blocks, by block number. */
+	uint8_t results[RUN_SAMPLE_LAG];
+	/** Helper threads (NULL: the writer encodes each block itself). */
+	struct run_crew *crew;
 	/** Raw rows of the current block. */
 	struct buf block;
 	/** Rows in the current block. */
@@ -772,8 +832,9 @@ run_writer_emit(struct run_writer *w)
 	return 0;
 }
 
+/** Write the current index partition; last_key is the last key of its last block. */
 static int
-run_writer_flush_part(struct run_writer *w)
+run_writer_flush_part(struct run_writer *w, const struct buf *last_key)
 {
 	assert(w->part_blocks > 0);
 	int packed;
@@ -784,8 +845,8 @@ run_writer_flush_part(struct run_writer *w)
 	rc = run_writer_emit(w);
 	if (rc)
 		return rc;
-	if (buf_put_varint(&w->top, w->last_key.len) ||
-	    buf_append(&w->top, w->last_key.data, w->last_key.len) ||
+	if (buf_put_varint(&w->top, last_key->len) ||
+	    buf_append(&w->top, last_key->data, last_key->len) ||
 	    buf_put_varint(&w->top, off) || buf_put_varint(&w->top, w->frame.len) ||
 	    buf_put_varint(&w->top, w->part.len) || buf_put_varint(&w->top, w->part_blocks))
 		return diag_set(STRATA_ENOMEM, "run %s: cannot grow the top index", w->key);
@@ -796,49 +857,60 @@ run_writer_flush_part(struct run_writer *w)
 }
 
 /**
- * Encode the current block into w->frame. Once RUN_SAMPLE_AFTER blocks in a row did not
- * pay for their compression, only one block in sample_every is tried, until one pays.
+ * Whether to try compressing the next data block. Once RUN_SAMPLE_AFTER blocks in a row
+ * did not pay for their compression, only one block in sample_every is tried, until one
+ * pays. Block i is judged by the blocks up to i - RUN_SAMPLE_LAG, which a writer with
+ * helpers has always written out by then: the decisions, and so the file, do not depend
+ * on how many threads encode or how fast.
  */
 static int
-run_writer_encode_block(struct run_writer *w)
+run_writer_decide(struct run_writer *w)
 {
+	uint64_t i = w->decided++;
+	if (i >= RUN_SAMPLE_LAG) {
+		uint8_t r = w->results[i % RUN_SAMPLE_LAG]; /* block i - RUN_SAMPLE_LAG */
+		if (r & RUN_BLOCK_TRIED)
+			w->unpaid = (r & RUN_BLOCK_PACKED) ? 0 : w->unpaid + 1;
+	}
 	int sampling = w->unpaid >= RUN_SAMPLE_AFTER;
 	int try = w->codec.compress != NULL && (!sampling || ++w->untried >= w->o.sample_every);
-	int packed = 0;
-	int rc = run_frame_encode(try ? &w->codec : NULL, w->block.data, w->block.len, &w->frame,
-				  &packed);
-	if (rc)
-		return rc;
-	if (try) {
+	if (try)
 		w->untried = 0;
-		w->unpaid = packed ? 0 : w->unpaid + 1;
-	}
+	return try;
+}
+
+/**
+ * Write out data block number 'block' (its frame) and list it in the index partition:
+ * its last key, offset, lengths, rows and bloom filter over hashes. Counts it by how it
+ * was stored.
+ */
+static int
+run_writer_put_block(struct run_writer *w, uint64_t block, const struct buf *frame,
+		     size_t raw_len, uint64_t rows, const uint64_t *hashes,
+		     const struct buf *last_key, int try, int packed)
+{
+	w->results[block % RUN_SAMPLE_LAG] = (uint8_t)((try ? RUN_BLOCK_TRIED : 0) |
+						       (packed ? RUN_BLOCK_PACKED : 0));
 	struct run_codec_stats *cs = w->o.codec;
 	if (cs != NULL) {
 		atomic_fetch_add(packed ? &cs->compressed : &cs->raw, 1);
 		if (!try && w->codec.compress != NULL)
 			atomic_fetch_add(&cs->untried, 1);
 		if (packed)
-			atomic_fetch_add(&cs->saved_bytes, w->block.len + RUN_FRAME_OVERHEAD - w->frame.len);
+			atomic_fetch_add(&cs->saved_bytes, raw_len + RUN_FRAME_OVERHEAD - frame->len);
 	}
-	return 0;
-}
-
-static int
-run_writer_flush_block(struct run_writer *w)
-{
-	assert(w->block_rows > 0);
-	int rc = run_writer_encode_block(w);
-	if (rc)
-		return diag_set(rc, "run %s: cannot allocate a block frame", w->key);
 	uint64_t off = w->off;
-	rc = run_writer_emit(w);
+	uint64_t waited = ratelimit_acquire(w->o.limiter, frame->len);
+	if (waited != 0 && w->o.waited_ns != NULL)
+		atomic_fetch_add(w->o.waited_ns, waited);
+	int rc = objstore_writer_write(w->ow, frame->data, frame->len);
 	if (rc)
 		return rc;
+	w->off += frame->len;
 	size_t flen = 0;
 	uint64_t nbits = 0;
 	if (w->o.bloom_bits_per_key != RUN_BLOOM_DISABLED) {
-		nbits = w->block_rows * w->o.bloom_bits_per_key;
+		nbits = rows * w->o.bloom_bits_per_key;
 		if (nbits < 64)
 			nbits = 64;
 		if (w->o.pow2_filters && (nbits & (nbits - 1)) != 0)
@@ -846,10 +918,10 @@ run_writer_flush_block(struct run_writer *w)
 		flen = (size_t)((nbits + 7) / 8) + 1;
 		nbits = (uint64_t)(flen - 1) * 8;
 	}
-	if (buf_put_varint(&w->part, w->last_key.len) ||
-	    buf_append(&w->part, w->last_key.data, w->last_key.len) ||
-	    buf_put_varint(&w->part, off) || buf_put_varint(&w->part, w->frame.len) ||
-	    buf_put_varint(&w->part, w->block.len) || buf_put_varint(&w->part, w->block_rows) ||
+	if (buf_put_varint(&w->part, last_key->len) ||
+	    buf_append(&w->part, last_key->data, last_key->len) ||
+	    buf_put_varint(&w->part, off) || buf_put_varint(&w->part, frame->len) ||
+	    buf_put_varint(&w->part, raw_len) || buf_put_varint(&w->part, rows) ||
 	    buf_put_varint(&w->part, flen) || buf_reserve(&w->part, flen))
 		return diag_set(STRATA_ENOMEM, "run %s: cannot grow an index partition", w->key);
 	if (flen > 0) {
@@ -858,25 +930,210 @@ run_writer_flush_block(struct run_writer *w)
 								  : w->o.bloom_bits_per_key);
 		int pow2 = w->o.pow2_filters;
 		memset(f, 0, flen);
-		for (uint64_t i = 0; i < w->block_rows; i++)
-			run_bloom_set(f, nbits, k, pow2, w->hashes[i]);
+		for (uint64_t i = 0; i < rows; i++)
+			run_bloom_set(f, nbits, k, pow2, hashes[i]);
 		f[flen - 1] = (uint8_t)(pow2 ? k | RUN_BLOOM_POW2 : k);
 		w->part.len += flen;
 	}
 	w->part_blocks++;
 	w->meta.blocks++;
+	if (w->part.len >= w->o.index_partition_bytes)
+		return run_writer_flush_part(w, last_key);
+	return 0;
+}
+
+/* ---- the writer's helpers ---- */
+
+static void
+run_job_encode(const struct run_crew *c, struct run_job *j)
+{
+	j->rc = run_frame_encode(j->try ? c->codec : NULL, j->raw.data, j->raw.len, &j->frame,
+				 &j->packed);
+}
+
+/** Take the oldest queued job and encode it, with c->mu held (released meanwhile). */
+static void
+run_crew_take(struct run_crew *c)
+{
+	struct run_job *j = &c->jobs[c->next++ % c->depth];
+	pthread_mutex_unlock(&c->mu);
+	run_job_encode(c, j);
+	pthread_mutex_lock(&c->mu);
+	j->done = 1;
+	pthread_cond_broadcast(&c->done);
+}
+
+static void *
+run_crew_main(void *arg)
+{
+	struct run_crew *c = arg;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->stop && c->next == c->tail)
+			pthread_cond_wait(&c->work, &c->mu);
+		if (c->next == c->tail)
+			break;
+		run_crew_take(c);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/** Stop the helpers (they finish what is queued first), join them, free the crew. */
+static void
+run_crew_free(struct run_crew *c)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->work);
+	pthread_mutex_unlock(&c->mu);
+	for (unsigned i = 0; i < c->nthreads; i++)
+		pthread_join(c->threads[i], NULL);
+	for (unsigned i = 0; c->jobs != NULL && i < c->depth; i++) {
+		buf_destroy(&c->jobs[i].raw);
+		buf_destroy(&c->jobs[i].frame);
+		buf_destroy(&c->jobs[i].last_key);
+		env.free(c->jobs[i].hashes);
+	}
+	env.free(c->jobs);
+	env.free(c->threads);
+	pthread_cond_destroy(&c->work);
+	pthread_cond_destroy(&c->done);
+	pthread_mutex_destroy(&c->mu);
+	env.free(c);
+}
+
+/** Start threads - 1 helpers for w. */
+static int
+run_crew_start(struct run_writer *w, unsigned threads)
+{
+	struct run_crew *c = env.calloc(1, sizeof(*c));
+	if (c == NULL)
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate its helpers", w->key);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->work, NULL);
+	pthread_cond_init(&c->done, NULL);
+	c->codec = &w->codec;
+	c->depth = 2 * threads < RUN_MAX_IN_FLIGHT ? 2 * threads : RUN_MAX_IN_FLIGHT;
+	c->jobs = env.calloc(c->depth, sizeof(*c->jobs));
+	c->threads = env.calloc(threads - 1, sizeof(*c->threads));
+	if (c->jobs == NULL || c->threads == NULL) {
+		run_crew_free(c);
+		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate its helpers", w->key);
+	}
+	for (unsigned i = 0; i + 1 < threads; i++) {
+		int err = pthread_create(&c->threads[i], NULL, run_crew_main, c);
+		if (err != 0) {
+			run_crew_free(c);
+			return diag_set(STRATA_EIO, "run %s: cannot start a helper thread: %s",
+					w->key, strerror(err));
+		}
+		c->nthreads++;
+	}
+	w->crew = c;
+	return 0;
+}
+
+/** Wait for the oldest block in flight (encoding queued ones meanwhile) and write it out. */
+static int
+run_writer_put_oldest(struct run_writer *w)
+{
+	struct run_crew *c = w->crew;
+	assert(c->head < c->tail);
+	struct run_job *j = &c->jobs[c->head % c->depth];
+	pthread_mutex_lock(&c->mu);
+	while (!j->done) {
+		if (c->next < c->tail)
+			run_crew_take(c);
+		else
+			pthread_cond_wait(&c->done, &c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	uint64_t block = c->head++;
+	if (j->rc)
+		return diag_set(j->rc, "run %s: cannot allocate a block frame", w->key);
+	return run_writer_put_block(w, block, &j->frame, j->raw.len, j->rows, j->hashes,
+				    &j->last_key, j->try, j->packed);
+}
+
+/** Write out every block in flight. */
+static int
+run_writer_drain(struct run_writer *w)
+{
+	int rc = 0;
+	while (rc == 0 && w->crew != NULL && w->crew->head < w->crew->tail)
+		rc = run_writer_put_oldest(w);
+	return rc;
+}
+
+/** Hand the current block to the helpers (room made first: at most depth in flight). */
+static int
+run_writer_queue_block(struct run_writer *w)
+{
+	struct run_crew *c = w->crew;
+	int rc = 0;
+	while (rc == 0 && c->tail - c->head >= c->depth)
+		rc = run_writer_put_oldest(w);
+	if (rc)
+		return rc;
+	struct run_job *j = &c->jobs[c->tail % c->depth];
+	buf_reset(&j->last_key);
+	if (buf_append(&j->last_key, w->last_key.data, w->last_key.len))
+		return diag_set(STRATA_ENOMEM, "run %s: cannot queue a block", w->key);
+	/* Trade buffers: the job takes the block's rows and hashes, the writer fills the
+	 * job's old ones next. */
+	struct buf raw = j->raw;
+	j->raw = w->block;
+	w->block = raw;
+	uint64_t *h = j->hashes;
+	size_t hcap = j->hashes_cap;
+	j->hashes = w->hashes;
+	j->hashes_cap = w->hashes_cap;
+	w->hashes = h;
+	w->hashes_cap = hcap;
+	j->rows = w->block_rows;
+	j->try = run_writer_decide(w);
+	j->done = 0;
+	pthread_mutex_lock(&c->mu);
+	c->tail++;
+	pthread_cond_signal(&c->work);
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+static int
+run_writer_flush_block(struct run_writer *w)
+{
+	assert(w->block_rows > 0);
+	int rc;
+	if (w->crew != NULL) {
+		rc = run_writer_queue_block(w);
+	} else {
+		uint64_t block = w->decided;
+		int try = run_writer_decide(w);
+		int packed = 0;
+		rc = run_frame_encode(try ? &w->codec : NULL, w->block.data, w->block.len, &w->frame,
+				      &packed);
+		if (rc)
+			return diag_set(rc, "run %s: cannot allocate a block frame", w->key);
+		rc = run_writer_put_block(w, block, &w->frame, w->block.len, w->block_rows,
+					  w->hashes, &w->last_key, try, packed);
+	}
+	if (rc)
+		return rc;
 	w->block_rows = 0;
 	buf_reset(&w->block);
 	run_buf_trim(&w->block, RUN_TRIM_FACTOR * (size_t)w->o.block_bytes + RUN_TRIM_SLACK);
 	run_buf_trim(&w->frame, RUN_TRIM_FACTOR * (size_t)w->o.block_bytes + RUN_TRIM_SLACK);
-	if (w->part.len >= w->o.index_partition_bytes)
-		return run_writer_flush_part(w);
 	return 0;
 }
 
 static void
 run_writer_free(struct run_writer *w)
 {
+	run_crew_free(w->crew);
 	buf_destroy(&w->block);
 	buf_destroy(&w->frame);
 	buf_destroy(&w->part);
@@ -927,6 +1184,9 @@ run_writer_open(struct objstore *os, const char *key, const struct run_writer_op
 	if (opt.max_compressed_per_kib != RUN_COMPRESS_OFF && opt.max_compressed_per_kib > 1024)
 		return diag_set(STRATA_EINVAL, "run %s: max_compressed_per_kib %u over 1024", key,
 				opt.max_compressed_per_kib);
+	if (opt.threads > RUN_MAX_THREADS)
+		return diag_set(STRATA_EINVAL, "run %s: threads %u over %u", key, opt.threads,
+				RUN_MAX_THREADS);
 
 	struct run_writer *w = env.calloc(1, sizeof(*w));
 	if (w == NULL)
@@ -941,7 +1201,9 @@ run_writer_open(struct objstore *os, const char *key, const struct run_writer_op
 		run_writer_free(w);
 		return diag_set(STRATA_ENOMEM, "run %s: cannot allocate a writer", key);
 	}
-	int rc = objstore_writer_open(os, key, &w->ow);
+	int rc = opt.threads > 1 ? run_crew_start(w, opt.threads) : 0;
+	if (rc == 0)
+		rc = objstore_writer_open(os, key, &w->ow);
 	if (rc) {
 		run_writer_free(w);
 		return rc;
@@ -1034,7 +1296,9 @@ run_writer_tail(struct run_writer *w)
 	int rc;
 	if (w->block_rows > 0 && (rc = run_writer_flush_block(w)) != 0)
 		return rc;
-	if (w->part_blocks > 0 && (rc = run_writer_flush_part(w)) != 0)
+	if ((rc = run_writer_drain(w)) != 0)
+		return rc;
+	if (w->part_blocks > 0 && (rc = run_writer_flush_part(w, &w->last_key)) != 0)
 		return rc;
 	uint8_t f[RUN_FOOTER_SIZE];
 	memset(f, 0, sizeof(f));

@@ -61,6 +61,13 @@ struct run_writer_options {
 	size_t (*compress)(void *dst, size_t cap, const void *src, size_t n, int level);
 	/** Where the writer counts its data blocks (may be NULL). */
 	struct run_codec_stats *codec;
+	/** Threads that encode (compress and checksum) the data blocks: 0 or 1, the writer's
+	 *  own, block by block; n > 1 starts n - 1 helpers with the writer, which encode up
+	 *  to RUN_MAX_IN_FLIGHT blocks (2n at most) while the writer's caller produces the
+	 *  next ones; the writer helps when it waits. The file is byte for byte the same
+	 *  for every n: whether a block is tried is decided from the blocks up to
+	 *  RUN_SAMPLE_LAG before it, which are always done. */
+	uint32_t threads;
 };
 
 /** Data blocks written, by how they were stored; atomics, shared by a shard's writers. */
@@ -83,6 +90,13 @@ struct run_codec_stats {
 #define RUN_DEFAULT_SAMPLE_EVERY 16u
 /** Data blocks in a row that did not pay before a writer starts sampling. */
 #define RUN_SAMPLE_AFTER 4u
+/** Whether data block i is tried is decided from blocks 0..i - RUN_SAMPLE_LAG: the
+ *  first RUN_SAMPLE_AFTER + RUN_SAMPLE_LAG - 1 blocks of a run are all tried. */
+#define RUN_SAMPLE_LAG 8u
+/** Data blocks a writer with threads encodes at once, at most (RUN_SAMPLE_LAG). */
+#define RUN_MAX_IN_FLIGHT RUN_SAMPLE_LAG
+/** Most threads a writer takes (run_writer_options.threads). */
+#define RUN_MAX_THREADS 64u
 
 /** What a finished run holds; also read back from its footer. */
 struct run_meta {

@@ -1240,8 +1240,8 @@ TEST(big_row_buffers_are_released_after_its_block)
 
 /* ---- compression that pays ------------------------------------------------- */
 
-/** Calls of counting_compress since the test reset it. */
-static unsigned compress_calls;
+/** Calls of counting_compress since the test reset it (helper threads call it too). */
+static _Atomic unsigned compress_calls;
 
 /** run_writer_options.compress: zstd, counted. */
 static size_t
@@ -1393,13 +1393,15 @@ TEST(a_block_that_saves_less_than_the_threshold_is_stored_raw)
 }
 
 /** Compressor calls a writer of blocks data blocks that never pay makes: the first
- *  RUN_SAMPLE_AFTER, then one in every. */
+ *  RUN_SAMPLE_AFTER + RUN_SAMPLE_LAG - 1 (block i is judged by the blocks up to
+ *  i - RUN_SAMPLE_LAG), then one in every. */
 static uint64_t
 sampled_calls(uint64_t blocks, uint32_t every)
 {
-	if (blocks <= RUN_SAMPLE_AFTER)
+	const uint64_t first = RUN_SAMPLE_AFTER + RUN_SAMPLE_LAG - 1;
+	if (blocks <= first)
 		return blocks;
-	return RUN_SAMPLE_AFTER + (blocks - RUN_SAMPLE_AFTER) / every;
+	return first + (blocks - first) / every;
 }
 
 TEST(an_incompressible_stream_stops_calling_the_compressor_after_the_window)
@@ -1458,14 +1460,15 @@ TEST(a_stream_that_turns_compressible_is_compressed_again_and_mixed_files_read_b
 	uint64_t text_blocks = m.blocks - random_blocks;
 	REQUIRE(random_blocks > 50);
 	REQUIRE(text_blocks > 20);
-	/* The random blocks stop being tried after RUN_SAMPLE_AFTER; the text blocks go on
-	 * being sampled until the first one tried pays, and from then on every block is. */
+	/* The random blocks stop being tried after RUN_SAMPLE_AFTER (judged RUN_SAMPLE_LAG
+	 * blocks behind); the text blocks go on being sampled until the first one tried pays
+	 * and RUN_SAMPLE_LAG blocks more, and from then on every block is. */
 	uint64_t random_untried = random_blocks - sampled_calls(random_blocks, RUN_DEFAULT_SAMPLE_EVERY);
 	uint64_t text_untried = atomic_load(&cs.untried) - random_untried;
 	CHECK(atomic_load(&cs.untried) >= random_untried);
-	CHECK(text_untried < RUN_DEFAULT_SAMPLE_EVERY);
+	CHECK(text_untried < RUN_DEFAULT_SAMPLE_EVERY + RUN_SAMPLE_LAG);
 	CHECK_EQ(atomic_load(&cs.raw), random_blocks + text_untried);
-	CHECK(atomic_load(&cs.compressed) >= text_blocks - RUN_DEFAULT_SAMPLE_EVERY);
+	CHECK(atomic_load(&cs.compressed) >= text_blocks - RUN_DEFAULT_SAMPLE_EVERY - RUN_SAMPLE_LAG);
 	CHECK(atomic_load(&cs.compressed) <= text_blocks);
 	CHECK(m.bytes < m.raw_bytes * 3 / 4);
 	CHECK_EQ(shaped_misreads(&f, 2 * half, half, SHAPE_RANDOM, SHAPE_TEXT), 0);
@@ -1487,6 +1490,117 @@ TEST(a_stream_that_turns_compressible_is_compressed_again_and_mixed_files_read_b
 		CHECK(vlen == sizeof(v) && val != NULL && memcmp(val, v, vlen) == 0);
 		CHECK_EQ(seq, 1000 + probes[p]);
 		env.free(val);
+	}
+	fix_close(&f);
+}
+
+/* ---- helper threads ---------------------------------------------------------- */
+
+/** The bytes of RUN_KEY, malloc'd (NULL on failure). */
+static uint8_t *
+run_bytes(struct fix *f, size_t *len)
+{
+	char path[4096];
+	fix_path(f, path, sizeof(path));
+	FILE *fp = fopen(path, "rb");
+	if (fp == NULL)
+		return NULL;
+	fseek(fp, 0, SEEK_END);
+	long n = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+	if (b != NULL && fread(b, 1, (size_t)n, fp) != (size_t)n) {
+		free(b);
+		b = NULL;
+	}
+	fclose(fp);
+	*len = (size_t)n;
+	return b;
+}
+
+/** Write 2 x half rows, random then text then random again, with o; the file's bytes. */
+static uint8_t *
+mixed_run(struct fix *f, const struct run_writer_options *o, uint32_t half, size_t *len,
+	  struct run_meta *m)
+{
+	objstore_del(f->os, RUN_KEY);
+	struct run_writer *w;
+	if (run_writer_open(f->os, RUN_KEY, o, &w) != 0)
+		return NULL;
+	if (shaped_rows(w, 0, half, SHAPE_RANDOM) != 0 ||
+	    shaped_rows(w, half, half / 2, SHAPE_TEXT) != 0 ||
+	    shaped_rows(w, half + half / 2, half / 2, SHAPE_MOSTLY_RANDOM) != 0) {
+		run_writer_abort(w);
+		return NULL;
+	}
+	if (run_writer_finish(w, m) != 0)
+		return NULL;
+	return run_bytes(f, len);
+}
+
+TEST(a_writer_with_helper_threads_writes_the_same_bytes_as_one_without)
+{
+	struct fix f = { 0 };
+	REQUIRE_EQ(fix_open(&f), 0);
+	const uint32_t half = 3000;
+	struct run_codec_stats cs0 = { 0 };
+	struct run_writer_options o = { .block_bytes = 4096, .compress = counting_compress,
+					.codec = &cs0, .index_partition_bytes = 4096 };
+	struct run_meta m0;
+	size_t len0 = 0;
+	compress_calls = 0;
+	uint8_t *b0 = mixed_run(&f, &o, half, &len0, &m0);
+	REQUIRE(b0 != NULL);
+	unsigned calls0 = compress_calls;
+	REQUIRE(m0.blocks > 200);
+	/* Sampling happened (the random part stopped being tried) and text was compressed. */
+	REQUIRE(atomic_load(&cs0.untried) > 50);
+	REQUIRE(atomic_load(&cs0.compressed) > 20);
+	uint32_t threads[] = { 2, 3, 8, RUN_MAX_THREADS };
+	for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+		struct run_codec_stats cs = { 0 };
+		o.codec = &cs;
+		o.threads = threads[t];
+		compress_calls = 0;
+		struct run_meta m;
+		size_t len = 0;
+		uint8_t *b = mixed_run(&f, &o, half, &len, &m);
+		REQUIRE(b != NULL);
+		CHECK_EQ(len, len0);
+		CHECK(len == len0 && memcmp(b, b0, len) == 0);
+		CHECK_EQ(m.blocks, m0.blocks);
+		CHECK_EQ(m.bytes, m0.bytes);
+		CHECK_EQ(compress_calls, calls0);
+		CHECK_EQ(atomic_load(&cs.compressed), atomic_load(&cs0.compressed));
+		CHECK_EQ(atomic_load(&cs.raw), atomic_load(&cs0.raw));
+		CHECK_EQ(atomic_load(&cs.untried), atomic_load(&cs0.untried));
+		CHECK_EQ(atomic_load(&cs.saved_bytes), atomic_load(&cs0.saved_bytes));
+		free(b);
+	}
+	struct run_meta vm;
+	CHECK_EQ(run_verify(f.os, RUN_KEY, &vm), 0);
+	CHECK_EQ(vm.blocks, m0.blocks);
+	/* More threads than a writer may take are refused by name. */
+	o.threads = RUN_MAX_THREADS + 1;
+	struct run_writer *w = NULL;
+	CHECK_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "threads") != NULL);
+	free(b0);
+	fix_close(&f);
+}
+
+TEST(a_writer_with_blocks_in_flight_aborts_and_leaves_nothing)
+{
+	struct fix f = { 0 };
+	REQUIRE_EQ(fix_open(&f), 0);
+	struct run_writer_options o = { .block_bytes = 4096, .threads = 4 };
+	for (uint32_t rows = 0; rows <= 400; rows += 100) {
+		objstore_del(f.os, RUN_KEY);
+		struct run_writer *w;
+		REQUIRE_EQ(run_writer_open(f.os, RUN_KEY, &o, &w), 0);
+		REQUIRE_EQ(shaped_rows(w, 0, rows, SHAPE_TEXT), 0);
+		run_writer_abort(w);
+		CHECK(fix_has_no_file(&f));
 	}
 	fix_close(&f);
 }
@@ -1522,5 +1636,7 @@ main(int argc, char **argv)
 	RUN(a_block_that_saves_less_than_the_threshold_is_stored_raw);
 	RUN(an_incompressible_stream_stops_calling_the_compressor_after_the_window);
 	RUN(a_stream_that_turns_compressible_is_compressed_again_and_mixed_files_read_back);
+	RUN(a_writer_with_helper_threads_writes_the_same_bytes_as_one_without);
+	RUN(a_writer_with_blocks_in_flight_aborts_and_leaves_nothing);
 	return HARNESS_END("test_run");
 }
