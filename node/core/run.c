@@ -819,16 +819,17 @@ run_writer_fail(struct run_writer *w, int rc)
 	return rc;
 }
 
+/** Write a frame at the end of the object, drawn from the background IO budget. */
 static int
-run_writer_emit(struct run_writer *w)
+run_writer_emit(struct run_writer *w, const struct buf *frame)
 {
-	uint64_t waited = ratelimit_acquire(w->o.limiter, w->frame.len);
+	uint64_t waited = ratelimit_acquire(w->o.limiter, frame->len);
 	if (waited != 0 && w->o.waited_ns != NULL)
 		atomic_fetch_add(w->o.waited_ns, waited);
-	int rc = objstore_writer_write(w->ow, w->frame.data, w->frame.len);
+	int rc = objstore_writer_write(w->ow, frame->data, frame->len);
 	if (rc)
 		return rc;
-	w->off += w->frame.len;
+	w->off += frame->len;
 	return 0;
 }
 
@@ -842,7 +843,7 @@ run_writer_flush_part(struct run_writer *w, const struct buf *last_key)
 	if (rc)
 		return diag_set(rc, "run %s: cannot allocate an index frame", w->key);
 	uint64_t off = w->off;
-	rc = run_writer_emit(w);
+	rc = run_writer_emit(w, &w->frame);
 	if (rc)
 		return rc;
 	if (buf_put_varint(&w->top, last_key->len) ||
@@ -900,13 +901,9 @@ run_writer_put_block(struct run_writer *w, uint64_t block, const struct buf *fra
 			atomic_fetch_add(&cs->saved_bytes, raw_len + RUN_FRAME_OVERHEAD - frame->len);
 	}
 	uint64_t off = w->off;
-	uint64_t waited = ratelimit_acquire(w->o.limiter, frame->len);
-	if (waited != 0 && w->o.waited_ns != NULL)
-		atomic_fetch_add(w->o.waited_ns, waited);
-	int rc = objstore_writer_write(w->ow, frame->data, frame->len);
+	int rc = run_writer_emit(w, frame);
 	if (rc)
 		return rc;
-	w->off += frame->len;
 	size_t flen = 0;
 	uint64_t nbits = 0;
 	if (w->o.bloom_bits_per_key != RUN_BLOOM_DISABLED) {
@@ -1310,7 +1307,7 @@ run_writer_tail(struct run_writer *w)
 	enc_u64(f + 8, w->frame.len);
 	enc_u64(f + 16, w->top.len);
 	enc_u64(f + 24, w->nparts);
-	if ((rc = run_writer_emit(w)) != 0)
+	if ((rc = run_writer_emit(w, &w->frame)) != 0)
 		return rc;
 	/* The top index is no longer needed: reuse it for the meta section. */
 	buf_reset(&w->top);
@@ -1325,7 +1322,7 @@ run_writer_tail(struct run_writer *w)
 	enc_u64(f + 32, w->off);
 	enc_u64(f + 40, w->frame.len);
 	enc_u64(f + 48, w->top.len);
-	if ((rc = run_writer_emit(w)) != 0)
+	if ((rc = run_writer_emit(w, &w->frame)) != 0)
 		return rc;
 	enc_u64(f + 56, w->meta.rows);
 	enc_u64(f + 64, w->meta.blocks);
