@@ -230,6 +230,7 @@ strata_options_init(strata_options *o)
 	o->open_threads = 64;
 	o->block_cache_bytes = 64ull << 20;
 	o->delete_chunk_bytes = REAPER_CHUNK_DEFAULT;
+	o->merge_threads = 0; /* auto: store_merge_threads */
 }
 
 /*

@@ -235,6 +235,14 @@ typedef struct strata_options {
 	 *  (8 MiB steps put a WAL fdatasync p99 at 1.7 ms while deletes ran here, 1 MiB steps
 	 *  at 0.3 ms). */
 	uint64_t delete_chunk_bytes;
+	/** Threads one merge or compaction pass writes its run on (default 0 = auto: half the
+	 *  online CPUs, 1..8; 1 = the thread running the pass alone; at most 64; always 1 in
+	 *  inline mode). The pass's thread reads and merges its inputs and cuts the blocks;
+	 *  the others compress and checksum the blocks, up to 2 x threads (at most 8) blocks
+	 *  at once, and the pass's thread writes them in order: the run is the same,
+	 *  byte for byte, for any count, and it goes through the background IO budget as one
+	 *  stream. Seals write on one thread. A policy's merge_threads may only narrow it. */
+	uint32_t merge_threads;
 } strata_options;
 
 /** Kinds of row (strata_row.kind). */
@@ -316,6 +324,10 @@ typedef struct strata_row {
 	  "Raw data blocks written without trying to compress them (a stream that did not pay).")    \
 	X(compress_saved_bytes, "counter", "strata_compress_saved_bytes_total", 1,                   \
 	  "Bytes compression saved in the data blocks it was kept for.")                             \
+	X(merge_threads, "gauge", "strata_merge_threads", 1,                                         \
+	  "Threads the shard's next merge or compaction pass writes its run on.")                    \
+	X(merge_blocks_helped, "counter", "strata_merge_blocks_helped_total", 1,                     \
+	  "Data blocks of merge and compaction runs a helper thread compressed (merge_threads > 1).") \
 	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
 	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")                         \
 	X(block_cache_hits, "counter", "strata_block_cache_hits_total", 1,                            \

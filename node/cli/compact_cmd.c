@@ -56,7 +56,8 @@ compact_usage(FILE *f)
 	compact_builtin_settings(&gens, &runs);
 	fprintf(f,
 		"usage: strata compact --shard N (--store URL | --data DIR) [--max-generations K]\n"
-		"                      [--base-max-runs R] [--once | --interval S] [--policy FILE]\n"
+		"                      [--base-max-runs R] [--merge-threads T] [--once | --interval S]\n"
+		"                      [--policy FILE]\n"
 		"\n"
 		"An external compactor of one shard, next to the node that serves it: each pass reads\n"
 		"the shard's newest manifest, merges up to K of its oldest flushed generations into a\n"
@@ -77,6 +78,8 @@ compact_usage(FILE *f)
 		"  --base-max-runs R     fold the base when it has more than R runs (default: the\n"
 		"                        policy's base_max_runs, else %u; 0 = never)\n"
 		"  --merge-max-inputs M  most inputs of one pass (default %u, as strata serve)\n"
+		"  --merge-threads T     threads a pass writes its run on, the same file for any\n"
+		"                        count (default 1, the pass's own; at most 64)\n"
 		"  --once                one pass, then exit (the default)\n"
 		"  --interval S          a pass every S seconds (0 < S <= %.0f) until SIGTERM/SIGINT\n"
 		"  --policy FILE         take merge_max_generations and base_max_runs from a policy\n"
@@ -164,6 +167,7 @@ cmd_compact(int argc, char **argv)
 		int takes = strcmp(a, "--shard") == 0 || strcmp(a, "--store") == 0 || strcmp(a, "--data") == 0 ||
 			    strcmp(a, "--max-generations") == 0 || strcmp(a, "--base-max-runs") == 0 ||
 			    strcmp(a, "--merge-max-inputs") == 0 || strcmp(a, "--interval") == 0 ||
+			    strcmp(a, "--merge-threads") == 0 ||
 			    strcmp(a, "--policy") == 0;
 		if (!takes) {
 			fprintf(stderr, "strata compact: unknown argument '%s' (strata compact --help)\n", a);
@@ -193,6 +197,13 @@ cmd_compact(int argc, char **argv)
 		} else if (strcmp(a, "--merge-max-inputs") == 0) {
 			if (compact_uint(a, v, 1000000, &o.merge_max_inputs))
 				return 2;
+		} else if (strcmp(a, "--merge-threads") == 0) {
+			if (compact_uint(a, v, 64, &o.merge_threads))
+				return 2;
+			if (o.merge_threads == 0) {
+				fprintf(stderr, "strata compact: --merge-threads takes 1..64, not 0\n");
+				return 2;
+			}
 		} else if (strcmp(a, "--interval") == 0) {
 			char *end = NULL;
 			interval = strtod(v, &end);

@@ -147,6 +147,9 @@ static const struct serve_flag serve_flags[] = {
 	{"--merge-max-inputs", SERVE_U32, ST(merge_max_inputs), 2, 1000000, "N",
 	 "most generations (or runs) one merge or compaction pass folds; a policy may only narrow it",
 	 NULL, "merge_max_inputs"},
+	{"--merge-threads", SERVE_U32, ST(merge_threads), 0, 64, "N",
+	 "threads one merge or compaction pass writes its run on, the same file for any count (0 = "
+	 "auto: half the online CPUs, at most 8; a policy may only narrow it)", NULL, "merge_threads"},
 	{"--delete-bytes-per-s", SERVE_U64, ST(delete_bytes_per_s), 0, UINT64_MAX, "BYTES",
 	 "rate of the deletes of merged objects, per second (0 = unlimited)", NULL, "delete_bytes_per_s"},
 	{"--delete-chunk-bytes", SERVE_U64, ST(delete_chunk_bytes), 0, UINT64_MAX, "BYTES",

@@ -37,6 +37,9 @@ compactor_open(const struct compactor_options *o, struct compactor **out)
 	if (o->merge_max_inputs < 2)
 		return diag_set(STRATA_EINVAL, "merge_max_inputs must be at least 2, not %u",
 				o->merge_max_inputs);
+	if (o->merge_threads > RUN_MAX_THREADS)
+		return diag_set(STRATA_EINVAL, "merge_threads must be 0..%u, not %u", RUN_MAX_THREADS,
+				o->merge_threads);
 	if (o->base_max_runs == 1)
 		return diag_set(STRATA_EINVAL, "base_max_runs must be 0 (never fold the base) or "
 				"at least 2, not 1");
@@ -72,6 +75,7 @@ compactor_open(const struct compactor_options *o, struct compactor **out)
 		cfg.run.bloom_bits_per_key = o->bloom_bits_per_key ? o->bloom_bits_per_key
 								    : RUN_BLOOM_DISABLED;
 		cfg.merge_max_inputs = o->merge_max_inputs;
+		cfg.merge_threads = o->merge_threads;
 		cfg.reaper = c->reaper;
 		rc = shard_load_external(&cfg, &c->s);
 	}

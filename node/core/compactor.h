@@ -34,6 +34,8 @@ struct compactor_options {
 	uint32_t block_bytes;
 	int zstd_level;
 	uint32_t bloom_bits_per_key;
+	/** Threads a pass writes its run on (as strata_options.merge_threads, but 0 = 1). */
+	uint32_t merge_threads;
 };
 
 /** What one compactor pass did. */

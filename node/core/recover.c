@@ -328,6 +328,7 @@ shard_load_as(const struct shard_config *cfg, int external, struct shard **out)
 	s->cfg.run.waited_ns = &s->io_wait_ns;
 	s->cfg.run.codec = &s->codec;
 	atomic_init(&s->merge_cap, cfg->merge_max_inputs);
+	atomic_init(&s->merge_threads, cfg->merge_threads > 1 ? cfg->merge_threads : 1);
 	pthread_rwlockattr_t attr;
 	pthread_rwlockattr_init(&attr);
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);

@@ -212,6 +212,8 @@ struct run_job {
 	int rc;
 	/** Encoded (under the crew's mutex). */
 	int done;
+	/** Encoded by a helper thread, not by the writer's. */
+	int helped;
 };
 
 /** A writer's helper threads and the ring of blocks they encode. */
@@ -948,14 +950,16 @@ run_job_encode(const struct run_crew *c, struct run_job *j)
 				 &j->packed);
 }
 
-/** Take the oldest queued job and encode it, with c->mu held (released meanwhile). */
+/** Take the oldest queued job and encode it, with c->mu held (released meanwhile);
+ *  helper: the calling thread is one of the crew's, not the writer's. */
 static void
-run_crew_take(struct run_crew *c)
+run_crew_take(struct run_crew *c, int helper)
 {
 	struct run_job *j = &c->jobs[c->next++ % c->depth];
 	pthread_mutex_unlock(&c->mu);
 	run_job_encode(c, j);
 	pthread_mutex_lock(&c->mu);
+	j->helped = helper;
 	j->done = 1;
 	pthread_cond_broadcast(&c->done);
 }
@@ -970,7 +974,7 @@ run_crew_main(void *arg)
 			pthread_cond_wait(&c->work, &c->mu);
 		if (c->next == c->tail)
 			break;
-		run_crew_take(c);
+		run_crew_take(c, 1);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -1043,7 +1047,7 @@ run_writer_put_oldest(struct run_writer *w)
 	pthread_mutex_lock(&c->mu);
 	while (!j->done) {
 		if (c->next < c->tail)
-			run_crew_take(c);
+			run_crew_take(c, 0);
 		else
 			pthread_cond_wait(&c->done, &c->mu);
 	}
@@ -1051,6 +1055,8 @@ run_writer_put_oldest(struct run_writer *w)
 	uint64_t block = c->head++;
 	if (j->rc)
 		return diag_set(j->rc, "run %s: cannot allocate a block frame", w->key);
+	if (j->helped && w->o.codec != NULL)
+		atomic_fetch_add(&w->o.codec->helped, 1);
 	return run_writer_put_block(w, block, &j->frame, j->raw.len, j->rows, j->hashes,
 				    &j->last_key, j->try, j->packed);
 }

@@ -80,6 +80,8 @@ struct run_codec_stats {
 	_Atomic(uint64_t) untried;
 	/** Raw bytes less stored bytes of the compressed blocks. */
 	_Atomic(uint64_t) saved_bytes;
+	/** Blocks a helper thread encoded (run_writer_options.threads > 1), not the writer's. */
+	_Atomic(uint64_t) helped;
 };
 
 /** Default max_compressed_per_kib: keep a compressed frame that saves at least 1/8. */

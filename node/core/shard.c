@@ -817,8 +817,10 @@ plan_write(struct shard *s, struct shard_plan *p)
 	for (uint32_t i = 0; rc == 0 && i < p->nids; i++)
 		rc = merger_add_run(&c.m, p->inputs[i]->r, NULL, 0);
 	struct run_writer *w = NULL;
+	struct run_writer_options ro = s->cfg.run;
+	ro.threads = atomic_load(&s->merge_threads);
 	if (rc == 0)
-		rc = run_writer_open(s->cfg.os, key, &s->cfg.run, &w);
+		rc = run_writer_open(s->cfg.os, key, &ro, &w);
 	if (rc) {
 		merger_destroy(&c.m);
 		return rc;
@@ -1159,6 +1161,8 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->blocks_raw = atomic_load(&s->codec.raw);
 	out->blocks_compress_untried = atomic_load(&s->codec.untried);
 	out->compress_saved_bytes = atomic_load(&s->codec.saved_bytes);
+	out->merge_threads = atomic_load(&s->merge_threads);
+	out->merge_blocks_helped = atomic_load(&s->codec.helped);
 	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;
 	out->background_io_stalls = 0;
 	if (s->cfg.run.limiter)
@@ -1228,6 +1232,13 @@ shard_set_merge_cap(struct shard *s, uint32_t max_inputs)
 {
 	uint32_t cap = s->cfg.merge_max_inputs;
 	atomic_store(&s->merge_cap, max_inputs != 0 && max_inputs < cap ? max_inputs : cap);
+}
+
+void
+shard_set_merge_threads(struct shard *s, uint32_t threads)
+{
+	uint32_t most = s->cfg.merge_threads > 1 ? s->cfg.merge_threads : 1;
+	atomic_store(&s->merge_threads, threads != 0 && threads < most ? threads : most);
 }
 
 void

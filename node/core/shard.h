@@ -62,6 +62,9 @@ struct shard_config {
 	struct manifest_opts manifest;
 	/** Most inputs one merge or compaction pass folds (>= 2). */
 	uint32_t merge_max_inputs;
+	/** Threads a merge or compaction pass writes its run on (run_writer_options.threads;
+	 *  0 or 1: the pass's own alone). */
+	uint32_t merge_threads;
 	/** Where objects the manifest no longer names go to be deleted (the store's). */
 	struct reaper *reaper;
 	/** The store's budget of open WAL descriptors (NULL: none). */
@@ -145,6 +148,9 @@ void shard_set_memtable_limit(struct shard *s, uint64_t memtable_max_bytes);
 /** Narrow the per-pass input cap (0 = the configured merge_max_inputs; a larger value
  *  than that is clamped to it). */
 void shard_set_merge_cap(struct shard *s, uint32_t max_inputs);
+/** Narrow the threads of a merge or compaction pass (0 = the configured merge_threads; a
+ *  larger value than that is clamped to it). The next pass takes it. */
+void shard_set_merge_threads(struct shard *s, uint32_t threads);
 /** Walk the shard's invariants (view vs manifest, ordering); 0 or STRATA_ECORRUPT with a message. */
 int shard_check(struct shard *s);
 /** STRATA_SYNC_INTERVAL's periodic sync of the WAL, for a shard opened with

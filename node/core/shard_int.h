@@ -156,6 +156,9 @@ struct shard {
 	atomic_int busy[2];
 	/** Effective per-pass input cap: merge_max_inputs, possibly narrowed by a policy. */
 	atomic_uint merge_cap;
+	/** Effective threads of a merge or compaction pass: merge_threads, possibly narrowed
+	 *  by a policy. */
+	atomic_uint merge_threads;
 	/** A manifest write failed in a way that may have landed: the manifest is reloaded
 	 *  and the view reconciled before the next manifest operation (under manifest_mu). */
 	int man_uncertain;

@@ -82,6 +82,8 @@ struct store {
 	 *  last, for shards claimed later. */
 	uint64_t mem_limit;
 	uint32_t merge_cap;
+	/** What store_set_merge_threads gave (0: options.merge_threads). */
+	uint32_t merge_threads;
 	/** The listener installed by store_set_listener (copied; NULL = none). */
 	struct store_listener *listener;
 	/** Listeners replaced while shards might still be calling them; freed at close. */
@@ -461,6 +463,24 @@ store_open_failed(int rc, const char *dir)
 
 /* ---------- opening the shards ---------- */
 
+/** Most automatic merge threads (options.merge_threads = 0). */
+#define STORE_AUTO_MERGE_THREADS_MAX 8u
+
+/** The threads of a merge pass the options ask for: 1 in inline mode (no thread at all);
+ *  0 asks for half the online CPUs, 1..STORE_AUTO_MERGE_THREADS_MAX, leaving the other
+ *  half to appends, gets and the loop. */
+static uint32_t
+store_merge_threads(const strata_options *o)
+{
+	if (o->threads == 0)
+		return 1;
+	if (o->merge_threads != 0)
+		return o->merge_threads;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t n = cpus > 1 ? (uint32_t)(cpus / 2) : 1;
+	return n < STORE_AUTO_MERGE_THREADS_MAX ? n : STORE_AUTO_MERGE_THREADS_MAX;
+}
+
 /** The configuration of shard i, from the store's options. */
 static void
 store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
@@ -489,6 +509,7 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->manifest.snapshot_edits = o->manifest_snapshot_edits;
 	cfg->manifest.keep = o->manifest_keep;
 	cfg->merge_max_inputs = o->merge_max_inputs;
+	cfg->merge_threads = store_merge_threads(o);
 	cfg->reaper = db->reaper;
 	cfg->run.limiter = db->io_limit;
 	/* The WALs start no sync thread: the store's one syncer (or, with no threads at all,
@@ -634,6 +655,9 @@ store_open_in(const strata_options *o, struct store **out)
 	if (o->merge_max_inputs < 2)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_max_inputs must be at least 2 (a pass "
 				"folds at least two inputs), not %u", o->merge_max_inputs);
+	if (o->merge_threads > RUN_MAX_THREADS)
+		return diag_set(STRATA_EINVAL, "strata_open: merge_threads must be 0..%u (0: auto, half "
+				"the online CPUs), not %u", RUN_MAX_THREADS, o->merge_threads);
 	if (o->wal != STRATA_WAL_LOCAL && o->wal != STRATA_WAL_STORE)
 		return diag_set(STRATA_EINVAL, "strata_open: wal must be STRATA_WAL_LOCAL (%d) or "
 				"STRATA_WAL_STORE (%d), not %d", STRATA_WAL_LOCAL, STRATA_WAL_STORE, o->wal);
@@ -903,6 +927,23 @@ store_set_merge_cap(struct store *db, uint32_t max_inputs)
 		if (db->shards[i] != NULL)
 			shard_set_merge_cap(db->shards[i], max_inputs);
 	pthread_mutex_unlock(&db->claim_mu);
+}
+
+void
+store_set_merge_threads(struct store *db, uint32_t threads)
+{
+	pthread_mutex_lock(&db->claim_mu);
+	db->merge_threads = threads;
+	for (uint32_t i = 0; i < db->nshards; i++)
+		if (db->shards[i] != NULL)
+			shard_set_merge_threads(db->shards[i], threads);
+	pthread_mutex_unlock(&db->claim_mu);
+}
+
+uint32_t
+store_merge_threads_max(const struct store *db)
+{
+	return store_merge_threads(&db->opt);
 }
 
 const strata_options *
@@ -1217,6 +1258,7 @@ store_claim_in(struct store *db, uint32_t shard)
 			db->retired = r;
 			shard_set_listener(s, db->listener, db->mem_limit);
 			shard_set_merge_cap(s, db->merge_cap);
+			shard_set_merge_threads(s, db->merge_threads);
 			__atomic_store_n(&db->shards[shard], s, __ATOMIC_RELEASE);
 			if (old != NULL)
 				db->retired[db->nretired++] = old;

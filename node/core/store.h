@@ -47,6 +47,11 @@ void store_set_memtable_limit(struct store *db, uint64_t memtable_max_bytes);
 /** Narrow every shard's per-pass input cap (0 = options.merge_max_inputs; larger values
  *  are clamped to it): how a policy's merge_max_generations reaches the engine. */
 void store_set_merge_cap(struct store *db, uint32_t max_inputs);
+/** Narrow every shard's threads of a merge or compaction pass (0 = as the options give;
+ *  larger values are clamped to it): how a policy's merge_threads reaches the engine. */
+void store_set_merge_threads(struct store *db, uint32_t threads);
+/** The threads of a pass the options give (merge_threads resolved: auto, inline mode). */
+uint32_t store_merge_threads_max(const struct store *db);
 /** The options the store was opened with. */
 const strata_options *store_options(const struct store *db);
 /** Number of shards (0 for NULL). */

@@ -239,7 +239,7 @@ static const char *const lstrata_open_keys[] = {
 	"clock", "threads", "seed", "step_meter", "store", "wal_dir", "delete_bytes_per_s",
 	"background_io_bytes_per_s", "background_io_auto", "group_commit_wait_us", "max_open_wal_files",
 	"max_open_object_files", "memtable_huge_pages", "replay_batch_rows", "open_threads", "wal", "serve_first", "serve_count",
-	"block_cache_bytes", "delete_chunk_bytes", NULL,
+	"block_cache_bytes", "delete_chunk_bytes", "merge_threads", NULL,
 };
 /** Options of merge and prepare. */
 static const char *const lstrata_merge_keys[] = {"max_generations", NULL};
@@ -623,6 +623,7 @@ lstrata_open(lua_State *L)
 								9007199254740992.0,
 								(lua_Number)o.background_io_bytes_per_s);
 	o.open_threads = (uint32_t)lstrata_opt_int(L, 1, 1, "open_threads", 0, 1024, o.open_threads);
+	o.merge_threads = (uint32_t)lstrata_opt_int(L, 1, 1, "merge_threads", 0, 64, o.merge_threads);
 	o.memtable_huge_pages = lstrata_opt_bool(L, 1, "memtable_huge_pages", o.memtable_huge_pages);
 	o.replay_batch_rows = (uint32_t)lstrata_opt_int(L, 1, 1, "replay_batch_rows", 0, 4294967295.0,
 							o.replay_batch_rows);

@@ -369,6 +369,9 @@ main(int argc, char **argv)
 	o.block_bytes = CRASH_BLOCK_BYTES;
 	o.wal_segment_bytes = CRASH_SEGMENT_BYTES;
 	o.manifest_snapshot_edits = CRASH_SNAPSHOT_EDITS;
+	/* One life in four merges on its own thread, the others with 1..3 helpers encoding
+	 * blocks: a kill then lands with blocks in flight. */
+	o.merge_threads = 1 + (uint32_t)((cfg.seed + cfg.inc) % 4);
 	int rc = strata_open(&o, &db);
 	if (rc)
 		fail("open", rc);

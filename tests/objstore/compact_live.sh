@@ -76,7 +76,7 @@ metric() { grep -o "\"$1\": *[0-9.e+-]*" "$2" | head -1 | sed 's/.*: *//'; }
 "$S" load "$root/tests/objstore/compact_live.lua" --target "http://$addr" --quiet -d 3s \
 	--json "$tmp/base.json" -- shard=1 >"$tmp/base.out" 2>&1 || not_ok "the baseline load on shard 1" "$(cat "$tmp/base.out")"
 # shellcheck disable=SC2086
-"$S" compact --shard 0 $cstore --interval 0.2 --max-generations 4 --base-max-runs 3 \
+"$S" compact --shard 0 $cstore --interval 0.2 --max-generations 4 --base-max-runs 3 --merge-threads 3 \
 	>"$tmp/compact.out" 2>"$tmp/compact.err" &
 cpid=$!
 "$S" load "$root/tests/objstore/compact_live.lua" --target "http://$addr" --quiet \

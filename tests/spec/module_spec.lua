@@ -75,7 +75,7 @@ local STATS_FIELDS = {
 	"merges", "merge_conflicts", "foreign_manifest_versions", "merged_generations", "merge_bytes_in", "merge_bytes_out",
 	"compactions", "max_exclusive_ns", "max_exclusive_wait_ns", "background_io_bytes_per_s",
 	"background_io_wait_ns", "background_io_stalls", "blocks_compressed", "blocks_raw",
-	"blocks_compress_untried", "compress_saved_bytes", "generation_bytes", "base_bytes", "block_cache_hits",
+	"blocks_compress_untried", "compress_saved_bytes", "merge_threads", "merge_blocks_helped", "generation_bytes", "base_bytes", "block_cache_hits",
 	"block_cache_misses", "block_cache_evictions", "block_cache_bytes", "block_cache_capacity",
 	"resident_filter_bytes",
 }

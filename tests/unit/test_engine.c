@@ -1523,6 +1523,213 @@ TEST(stats_count_raw_and_compressed_blocks)
 	db_close(db);
 }
 
+/** Context of the listing that finds shard 0's one run. */
+struct one_run {
+	char key[256];
+	int n;
+};
+
+static int
+one_run_cb(void *ctx, const char *key, uint64_t size)
+{
+	(void)size;
+	struct one_run *r = ctx;
+	if (r->n++ == 0)
+		snprintf(r->key, sizeof(r->key), "%s", key);
+	return 0;
+}
+
+/** The bytes of shard 0's only run in dir (malloc'd; NULL unless exactly one). */
+static uint8_t *
+only_run_bytes(const char *dir, size_t *len)
+{
+	char root[512];
+	snprintf(root, sizeof(root), "%s/objects", dir);
+	struct objstore *os = NULL;
+	if (objstore_fs_new(root, &os) != 0)
+		return NULL;
+	struct one_run r = { .n = 0 };
+	int rc = objstore_list(os, SHARD0 "run/", one_run_cb, &r);
+	objstore_destroy(os);
+	if (rc != 0 || r.n != 1) {
+		fprintf(stderr, "  %d runs under %s (list: %d)\n", r.n, root, rc);
+		return NULL;
+	}
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/%s", root, r.key);
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = n > 0 ? malloc((size_t)n) : NULL;
+	if (b != NULL && fread(b, 1, (size_t)n, f) != (size_t)n) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+/** Value of key i written in generation g: random bytes for odd i, text for even. */
+static size_t
+threads_value(uint8_t *v, uint32_t i, uint32_t g)
+{
+	size_t n = 100 + (i * 7 + g) % 300;
+	if (i % 2)
+		fill_random(v, n, (uint64_t)i * 31 + g);
+	else
+		for (size_t k = 0; k < n; k++)
+			v[k] = (uint8_t)('a' + (i + g + k / 16) % 4);
+	return n;
+}
+
+/** Three generations over 3000 keys: g writes every (1 + g)th key from g on; the last
+ *  one deletes those of them that are multiples of 5. */
+static int
+threads_generations(strata *db)
+{
+	static uint8_t v[512];
+	char key[32];
+	for (uint32_t g = 0; g < 3; g++) {
+		for (uint32_t i = g; i < 3000; i += 1 + g) {
+			snprintf(key, sizeof(key), "k%05u", i);
+			strata_row r = { key, strlen(key), v, threads_value(v, i, g), STRATA_ROW_PUT };
+			if (g == 2 && i % 5 == 0)
+				r = (strata_row){ key, strlen(key), NULL, 0, STRATA_ROW_DELETE };
+			int rc = strata_append(db, 0, &r, 1);
+			if (rc)
+				return rc;
+		}
+		int rc = strata_seal(db, 0);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/** The generation that last wrote key i in threads_generations. */
+static uint32_t
+threads_last_gen(uint32_t i)
+{
+	if (i >= 2 && (i - 2) % 3 == 0)
+		return 2;
+	if (i >= 1 && (i - 1) % 2 == 0)
+		return 1;
+	return 0;
+}
+
+TEST(a_merge_on_threads_writes_the_run_one_thread_writes)
+{
+	uint8_t *one = NULL;
+	size_t one_len = 0;
+	static const uint32_t threads[] = { 1, 4, 64 };
+	for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+		const char *dir = tdir();
+		strata_options o = opts_for(dir);
+		o.block_bytes = 512; /* hundreds of blocks: many in flight at once */
+		o.merge_threads = threads[t];
+		strata *db = db_open(&o);
+		REQUIRE(db != NULL);
+		REQUIRE_EQ(threads_generations(db), 0);
+		CHECK_EQ(stats_of(db).merge_threads, threads[t]);
+		uint32_t merged = 0;
+		CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+		CHECK_EQ(merged, 3);
+		strata_stats st = stats_of(db);
+		CHECK_EQ(st.base_runs, 1);
+		CHECK(st.blocks_compressed > 100);
+		CHECK(st.blocks_raw > 100);
+		/* The helpers did encode blocks, and only when there are helpers. */
+		if (threads[t] == 1)
+			CHECK_EQ(st.merge_blocks_helped, 0);
+		else
+			CHECK(st.merge_blocks_helped > 0);
+		/* Every key reads back its newest row. */
+		static uint8_t v[512];
+		char key[32];
+		int bad = 0;
+		for (uint32_t i = 0; i < 3000; i++) {
+			snprintf(key, sizeof(key), "k%05u", i);
+			uint32_t g = threads_last_gen(i);
+			void *got = NULL;
+			size_t n = 0;
+			int rc = strata_get(db, 0, key, strlen(key), &got, &n);
+			if (g == 2 && i % 5 == 0) {
+				bad += rc != STRATA_NOTFOUND;
+			} else {
+				size_t want = threads_value(v, i, g);
+				bad += rc != 0 || n != want || memcmp(got, v, n) != 0;
+			}
+			strata_free(got);
+		}
+		CHECK_EQ(bad, 0);
+		db_close(db);
+		size_t len = 0;
+		uint8_t *b = only_run_bytes(dir, &len);
+		REQUIRE(b != NULL);
+		if (one == NULL) {
+			one = b;
+			one_len = len;
+			continue;
+		}
+		/* Byte for byte the run one thread wrote. */
+		CHECK_EQ(len, one_len);
+		CHECK(len == one_len && memcmp(b, one, len) == 0);
+		free(b);
+	}
+	free(one);
+}
+
+TEST(merge_threads_are_resolved_and_checked)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	CHECK_EQ(o.merge_threads, 0); /* auto */
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t want = cpus > 1 ? (uint32_t)(cpus / 2) : 1;
+	CHECK_EQ(stats_of(db).merge_threads, want < 8 ? want : 8);
+	db_close(db);
+	/* Inline mode starts no thread: one, whatever is asked. */
+	o.threads = 0;
+	o.merge_threads = 4;
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	CHECK_EQ(stats_of(db).merge_threads, 1);
+	db_close(db);
+	o.threads = STRATA_THREADS_DEFAULT;
+	o.merge_threads = 65;
+	strata *bad = NULL;
+	CHECK_EQ(strata_open(&o, &bad), STRATA_EINVAL);
+	CHECK(strstr(strata_last_error(), "merge_threads") != NULL);
+}
+
+TEST(the_cap_binds_a_merge_on_threads)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.block_bytes = 256;
+	o.merge_threads = 4;
+	o.merge_max_inputs = 3;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(ten_generations(db), 0);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 100, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK_EQ(stats_of(db).generations, 4);
+	CHECK(stats_of(db).merge_blocks_helped > 0);
+	CHECK_EQ(ten_generations_misses(db), 0);
+	CHECK(scan_ok(db, 10 * 50 + 1));
+	db_close(db);
+}
+
 TEST(bad_input_is_refused)
 {
 	const char *dir = tdir();
@@ -1906,6 +2113,9 @@ main(int argc, char **argv)
 	T(landed_manifest_write_is_reconciled);
 	T(large_values_round_trip);
 	T(stats_count_raw_and_compressed_blocks);
+	T(a_merge_on_threads_writes_the_run_one_thread_writes);
+	T(merge_threads_are_resolved_and_checked);
+	T(the_cap_binds_a_merge_on_threads);
 	T(bad_input_is_refused);
 	T(strerror_covers_every_code);
 	T(new_store_gets_the_default_shard_count);
