@@ -69,15 +69,15 @@ local function generations(db, shard, n, prefix)
 end
 
 local STATS_FIELDS = {
-	"memtable_rows", "memtable_bytes", "sealed_memtables", "generations", "base_runs",
-	"wal_bytes", "wal_segments", "writer_epoch", "manifest_version", "replay_after",
-	"last_seq", "next_generation", "appends", "rows_appended", "wal_syncs", "seals",
-	"merges", "merge_conflicts", "foreign_manifest_versions", "merged_generations", "merge_bytes_in", "merge_bytes_out",
+	"memtable_rows", "memtable_bytes", "sealed_memtables", "generations", "base_runs", "wal_bytes",
+	"wal_segments", "writer_epoch", "manifest_version", "replay_after", "last_seq", "next_generation",
+	"appends", "rows_appended", "wal_syncs", "seals", "merges", "merge_conflicts",
+	"foreign_manifest_versions", "merged_generations", "merge_bytes_in", "merge_bytes_out",
 	"compactions", "max_exclusive_ns", "max_exclusive_wait_ns", "background_io_bytes_per_s",
 	"background_io_wait_ns", "background_io_stalls", "blocks_compressed", "blocks_raw",
-	"blocks_compress_untried", "compress_saved_bytes", "merge_threads", "merge_blocks_helped", "generation_bytes", "base_bytes", "block_cache_hits",
-	"block_cache_misses", "block_cache_evictions", "block_cache_bytes", "block_cache_capacity",
-	"resident_filter_bytes",
+	"blocks_compress_untried", "compress_saved_bytes", "merge_threads", "merge_blocks_helped",
+	"generation_bytes", "base_bytes", "block_cache_hits", "block_cache_misses",
+	"block_cache_evictions", "block_cache_bytes", "block_cache_capacity", "resident_filter_bytes",
 }
 
 describe("strata module", function()
