@@ -1,5 +1,5 @@
 /*
- * policy_cmd.c — `strata policy check [--run] [--merge-max-inputs N] FILE...`: compile
+ * policy_cmd.c — `strata policy check [--run] [--merge-max-inputs N] [--merge-threads N] FILE...`: compile
  * and validate merge policies without a store. Prints each file's settings as the engine
  * runs them (a clamped one says what the policy asks and why) and which hooks it
  * defines, or every error with file:line. With --run, every hook also runs against a
@@ -27,11 +27,12 @@ policy_cmd_usage(FILE *f)
 {
 	strata_options so;
 	strata_options_init(&so);
-	fprintf(f, "usage: strata policy check [--run] [--merge-max-inputs N] FILE...\n"
+	fprintf(f, "usage: strata policy check [--run] [--merge-max-inputs N] [--merge-threads N] FILE...\n"
 		   "  compile and validate each policy (in a sandboxed state, under the default\n"
 		   "  time budget and memory limit); print its settings as the engine runs them\n"
 		   "  and its hooks, or every error with file:line. A setting the engine narrows\n"
-		   "  (merge_max_generations over merge_max_inputs) shows the value that runs, what\n"
+		   "  (merge_max_generations over merge_max_inputs, merge_threads over the engine's)\n"
+		   "  shows the value that runs, what\n"
 		   "  the policy asks and why\n"
 		   "  --run   also run every hook (on_seal on each shard, on_merge_request, on_sweep)\n"
 		   "          against a simulated node: a temporary store of %u shards with %u, %u and %u\n"
@@ -41,7 +42,10 @@ policy_cmd_usage(FILE *f)
 		   "          the policy broken: exit 1. PUT /v1/policy runs the same checks\n"
 		   "  --merge-max-inputs N\n"
 		   "          the engine's per-pass cap to check the settings against and to run the\n"
-		   "          simulated node with (strata serve --merge-max-inputs; default %u)\n",
+		   "          simulated node with (strata serve --merge-max-inputs; default %u)\n"
+		   "  --merge-threads N\n"
+		   "          the engine's threads of a merge pass to check merge_threads against\n"
+		   "          (strata serve --merge-threads, 1..64; default: not known, no clamp)\n",
 		TRIAL_SHARDS, trial_gens[0], trial_gens[1], trial_gens[2], POLICY_DEFAULT_BUDGET_MS,
 		(unsigned long long)(POLICY_DEFAULT_MEM_BYTES >> 20), so.merge_max_inputs);
 }
@@ -164,7 +168,10 @@ policy_cmd_check(const char *path, int run, const strata_options *so)
 		printf("  %s\n", line);
 	strata_options def;
 	strata_options_init(&def);
-	if (t->nclamps > 0 && so->merge_max_inputs == def.merge_max_inputs)
+	int cap_clamped = 0;
+	for (unsigned i = 0; i < t->nclamps && i < POLICY_MAX_CLAMPS; i++)
+		cap_clamped |= strcmp(t->clamps[i].setting, "merge_max_generations") == 0;
+	if (cap_clamped && so->merge_max_inputs == def.merge_max_inputs)
 		printf("  (merge_max_inputs = %u is strata serve's default; check against another with "
 		       "--merge-max-inputs N)\n", so->merge_max_inputs);
 	int failed = 0;
@@ -222,6 +229,15 @@ cmd_policy(int argc, char **argv)
 				return 2;
 			}
 			so.merge_max_inputs = (uint32_t)n;
+		} else if (strncmp(a, "--merge-threads", 15) == 0 && (a[15] == '\0' || a[15] == '=')) {
+			const char *v = a[15] == '=' ? a + 16 : i + 1 < argc ? argv[++i] : NULL;
+			uint64_t n = 0;
+			if (v == NULL || text_u64(v, 10, &n, NULL) != 0 || n < 1 || n > 64) {
+				fprintf(stderr, "strata policy check: --merge-threads needs a number 1..64\n");
+				free(files);
+				return 2;
+			}
+			so.merge_threads = (uint32_t)n;
 		} else {
 			fprintf(stderr, "strata policy check: unknown flag %s\n", a);
 			policy_cmd_usage(stderr);

@@ -174,6 +174,7 @@ enum {
 	SET_MEMTABLE,
 	SET_BASE_RUNS,
 	SET_IO,
+	SET_THREADS,
 	SET_COUNT,
 };
 
@@ -186,6 +187,8 @@ static const struct policy_setting_spec policy_specs[SET_COUNT] = {
 	[SET_BASE_RUNS] = {"base_max_runs", 1, 1, 1000000, 8},
 	/* Absent (-1): the store's background_io_bytes_per_s option stays. */
 	[SET_IO] = {"background_io_mib_per_s", 0, 0, 1000000, -1},
+	/* 0 (or absent): the engine's merge_threads. */
+	[SET_THREADS] = {"merge_threads", 1, 1, 64, 0},
 };
 
 const char *
@@ -623,7 +626,7 @@ policy_validate(struct policy *p, lua_State *L, struct policy_errs *out)
 				policy_err(e, "%s: unknown key '%s' in the policy table (valid keys: "
 					   "flush_interval_s, sweep_interval_s, merge_after_generations, "
 					   "merge_max_generations, memtable_max_bytes, base_max_runs, "
-					   "background_io_mib_per_s, on_seal, "
+					   "background_io_mib_per_s, merge_threads, on_seal, "
 					   "on_sweep, on_merge_request)", where, key);
 		}
 		lua_pop(L, 1);
@@ -636,6 +639,7 @@ policy_validate(struct policy *p, lua_State *L, struct policy_errs *out)
 	s->memtable_max_bytes = (uint64_t)vals[SET_MEMTABLE];
 	s->base_max_runs = (uint32_t)vals[SET_BASE_RUNS];
 	s->background_io_mib_per_s = vals[SET_IO];
+	s->merge_threads = (uint32_t)vals[SET_THREADS];
 	if (e->count > 0) {
 		if (tmp != NULL && out->buf != NULL)
 			policy_errs_sorted(p, tmp, out);
@@ -658,6 +662,7 @@ policy_push_settings(struct policy *p, lua_State *L, int idx)
 		[SET_MEMTABLE] = (double)s->memtable_max_bytes,
 		[SET_BASE_RUNS] = s->base_max_runs,
 		[SET_IO] = s->background_io_mib_per_s,
+		[SET_THREADS] = s->merge_threads,
 	};
 	for (int i = 0; i < SET_COUNT; i++) {
 		lua_pushnumber(L, v[i]);
@@ -1162,6 +1167,17 @@ policy_clamps(const struct runtime_settings *s, const struct policy_engine *e, s
 		}
 		n++;
 	}
+	uint32_t threads = e->merge_threads;
+	if (threads > 0 && s->merge_threads > threads) {
+		if (n < max) {
+			struct policy_clamp *c = &out[n];
+			c->setting = policy_specs[SET_THREADS].name;
+			c->asked = s->merge_threads;
+			c->effective = threads;
+			snprintf(c->why, sizeof(c->why), "clamped to the engine's merge_threads = %u", threads);
+		}
+		n++;
+	}
 	return n;
 }
 
@@ -1174,6 +1190,8 @@ policy_effective(const struct runtime_settings *s, const struct policy_engine *e
 	for (unsigned i = 0; i < n && i < POLICY_MAX_CLAMPS; i++)
 		if (strcmp(c[i].setting, policy_specs[SET_CAP].name) == 0)
 			out->merge_max_generations = (uint32_t)c[i].effective;
+		else if (strcmp(c[i].setting, policy_specs[SET_THREADS].name) == 0)
+			out->merge_threads = (uint32_t)c[i].effective;
 }
 
 void
@@ -1184,10 +1202,19 @@ policy_describe(const struct policy *p, const struct policy_engine *e, char *buf
 	const struct runtime_settings *s = &eff;
 	struct policy_clamp c[POLICY_MAX_CLAMPS];
 	unsigned nc = policy_clamps(&p->settings, e, c, POLICY_MAX_CLAMPS);
-	char cap_note[256] = "";
+	char cap_note[256] = "", threads_note[256] = "";
 	for (unsigned i = 0; i < nc && i < POLICY_MAX_CLAMPS; i++)
 		if (strcmp(c[i].setting, policy_specs[SET_CAP].name) == 0)
 			snprintf(cap_note, sizeof(cap_note), " (the policy asks %.0f; %s)", c[i].asked, c[i].why);
+		else if (strcmp(c[i].setting, policy_specs[SET_THREADS].name) == 0)
+			snprintf(threads_note, sizeof(threads_note), " (the policy asks %.0f; %s)", c[i].asked,
+				 c[i].why);
+	if (s->merge_threads == 0) {
+		if (e->merge_threads > 0)
+			snprintf(threads_note, sizeof(threads_note), " (the engine's: %u)", e->merge_threads);
+		else
+			snprintf(threads_note, sizeof(threads_note), " (the engine's)");
+	}
 	int n = snprintf(buf, len,
 			 "flush_interval_s = %g\n"
 			 "sweep_interval_s = %g\n"
@@ -1195,13 +1222,15 @@ policy_describe(const struct policy *p, const struct policy_engine *e, char *buf
 			 "merge_max_generations = %u%s\n"
 			 "memtable_max_bytes = %llu\n"
 			 "base_max_runs = %u\n"
-			 "background_io_mib_per_s = %g%s\n",
+			 "background_io_mib_per_s = %g%s\n"
+			 "merge_threads = %u%s\n",
 			 s->flush_interval_s, s->sweep_interval_s, s->merge_after_generations,
 			 s->merge_max_generations, cap_note, (unsigned long long)s->memtable_max_bytes, s->base_max_runs,
 			 s->background_io_mib_per_s < 0 ? 0 : s->background_io_mib_per_s,
 			 s->background_io_mib_per_s == POLICY_IO_AUTO ? " (auto)"
 			 : s->background_io_mib_per_s < 0 ? " (not set: the store's option)"
-			 : s->background_io_mib_per_s == 0 ? " (unlimited)" : "");
+			 : s->background_io_mib_per_s == 0 ? " (unlimited)" : "",
+			 s->merge_threads, threads_note);
 	for (int h = 0; h < POLICY_HOOK_COUNT && n >= 0 && (size_t)n < len; h++)
 		n += snprintf(buf + n, len - (size_t)n, "%s = %s\n", policy_hook_names[h],
 			      p->has_hook[h] ? "defined by the script" : "built-in default");

@@ -36,6 +36,9 @@ struct runtime_settings {
 	/** Budget of background writes, MiB/s (0 = unlimited; -1 = not set: the store's
 	 *  background_io_bytes_per_s option stays; POLICY_IO_AUTO = "auto"). */
 	double background_io_mib_per_s;
+	/** Threads one merge or compaction pass writes its run on (0 = the engine's
+	 *  merge_threads; more than the engine's runs at the engine's). */
+	uint32_t merge_threads;
 };
 
 /** Default CPU budget of one hook run (and of loading), milliseconds. */
@@ -139,6 +142,9 @@ struct policy_engine {
 	/** Most generations (or runs) one merge or compaction pass folds
 	 *  (strata_options.merge_max_inputs). */
 	uint32_t merge_max_inputs;
+	/** Threads one pass writes its run on, as the store resolved strata_options.merge_threads
+	 *  (0 = not known: no clamp). */
+	uint32_t merge_threads;
 };
 
 /** A setting of a policy that the engine narrows: what the script asks, what runs, why. */

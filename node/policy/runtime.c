@@ -606,6 +606,9 @@ rt_apply_settings(struct runtime *rt, int first)
 	/* The engine enforces the per-pass cap; the policy may only narrow it. */
 	if (first || s->merge_max_generations != rt->armed.merge_max_generations)
 		store_set_merge_cap(rt->db, s->merge_max_generations);
+	/* The threads of a pass, too: the engine's merge_threads at most. */
+	if (first || s->merge_threads != rt->armed.merge_threads)
+		store_set_merge_threads(rt->db, s->merge_threads);
 	/* The background IO budget follows the policy live; unset, the store's option. */
 	if (first || s->background_io_mib_per_s != rt->armed.background_io_mib_per_s)
 	{
@@ -985,6 +988,7 @@ runtime_delete(struct runtime *rt)
 	/* No more events: remove the listener, then wait out callbacks already inside it. */
 	store_set_listener(rt->db, NULL, 0);
 	store_set_merge_cap(rt->db, 0);
+	store_set_merge_threads(rt->db, 0);
 	store_set_io_rate(rt->db, store_options(rt->db)->background_io_bytes_per_s);
 	store_set_reaper_kick(rt->db, NULL, NULL);
 	atomic_store(&rt->sink_closed, 1);
@@ -1227,6 +1231,7 @@ static void
 rt_engine(struct runtime *rt, struct policy_engine *e)
 {
 	e->merge_max_inputs = store_options(rt->db)->merge_max_inputs;
+	e->merge_threads = store_merge_threads_max(rt->db);
 }
 
 void

@@ -292,6 +292,7 @@ trial_new(const char *name, const char *src, size_t len, const struct trial_opti
 	t->limits.budget_ms = o->limits.budget_ms ? o->limits.budget_ms : POLICY_DEFAULT_BUDGET_MS;
 	t->limits.mem_bytes = o->limits.mem_bytes ? o->limits.mem_bytes : POLICY_DEFAULT_MEM_BYTES;
 	t->engine.merge_max_inputs = o->store->merge_max_inputs;
+	t->engine.merge_threads = o->store->merge_threads;
 	*out = t;
 	struct policy *p = NULL;
 	t->compile_rc = policy_new(t->name, src, len, &t->limits, &p);

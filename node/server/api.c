@@ -1940,6 +1940,8 @@ api_policy_setup(struct api *a)
 	runtime_limits(a->rt, &a->policy_limits);
 	strata_options_init(&a->trial_store);
 	a->trial_store.merge_max_inputs = so->merge_max_inputs;
+	/* The count the node resolved, so a trial clamps a policy's merge_threads as it would. */
+	a->trial_store.merge_threads = store_merge_threads_max(strata_store(a->db));
 	return 0;
 }
 

@@ -104,11 +104,12 @@ views_policy(const struct views_policy_snap *s)
 	json_object_set_new(o, "hook_errors", json_integer((json_int_t)st->hook_errors));
 	json_object_set_new(
 		o, "settings",
-		json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "flush_interval_s", set->flush_interval_s,
+		json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I}", "flush_interval_s", set->flush_interval_s,
 			  "sweep_interval_s", set->sweep_interval_s, "merge_after_generations",
 			  (json_int_t)set->merge_after_generations, "merge_max_generations",
 			  (json_int_t)set->merge_max_generations, "memtable_max_bytes",
-			  (json_int_t)set->memtable_max_bytes, "base_max_runs", (json_int_t)set->base_max_runs));
+			  (json_int_t)set->memtable_max_bytes, "base_max_runs", (json_int_t)set->base_max_runs,
+			  "merge_threads", (json_int_t)set->merge_threads));
 	json_t *clamped = json_array();
 	for (unsigned i = 0; i < s->nclamps && clamped != NULL; i++)
 		json_array_append_new(clamped, json_pack("{s:s, s:o, s:o, s:s}", "setting", s->clamps[i].setting,

@@ -949,11 +949,13 @@ return {
 	describe("strata policy check", function()
 		local bin = os.getenv("STRATA_BIN")
 
+		-- LuaJIT's close of a popen gives no exit status: the shell prints it last.
 		local function check(args)
-			local p = assert(io.popen(bin .. " policy check " .. args .. " 2>&1"))
+			local p = assert(io.popen(bin .. " policy check " .. args .. " 2>&1; echo \"exit=$?\""))
 			local out = p:read("*a")
-			local ok, _, code = p:close()
-			return out, ok and 0 or code
+			p:close()
+			local code = tonumber(out:match("exit=(%d+)\n$"))
+			return out:gsub("exit=%d+\n$", ""), code
 		end
 
 		it("shows a setting the engine clamps: what runs, what the policy asks and why", function()
@@ -966,6 +968,28 @@ return {
 			assert.truthy(out:find("\n  merge_max_generations = 32\n", 1, true), out)
 			out = check(root .. "/policies/default.lua")
 			assert.falsy(out:find("clamped", 1, true), out)
+		end)
+
+		it("checks merge_threads against the engine's --merge-threads", function()
+			local path = tmpdir() .. "/threads.lua"
+			write(path, "return { merge_threads = 6 }\n")
+			local out, code = check("--merge-threads 4 " .. path)
+			assert.equals(0, code, out)
+			assert.truthy(out:find("\n  merge_threads = 4 (the policy asks 6; clamped to the engine's "
+				.. "merge_threads = 4)\n", 1, true), out)
+			assert.falsy(out:find("merge_max_inputs = 8 is strata serve's default", 1, true), out)
+			out, code = check(path)
+			assert.equals(0, code, out)
+			assert.truthy(out:find("\n  merge_threads = 6\n", 1, true), out)
+			out = check(root .. "/policies/default.lua")
+			assert.truthy(out:find("\n  merge_threads = 0 (the engine's)\n", 1, true), out)
+			out, code = check("--merge-threads 0 " .. path)
+			assert.equals(2, code, out)
+			assert.truthy(out:find("--merge-threads needs a number 1..64", 1, true), out)
+			write(path, "return { merge_threads = 65 }\n")
+			out, code = check(path)
+			assert.equals(1, code, out)
+			assert.truthy(out:find("merge_threads must be 0 or between 1 and 64 (got 65)", 1, true), out)
 		end)
 	end)
 

@@ -186,6 +186,8 @@ struct fx_opts {
 	uint64_t mem_bytes;
 	/** Run-file block size (0 = the default). */
 	uint32_t block_bytes;
+	/** The engine's merge_threads (0 = the default: auto). */
+	uint32_t merge_threads;
 };
 
 static void
@@ -228,6 +230,7 @@ fx_open(struct fx *f, const struct fx_opts *o, char *err, size_t errlen)
 	so.sync = STRATA_SYNC_NONE;
 	if (o->block_bytes)
 		so.block_bytes = o->block_bytes;
+	so.merge_threads = o->merge_threads;
 	int rc = strata_open(&so, &f->db);
 	if (rc != 0) {
 		snprintf(err, errlen, "strata_open: %s", strata_last_error());
@@ -1159,6 +1162,70 @@ TEST(clamped_setting_reports_what_runs_and_why)
 	policy_delete(p);
 }
 
+/* A policy's merge_threads narrows the engine's: fewer runs as asked, more runs at the
+ * engine's and is reported as a clamp, 0 gives the engine's back, and closing the runtime
+ * leaves the store at its own count. */
+static uint32_t
+fx_merge_threads(struct fx *f)
+{
+	strata_stats st;
+	if (strata_shard_stats(f->db, 0, &st) != 0)
+		return UINT32_MAX;
+	return (uint32_t)st.merge_threads;
+}
+
+TEST(merge_threads_narrows_the_engines)
+{
+	struct fx f;
+	char err[1024];
+	struct fx_opts o = {.policy = "return { merge_threads = 2, flush_interval_s = 0 }", .name = "two.lua",
+			    .merge_threads = 4};
+	REQUIRE_EQ(fx_open(&f, &o, err, sizeof(err)), 0);
+	CHECK_EQ(fx_merge_threads(&f), 2);
+	struct policy_clamp c[POLICY_MAX_CLAMPS];
+	CHECK_EQ(runtime_clamps(f.rt, c, POLICY_MAX_CLAMPS), 0);
+	/* Asking more than the engine's runs at the engine's, and says so. */
+	log_clear();
+	static const char many[] = "return { merge_threads = 16, flush_interval_s = 0 }";
+	CHECK_EQ(with_err(runtime_reload_source(f.rt, many, strlen(many), "many.lua"), err, sizeof(err)), 0);
+	CHECK_EQ(fx_merge_threads(&f), 4);
+	REQUIRE_EQ(runtime_clamps(f.rt, c, POLICY_MAX_CLAMPS), 1);
+	CHECK(strcmp(c[0].setting, "merge_threads") == 0);
+	CHECK(c[0].asked == 16 && c[0].effective == 4);
+	CHECK(log_has("merge_threads = 4 (the policy asks 16; clamped to the engine's merge_threads = 4)"));
+	struct runtime_settings s;
+	runtime_settings(f.rt, &s);
+	CHECK_EQ(s.merge_threads, 4);
+	/* One thread, then no setting at all: the engine's again. */
+	static const char one[] = "return { merge_threads = 1, flush_interval_s = 0 }";
+	CHECK_EQ(with_err(runtime_reload_source(f.rt, one, strlen(one), "one.lua"), err, sizeof(err)), 0);
+	CHECK_EQ(fx_merge_threads(&f), 1);
+	static const char none[] = "return { flush_interval_s = 0 }";
+	CHECK_EQ(with_err(runtime_reload_source(f.rt, none, strlen(none), "none.lua"), err, sizeof(err)), 0);
+	CHECK_EQ(fx_merge_threads(&f), 4);
+	/* Out of range is refused with the setting named; the running policy stays. */
+	static const char bad[] = "return { merge_threads = 65 }";
+	CHECK(with_err(runtime_reload_source(f.rt, bad, strlen(bad), "bad.lua"), err, sizeof(err)) != 0);
+	CHECK(strstr(err, "merge_threads must be 0 or between 1 and 64 (got 65)") != NULL);
+	CHECK_EQ(with_err(runtime_reload_source(f.rt, one, strlen(one), "one.lua"), err, sizeof(err)), 0);
+	CHECK_EQ(fx_merge_threads(&f), 1);
+	runtime_delete(f.rt);
+	f.rt = NULL;
+	CHECK_EQ(fx_merge_threads(&f), 4);
+	fx_close(&f);
+	/* What `strata policy check --merge-threads N` prints. */
+	struct policy *p;
+	REQUIRE_EQ(with_err(policy_new("many.lua", many, strlen(many), NULL, &p), err, sizeof(err)), 0);
+	char desc[2048];
+	struct policy_engine e4 = {.merge_max_inputs = 8, .merge_threads = 4}, e0 = {.merge_max_inputs = 8};
+	policy_describe(p, &e4, desc, sizeof(desc));
+	CHECK(strstr(desc, "merge_threads = 4 (the policy asks 16; clamped to the engine's merge_threads = 4)\n") !=
+	      NULL);
+	policy_describe(p, &e0, desc, sizeof(desc));
+	CHECK(strstr(desc, "merge_threads = 16\n") != NULL);
+	policy_delete(p);
+}
+
 /* The trial of a policy (PUT /v1/policy, `strata policy check --run`): every hook runs on
  * a simulated node; a hook that loops is stopped by its budget and named with its
  * file:line; what the hooks log stays in the report, not in the process's log. */
@@ -1768,6 +1835,7 @@ main(int argc, char **argv)
 	RUN(watcher_sees_a_same_size_edit_within_a_second);
 	RUN(persisted_policy_is_not_reloaded_by_the_watcher);
 	RUN(clamped_setting_reports_what_runs_and_why);
+	RUN(merge_threads_narrows_the_engines);
 	RUN(trial_names_the_failing_hook_and_keeps_its_log);
 	RUN(hostile_policies_are_stopped_and_store_keeps_working);
 	RUN(budget_counts_only_time_running_not_parked);
