@@ -1608,8 +1608,10 @@ TEST(slow_requests_are_logged_with_the_stages_they_spent_their_time_in)
 	CHECK_EQ(http_status(&n, "POST", "/v1/shards/0/seal", NULL, 0, auth, NULL, NULL), 200);
 	CHECK(metric_value(&n, "strata_http_stage_seconds_count{stage=\"engine\"}") == 2);
 
-	/* An append whose client sends its body 200 ms after its headers: slow, and the
-	 * time is in "read", not in the engine. */
+	/* An append whose client sends its body 300 ms after its headers: slow, and the
+	 * time is in "read", not in the engine. The margins (300 ms against the 150 ms
+	 * threshold, 50 ms of lateness allowed) hold on a loaded 2-core machine, where the
+	 * node may read the headers late. */
 	int fd = raw_connect(&n);
 	REQUIRE(fd >= 0);
 	char head[256];
@@ -1618,7 +1620,7 @@ TEST(slow_requests_are_logged_with_the_stages_they_spent_their_time_in)
 		 "Content-Type: application/x-ndjson\r\nContent-Length: %zu\r\n\r\n",
 		 strlen(row));
 	CHECK_EQ(raw_sends(fd, head), 0);
-	sleep_ms(200);
+	sleep_ms(300);
 	CHECK_EQ(raw_sends(fd, row), 0);
 	size_t len = 0;
 	char *resp = raw_read_responses(fd, 1, 5000, &len);
@@ -1635,10 +1637,10 @@ TEST(slow_requests_are_logged_with_the_stages_they_spent_their_time_in)
 	CHECK(str_is(e, "path", "/v1/shards/0/rows"));
 	CHECK_EQ(json_integer_value(json_object_get(e, "status")), 200);
 	double total = json_number_value(json_object_get(e, "total_us"));
-	CHECK(total >= 200000);
-	CHECK(stage_us(e, "read") >= 195000);
+	CHECK(total >= 250000);
+	CHECK(stage_us(e, "read") >= 250000);
 	CHECK(stage_us(e, "engine") > 0);
-	CHECK(stage_us(e, "engine") < total - 195000);
+	CHECK(stage_us(e, "engine") < total - 250000);
 	/* Every stage is there, and they add up to the total. */
 	static const char *const stages[] = {"read", "loop", "queue", "decode", "engine", "handoff", "respond", "reply"};
 	double sum = 0;
@@ -1658,7 +1660,7 @@ TEST(slow_requests_are_logged_with_the_stages_they_spent_their_time_in)
 		fd = raw_connect(&n);
 		REQUIRE(fd >= 0);
 		CHECK_EQ(raw_sends(fd, "GET /nowhere HTTP/1.1\r\n"), 0);
-		sleep_ms(160);
+		sleep_ms(300);
 		CHECK_EQ(raw_sends(fd, "Host: x\r\n\r\n"), 0);
 		resp = raw_read_responses(fd, 1, 5000, &len);
 		CHECK_EQ(status_of(resp), 404);
@@ -1674,7 +1676,7 @@ TEST(slow_requests_are_logged_with_the_stages_they_spent_their_time_in)
 	e = slow_entry(o, "not_found");
 	REQUIRE(e != NULL);
 	CHECK(str_is(e, "path", "/nowhere"));
-	CHECK(stage_us(e, "read") >= 155000);
+	CHECK(stage_us(e, "read") >= 250000);
 	CHECK(stage_us(e, "queue") == 0 && stage_us(e, "engine") == 0 && stage_us(e, "handoff") == 0);
 	json_decref(o);
 
