@@ -210,7 +210,7 @@ struct run_job {
 	int packed;
 	/** Encoding failed (out of memory). */
 	int rc;
-	/** Encoded (under the crew's mutex). */
+	/** Encoded (under the crew's mutex), or framed by the writer as it queued it (not tried). */
 	int done;
 	/** Encoded by a helper thread, not by the writer's. */
 	int helped;
@@ -956,6 +956,8 @@ static void
 run_crew_take(struct run_crew *c, int helper)
 {
 	struct run_job *j = &c->jobs[c->next++ % c->depth];
+	if (j->done)
+		return; /* a block not tried: the writer framed it as it queued it */
 	pthread_mutex_unlock(&c->mu);
 	run_job_encode(c, j);
 	pthread_mutex_lock(&c->mu);
@@ -1051,6 +1053,10 @@ run_writer_put_oldest(struct run_writer *w)
 		else
 			pthread_cond_wait(&c->done, &c->mu);
 	}
+	/* A block the writer framed itself is done before any thread took it: no thread
+	 * may take it after it is written out, when its slot holds a newer block. */
+	if (c->next <= c->head)
+		c->next = c->head + 1;
 	pthread_mutex_unlock(&c->mu);
 	uint64_t block = c->head++;
 	if (j->rc)
@@ -1099,6 +1105,14 @@ run_writer_queue_block(struct run_writer *w)
 	j->rows = w->block_rows;
 	j->try = run_writer_decide(w);
 	j->done = 0;
+	/* A block not tried is only framed (a copy and a checksum): the writer does that
+	 * itself, on the rows still in its cache, rather than hand them to a helper and
+	 * wait for them back. It still goes through the ring, so blocks go out in order. */
+	if (!j->try) {
+		run_job_encode(c, j);
+		j->helped = 0;
+		j->done = 1;
+	}
 	pthread_mutex_lock(&c->mu);
 	c->tail++;
 	pthread_cond_signal(&c->work);
