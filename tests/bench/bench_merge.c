@@ -17,8 +17,11 @@
  * child measures rocksdb_compact_range over everything in the same way, once per
  * RocksDB configuration: configured as strata is (zstd at strata's level, 64 KiB
  * blocks, bloom 10) and with RocksDB's own defaults (Snappy, 4 KiB blocks, no filter).
- * Both engines merge on one thread (strata's merges are not split; RocksDB's
- * max_subcompactions is 1, its default).
+ * strata merges once per count of BENCH_MERGE_THREADS ("1,all": one thread, then
+ * every online CPU), each on a copy of the same generations: with more than one, helper
+ * threads compress the blocks of the run while the merge reads on, and the file written
+ * is the same for any count. RocksDB merges on one thread (max_subcompactions 1, its
+ * default).
  *
  * Value shapes (BENCH_MERGE_SHAPES): "random" bytes (incompressible), "half" as
  * db_bench --compression_ratio=0.5 makes them (each 100-byte piece is 50 random
@@ -30,9 +33,11 @@
  * BENCH_MERGE_OVERWRITE_PCT (10: share of rows that rewrite an older key),
  * BENCH_MERGE_ROCKSDB (1; 0 skips the peer reference), BENCH_MERGE_ROCKSDB_CONFIGS
  * ("zstd-64k,defaults"), BENCH_MERGE_ZSTD_LEVEL (strata's default, 1: the level of
- * strata's runs and of rocksdb-zstd-64k), BENCH_DIR (data directory).
+ * strata's runs and of rocksdb-zstd-64k), BENCH_MERGE_THREADS ("1,all": strata's
+ * merge_threads, a list of counts 1..64 or "all"), BENCH_DIR (data directory).
  */
 #include <inttypes.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <rocksdb/c.h>
@@ -46,7 +51,7 @@
 #define BENCH_ROCKSDB_VERSION "(version unknown)"
 #endif
 
-enum { KEY_BYTES = 16, BATCH_ROWS = 256, MAX_SIZES = 8, MAX_VALUE = 1 << 20 };
+enum { KEY_BYTES = 16, BATCH_ROWS = 256, MAX_SIZES = 8, MAX_VALUE = 1 << 20, MAX_THREAD_COUNTS = 4 };
 
 /** How a value's bytes are drawn. */
 enum shape { SHAPE_RANDOM, SHAPE_HALF, SHAPE_HEX, SHAPE_COUNT };
@@ -106,7 +111,24 @@ struct merge_result {
 	uint64_t hwm_merge_kb;
 	/** strata: data blocks the merge wrote compressed and raw (RocksDB: 0). */
 	uint64_t blocks_z, blocks_raw;
+	/** strata: the merge's threads as the store ran them, and the blocks its helper
+	 *  threads compressed (RocksDB: 0). */
+	uint64_t threads, helped;
+	/** CPU time of the merge, all the process's threads, user + system, ns. */
+	uint64_t cpu_ns;
 };
+
+/** CPU time this process has used so far, every thread, user + system, ns. */
+static uint64_t
+cpu_now_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
 
 /** splitmix64: a bijective mix of a row index. */
 static inline uint64_t
@@ -269,7 +291,7 @@ strata_build(const struct workload *wl, const char *dir, uint64_t *rows, strata_
 
 /** Child: open the store, merge everything, report one line on stdout. */
 static int
-child_strata(const char *dir, const struct workload *wl)
+child_strata(const char *dir, const struct workload *wl, uint32_t threads)
 {
 	strata_options o;
 	strata *db;
@@ -283,6 +305,7 @@ child_strata(const char *dir, const struct workload *wl)
 	o.dir = dir;
 	o.shards = 1;
 	o.zstd_level = wl->zstd_level;
+	o.merge_threads = threads;
 	rc = strata_open(&o, &db);
 	if (rc != 0) {
 		fprintf(stderr, "bench_merge child: strata_open %s: %s: %s\n", dir, strata_strerror(rc),
@@ -292,6 +315,7 @@ child_strata(const char *dir, const struct workload *wl)
 	if (strata_shard_stats(db, 0, &before) != 0)
 		return 1;
 	hwm_open = bench_proc_status_kb("VmHWM");
+	uint64_t c0 = cpu_now_ns();
 	t0 = bench_now_ns();
 	rc = strata_prepare_merge(db, 0, 0, &plan);
 	if (rc == 0) {
@@ -299,6 +323,7 @@ child_strata(const char *dir, const struct workload *wl)
 		rc = strata_commit_merge(db, plan);
 	}
 	t1 = bench_now_ns();
+	uint64_t c1 = cpu_now_ns();
 	hwm_merge = bench_proc_status_kb("VmHWM");
 	if (rc != 0) {
 		fprintf(stderr, "bench_merge child: merge: %s: %s\n", strata_strerror(rc),
@@ -323,10 +348,12 @@ child_strata(const char *dir, const struct workload *wl)
 	strata_close(db);
 	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
 	       " del_ns=%" PRIu64 " hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64
-	       " blocks_z=%" PRIu64 " blocks_raw=%" PRIu64 "\n",
+	       " blocks_z=%" PRIu64 " blocks_raw=%" PRIu64 " threads=%" PRIu64 " helped=%" PRIu64
+	       " cpu_ns=%" PRIu64 "\n",
 	       (uint64_t)merged, before.generation_bytes, after.merge_bytes_out, t1 - t0, t2 - t1,
 	       hwm_start, hwm_open, hwm_merge, after.blocks_compressed - before.blocks_compressed,
-	       after.blocks_raw - before.blocks_raw);
+	       after.blocks_raw - before.blocks_raw, after.merge_threads,
+	       after.merge_blocks_helped - before.merge_blocks_helped, c1 - c0);
 	return rc != 0;
 }
 
@@ -471,17 +498,19 @@ child_rocksdb(const char *dir, const struct workload *wl, enum rdb_config cfg)
 	l0 = rdb_prop(db, "rocksdb.num-files-at-level0");
 	in = rdb_prop(db, "rocksdb.total-sst-files-size");
 	hwm_open = bench_proc_status_kb("VmHWM");
+	uint64_t c0 = cpu_now_ns();
 	t0 = bench_now_ns();
 	rocksdb_compact_range(db, NULL, 0, NULL, 0);
 	t1 = bench_now_ns();
+	uint64_t c1 = cpu_now_ns();
 	hwm_merge = bench_proc_status_kb("VmHWM");
 	out = rdb_prop(db, "rocksdb.total-sst-files-size");
 	rocksdb_close(db);
 	rocksdb_options_destroy(o);
 	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
 	       " del_ns=0 hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64
-	       " blocks_z=0 blocks_raw=0\n",
-	       l0, in, out, t1 - t0, hwm_start, hwm_open, hwm_merge);
+	       " blocks_z=0 blocks_raw=0 threads=1 helped=0 cpu_ns=%" PRIu64 "\n",
+	       l0, in, out, t1 - t0, hwm_start, hwm_open, hwm_merge, c1 - c0);
 	return 0;
 }
 
@@ -490,7 +519,7 @@ child_rocksdb(const char *dir, const struct workload *wl, enum rdb_config cfg)
 /** Run this binary as "--child-ENGINE DIR GEN_BYTES CONFIG", the rest of the workload in
  *  the environment. */
 static void
-run_child(const char *engine, const char *dir, const struct workload *wl, enum rdb_config cfg,
+run_child(const char *engine, const char *dir, const struct workload *wl, int cfg,
 	  struct merge_result *r)
 {
 	int fds[2], status;
@@ -526,9 +555,11 @@ run_child(const char *engine, const char *dir, const struct workload *wl, enum r
 	if (fgets(line, sizeof(line), f) != NULL &&
 	    sscanf(line, "inputs=%" SCNu64 " bytes_in=%" SCNu64 " bytes_out=%" SCNu64 " ns=%" SCNu64
 		   " del_ns=%" SCNu64 " hwm_start=%" SCNu64 " hwm_open=%" SCNu64 " hwm_merge=%" SCNu64
-		   " blocks_z=%" SCNu64 " blocks_raw=%" SCNu64,
+		   " blocks_z=%" SCNu64 " blocks_raw=%" SCNu64 " threads=%" SCNu64 " helped=%" SCNu64
+		   " cpu_ns=%" SCNu64,
 		   &r->inputs, &r->bytes_in, &r->bytes_out, &r->ns, &r->del_ns, &r->hwm_start_kb,
-		   &r->hwm_open_kb, &r->hwm_merge_kb, &r->blocks_z, &r->blocks_raw) == 10)
+		   &r->hwm_open_kb, &r->hwm_merge_kb, &r->blocks_z, &r->blocks_raw, &r->threads,
+		   &r->helped, &r->cpu_ns) == 13)
 		r->ok = 1;
 	fclose(f);
 	if (waitpid(pid, &status, 0) < 0)
@@ -558,7 +589,7 @@ print_result(const char *engine, const char *shape, uint64_t gen_mb, const struc
 		return;
 	}
 	char del[32], raw[32];
-	if (strcmp(engine, "strata") == 0) {
+	if (strncmp(engine, "strata", 6) == 0) {
 		snprintf(del, sizeof(del), "%.2f", (double)r->del_ns / 1e9);
 		snprintf(raw, sizeof(raw), "%.0f%%", r->blocks_z + r->blocks_raw > 0 ?
 			 100.0 * (double)r->blocks_raw / (double)(r->blocks_z + r->blocks_raw) : 0.0);
@@ -566,10 +597,10 @@ print_result(const char *engine, const char *shape, uint64_t gen_mb, const struc
 		snprintf(del, sizeof(del), "inside");
 		snprintf(raw, sizeof(raw), "-");
 	}
-	printf("%-17s %-6s %7" PRIu64 " %5" PRIu64 " %6" PRIu64 " %10.1f %10.1f %8.2f %8.1f %8s %6s "
+	printf("%-17s %-6s %7" PRIu64 " %5" PRIu64 " %6" PRIu64 " %10.1f %10.1f %8.2f %8.2f %8.1f %8s %6s "
 	       "%9.1f %9.1f %10.1f\n",
 	       engine, shape, gen_mb, wl->gens, r->inputs, (double)r->bytes_in / (1 << 20),
-	       (double)r->bytes_out / (1 << 20), secs, mb_s(r), del, raw,
+	       (double)r->bytes_out / (1 << 20), secs, (double)r->cpu_ns / 1e9, mb_s(r), del, raw,
 	       (double)r->hwm_open_kb / 1024, (double)r->hwm_merge_kb / 1024,
 	       (double)(r->hwm_merge_kb - r->hwm_open_kb) / 1024);
 }
@@ -605,12 +636,45 @@ parse_names(const char *env, const char *def, const char *const *names, int coun
 	return n;
 }
 
-/** Figures of one (shape, size): strata and each RocksDB configuration. */
+/** BENCH_MERGE_THREADS ("1,all"): strata's merge thread counts, 1..64 each, "all" the
+ *  online CPUs; a count given twice runs once. */
+static int
+parse_threads(uint32_t *out)
+{
+	const char *v = getenv("BENCH_MERGE_THREADS");
+	char buf[256], *save = NULL;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", v != NULL && *v != '\0' ? v : "1,all");
+	for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+		char *end = NULL;
+		long t = strcmp(tok, "all") == 0 ? (cpus < 1 ? 1 : cpus > 64 ? 64 : cpus) : strtol(tok, &end, 10);
+		int dup = 0;
+
+		if (end != NULL && (*end != '\0' || end == tok))
+			t = 0;
+		if (t < 1 || t > 64)
+			bench_die("BENCH_MERGE_THREADS entries must be 1..64 or \"all\", not \"%s\"", tok);
+		for (int j = 0; j < n; j++)
+			dup |= out[j] == (uint32_t)t;
+		if (dup)
+			continue;
+		if (n == MAX_THREAD_COUNTS)
+			bench_die("BENCH_MERGE_THREADS has more than %d counts", MAX_THREAD_COUNTS);
+		out[n++] = (uint32_t)t;
+	}
+	if (n == 0)
+		bench_die("BENCH_MERGE_THREADS names nothing");
+	return n;
+}
+
+/** Figures of one (shape, size): strata at each thread count and each RocksDB configuration. */
 struct cell {
 	/** The size ran (there was room for it). */
 	int ran;
-	/** strata's merge. */
-	struct merge_result s;
+	/** strata's merge, per entry of BENCH_MERGE_THREADS. */
+	struct merge_result s[MAX_THREAD_COUNTS];
 	/** RocksDB's, per configuration. */
 	struct merge_result r[RDB_COUNT];
 };
@@ -647,8 +711,8 @@ main(int argc, char **argv)
 		int cfg = atoi(argv[4]);
 
 		wl.gen_bytes = strtoull(argv[3], NULL, 10);
-		if (strcmp(argv[1], "--child-strata") == 0)
-			return child_strata(argv[2], &wl);
+		if (strcmp(argv[1], "--child-strata") == 0 && cfg >= 1 && cfg <= 64)
+			return child_strata(argv[2], &wl, (uint32_t)cfg);
 		if (strcmp(argv[1], "--child-rocksdb") == 0 && cfg >= 0 && cfg < RDB_COUNT)
 			return child_rocksdb(argv[2], &wl, (enum rdb_config)cfg);
 		bench_die("unknown mode %s %s", argv[1], argv[4]);
@@ -661,6 +725,8 @@ main(int argc, char **argv)
 	do_rocks = (int)bench_env_u64("BENCH_MERGE_ROCKSDB", 1);
 	ncfgs = do_rocks ? parse_names("BENCH_MERGE_ROCKSDB_CONFIGS", "zstd-64k,defaults", rdb_names,
 				       RDB_COUNT, cfgs) : 0;
+	uint32_t threads[MAX_THREAD_COUNTS];
+	int nthreads = parse_threads(threads);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("== bench_merge: merge throughput and memory vs value shape and generation size, "
 	       "strata %s, peer RocksDB %s\n", STRATA_VERSION, BENCH_ROCKSDB_VERSION);
@@ -676,8 +742,11 @@ main(int argc, char **argv)
 	       "(same rows, same boundaries), in each configuration:\n", wl.zstd_level, BATCH_ROWS);
 	for (int c = 0; c < ncfgs; c++)
 		printf("  rocksdb-%-9s %s\n", rdb_names[cfgs[c]], rdb_docs[cfgs[c]]);
-	printf("threads: one merge thread each: strata does not split a merge (no subcompactions); "
-	       "RocksDB max_subcompactions 1 (its default)\n");
+	printf("threads: strata merge_threads");
+	for (int t = 0; t < nthreads; t++)
+		printf("%s%u", t ? ", " : " ", threads[t]);
+	printf(" (BENCH_MERGE_THREADS; %ld online CPUs), each on a copy of the same generations; "
+	       "RocksDB one thread (max_subcompactions 1, its default)\n", sysconf(_SC_NPROCESSORS_ONLN));
 	printf("measure: each merge in a fresh child process (fork+exec) after the data files were "
 	       "fdatasynced and dropped from the page cache (POSIX_FADV_DONTNEED): VmHWM after open "
 	       "and after strata prepare + commit of every generation / rocksdb_compact_range(all); "
@@ -699,7 +768,7 @@ main(int argc, char **argv)
 			/* WAL up to one memtable + generations + merged run (at most the raw rows
 			 * each), plus 1 GiB of slack; each engine's directory is removed before the
 			 * next. */
-			need = wl.gen_bytes + raw * 2 + (1ull << 30);
+			need = wl.gen_bytes + raw * 3 + (1ull << 30);
 			avail = bench_free_bytes(bench_base_dir());
 			if (avail < need) {
 				printf("%s, size %" PRIu64 " MiB: SKIPPED: needs ~%.1f GiB free in %s, "
@@ -722,10 +791,24 @@ main(int argc, char **argv)
 			       shape_names[wl.shape], sizes[i], st.generations, rows,
 			       (double)raw / (1 << 20), (double)st.generation_bytes / (1 << 20),
 			       (double)(bench_now_ns() - t0) / 1e9);
-			bench_drop_cache(dir);
-			run_child("strata", dir, &wl, 0, &cl->s);
-			failed |= !cl->s.ok;
-			bench_rmrf(dir);
+			/* Every count but the last merges a copy; the last merges the original. */
+			for (int t = 0; t < nthreads; t++) {
+				char copy[4096 + 16];
+
+				snprintf(copy, sizeof(copy), "%s", dir);
+				if (t + 1 < nthreads) {
+					snprintf(copy, sizeof(copy), "%s.copy", dir);
+					if (bench_copy_dir(dir, copy) != 0) {
+						failed = 1;
+						bench_rmrf(copy);
+						continue;
+					}
+				}
+				bench_drop_cache(copy);
+				run_child("strata", copy, &wl, (int)threads[t], &cl->s[t]);
+				failed |= !cl->s[t].ok;
+				bench_rmrf(copy);
+			}
 
 			for (int c = 0; c < ncfgs; c++) {
 				enum rdb_config cfg = (enum rdb_config)cfgs[c];
@@ -743,14 +826,14 @@ main(int argc, char **argv)
 				       shape_names[wl.shape], sizes[i], rdb_names[cfg], l0, rows,
 				       (double)sst / (1 << 20), (double)(bench_now_ns() - t0) / 1e9);
 				bench_drop_cache(dir);
-				run_child("rocksdb", dir, &wl, cfg, &cl->r[cfg]);
+				run_child("rocksdb", dir, &wl, (int)cfg, &cl->r[cfg]);
 				bench_rmrf(dir);
 			}
 		}
 	}
 
-	printf("\n%-17s %-6s %7s %5s %6s %10s %10s %8s %8s %8s %6s %9s %9s %10s\n", "engine", "shape",
-	       "gen_MiB", "gens", "inputs", "in_MiB", "out_MiB", "secs", "MB/s", "del_secs", "raw",
+	printf("\n%-17s %-6s %7s %5s %6s %10s %10s %8s %8s %8s %8s %6s %9s %9s %10s\n", "engine", "shape",
+	       "gen_MiB", "gens", "inputs", "in_MiB", "out_MiB", "secs", "cpu_secs", "MB/s", "del_secs", "raw",
 	       "hwm_open", "hwm_after", "rss_growth");
 	for (int k = 0; k < nshapes; k++)
 		for (int i = 0; i < nsz; i++) {
@@ -759,7 +842,12 @@ main(int argc, char **argv)
 
 			if (!cl->ran)
 				continue;
-			print_result("strata", sh, sizes[i], &wl, &cl->s);
+			for (int t = 0; t < nthreads; t++) {
+				char name[32];
+
+				snprintf(name, sizeof(name), "strata-t%u", threads[t]);
+				print_result(name, sh, sizes[i], &wl, &cl->s[t]);
+			}
 			for (int c = 0; c < ncfgs; c++) {
 				char name[32];
 
@@ -767,7 +855,8 @@ main(int argc, char **argv)
 				print_result(name, sh, sizes[i], &wl, &cl->r[cfgs[c]]);
 			}
 		}
-	printf("(hwm_* and rss_growth in MiB: VmHWM after open, after the merge, and their difference; "
+	printf("(cpu_secs: user + system time of every thread of the merging process during secs; "
+	       "hwm_* and rss_growth in MiB: VmHWM after open, after the merge, and their difference; "
 	       "strata's secs and MB/s are prepare + commit, del_secs the paced deletes of its inputs "
 	       "after the commit, at delete_bytes_per_s (256 MiB/s); raw: strata's data blocks the "
 	       "merge stored raw because compression did not save 1/8; RocksDB deletes its inputs "
@@ -775,31 +864,60 @@ main(int argc, char **argv)
 	if (!do_rocks)
 		printf("rocksdb peer reference: SKIPPED (BENCH_MERGE_ROCKSDB=0)\n");
 
-	/* strata's merge speed against each peer configuration (the target: >= 1.5x). */
+	/* strata's merge speed against each peer configuration (the issue's target: >= 1.5x
+	 * on one thread), at each thread count. */
 	if (ncfgs > 0) {
-		printf("\nstrata against RocksDB CompactRange, one merge thread each (target >= 1.5x): "
+		printf("\nstrata against RocksDB CompactRange (one thread; target for strata-t1 >= 1.5x): "
 		       "speed of the same rows (RocksDB's seconds / strata's), then MB/s of input "
 		       "files (strata's / RocksDB's; a format that compresses more has fewer bytes to "
 		       "read)\n");
 		for (int k = 0; k < nshapes; k++)
+			for (int i = 0; i < nsz; i++)
+				for (int t = 0; t < nthreads; t++) {
+					const struct cell *cl = &cells[k][i];
+					const struct merge_result *sr = &cl->s[t];
+
+					if (!cl->ran || !sr->ok)
+						continue;
+					printf("  %-6s %5" PRIu64 " MiB strata-t%-2u:", shape_names[shapes[k]],
+					       sizes[i], threads[t]);
+					for (int c = 0; c < ncfgs; c++) {
+						double peer = mb_s(&cl->r[cfgs[c]]);
+
+						if (peer > 0)
+							printf("  vs rocksdb-%s %.2fx (files %.2fx)",
+							       rdb_names[cfgs[c]],
+							       (double)cl->r[cfgs[c]].ns / (double)sr->ns,
+							       mb_s(sr) / peer);
+						else
+							printf("  vs rocksdb-%s failed", rdb_names[cfgs[c]]);
+					}
+					printf("\n");
+				}
+	}
+	/* More threads against one: the speed-up, and the output (the same file for any
+	 * count, so the same size). */
+	if (nthreads > 1) {
+		printf("\nstrata merge threads against the first count: speed-up, blocks the helper "
+		       "threads compressed, and the merged run's size (the same file for any count)\n");
+		for (int k = 0; k < nshapes; k++)
 			for (int i = 0; i < nsz; i++) {
 				const struct cell *cl = &cells[k][i];
 
-				if (!cl->ran || !cl->s.ok)
+				if (!cl->ran || !cl->s[0].ok)
 					continue;
-				printf("  %-6s %5" PRIu64 " MiB:", shape_names[shapes[k]], sizes[i]);
-				for (int c = 0; c < ncfgs; c++) {
-					double peer = mb_s(&cl->r[cfgs[c]]);
+				for (int t = 1; t < nthreads; t++) {
+					const struct merge_result *a = &cl->s[0], *b = &cl->s[t];
 
-					if (peer > 0)
-						printf("  vs rocksdb-%s %.2fx (files %.2fx)",
-						       rdb_names[cfgs[c]],
-						       (double)cl->r[cfgs[c]].ns / (double)cl->s.ns,
-						       mb_s(&cl->s) / peer);
-					else
-						printf("  vs rocksdb-%s failed", rdb_names[cfgs[c]]);
+					if (!b->ok)
+						continue;
+					printf("  %-6s %5" PRIu64 " MiB: t%" PRIu64 " vs t%" PRIu64 ": %.2fx, %" PRIu64
+					       " of %" PRIu64 " blocks helped, output %s (%" PRIu64 " and %" PRIu64
+					       " bytes)\n", shape_names[shapes[k]], sizes[i], b->threads, a->threads,
+					       (double)a->ns / (double)b->ns, b->helped, b->blocks_z + b->blocks_raw,
+					       a->bytes_out == b->bytes_out ? "the same size" : "DIFFERS",
+					       a->bytes_out, b->bytes_out);
 				}
-				printf("\n");
 			}
 	}
 
@@ -808,7 +926,7 @@ main(int argc, char **argv)
 		int lo = -1, hi = -1;
 
 		for (int i = 0; i < nsz; i++) {
-			if (!cells[k][i].ran || !cells[k][i].s.ok)
+			if (!cells[k][i].ran || !cells[k][i].s[0].ok)
 				continue;
 			if (lo < 0 || sizes[i] < sizes[lo])
 				lo = i;
@@ -820,7 +938,7 @@ main(int argc, char **argv)
 			       shape_names[shapes[k]]);
 			continue;
 		}
-		const struct merge_result *sl = &cells[k][lo].s, *shi = &cells[k][hi].s;
+		const struct merge_result *sl = &cells[k][lo].s[0], *shi = &cells[k][hi].s[0];
 		double gl = (double)(sl->hwm_merge_kb - sl->hwm_open_kb);
 		double gh = (double)(shi->hwm_merge_kb - shi->hwm_open_kb);
 

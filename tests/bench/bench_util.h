@@ -152,6 +152,57 @@ bench_drop_one(const char *path, const struct stat *st, int flag, struct FTW *ft
 	return 0;
 }
 
+/** Source and destination of the bench_copy_dir in progress (nftw passes no context). */
+static const char *bench_copy_src, *bench_copy_dst;
+
+static inline int
+bench_copy_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	char to[8192];
+	char buf[1 << 16];
+	int in, out, rc = 0;
+	ssize_t n;
+
+	(void)ftw;
+	snprintf(to, sizeof(to), "%s%s", bench_copy_dst, path + strlen(bench_copy_src));
+	if (flag == FTW_D)
+		return mkdir(to, st->st_mode & 07777) == 0 || errno == EEXIST ? 0 : -1;
+	if (flag != FTW_F)
+		return 0;
+	in = open(path, O_RDONLY);
+	if (in < 0)
+		return -1;
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, st->st_mode & 07777);
+	if (out < 0) {
+		close(in);
+		return -1;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			rc = -1;
+			break;
+		}
+	if (n < 0)
+		rc = -1;
+	close(in);
+	if (close(out) != 0)
+		rc = -1;
+	return rc;
+}
+
+/** Copy the tree src to dst (regular files and directories); 0, or -1 with a message. */
+static inline int
+bench_copy_dir(const char *src, const char *dst)
+{
+	bench_copy_src = src;
+	bench_copy_dst = dst;
+	if (nftw(src, bench_copy_one, 32, FTW_PHYS) != 0) {
+		fprintf(stderr, "bench: copy %s to %s: %s\n", src, dst, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /** Sync every file under path and ask the kernel to drop its cached pages. */
 static inline void
 bench_drop_cache(const char *path)
