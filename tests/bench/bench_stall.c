@@ -40,6 +40,8 @@
  * BENCH_STALL_ROCKSDB_BYTES_PER_SYNC (RocksDB's bytes_per_sync; default 0, its own
  * default); BENCH_STALL_MERGE_IOPRIO (idle or be7: the IO priority of the thread that
  * runs strata's merge and so submits its writeback; unset = unchanged);
+ * BENCH_STALL_MERGE_THREADS (strata's merge_threads, 1..64; unset or 0 = its default, half
+ * the online CPUs up to 8);
  * BENCH_STALL_MERGE_NICE (0..19: the CPU nice value of that thread; 0 = unchanged);
  * BENCH_STALL_SAMPLES=FILE appends every sample to FILE (engine, phase, wall
  * clock seconds of the intended send, latency ms) to line stalls up with strace -tt. A quick run: BENCH_STALL_GENS=8 BENCH_STALL_GEN_MB=16.
@@ -100,6 +102,8 @@ struct workload {
 	int merge_ioprio;
 	/** CPU nice of strata's merge thread (setpriority on the thread); 0 = left as it is. */
 	int merge_nice;
+	/** strata's merge_threads (0: its default). */
+	uint32_t merge_threads;
 	/** strata's background IO budget in its automatic mode (BENCH_STALL_IO_AUTO=1). */
 	int io_auto;
 	/** strata's background IO budget in MiB/s (BENCH_STALL_IO_MIB; 0 = unlimited). */
@@ -698,11 +702,17 @@ run_engine(enum engine engine, struct result *res)
 		if (WL.delete_chunk != 0)
 			o.delete_chunk_bytes = WL.delete_chunk;
 		o.merge_max_inputs = (uint32_t)(WL.gens < 2 ? 2 : WL.gens);
+		o.merge_threads = WL.merge_threads;
 		if ((rc = strata_open(&o, &t.db)) != 0) {
 			snprintf(err, sizeof(err), "strata_open %.300s: %s: %.150s", dir, strata_strerror(rc),
 				 strata_last_error());
 			goto fail;
 		}
+		strata_stats st;
+		if (strata_shard_stats(t.db, 0, &st) == 0)
+			printf("strata: the merge runs on %" PRIu64 " thread%s (merge_threads; "
+			       "BENCH_STALL_MERGE_THREADS)\n", (uint64_t)st.merge_threads,
+			       st.merge_threads == 1 ? "" : "s");
 	} else {
 		char *e = NULL;
 
@@ -939,6 +949,9 @@ main(void)
 	WL.io_auto = (int)bench_env_u64("BENCH_STALL_IO_AUTO", 0);
 	WL.io_mib = bench_env_u64("BENCH_STALL_IO_MIB", 0);
 	WL.merge_nice = (int)bench_env_u64("BENCH_STALL_MERGE_NICE", 0);
+	WL.merge_threads = (uint32_t)bench_env_u64("BENCH_STALL_MERGE_THREADS", 0);
+	if (WL.merge_threads > 64)
+		bench_die("BENCH_STALL_MERGE_THREADS must be 0..64");
 	if (WL.merge_nice > 19)
 		bench_die("BENCH_STALL_MERGE_NICE must be 0..19");
 	WL.delete_rate = bench_env_u64("BENCH_STALL_DELETE_RATE", UINT64_MAX);
