@@ -243,6 +243,14 @@ typedef struct strata_options {
 	 *  byte for byte, for any count, and it goes through the background IO budget as one
 	 *  stream. Seals write on one thread. A policy's merge_threads may only narrow it. */
 	uint32_t merge_threads;
+	/** With wal = STRATA_WAL_STORE: a get or scan is served only while this handle's last
+	 *  read of the shard's epoch object, at most this many ms old, found it the owner;
+	 *  older, the read reads the epoch object first (one GET), and a newer owner there
+	 *  fences the shard (STRATA_EFENCED) instead of serving a stale row. The longest a
+	 *  fenced, idle node can serve reads after another node claimed the shard (default
+	 *  1000, at most 3600000, and 0 reads it on every read). strata_shard_claim always
+	 *  reads it. */
+	uint32_t owner_check_ms;
 } strata_options;
 
 /** Kinds of row (strata_row.kind). */

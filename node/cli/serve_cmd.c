@@ -91,6 +91,10 @@ static const struct serve_flag serve_flags[] = {
 	{"--wal", SERVE_WAL, ST(wal), 0, 0, "local|store",
 	 "where the WALs are: segment files in the data directory, or one object per group commit on "
 	 "the store (a shard survives its node and can be claimed by another)", NULL, "wal"},
+	{"--owner-check-ms", SERVE_U32, ST(owner_check_ms), 0, 3600000, "MS",
+	 "with --wal store: serve a get or scan only while the shard's epoch object was read at most MS "
+	 "ago and named this node; older, read it first (0: on every read). The longest a node fenced "
+	 "while idle serves stale reads", NULL, "owner_check_ms"},
 	{"--policy", SERVE_STR, SO(policy_path), 0, 0, "FILE",
 	 "merge policy script. PUT /v1/policy tries a policy first (every hook on a simulated node, as "
 	 "strata policy check --run) and writes the one it accepts over FILE (a synced temporary file "

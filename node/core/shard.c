@@ -47,6 +47,38 @@ shard_is_fenced(struct shard *s)
 	return atomic_load(&s->fenced) || (s->wal != NULL && wal_failed(s->wal) == STRATA_EFENCED);
 }
 
+int
+shard_owner_check(struct shard *s, uint64_t max_age_ns)
+{
+	if (atomic_load(&s->fenced))
+		return fenced_error(s);
+	if (s->wal == NULL || !s->cfg.wal_store)
+		return 0;
+	int rc = wal_owner_check(s->wal, max_age_ns);
+	if (rc == STRATA_EFENCED) {
+		atomic_store(&s->fenced, 1);
+		char why[512];
+		snprintf(why, sizeof(why), "%s", diag_last());
+		rc = diag_set(STRATA_EFENCED, "shard %u: %s", s->cfg.id, why);
+	} else if (rc) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", diag_last());
+		rc = diag_set(rc, "shard %u: %s", s->cfg.id, why);
+	}
+	return rc;
+}
+
+/** A get or scan: refused once the shard is fenced, or while this handle cannot be sure
+ *  it still owns the shard (wal = store: its last look at the epoch object is older than
+ *  owner_check_ns and a look now fails or finds a newer owner). */
+static int
+shard_read_check(struct shard *s)
+{
+	if (atomic_load(&s->fenced))
+		return fenced_error(s);
+	return s->cfg.wal_store ? shard_owner_check(s, s->cfg.owner_check_ns) : 0;
+}
+
 uint64_t
 shard_epoch(struct shard *s)
 {
@@ -276,8 +308,9 @@ copy_value(const void *val, size_t vlen, void **out, size_t *out_len)
 int
 shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vlen)
 {
-	if (atomic_load(&s->fenced))
-		return fenced_error(s);
+	int crc = shard_read_check(s);
+	if (crc)
+		return crc;
 	struct view *v = view_pin(s);
 	uint64_t seq;
 	const void *mv;
@@ -376,8 +409,9 @@ int
 shard_scan(struct shard *s, const void *start, size_t start_len, const void *end, size_t end_len,
 	   int (*cb)(void *ctx, const strata_row *row), void *ctx)
 {
-	if (atomic_load(&s->fenced))
-		return fenced_error(s);
+	int crc = shard_read_check(s);
+	if (crc)
+		return crc;
 	struct view *v = view_pin(s);
 	struct merge_cursor c = {.win = NULL};
 	int rc = merger_create(&c.m, 1 + v->nsealed + v->ngens + v->nruns);

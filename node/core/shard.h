@@ -65,6 +65,10 @@ struct shard_config {
 	/** Threads a merge or compaction pass writes its run on (run_writer_options.threads;
 	 *  0 or 1: the pass's own alone). */
 	uint32_t merge_threads;
+	/** With wal_store: a get or scan is served only while a read of the epoch object at
+	 *  most this old found this writer the owner; older, it reads the object first
+	 *  (strata_options.owner_check_ms; 0: every read). */
+	uint64_t owner_check_ns;
 	/** Where objects the manifest no longer names go to be deleted (the store's). */
 	struct reaper *reaper;
 	/** The store's budget of open WAL descriptors (NULL: none). */
@@ -118,6 +122,11 @@ int shard_start(struct shard *s);
 int shard_open(const struct shard_config *cfg, struct shard **out);
 /** Whether this writer learned that a newer owner claimed the shard (terminal). */
 int shard_is_fenced(struct shard *s);
+/** 0 while this handle still owns the shard, as a read of the WAL's epoch object at most
+ *  max_age_ns old found (0: read it now); STRATA_EFENCED (and the shard fenced) when a
+ *  newer owner took it; another code when ownership cannot be confirmed. 0 with a local
+ *  WAL. Any thread. */
+int shard_owner_check(struct shard *s, uint64_t max_age_ns);
 /** The epoch this writer owns the shard with. */
 uint64_t shard_epoch(struct shard *s);
 /** Sync the WAL and free everything. Sealed-but-unflushed rows stay in the WAL. */

@@ -510,6 +510,7 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->manifest.keep = o->manifest_keep;
 	cfg->merge_max_inputs = o->merge_max_inputs;
 	cfg->merge_threads = store_merge_threads(o);
+	cfg->owner_check_ns = (uint64_t)o->owner_check_ms * 1000000ull;
 	cfg->reaper = db->reaper;
 	cfg->run.limiter = db->io_limit;
 	/* The WALs start no sync thread: the store's one syncer (or, with no threads at all,
@@ -658,6 +659,9 @@ store_open_in(const strata_options *o, struct store **out)
 	if (o->merge_threads > RUN_MAX_THREADS)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_threads must be 0..%u (0: auto, half "
 				"the online CPUs), not %u", RUN_MAX_THREADS, o->merge_threads);
+	if (o->owner_check_ms > 3600000)
+		return diag_set(STRATA_EINVAL, "strata_open: owner_check_ms must be 0..3600000 (0: read the "
+				"epoch object on every read), not %u", o->owner_check_ms);
 	if (o->wal != STRATA_WAL_LOCAL && o->wal != STRATA_WAL_STORE)
 		return diag_set(STRATA_EINVAL, "strata_open: wal must be STRATA_WAL_LOCAL (%d) or "
 				"STRATA_WAL_STORE (%d), not %d", STRATA_WAL_LOCAL, STRATA_WAL_STORE, o->wal);
@@ -1241,8 +1245,15 @@ store_claim_in(struct store *db, uint32_t shard)
 	pthread_mutex_lock(&db->claim_io_mu);
 	struct shard *old = __atomic_load_n(&db->shards[shard], __ATOMIC_ACQUIRE);
 	if (old != NULL && !shard_is_fenced(old)) {
-		pthread_mutex_unlock(&db->claim_io_mu);
-		return 0;
+		/* Owned as far as this handle knows; an idle one may have been fenced without
+		 * hearing of it: ask the epoch object now, and never answer a claim without
+		 * owning the shard. */
+		int orc = shard_owner_check(old, 0);
+		if (orc != STRATA_EFENCED) {
+			pthread_mutex_unlock(&db->claim_io_mu);
+			return orc;
+		}
+		diag_log(LOG_LVL_INFO, "shard %u: claim: %s; claiming it back", shard, diag_last());
 	}
 	struct shard_config cfg;
 	store_shard_config(db, shard, &cfg);

@@ -193,6 +193,11 @@ int wal_failed(struct wal *w);
 /** Turn the WAL terminal with STRATA_EFENCED (the caller learned of a newer owner
  *  elsewhere, e.g. from the manifest); why is repeated to every later caller. */
 void wal_fence(struct wal *w, const char *why);
+/** With the WAL on the store: 0 while this writer still owns the shard as a read of the
+ *  epoch object at most max_age_ns old found (0: read it now); else it reads the epoch
+ *  object, and a newer owner fences the WAL (STRATA_EFENCED); a failed read is its code,
+ *  ownership unconfirmed. Any thread. A local WAL: 0 (its fence is the directory lock). */
+int wal_owner_check(struct wal *w, uint64_t max_age_ns);
 /** The epoch the fence file of dir names (0 when there is none). */
 int wal_fence_read(const char *dir, uint64_t *epoch);
 /** Write and sync what is queued, then close and free. Safe on NULL. */

@@ -110,6 +110,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -208,6 +209,9 @@ struct wal_store_state {
 	uint64_t epoch_checked_ns;
 	/** Leader-private: group commits since the epoch object was last read. */
 	unsigned commits_unchecked;
+	/** When a read of the epoch object last found this writer the owner (env.mono_ns;
+	 *  any thread: wal_owner_check). */
+	_Atomic uint64_t owner_seen_ns;
 };
 
 /** One shard's WAL. */

@@ -383,18 +383,21 @@ wal_store_epoch_read(struct wal *w, uint64_t *epoch)
 {
 	char key[512];
 	snprintf(key, sizeof(key), "%s" WAL_STORE_EPOCH, w->store.prefix);
-	uint8_t b[WAL_FENCE_BYTES];
-	size_t got = 0;
+	/* A whole get, never a ranged read: the object is rewritten by every new owner, and
+	 * a store may keep the descriptors of the objects it reads by range (the fs store
+	 * does), which would go on reading the replaced one. */
+	struct buf b = {0};
 	*epoch = 0;
-	int rc = objstore_get_range(w->store.os, key, 0, sizeof(b), b, &got);
-	if (rc == STRATA_NOTFOUND)
+	int rc = objstore_get(w->store.os, key, &b);
+	if (rc == STRATA_NOTFOUND) {
+		buf_destroy(&b);
 		return 0;
-	if (rc)
-		return rc;
-	if (wal_fence_decode(b, got, epoch) != 0)
-		return diag_set(STRATA_ECORRUPT, "wal: the epoch object %s (%s) is damaged", key,
-				w->store.os->name);
-	return 0;
+	}
+	if (rc == 0 && wal_fence_decode(b.data, b.len, epoch) != 0)
+		rc = diag_set(STRATA_ECORRUPT, "wal: the epoch object %s (%s) is damaged", key,
+			      w->store.os->name);
+	buf_destroy(&b);
+	return rc;
 }
 
 /**
@@ -422,6 +425,41 @@ wal_store_epoch_check(struct wal *w)
 		return diag_set(STRATA_EFENCED, "wal: %s is fenced: a newer owner (epoch %" PRIu64 ") is taking "
 				"the shard over from this writer (epoch %" PRIu64 "); appends in flight have an "
 				"unknown outcome and no later append is accepted", w->store.prefix, owner, w->epoch);
+	atomic_store(&w->store.owner_seen_ns, now);
+	return 0;
+}
+
+int
+wal_owner_check(struct wal *w, uint64_t max_age_ns)
+{
+	if (w->store.os == NULL)
+		return 0;
+	int failed = wal_failed(w);
+	if (failed == STRATA_EFENCED)
+		return diag_set(STRATA_EFENCED, "wal: %s is fenced: a newer owner took the shard over from this "
+				"writer (epoch %" PRIu64 ")", w->store.prefix, w->epoch);
+	uint64_t now = env.mono_ns();
+	uint64_t seen = atomic_load(&w->store.owner_seen_ns);
+	if (max_age_ns != 0 && seen != 0 && now - seen <= max_age_ns)
+		return 0;
+	uint64_t owner = 0;
+	int rc = wal_store_epoch_read(w, &owner);
+	if (rc) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", diag_last());
+		return diag_set(rc, "wal: %s: cannot confirm that this writer (epoch %" PRIu64 ") still owns the "
+				"shard: %s", w->store.prefix, w->epoch, why);
+	}
+	if (owner > w->epoch) {
+		char why[512];
+		rc = diag_set(STRATA_EFENCED, "wal: %s is fenced: the epoch object names a newer owner (epoch "
+			      "%" PRIu64 ") than this writer (epoch %" PRIu64 "); it no longer serves the shard",
+			      w->store.prefix, owner, w->epoch);
+		snprintf(why, sizeof(why), "%s", diag_last());
+		wal_fence(w, why);
+		return rc;
+	}
+	atomic_store(&w->store.owner_seen_ns, now);
 	return 0;
 }
 
@@ -577,6 +615,7 @@ wal_store_start(struct wal *w, uint64_t epoch, uint64_t floor)
 	int rc = wal_store_epoch_take(w, epoch);
 	if (rc)
 		return rc;
+	atomic_store(&w->store.owner_seen_ns, env.mono_ns());
 	for (int attempt = 0;; attempt++) {
 		if (attempt == WAL_STORE_ATTEMPTS)
 			return diag_set(STRATA_EBUSY, "wal: %s (%s): %d walks and the WAL still moves: another "

@@ -4,7 +4,8 @@
 # fresh location, runs $BUILD/tests/objstore_azure against it and `strata serve --store` (rows
 # read back from the container after a restart; with --wal store: kill -9 during appends
 # and a restart on an empty data directory, and two nodes on one container where node B
-# claims shard 0 while a client appends to node A), stops it by its PID.
+# claims shard 0 while a client appends to node A, then shard 1 while A is idle), stops it
+# by its PID.
 # Without npm the suite is skipped with one line. Ends "# objstore-azure: N passed, N failed".
 # The server's install, start and stop are tests/objstore/server.sh's, shared with s3.sh.
 BUILD=${BUILD:-build}
@@ -169,8 +170,33 @@ if [ -n "$aaddr" ] && [ -n "$baddr" ]; then
 	case "$again" in *'"fenced"'*' 409') ;; *) nlost=x ;; esac
 	[ "$notserved" = 421 ] && [ "$stop" = 409 ] && [ "$shard1" = 200 ] && [ "$nlost" = 0 ] && r=0
 fi
-kill "$apid_node" "$bpid_node" 2>/dev/null; wait "$apid_node" "$bpid_node" 2>/dev/null
 check "claim_by_node_b_fences_node_a_which_keeps_its_other_shards" $r "$detail
+$(tail -5 "$loc/na.log" "$loc/nb.log" 2>/dev/null)"
+
+# Node A is idle on shard 1 when B claims it: A serves no stale read of it and no 404 for
+# B's row once its last look at the epoch object is older than --owner-check-ms (1 s);
+# A's own claim then looks too and takes the shard back, and B is fenced.
+r=1
+detail="the nodes did not start"
+if [ -n "$aaddr" ] && [ -n "$baddr" ]; then
+	bclaim=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$baddr/v1/shards/1/claim")
+	bput=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary '{"key": "s1b", "value": "by-b"}' \
+		"http://$baddr/v1/shards/1/rows")
+	sleep 1.2
+	stale=$(curl -s -w ' %{http_code}' "http://$aaddr/v1/shards/1/rows/s1")
+	missing=$(curl -s -w ' %{http_code}' "http://$aaddr/v1/shards/1/rows/s1b")
+	aclaim=$(curl -s -w ' %{http_code}' -X POST "http://$aaddr/v1/shards/1/claim")
+	back=$(curl -s -w ' %{http_code}' "http://$aaddr/v1/shards/1/rows/s1b")
+	bafter=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary '{"key": "s1c", "value": "x"}' \
+		"http://$baddr/v1/shards/1/rows")
+	detail="B claim $bclaim, B append $bput; A get s1: $stale; A get s1b: $missing; A claim: $aclaim; A get s1b: $back; B append: $bafter"
+	case "$stale" in *'"fenced"'*' 409') ;; *) bclaim=x ;; esac
+	case "$missing" in *'"fenced"'*' 409') ;; *) bclaim=x ;; esac
+	case "$aclaim" in *' 200') ;; *) bclaim=x ;; esac
+	[ "$bclaim" = 200 ] && [ "$bput" = 200 ] && [ "$back" = "by-b 200" ] && [ "$bafter" = 409 ] && r=0
+fi
+kill "$apid_node" "$bpid_node" 2>/dev/null; wait "$apid_node" "$bpid_node" 2>/dev/null
+check "an_idle_node_fenced_by_a_claim_serves_no_stale_read_and_claims_back_for_real" $r "$detail
 $(tail -5 "$loc/na.log" "$loc/nb.log" 2>/dev/null)"
 
 echo "# objstore-azure: $passed passed, $failed failed"

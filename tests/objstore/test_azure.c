@@ -1103,6 +1103,25 @@ TEST(claim_by_another_node_fences_the_old_owner_and_loses_no_acked_row)
 	CHECK_EQ(append_kv(b, 0, acked), 0);
 	/* The old owner keeps its other shard. */
 	CHECK_EQ(append_kv(a, 1, 7), 0);
+	/* A is idle on shard 1 from here. B claims it and acknowledges a row; A, told nothing,
+	 * stops serving its copy once its last look at the epoch object is older than
+	 * owner_check_ms (1 s by default): no stale row and no 404 for B's. */
+	REQUIRE_EQ(strata_shard_claim(b, 1), 0);
+	CHECK_EQ(append_kv(b, 1, 8), 0);
+	usleep(1100 * 1000);
+	char k7[32], k8[32];
+	key_of(7, k7);
+	key_of(8, k8);
+	void *v = NULL;
+	size_t vl = 0;
+	CHECK_EQ(strata_get(a, 1, k7, strlen(k7), &v, &vl), STRATA_EFENCED);
+	CHECK_EQ(strata_get(a, 1, k8, strlen(k8), &v, &vl), STRATA_EFENCED);
+	/* A's claim looks at the epoch object too, and takes shard 1 back for real. */
+	CHECK_EQ(strata_shard_claim(a, 1), 0);
+	CHECK_EQ(strata_get(a, 1, k8, strlen(k8), &v, &vl), 0);
+	strata_free(v);
+	CHECK_EQ(append_kv(b, 1, 9), STRATA_EFENCED);
+	CHECK_EQ(append_kv(a, 1, 9), 0);
 	strata_close(b);
 	strata_close(a);
 	harness_rmrf(dir);

@@ -340,8 +340,10 @@ shared_objstore_new(const char *dir, struct objstore **out)
 
 static struct env_ops shared_env;
 
+/** open_at with owner_check_ms (strata_options_init's default: 1000). */
 static int
-open_at(const char *dir, uint32_t shards, uint32_t first, uint32_t count, strata **db)
+open_checking(const char *dir, uint32_t shards, uint32_t first, uint32_t count, uint32_t owner_check_ms,
+	      strata **db)
 {
 	strata_options o;
 	strata_options_init(&o);
@@ -351,8 +353,15 @@ open_at(const char *dir, uint32_t shards, uint32_t first, uint32_t count, strata
 	o.wal = STRATA_WAL_STORE;
 	o.serve_first = first;
 	o.serve_count = count;
+	o.owner_check_ms = owner_check_ms;
 	o.env_ops = &shared_env;
 	return strata_open(&o, db);
+}
+
+static int
+open_at(const char *dir, uint32_t shards, uint32_t first, uint32_t count, strata **db)
+{
+	return open_checking(dir, shards, first, count, 1000, db);
 }
 
 static int
@@ -519,6 +528,81 @@ TEST(serve_range_opens_a_subset_and_claim_takes_a_shard_over)
 	free(d);
 }
 
+/* A node fenced while idle (another node claimed its shard, and it appended nothing
+ * since) must not serve its stale copy: a read looks at the epoch object once its last
+ * look is older than owner_check_ms and, finding a newer owner, refuses. A claim always
+ * looks, so it never answers 0 without owning the shard: here it takes the shard back. */
+TEST(an_idle_fenced_node_serves_no_stale_read_and_its_claim_takes_the_shard_back)
+{
+	char *d = harness_tmpdir("walstore");
+	char da[600], dbd[600], dc[600];
+	snprintf(da, sizeof(da), "%s/a", d);
+	snprintf(dbd, sizeof(dbd), "%s/b", d);
+	snprintf(dc, sizeof(dc), "%s/c", d);
+	snprintf(shared_objects, sizeof(shared_objects), "%s/objects", d);
+	strata *a, *b;
+	/* A serves shards 0 and 1 of 3 and checks on every read; B serves shard 2. */
+	REQUIRE(open_checking(da, 3, 0, 2, 0, &a) == 0);
+	REQUIRE(open_at(dbd, 3, 2, 1, &b) == 0);
+	CHECK_EQ(append1(a, 0, "k1", "v1"), 0);
+	CHECK_EQ(append1(a, 1, "s1", "one"), 0);
+	CHECK(reads(a, 0, "k1", "v1"));
+	strata_stats st;
+	REQUIRE_EQ(strata_shard_stats(a, 1, &st), 0);
+	uint64_t epoch1 = st.writer_epoch;
+	/* A claim of a shard A owns changes nothing: the same epoch, still appending. */
+	CHECK_EQ(strata_shard_claim(a, 1), 0);
+	REQUIRE_EQ(strata_shard_stats(a, 1, &st), 0);
+	CHECK_EQ(st.writer_epoch, epoch1);
+	CHECK_EQ(append1(a, 1, "s1", "two"), 0);
+	/* B claims shard 0 and acknowledges a row; A stays idle. */
+	REQUIRE_EQ(strata_shard_claim(b, 0), 0);
+	CHECK_EQ(append1(b, 0, "k2", "by-b"), 0);
+	void *val = NULL;
+	size_t vl = 0;
+	CHECK_EQ(strata_get(a, 0, "k1", 2, &val, &vl), STRATA_EFENCED); /* not its stale 200 */
+	CHECK(strstr(strata_last_error(), "newer owner") != NULL);
+	CHECK_EQ(strata_get(a, 0, "k2", 2, &val, &vl), STRATA_EFENCED); /* not a 404 */
+	CHECK_EQ(append1(a, 0, "k3", "x"), STRATA_EFENCED);
+	/* Shard 1 is still A's. */
+	CHECK(reads(a, 1, "s1", "two"));
+	/* B claims shard 1 too; A, idle on it and told nothing, claims it straight back: the
+	 * claim looks at the epoch object, finds B there, and takes the shard over. */
+	REQUIRE_EQ(strata_shard_claim(b, 1), 0);
+	CHECK_EQ(append1(b, 1, "s1", "by-b"), 0);
+	CHECK_EQ(strata_shard_claim(a, 1), 0);
+	REQUIRE_EQ(strata_shard_stats(a, 1, &st), 0);
+	CHECK(st.writer_epoch > epoch1 + 1);
+	CHECK_EQ(append1(a, 1, "s1", "three"), 0);
+	CHECK(reads(a, 1, "s1", "three"));
+	CHECK_EQ(append1(b, 1, "s1", "x"), STRATA_EFENCED);
+	/* A's claim takes shard 0 back with a newer epoch, B's rows included. */
+	CHECK_EQ(strata_shard_claim(a, 0), 0);
+	CHECK(reads(a, 0, "k2", "by-b"));
+	CHECK(reads(a, 0, "k1", "v1"));
+	CHECK_EQ(append1(a, 0, "k5", "by-a"), 0);
+	/* With the default (1000 ms), B's idle handle serves its copy until its last look is
+	 * a second old (the documented window), and no longer. */
+	val = NULL;
+	CHECK_EQ(strata_get(b, 0, "k2", 2, &val, &vl), 0);
+	strata_free(val);
+	usleep(1100 * 1000);
+	CHECK_EQ(strata_get(b, 0, "k2", 2, &val, &vl), STRATA_EFENCED);
+	CHECK_EQ(append1(b, 0, "k4", "x"), STRATA_EFENCED);
+	/* B's claim takes it back in turn. */
+	CHECK_EQ(strata_shard_claim(b, 0), 0);
+	CHECK(reads(b, 0, "k5", "by-a"));
+	CHECK_EQ(append1(a, 0, "k6", "x"), STRATA_EFENCED);
+	/* The option is checked. */
+	strata *c = NULL;
+	CHECK_EQ(open_checking(dc, 3, 2, 1, 3600001, &c), STRATA_EINVAL);
+	CHECK(strstr(strata_last_error(), "owner_check_ms") != NULL);
+	strata_close(b);
+	strata_close(a);
+	harness_rmrf(d);
+	free(d);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -534,5 +618,6 @@ main(int argc, char **argv)
 	RUN(switch_to_store_wal_with_local_rows_is_refused);
 	RUN(switch_to_local_wal_with_store_rows_is_refused_on_the_fs_store);
 	RUN(serve_range_opens_a_subset_and_claim_takes_a_shard_over);
+	RUN(an_idle_fenced_node_serves_no_stale_read_and_its_claim_takes_the_shard_back);
 	return HARNESS_END("test_walstore");
 }
