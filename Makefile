@@ -25,7 +25,7 @@ PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl libcrypto expat
 BUILD_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
               luajit2 libev-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev libssl-dev \
               libexpat1-dev curl
-TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks lua5.1
+TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks lua5.1 etcd-server
 TEST_CMDS  := npm
 BENCH_PKGS := librocksdb-dev wrk tarantool
 
@@ -139,7 +139,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
 CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) \
             $(filter-out $(OBJSTORE_REMOTE),$(wildcard node/objstore/*.c)) $(wildcard node/core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o
-CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c)
+CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c node/cluster/*.c)
 CLI_SRC  += $(wildcard node/sim/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 LUA_SRC  := $(wildcard node/luamod/*.c)
@@ -231,6 +231,12 @@ $(BUILD)/tests/objstore_s3: tests/objstore/test_s3.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
+# The cluster's placement is in the CLI's objects, not in libstrata.a.
+CLUSTER_OBJ := $(BUILD)/obj/node/cluster/cluster.o $(BUILD)/obj/node/cluster/etcd.o
+$(BUILD)/tests/test_cluster: tests/unit/test_cluster.c $(CLUSTER_OBJ) $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(CLUSTER_OBJ) $(BUILD)/libstrata.a $(LDLIBS) $(KEEP_WARN)
+
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS) $(KEEP_WARN)
@@ -253,6 +259,8 @@ LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/
               "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh" "sh tests/node/serve_start.sh"
 BUILD_CHECK := "sh tests/build/check_build.sh" "sh tests/build/check_cli.sh" "sh tests/build/fresh_machine.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
+# Several nodes, etcd and Azurite: its failover time is measured on the plain build.
+CLUSTER_SUITE := "sh tests/cluster/cluster.sh"
 endif
 CRASH_KILLS ?= 60
 # `make soak` runs SIM_SOAK_SEEDS seeds of `strata sim` from SIM_SOAK_SEED (make test: 1..200).
@@ -272,7 +280,7 @@ test: suites
 	@BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN) $(BUILD)/tests/test_fault "sh tests/objstore/azure.sh" "sh tests/objstore/compact_live.sh fs" \
 	  "sh tests/objstore/s3.sh" \
 	  "$(BUILD)/crash/crash_driver --kills $(CRASH_KILLS) --strict-tmp" $(FUZZ_REPLAY) $(LUA_SUITES) \
-	  $(BUILD_CHECK) "sh tests/sim/sim.sh $(BUILD)"
+	  $(BUILD_CHECK) $(CLUSTER_SUITE) "sh tests/sim/sim.sh $(BUILD)"
 
 # Long runs, kept out of make test.
 soak: suites

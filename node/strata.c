@@ -894,6 +894,12 @@ strata_shard_claim(strata *db, uint32_t shard)
 }
 
 int
+strata_shard_release(strata *db, uint32_t shard, const char *why)
+{
+	return store_release(store_of(db), shard, why);
+}
+
+int
 strata_shard_stats(strata *db, uint32_t shard, strata_stats *out)
 {
 	return store_shard_stats(store_of(db), shard, out);

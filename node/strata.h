@@ -144,6 +144,13 @@ int strata_check(strata *db, uint32_t shard);
  *  opened afresh. Needs wal = STRATA_WAL_STORE on a remote store (a local WAL's rows are
  *  on the node that wrote them). Does IO: never call it from a loop thread. */
 int strata_shard_claim(strata *db, uint32_t shard);
+/** Stop serving shard on this handle (the opposite of a claim, for a handoff): every
+ *  operation on it after this, and any in flight that has not acknowledged, answers
+ *  STRATA_EFENCED (why names the reason) or STRATA_ERANGE; nothing is written. With wal =
+ *  STRATA_WAL_STORE its acknowledged rows are in the WAL on the store, which the next
+ *  owner's claim replays. The shard's memory stays until strata_close. 0 when it is not
+ *  open here. */
+int strata_shard_release(strata *db, uint32_t shard, const char *why);
 /** 1 when this handle has shard open (in its serve range, or claimed since), else 0. */
 int strata_shard_served(const strata *db, uint32_t shard);
 /** Number of shards of an open store. */

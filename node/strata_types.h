@@ -73,6 +73,8 @@ enum {
 /** Shards of a new store opened with strata_options.shards = 0: one default for
  *  strata_open, `strata serve`, `strata load --embedded` and the Lua module. */
 #define STRATA_DEFAULT_SHARDS 4u
+/** strata_options.serve_first that opens no shard at strata_open. */
+#define STRATA_SERVE_NONE 0xffffffffu
 
 /** Default of strata_options.merge_max_inputs (strata_options_init; every --help that
  *  shows it prints this). */
@@ -106,7 +108,8 @@ typedef struct strata_options {
 	int wal;
 	/** The shards this handle opens: serve_count shards from serve_first (0 = every
 	 *  shard from serve_first on). The others are not opened and answer STRATA_ERANGE
-	 *  until claimed (strata_shard_claim). */
+	 *  until claimed (strata_shard_claim). serve_first = STRATA_SERVE_NONE opens none (a
+	 *  cluster member claims the shards it is given). */
 	uint32_t serve_first;
 	uint32_t serve_count;
 	/** Number of shards, numbered 0..shards-1. The count is part of the store: opening

@@ -41,6 +41,16 @@ shard_fence(struct shard *s)
 	}
 }
 
+void
+shard_fence_local(struct shard *s, const char *why)
+{
+	if (atomic_exchange(&s->fenced, 1) == 0 && s->wal != NULL) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "shard %u: %s; this node no longer serves it", s->cfg.id, why);
+		wal_give_up(s->wal, msg);
+	}
+}
+
 int
 shard_is_fenced(struct shard *s)
 {

@@ -122,6 +122,9 @@ int shard_start(struct shard *s);
 int shard_open(const struct shard_config *cfg, struct shard **out);
 /** Whether this writer learned that a newer owner claimed the shard (terminal). */
 int shard_is_fenced(struct shard *s);
+/** Make the shard terminal on this handle without a newer owner (a release): every later
+ *  append, read, seal and merge on it answers STRATA_EFENCED with why. */
+void shard_fence_local(struct shard *s, const char *why);
 /** 0 while this handle still owns the shard, as a read of the WAL's epoch object at most
  *  max_age_ns old found (0: read it now); STRATA_EFENCED (and the shard fenced) when a
  *  newer owner took it; another code when ownership cannot be confirmed. 0 with a local

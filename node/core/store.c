@@ -59,6 +59,9 @@ struct store_made {
 	int listed;
 };
 
+/** Stripes of the claim locks (store.claim_io_mu). */
+#define STORE_CLAIM_STRIPES 64u
+
 struct store {
 	/** The options it was opened with (dir owned). */
 	strata_options opt;
@@ -73,8 +76,10 @@ struct store {
 	/** Guards shards[] changes, retired, mem_limit, merge_cap and the listener (short
 	 *  holds, no IO). */
 	pthread_mutex_t claim_mu;
-	/** Serialises strata_shard_claim, held across its IO (nothing else takes it). */
-	pthread_mutex_t claim_io_mu;
+	/** Serialise the claims and releases of a shard, held across a claim's IO (nothing
+	 *  else takes them): shard i's is claim_io_mu[i % STORE_CLAIM_STRIPES], so the claims
+	 *  of a failover's shards run side by side. */
+	pthread_mutex_t claim_io_mu[STORE_CLAIM_STRIPES];
 	/** Shards a claim replaced (fenced ones), kept until close: callers may hold them. */
 	struct shard **retired;
 	uint32_t nretired;
@@ -536,6 +541,8 @@ static int
 store_serves(const struct store *db, uint32_t i)
 {
 	const strata_options *o = &db->opt;
+	if (o->serve_first == STRATA_SERVE_NONE)
+		return 0;
 	return i >= o->serve_first && (o->serve_count == 0 || i - o->serve_first < o->serve_count);
 }
 
@@ -674,7 +681,8 @@ store_open_in(const strata_options *o, struct store **out)
 	db->wal_lock.fd = -1;
 	trace_create(&db->trace);
 	pthread_mutex_init(&db->claim_mu, NULL);
-	pthread_mutex_init(&db->claim_io_mu, NULL);
+	for (unsigned i = 0; i < STORE_CLAIM_STRIPES; i++)
+		pthread_mutex_init(&db->claim_io_mu[i], NULL);
 	db->opt = *o;
 	db->env_ops = (struct env_ops *)o->env_ops;
 	db->merge_cap = o->merge_max_inputs;
@@ -715,7 +723,8 @@ store_open_in(const strata_options *o, struct store **out)
 	}
 	nshards = o->shards ? o->shards : stored ? stored : STRATA_DEFAULT_SHARDS;
 	db->opt.shards = nshards;
-	if (o->serve_first >= nshards || o->serve_count > nshards - o->serve_first) {
+	if (o->serve_first != STRATA_SERVE_NONE &&
+	    (o->serve_first >= nshards || o->serve_count > nshards - o->serve_first)) {
 		rc = diag_set(STRATA_EINVAL, "strata_open: the serve range (%u shards from shard %u) is "
 			      "outside the store's shards 0..%u", o->serve_count, o->serve_first, nshards - 1);
 		goto fail;
@@ -856,7 +865,8 @@ store_close_in(struct store *db)
 		shard_close(db->retired[i]);
 	env.free(db->retired);
 	pthread_mutex_destroy(&db->claim_mu);
-	pthread_mutex_destroy(&db->claim_io_mu);
+	for (unsigned i = 0; i < STORE_CLAIM_STRIPES; i++)
+		pthread_mutex_destroy(&db->claim_io_mu[i]);
 	reaper_delete(db->reaper); /* what the shards let go of last, and what was queued */
 	wal_fdcache_delete(db->wal_fds);
 	bcache_delete(db->bcache); /* after the shards: their readers give back what they reserved */
@@ -973,6 +983,9 @@ shard_of(struct store *db, uint32_t shard, struct shard **s)
 	*s = __atomic_load_n(&db->shards[shard], __ATOMIC_ACQUIRE);
 	if (*s == NULL) {
 		const strata_options *o = &db->opt;
+		if (o->serve_first == STRATA_SERVE_NONE)
+			return diag_set(STRATA_ERANGE, "shard %u is not served by this node (it opened no "
+					"shard and has not claimed this one); another node may own it", shard);
 		uint32_t last = o->serve_count ? o->serve_first + o->serve_count - 1 : db->nshards - 1;
 		return diag_set(STRATA_ERANGE, "shard %u is not served by this node (it serves shards "
 				"%u..%u); another node may own it, or claim it here first", shard,
@@ -1242,7 +1255,7 @@ store_claim_in(struct store *db, uint32_t shard)
 		return diag_set(STRATA_EINVAL, "claim of shard %u: this node keeps its WAL locally (wal = "
 				"local), so the rows another node acknowledged and has not sealed are on that "
 				"node only; take shards over with wal = store", shard);
-	pthread_mutex_lock(&db->claim_io_mu);
+	pthread_mutex_lock(&db->claim_io_mu[shard % STORE_CLAIM_STRIPES]);
 	struct shard *old = __atomic_load_n(&db->shards[shard], __ATOMIC_ACQUIRE);
 	if (old != NULL && !shard_is_fenced(old)) {
 		/* Owned as far as this handle knows; an idle one may have been fenced without
@@ -1250,7 +1263,7 @@ store_claim_in(struct store *db, uint32_t shard)
 		 * owning the shard. */
 		int orc = shard_owner_check(old, 0);
 		if (orc != STRATA_EFENCED) {
-			pthread_mutex_unlock(&db->claim_io_mu);
+			pthread_mutex_unlock(&db->claim_io_mu[shard % STORE_CLAIM_STRIPES]);
 			return orc;
 		}
 		diag_log(LOG_LVL_INFO, "shard %u: claim: %s; claiming it back", shard, diag_last());
@@ -1281,7 +1294,7 @@ store_claim_in(struct store *db, uint32_t shard)
 			diag_log(LOG_LVL_INFO, "shard %u: claimed (epoch %llu)", shard,
 				 (unsigned long long)shard_epoch(s));
 	}
-	pthread_mutex_unlock(&db->claim_io_mu);
+	pthread_mutex_unlock(&db->claim_io_mu[shard % STORE_CLAIM_STRIPES]);
 	return rc;
 }
 
@@ -1542,6 +1555,40 @@ store_checkpoint(struct store *db, const char *dir)
 		return store_none();
 	struct env_ops *prev = env_enter(db->env_ops);
 	int rc = store_checkpoint_in(db, dir);
+	env_leave(prev);
+	return rc;
+}
+
+int
+store_release(struct store *db, uint32_t shard, const char *why)
+{
+	if (db == NULL)
+		return store_none();
+	if (shard >= db->nshards)
+		return diag_set(STRATA_ERANGE, "shard %u out of range (the store has %u shards)", shard,
+				db->nshards);
+	struct env_ops *prev = env_enter(db->env_ops);
+	pthread_mutex_lock(&db->claim_io_mu[shard % STORE_CLAIM_STRIPES]);
+	int rc = 0;
+	struct shard *old = __atomic_load_n(&db->shards[shard], __ATOMIC_ACQUIRE);
+	if (old != NULL) {
+		pthread_mutex_lock(&db->claim_mu);
+		struct shard **r = env.realloc(db->retired, (db->nretired + 1) * sizeof(*r));
+		if (r == NULL) {
+			rc = diag_set(STRATA_ENOMEM, "release of shard %u: out of memory", shard);
+		} else {
+			/* Fenced first: an operation that loaded the pointer before it went answers
+			 * STRATA_EFENCED; the shard object lives on (retired) until the close. */
+			shard_fence_local(old, why != NULL ? why : "released by this node");
+			db->retired = r;
+			db->retired[db->nretired++] = old;
+			__atomic_store_n(&db->shards[shard], NULL, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&db->claim_mu);
+		if (rc == 0)
+			diag_log(LOG_LVL_INFO, "shard %u: released (%s)", shard, why != NULL ? why : "by this node");
+	}
+	pthread_mutex_unlock(&db->claim_io_mu[shard % STORE_CLAIM_STRIPES]);
 	env_leave(prev);
 	return rc;
 }

@@ -88,6 +88,8 @@ int store_checkpoint(struct store *db, const char *dir);
 int store_serves_shard(const struct store *db, uint32_t shard);
 /** strata_shard_claim. */
 int store_claim(struct store *db, uint32_t shard);
+/** strata_shard_release. */
+int store_release(struct store *db, uint32_t shard, const char *why);
 /** Change the budget of background writes, bytes per second (0 = unlimited). */
 void store_set_io_rate(struct store *db, uint64_t bytes_per_s);
 /** Longest lock hold or wait the histograms of store_lock_hists tell apart, ns. */

@@ -667,6 +667,19 @@ wal_fence(struct wal *w, const char *why)
 	pthread_mutex_unlock(&w->mu);
 }
 
+void
+wal_give_up(struct wal *w, const char *why)
+{
+	pthread_mutex_lock(&w->mu);
+	if (!w->failed) {
+		w->failed = STRATA_EFENCED;
+		snprintf(w->fail_msg, sizeof(w->fail_msg), "%s", why);
+		ecount_signal(&w->ack_gen);
+	}
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->mu);
+}
+
 /** Free a WAL whose threads are stopped and whose queue is drained or abandoned. */
 static void
 wal_free(struct wal *w)

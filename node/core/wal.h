@@ -193,6 +193,9 @@ int wal_failed(struct wal *w);
 /** Turn the WAL terminal with STRATA_EFENCED (the caller learned of a newer owner
  *  elsewhere, e.g. from the manifest); why is repeated to every later caller. */
 void wal_fence(struct wal *w, const char *why);
+/** The same for a WAL whose shard this node gives up (a handoff): why is the refusal's
+ *  message, and nothing is logged as an error. */
+void wal_give_up(struct wal *w, const char *why);
 /** With the WAL on the store: 0 while this writer still owns the shard as a read of the
  *  epoch object at most max_age_ns old found (0: read it now); else it reads the epoch
  *  object, and a newer owner fences the WAL (STRATA_EFENCED); a failed read is its code,

@@ -21,6 +21,7 @@
 #include "../lib/env.h"
 #include "../lib/pool.h"
 #include "../lib/text.h"
+#include "../cluster/cluster.h"
 #include "../core/store.h"
 #include "../policy/runtime.h"
 #include "../policy/trial.h"
@@ -87,7 +88,7 @@ struct api_endpoint {
 };
 
 static api_handler_fn api_healthz, api_metrics, api_stats, api_policy, api_rows, api_row, api_seal, api_merge_wal,
-	api_shard_stats, api_checkpoint, api_claim, api_slow_requests;
+	api_shard_stats, api_checkpoint, api_claim, api_slow_requests, api_cluster;
 
 /** Media types POST /v1/shards/{id}/rows takes. "" is an absent header, and
  *  application/x-www-form-urlencoded what curl -d sends when told no type: both NDJSON. */
@@ -122,6 +123,7 @@ static const struct api_endpoint api_endpoints[] = {
 	{"/v1/checkpoint", API_M_POST, api_checkpoint, "checkpoint"},
 	{"/v1/shards/{id}/claim", API_M_POST, api_claim, "claim", .unserved_shard = 1},
 	{"/v1/slow-requests", API_M_GET | API_M_DELETE, api_slow_requests, "slow_requests"},
+	{"/v1/cluster", API_M_GET, api_cluster, "cluster"},
 };
 /** Rows of api_endpoints. */
 #define API_ENDPOINTS (sizeof(api_endpoints) / sizeof(api_endpoints[0]))
@@ -514,6 +516,36 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 			 (unsigned long long)rt->shard, n ? n - 1 : 0);
 		api_error(a, r, 404, "unknown shard", d);
 		return 1;
+	}
+	if (rt->has_shard && a->cluster != NULL && ep->handler == api_claim) {
+		api_error(a, r, 409, "placement is the cluster's",
+			  "this node is a cluster member: etcd's placement decides which node claims a shard "
+			  "(\"Cluster\" in node/core/DESIGN.md)");
+		return 1;
+	}
+	if (rt->has_shard && !ep->unserved_shard && a->cluster != NULL) {
+		const char *owner, *url;
+		int st = cluster_serving(a->cluster, (uint32_t)rt->shard, &owner, &url);
+		if (st != 0) {
+			char d[400];
+			if (st == 503)
+				snprintf(d, sizeof(d), "this node holds shard %llu but cannot be sure its etcd lease "
+					 "is alive, so it serves nothing until it is confirmed",
+					 (unsigned long long)rt->shard);
+			else if (owner[0] != '\0')
+				snprintf(d, sizeof(d), "shard %llu is served by node %s at %s",
+					 (unsigned long long)rt->shard, owner, url);
+			else
+				snprintf(d, sizeof(d), "shard %llu has no owner right now (placement is moving it); "
+					 "retry shortly", (unsigned long long)rt->shard);
+			json_t *o = json_pack("{s:s, s:s, s:s?, s:s?}", "error",
+					      st == 503 ? "shard not served: lease not confirmed" : "shard not served",
+					      "detail", d, "owner", owner[0] ? owner : NULL, "owner_url",
+					      url[0] ? url : NULL);
+			if (!api_json_reply(a, r, st, st == 503 ? "Retry-After: " API_RETRY_AFTER_S "\r\n" : NULL, o))
+				api_error(a, r, st, "shard not served", d);
+			return 1;
+		}
 	}
 	if (rt->has_shard && !ep->unserved_shard && !strata_shard_served(a->db, (uint32_t)rt->shard)) {
 		char d[300];
@@ -1554,7 +1586,8 @@ static void
 api_metrics_reply(struct api *a, struct http_req *r, const struct runtime_stats *rs)
 {
 	struct buf out = {0};
-	struct metrics_src src = {.db = a->db, .host = a->host, .http = a->http, .req = &a->stats};
+	struct metrics_src src = {.db = a->db, .host = a->host, .http = a->http, .req = &a->stats,
+				  .cluster = a->cluster};
 	if (metrics_render(&src, rs, &out) != 0) {
 		buf_destroy(&out);
 		api_error(a, r, 503, "out of memory", "could not render the metrics");
@@ -1798,7 +1831,24 @@ api_checkpoint(struct api *a, struct http_req *r, const struct api_route *rt)
 static void
 api_healthz(struct api *a, struct http_req *r, const struct api_route *rt)
 {
+	const char *why;
+	if (a->cluster != NULL && cluster_degraded(a->cluster, &why)) {
+		api_json(a, r, 200, json_pack("{s:s, s:s}", "status", "degraded", "cluster", why));
+		return;
+	}
 	api_json(a, r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/** GET /v1/cluster: the members and the shard map this node read from etcd last. */
+static void
+api_cluster(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	if (a->cluster == NULL) {
+		api_error(a, r, 404, "not a cluster member",
+			  "this node was started without --cluster; it serves its own shards");
+		return;
+	}
+	api_json(a, r, 200, cluster_json(a->cluster));
 }
 
 static void

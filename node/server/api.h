@@ -36,6 +36,7 @@
 #include "reqstats.h"
 
 struct runtime;
+struct cluster;
 
 /** Content-Type of the binary batch format. */
 #define API_BATCH_CONTENT_TYPE "application/x-strata-batch"
@@ -111,6 +112,8 @@ struct api {
 	 *  strata_options_init's options with the store's merge_max_inputs. */
 	struct policy_limits policy_limits;
 	strata_options trial_store;
+	/** The cluster this node is a member of (set by the owner), or NULL. */
+	struct cluster *cluster;
 };
 
 /** Build the endpoints. */

@@ -1,4 +1,5 @@
 #include "metrics.h"
+#include "../cluster/cluster.h"
 
 #include "../host/host.h"
 
@@ -455,5 +456,35 @@ metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, stru
 		 hs.bad_requests},
 	};
 	mo_scalars(&m, ht, sizeof(ht) / sizeof(ht[0]));
+	if (a->cluster != NULL) {
+		struct cluster_stats cs;
+		cluster_stats(a->cluster, &cs);
+		const struct metrics_scalar cl[] = {
+			{"strata_cluster_members", "gauge", "Live members (node keys in etcd) at the last read.",
+			 cs.members},
+			{"strata_cluster_shards_served", "gauge", "Shards this node serves now.", cs.owned},
+			{"strata_cluster_degraded", "gauge",
+			 "1 while etcd cannot be reached or this node's lease is not confirmed.", (uint64_t)cs.degraded},
+			{"strata_cluster_acquisitions_total", "counter", "Shards this node took (key created, claimed).",
+			 cs.acquired},
+			{"strata_cluster_handoffs_total", "counter", "Shards this node handed to a member that joined.",
+			 cs.handed_off},
+			{"strata_cluster_shards_lost_total", "counter",
+			 "Shards this node stopped serving because its lease lapsed or another took them.", cs.lost},
+			{"strata_cluster_claim_failures_total", "counter", "Claims of a shard that failed.",
+			 cs.claim_failures},
+			{"strata_cluster_leases_total", "counter", "etcd leases granted (1 + the times one lapsed).",
+			 cs.leases},
+			{"strata_cluster_keepalives_total", "counter", "Lease keep-alives sent.", cs.keepalives},
+			{"strata_cluster_keepalive_failures_total", "counter", "Lease keep-alives that failed.",
+			 cs.keepalive_failures},
+			{"strata_cluster_etcd_errors_total", "counter", "etcd calls that failed.", cs.etcd_errors},
+			{"strata_cluster_etcd_revision", "gauge", "The etcd revision of the last read.",
+			 (uint64_t)cs.revision},
+		};
+		mo_scalars(&m, cl, sizeof(cl) / sizeof(cl[0]));
+		mo_head(&m, "strata_cluster_keepalive_seconds", "gauge", "Round trip of the last lease keep-alive.");
+		mo_printf(&m, "strata_cluster_keepalive_seconds %.6f\n", (double)cs.keepalive_rtt_ns / 1e9);
+	}
 	return m.rc;
 }

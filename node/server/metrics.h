@@ -13,6 +13,8 @@
 struct host;
 
 /** What /metrics reads of the node (nothing owned). */
+struct cluster;
+
 struct metrics_src {
 	/** The open store. */
 	strata *db;
@@ -22,6 +24,8 @@ struct metrics_src {
 	struct http_server *http;
 	/** The endpoints' counters, by handler. */
 	const struct reqstats *req;
+	/** The cluster membership, or NULL (no strata_cluster_* series). */
+	const struct cluster *cluster;
 };
 
 /** Append the exposition (text format 0.0.4) of the node a to out, with rs the policy

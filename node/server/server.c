@@ -24,6 +24,7 @@
 #include "api.h"
 #include "http.h"
 #include "reqstats.h"
+#include "../cluster/cluster.h"
 
 /** A running node. */
 struct server {
@@ -44,6 +45,8 @@ struct server {
 	struct api *api;
 	/** The HTTP server. */
 	struct http_server *http;
+	/** The cluster membership (--cluster), or NULL. */
+	struct cluster *cluster;
 	/** SIGTERM watcher. */
 	ev_signal sigterm;
 	/** SIGINT watcher. */
@@ -81,6 +84,8 @@ server_options_init(struct server_options *o)
 	o->policy_poll_ms = RUNTIME_WATCH_POLL_MS;
 	o->slow_request_us = REQSTATS_SLOW_DEFAULT_NS / 1000;
 	o->slow_requests = REQSTATS_SLOW_DEFAULT_LEN;
+	o->cluster_lease_ttl_s = 5;
+	o->cluster_poll_ms = 500;
 }
 
 /* ---------- logging ---------- */
@@ -349,6 +354,28 @@ server_run(const struct server_options *o)
 			return 1;
 		}
 	}
+	static char cl_endpoints[2048], cl_prefix[CLUSTER_MAX_PREFIX + 1], node_id[256];
+	if (o->cluster != NULL) {
+		const char *why = NULL;
+		if (o->store.store == NULL)
+			why = "a cluster moves shards between nodes through a remote object store: give --store";
+		else if (o->store.wal != STRATA_WAL_STORE)
+			why = "a local WAL cannot move to another node: give --wal store";
+		else if (o->store.serve_first != 0 || o->store.serve_count != 0)
+			why = "in a cluster, placement decides which shards a node serves: drop --shards A-B, "
+			      "--serve-first and --serve-count";
+		if (why == NULL && cluster_parse_url(o->cluster, cl_endpoints, sizeof(cl_endpoints), cl_prefix,
+						     sizeof(cl_prefix)) != 0)
+			why = diag_last();
+		if (why == NULL && o->node_id == NULL && gethostname(node_id, sizeof(node_id) - 1) != 0)
+			why = "no --node-id given and the host name cannot be read";
+		if (why == NULL && cluster_check_id(o->node_id ? o->node_id : node_id) != 0)
+			why = diag_last();
+		if (why != NULL) {
+			fprintf(stderr, "strata serve: --cluster: %s; not started\n", why);
+			return 1;
+		}
+	}
 	server_fd_limit(o->max_connections);
 
 	struct server s;
@@ -358,6 +385,8 @@ server_run(const struct server_options *o)
 	strata_options so = o->store;
 	so.dir = o->data_dir; /* shards = 0: the stored count, STRATA_DEFAULT_SHARDS for a new store */
 	so.policy = o->policy_path != NULL ? o->policy_path : "";
+	if (o->cluster != NULL)
+		so.serve_first = STRATA_SERVE_NONE; /* placement gives it shards (cluster.h) */
 	s.loop = ev_default_loop(0);
 	if (s.loop == NULL) {
 		fprintf(stderr, "strata serve: cannot start the event loop\n");
@@ -390,7 +419,9 @@ server_run(const struct server_options *o)
 	 * that runs for its whole budget never holds this loop. */
 	struct host_options hopt = {.mode = HOST_THREADED, .loop = s.loop};
 	hopt.threads[HOST_FG] = o->workers;
-	hopt.threads[HOST_BG] = 1;
+	/* A cluster member claims the shards placement gives it there: a few at once, as a
+	 * failover hands it several (each claim waits on the object store). */
+	hopt.threads[HOST_BG] = o->cluster != NULL ? 4 : 1;
 	struct host_options ropt = {.mode = HOST_THREADED, .loop_thread = 1};
 	ropt.threads[HOST_FG] = 1;
 	if (host_new(&hopt, &s.host) != 0 || host_new(&ropt, &s.rt_host) != 0) {
@@ -424,6 +455,20 @@ server_run(const struct server_options *o)
 		fprintf(stderr, "strata serve: --listen: %s\n", diag_last());
 		goto out;
 	}
+	if (o->cluster != NULL) {
+		static char advertise[CLUSTER_MAX_URL + 1];
+		snprintf(advertise, sizeof(advertise), "%s", o->advertise ? o->advertise : "");
+		if (o->advertise == NULL)
+			snprintf(advertise, sizeof(advertise), "http://%s", http_server_address(s.http));
+		struct cluster_options co = {.url = o->cluster, .node_id = o->node_id ? o->node_id : node_id,
+					     .advertise = advertise, .lease_ttl_s = o->cluster_lease_ttl_s,
+					     .poll_ms = o->cluster_poll_ms};
+		if (cluster_new(&co, s.db, s.host, &s.cluster) != 0) {
+			fprintf(stderr, "strata serve: --cluster: %s\n", diag_last());
+			goto out;
+		}
+		s.api->cluster = s.cluster;
+	}
 	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
 	ev_signal_init(&s.sigint, on_stop_signal, SIGINT);
 	ev_signal_init(&s.sighup, on_hup, SIGHUP);
@@ -453,6 +498,9 @@ out:
 	 * requests already handed to it ran there, and answers those still pending; their
 	 * answers, handed back to this loop, reach the HTTP requests still held (and may read
 	 * the store) before the store closes and the server goes; then the hosts. */
+	/* A member stops serving and gives its lease back first: the others take its shards
+	 * at once, and no request here is answered for a shard it no longer holds. */
+	cluster_leave(s.cluster);
 	while (s.host != NULL && pool_pending(host_exec(s.host, HOST_FG)) > 0)
 		host_drain(s.host, HOST_FG);
 	while (s.host != NULL && pool_pending(host_exec(s.host, HOST_BG)) > 0)
@@ -475,6 +523,7 @@ out:
 		ev_signal_stop(s.loop, &s.sighup);
 	}
 	http_server_delete(s.http);
+	cluster_delete(s.cluster);
 	api_delete(s.api);
 	host_delete(s.rt_host);
 	host_delete(s.host);

@@ -65,6 +65,16 @@ struct server_options {
 	uint64_t slow_request_us;
 	/** Entries of the slow-request log. */
 	uint32_t slow_requests;
+	/** etcd://HOST:PORT[,...][/PREFIX] of the cluster to join, or NULL: a node on its own. */
+	const char *cluster;
+	/** This node's id in the cluster (NULL: the host name). */
+	const char *node_id;
+	/** The URL clients reach this node at (NULL: http:// and the listen address). */
+	const char *advertise;
+	/** The cluster lease's TTL, s. */
+	uint32_t cluster_lease_ttl_s;
+	/** How often the node reads the cluster's keys in etcd, ms. */
+	uint32_t cluster_poll_ms;
 };
 
 /** Fill *o with the defaults of `strata serve`. */

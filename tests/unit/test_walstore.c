@@ -528,6 +528,47 @@ TEST(serve_range_opens_a_subset_and_claim_takes_a_shard_over)
 	free(d);
 }
 
+/* A cluster member opens no shard (STRATA_SERVE_NONE) and is given them by placement:
+ * claim, then release for a handoff (nothing served after it; the next owner's claim
+ * replays what was acknowledged), and claim back. */
+TEST(serve_none_opens_no_shard_and_a_release_hands_the_shard_over)
+{
+	char *d = harness_tmpdir("walstore");
+	char da[600], dbd[600];
+	snprintf(da, sizeof(da), "%s/a", d);
+	snprintf(dbd, sizeof(dbd), "%s/b", d);
+	snprintf(shared_objects, sizeof(shared_objects), "%s/objects", d);
+	strata *a, *b;
+	REQUIRE(open_at(da, 3, STRATA_SERVE_NONE, 0, &a) == 0);
+	REQUIRE(open_at(dbd, 3, STRATA_SERVE_NONE, 0, &b) == 0);
+	for (uint32_t i = 0; i < 3; i++)
+		CHECK(!strata_shard_served(a, i));
+	CHECK_EQ(append1(a, 1, "x", "y"), STRATA_ERANGE);
+	CHECK(strstr(strata_last_error(), "opened no shard") != NULL);
+	CHECK_EQ(strata_shard_claim(a, 1), 0);
+	CHECK(strata_shard_served(a, 1));
+	CHECK_EQ(append1(a, 1, "k1", "by-a"), 0);
+	CHECK_EQ(strata_seal(a, 1), 0);
+	CHECK_EQ(append1(a, 1, "k2", "by-a, unsealed"), 0);
+	CHECK_EQ(strata_shard_release(a, 1, "handed off to b"), 0);
+	CHECK(!strata_shard_served(a, 1));
+	CHECK_EQ(append1(a, 1, "k3", "after release"), STRATA_ERANGE);
+	CHECK(!reads(a, 1, "k1", "by-a"));
+	CHECK_EQ(strata_shard_release(a, 1, "again"), 0); /* not open: nothing to do */
+	CHECK_EQ(strata_shard_claim(b, 1), 0);
+	CHECK(reads(b, 1, "k1", "by-a"));
+	CHECK(reads(b, 1, "k2", "by-a, unsealed"));
+	CHECK(!reads(b, 1, "k3", "after release"));
+	CHECK_EQ(append1(b, 1, "k4", "by-b"), 0);
+	CHECK_EQ(strata_shard_claim(a, 1), 0);
+	CHECK(reads(a, 1, "k4", "by-b"));
+	CHECK_EQ(append1(b, 1, "k5", "b fenced"), STRATA_EFENCED);
+	strata_close(b);
+	strata_close(a);
+	harness_rmrf(d);
+	free(d);
+}
+
 /* A node fenced while idle (another node claimed its shard, and it appended nothing
  * since) must not serve its stale copy: a read looks at the epoch object once its last
  * look is older than owner_check_ms and, finding a newer owner, refuses. A claim always
@@ -619,5 +660,6 @@ main(int argc, char **argv)
 	RUN(switch_to_local_wal_with_store_rows_is_refused_on_the_fs_store);
 	RUN(serve_range_opens_a_subset_and_claim_takes_a_shard_over);
 	RUN(an_idle_fenced_node_serves_no_stale_read_and_its_claim_takes_the_shard_back);
+	RUN(serve_none_opens_no_shard_and_a_release_hands_the_shard_over);
 	return HARNESS_END("test_walstore");
 }

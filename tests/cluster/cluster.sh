@@ -1,0 +1,318 @@
+#!/bin/sh
+# tests/cluster/cluster.sh — several `strata serve --cluster` nodes as one service, against a
+# real etcd (Debian's etcd-server, started here on 127.0.0.1 on free ports, stopped by its
+# PID) and a real Azurite (tests/objstore/server.sh installs and starts it): every shard has
+# one owner and every node shows the same map; kill -9 of a node under appends, its shards
+# acknowledged again elsewhere within TTL + 2 s, nothing acknowledged lost; SIGSTOP past the
+# TTL, the paused node serves nothing for the shards that moved and then rejoins; a node that
+# leaves (SIGTERM) hands its shards over at once.
+# Without etcd or npm the suite is skipped with one line. Ends "# cluster: N passed, N failed".
+BUILD=${BUILD:-build}
+suite=cluster
+. "$(dirname "$0")/../objstore/server.sh"
+server_need_npm Azurite
+ETCD=${ETCD:-$(command -v etcd || echo /usr/bin/etcd)}
+if [ ! -x "$ETCD" ]; then
+	echo "skip - $suite: etcd is not installed (apt-get install etcd-server)"
+	echo "# $suite: 0 passed, 0 failed"
+	exit 0
+fi
+[ -x "$BUILD/strata" ] || server_fail "$BUILD/strata is not built"
+server_install azurite@3 azurite azurite-blob install.log
+server_place azurite
+server_start azurite-blob "$server_cmd" --blobHost 127.0.0.1 --blobPort "$port" --location "$loc" --silent ${AZURITE_DEBUG:+--debug "$AZURITE_DEBUG"} \
+	--disableTelemetry --skipApiVersionCheck
+export AZURE_STORAGE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+store="azure://devstoreaccount1/cluster-$$?endpoint=http://127.0.0.1:$port"
+SHARDS=16
+TTL=3 # etcd's smallest with its default timing (3 heartbeats of an election timeout)
+passed=0
+failed=0
+
+free_port() {
+	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+eport=$(free_port)
+pport=$(free_port)
+etcd_start() {
+	"$ETCD" --name t --data-dir "$loc/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
+		--advertise-client-urls "http://127.0.0.1:$eport" --listen-peer-urls "http://127.0.0.1:$pport" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$pport" --initial-cluster "t=http://127.0.0.1:$pport" \
+		>>"$loc/etcd.log" 2>&1 &
+	epid=$!
+	i=0
+	until curl -s -o /dev/null -X POST -d '{}' "http://127.0.0.1:$eport/v3/maintenance/status"; do
+		i=$((i + 1))
+		[ $i -gt 150 ] && { tail -20 "$loc/etcd.log"; server_fail "etcd did not listen on 127.0.0.1:$eport"; }
+		sleep 0.1
+	done
+}
+etcd_start
+pids=""
+trap 'for p in $pids $epid; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; kill "$pid" 2>/dev/null; wait 2>/dev/null; [ -n "$KEEP" ] || rm -rf "$loc" "$loc.log"' EXIT INT TERM
+
+# node NAME: start node NAME (--owner-check-ms 60000: a read is not checked against the
+# store's epoch object within the test, so what keeps a paused node from serving a stale
+# read is its lease, not the epoch fence behind it, tests/objstore/azure.sh's subject) on the container and the cluster; sets NAME's pid and address
+# in $loc/NAME.pid and $loc/NAME.addr.
+node_start() {
+	server_node "$loc/$1.ready" "$loc/$1.log" "$BUILD/strata" serve --data "$loc/$1" --store "$store" \
+		--wal store --shards $SHARDS --cluster "etcd://127.0.0.1:$eport/t$$" --node-id "$1" \
+		--cluster-lease-ttl-s $TTL --cluster-poll-ms 200 --owner-check-ms 60000 --log-level info
+	echo "$spid" >"$loc/$1.pid"
+	echo "$addr" >"$loc/$1.addr"
+	pids="$pids $spid"
+}
+addr_of() { cat "$loc/$1.addr"; }
+pid_of() { cat "$loc/$1.pid"; }
+# map ADDR: "shard owner desired" lines of GET /v1/cluster on ADDR ("-" for no owner).
+map() {
+	curl -s "http://$1/v1/cluster" | luajit -e '
+		local s = io.read("a")
+		for o in s:gmatch("{\"shard\":[^}]*}") do
+			print(o:match("\"shard\":(%d+)") .. " " .. (o:match("\"owner\":\"([^\"]*)\"") or "-") .. " " ..
+				(o:match("\"desired\":\"([^\"]*)\"") or "-"))
+		end'
+}
+# served NAME: shards NAME serves (by its own GET /v1/cluster).
+served() {
+	curl -s "http://$(addr_of "$1")/v1/cluster" | grep -o '"shard":[0-9]*[^}]*"serving_here":true' | grep -c .
+}
+# settle NAMES...: until each of NAMES shows all SHARDS shards owned by members of NAMES,
+# each by its desired owner, the same map on each, and the shards served add up to SHARDS
+# (at most 20 s).
+settle() {
+	i=0
+	while [ $i -lt 200 ]; do
+		ok=1
+		first=""
+		total=0
+		for n in "$@"; do
+			m=$(map "$(addr_of "$n")")
+			[ "$(printf '%s\n' "$m" | awk '$2 != "-" && $2 == $3' | grep -c .)" = $SHARDS ] || ok=0
+			[ -z "$first" ] && first=$m
+			[ "$m" = "$first" ] || ok=0
+			total=$((total + $(served "$n")))
+		done
+		owners=$(printf '%s\n' "$first" | awk '{print $2}' | sort -u | tr '\n' ' ')
+		for o in $owners; do
+			case " $* " in *" $o "*) ;; *) ok=0 ;; esac
+		done
+		[ $total = $SHARDS ] || ok=0
+		[ $ok = 1 ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+
+node_start a
+node_start b
+node_start c
+r=1
+settle a b c && r=0
+check three_nodes_every_shard_has_one_owner_and_every_node_shows_the_same_map $r \
+	"$(for n in a b c; do echo "$n: $(map "$(addr_of $n)" | tr '\n' ' ')"; done; tail -5 "$loc/a.log")"
+# Each node has a share (rendezvous hashing over 3 members leaves none empty with 16 shards).
+r=0
+for n in a b c; do [ "$(served $n)" -ge 1 ] || r=1; done
+check every_node_serves_a_share $r "$(for n in a b c; do echo "$n serves $(served $n)"; done)"
+
+# /metrics: the cluster's series, promtool-clean; /healthz ok.
+curl -s "http://$(addr_of a)/metrics" >"$loc/metrics"
+r=1
+grep -q '^strata_cluster_members 3$' "$loc/metrics" && grep -q "^strata_cluster_shards_served $(served a)\$" "$loc/metrics" &&
+	grep -q '^strata_cluster_degraded 0$' "$loc/metrics" && r=0
+if command -v promtool >/dev/null 2>&1; then
+	promtool check metrics <"$loc/metrics" >"$loc/promtool.out" 2>&1 || r=1
+fi
+check metrics_show_the_members_and_the_shards_served_and_pass_promtool $r \
+	"$(grep strata_cluster "$loc/metrics"; cat "$loc/promtool.out" 2>/dev/null)"
+check healthz_ok_while_etcd_answers $([ "$(curl -s "http://$(addr_of a)/healthz")" = '{"status":"ok"}' ]; echo $?)
+
+# A request for a shard this node does not own: 421 naming the owner and its URL.
+sh=$(map "$(addr_of a)" | awk '$2 != "a" {print $1; exit}')
+own=$(map "$(addr_of a)" | awk -v s="$sh" '$1 == s {print $2}')
+code=$(curl -s -o "$loc/421.json" -w '%{http_code}' -X POST -d '{"key":"x","value":"y"}' \
+	"http://$(addr_of a)/v1/shards/$sh/rows")
+r=1
+[ "$code" = 421 ] && grep -q "\"owner\":\"$own\"" "$loc/421.json" &&
+	grep -q "\"owner_url\":\"http://$(addr_of "$own")\"" "$loc/421.json" && r=0
+check a_shard_another_node_owns_is_a_421_naming_the_owner $r "$code $(cat "$loc/421.json")"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(addr_of a)/v1/shards/$sh/claim")
+check a_hand_claim_in_a_cluster_is_refused $([ "$code" = 409 ]; echo $?) "$code"
+
+# appender ADDR OUT: one row per request, shard after shard, sent to ADDR and, on a 421, to
+# the owner it names, as a client that follows 421s would (a refused connection or a 503
+# goes back to ADDR after 0.1 s); the keys acknowledged go to OUT ("shard key time");
+# stops at OUT.halt.
+appender() {
+	n=0
+	while [ ! -e "$2.halt" ] && [ $n -lt 100000 ]; do
+		s=$((n % SHARDS))
+		to=$1
+		for try in $(seq 1 60); do
+			rm -f "$2.resp"
+			code=$(curl -s -m 2 -o "$2.resp" -w '%{http_code}' -X POST \
+				-d "{\"key\":\"k$n\",\"value\":\"v$n\"}" "http://$to/v1/shards/$s/rows")
+			if [ "$code" = 200 ]; then
+				echo "$s k$n $(date +%s.%N)" >>"$2"
+				break
+			fi
+			u=""
+			[ "$code" = 421 ] && u=$(sed -n 's/.*"owner_url":"http:\/\/\([^"]*\)".*/\1/p' "$2.resp")
+			if [ -n "$u" ]; then
+				to=$u
+			else
+				to=$1
+				sleep 0.1
+			fi
+		done
+		n=$((n + 1))
+	done
+}
+# lost FILE: keys of FILE that no node reads back as v<n> from the owner of their shard.
+lost() {
+	bad=0
+	while read -r s k t; do
+		ok=0
+		for n in $LIVE; do
+			[ "$(curl -s "http://$(addr_of "$n")/v1/shards/$s/rows/$k")" = "v${k#k}" ] && ok=1 && break
+		done
+		[ $ok = 1 ] || bad=$((bad + 1))
+	done <"$1"
+	echo $bad
+}
+
+# kill -9 of a node under appends: its shards are acknowledged again on the others.
+: >"$loc/kill.acked"
+appender "$(addr_of a)" "$loc/kill.acked" &
+apid=$!
+i=0
+while [ "$(wc -l <"$loc/kill.acked")" -lt 40 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+victim=b
+vshards=$(map "$(addr_of a)" | awk -v v=$victim '$2 == v {print $1}' | tr '\n' ' ')
+# probe OUT SHARDS...: one client (one curl at a time, little load on a 2-core machine) that
+# appends to each of SHARDS in turn, through a and following a 421 to the owner it names,
+# until each has acknowledged one; the time of each first acknowledgement goes to
+# OUT.SHARD.
+probe() {
+	out=$1
+	shift
+	while :; do
+		left=0
+		for s in "$@"; do
+			[ -s "$out.$s" ] && continue
+			left=1
+			to=$(addr_of a)
+			for hop in 1 2; do
+				code=$(curl -s -m 2 -o "$out-resp" -w '%{http_code}' -X POST \
+					-d "{\"key\":\"probe$s\",\"value\":\"p\"}" "http://$to/v1/shards/$s/rows")
+				[ "$code" = 200 ] && { date +%s.%N >"$out.$s"; break; }
+				[ "$code" = 421 ] || break
+				to=$(sed -n 's/.*"owner_url":"http:\/\/\([^"]*\)".*/\1/p' "$out-resp")
+				[ -n "$to" ] || break
+			done
+		done
+		[ $left = 0 ] && return
+		sleep 0.05
+	done
+}
+t_kill=$(date +%s.%N)
+kill -9 "$(pid_of $victim)"
+probe "$loc/probe" $vshards &
+ppids=$!
+LIVE="a c"
+r=1
+settle a c && r=0
+check kill_9_the_dead_nodes_shards_move_to_the_live_ones $r \
+	"$(for n in a c; do echo "$n: $(map "$(addr_of $n)" | tr '\n' ' ')"; done)"
+# The first append acknowledged on each of the victim's shards after the kill.
+i=0
+while [ $i -lt 100 ] && [ "$(cat "$loc"/probe.[0-9]* 2>/dev/null | grep -c .)" -lt "$(echo $vshards | wc -w)" ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+kill $ppids 2>/dev/null
+worst=""
+for s in $vshards; do
+	t=$(cat "$loc/probe.$s" 2>/dev/null)
+	[ -z "$t" ] && { worst=999; continue; }
+	worst=$(awk -v a="$t" -v b="$t_kill" -v w="$worst" 'BEGIN { d = a - b; printf "%.2f", (w == "" || d > w + 0 ? d : w) }')
+done
+echo "# kill -9 of $victim (shards $vshards): every one acknowledged again on another node after ${worst} s (TTL $TTL s)"
+check kill_9_its_shards_are_acknowledged_again_within_ttl_plus_2s \
+	$(awk -v w="$worst" -v t=$TTL 'BEGIN { exit !(w != "" && w + 0 <= t + 2) }'; echo $?) "slowest shard took $worst s"
+touch "$loc/kill.acked.halt"
+wait "$apid"
+nacked=$(wc -l <"$loc/kill.acked")
+nlost=$(lost "$loc/kill.acked")
+check kill_9_every_acknowledged_row_reads_back $([ "$nlost" = 0 ] && [ "$nacked" -gt 40 ]; echo $?) \
+	"$nlost of $nacked acknowledged rows lost"
+
+# SIGSTOP a node past its TTL while a client keeps asking it: it answers nothing for a
+# shard that moved (421/409/503 only), then rejoins and gets its share back.
+node_start b
+LIVE="a b c"
+settle a b c || true
+victim=c
+vshards=$(map "$(addr_of a)" | awk -v v=$victim '$2 == v {print $1}' | tr '\n' ' ')
+kill -STOP "$(pid_of $victim)"
+sleep $((TTL + 1))
+LIVE="a b"
+settle a b
+r=$?
+# A row written to the moved shards on their new owners, which the paused node never saw.
+for s in $vshards; do
+	o=$(map "$(addr_of a)" | awk -v s="$s" '$1 == s {print $2}')
+	curl -s -o /dev/null -X POST -d "{\"key\":\"after-stop\",\"value\":\"new\"}" \
+		"http://$(addr_of "$o")/v1/shards/$s/rows"
+done
+# Requests sent to the paused node now: it answers them once it runs again.
+: >"$loc/stop.codes"
+for s in $vshards; do
+	(curl -s -m 10 -o /dev/null -w "%{http_code}\n" "http://$(addr_of $victim)/v1/shards/$s/rows/after-stop" >>"$loc/stop.codes") &
+	(curl -s -m 10 -o /dev/null -w "%{http_code}\n" -X POST -d '{"key":"zombie","value":"z"}' \
+		"http://$(addr_of $victim)/v1/shards/$s/rows" >>"$loc/stop.codes") &
+done
+sleep 0.5
+kill -CONT "$(pid_of $victim)"
+wait_reqs=0
+while [ "$(wc -l <"$loc/stop.codes")" -lt $(($(echo $vshards | wc -w) * 2)) ] && [ $wait_reqs -lt 100 ]; do
+	sleep 0.1
+	wait_reqs=$((wait_reqs + 1))
+done
+bad=$(grep -cvE '^(421|409|503)$' "$loc/stop.codes")
+check sigstop_past_the_ttl_the_paused_node_serves_nothing_for_moved_shards \
+	$([ $r = 0 ] && [ "$bad" = 0 ] && [ -s "$loc/stop.codes" ]; echo $?) \
+	"settle $r; answers: $(sort "$loc/stop.codes" | uniq -c | tr '\n' ' ')"
+LIVE="a b c"
+r=1
+settle a b c && [ "$(served c)" -ge 1 ] && r=0
+check sigcont_the_paused_node_rejoins_and_gets_its_share_back $r "c serves $(served c)"
+# No zombie row on any moved shard: its owner now (after the rejoin) answers 404.
+z=""
+for s in $vshards; do
+	o=$(map "$(addr_of a)" | awk -v s="$s" '$1 == s {print $2}')
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://$(addr_of "$o")/v1/shards/$s/rows/zombie")
+	[ "$code" = 404 ] || z="$z shard $s on $o: $code;"
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://$(addr_of "$o")/v1/shards/$s/rows/after-stop")
+	[ "$code" = 200 ] || z="$z after-stop on shard $s on $o: $code;"
+done
+check sigstop_the_paused_nodes_appends_are_not_acknowledged_and_the_rows_written_meanwhile_stay \
+	$([ -z "$z" ]; echo $?) "$z"
+
+# SIGTERM: a node that leaves revokes its lease; its shards move at once, not after the TTL.
+t0=$(date +%s.%N)
+kill -TERM "$(pid_of c)"
+LIVE="a b"
+settle a b
+r=$?
+d=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
+echo "# SIGTERM of c: its shards served elsewhere after $d s"
+check sigterm_a_leaving_node_hands_its_shards_over $r "$d s"
+
+for n in a b; do kill -TERM "$(pid_of $n)" 2>/dev/null; done
+for n in a b c; do wait "$(pid_of $n)" 2>/dev/null; done
+echo "# $suite: $passed passed, $failed failed"
+[ "$failed" = 0 ]
