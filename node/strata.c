@@ -11,6 +11,7 @@
  * Built with STRATA_CORE_ONLY (libstrata-core.a), it has neither host nor runtime and
  * needs neither libev nor LuaJIT; options.policy is then refused (handle_rt below).
  */
+#include <xxhash.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -879,6 +880,12 @@ int
 strata_checkpoint(strata *db, const char *dir)
 {
 	return store_checkpoint(store_of(db), dir);
+}
+
+uint32_t
+strata_shard_of(const void *key, size_t key_len, uint32_t shards)
+{
+	return shards ? (uint32_t)(XXH3_64bits(key, key_len) % shards) : 0;
 }
 
 int

@@ -153,6 +153,11 @@ int strata_shard_claim(strata *db, uint32_t shard);
 int strata_shard_release(strata *db, uint32_t shard, const char *why);
 /** 1 when this handle has shard open (in its serve range, or claimed since), else 0. */
 int strata_shard_served(const strata *db, uint32_t shard);
+/** The shard a key belongs to in a store of shards shards: XXH3_64bits(key) (xxHash's
+ *  64-bit XXH3, seed 0, a frozen format) modulo shards. Stable across versions and nodes:
+ *  a client, a node and the Lua module (db:shard_of) route the same key to the same
+ *  shard. 0 when shards is 0. */
+uint32_t strata_shard_of(const void *key, size_t key_len, uint32_t shards);
 /** Number of shards of an open store. */
 uint32_t strata_shards(const strata *db);
 /** Release memory returned by strata_get. */

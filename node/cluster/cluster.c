@@ -102,10 +102,12 @@ now_ns(void)
 	return env.mono_ns();
 }
 
+/** The lease can still be alive (any thread: the loop writes these with release). */
 static int
 lease_alive(const struct cluster *c)
 {
-	return c->lease_id != 0 && now_ns() < c->lease_valid_ns;
+	return __atomic_load_n(&c->lease_id, __ATOMIC_ACQUIRE) != 0 &&
+	       now_ns() < __atomic_load_n(&c->lease_valid_ns, __ATOMIC_ACQUIRE);
 }
 
 /** "PREFIX/nodes/ID" or "PREFIX/shards/NNNNN" into k. */
@@ -214,7 +216,7 @@ lose_all(struct cluster *c, const char *why)
 			release_local(c, i, why);
 		}
 		if (s->state != CL_CLAIMING) /* a claim in flight finishes into a stale generation */
-			s->state = CL_NONE;
+			__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 	}
 	c->st.owned = 0;
 }
@@ -294,11 +296,11 @@ grant_done(void *ctx, int rc, json_t *reply, const char *err)
 		ev_timer_set(&c->keepalive_timer, ttl / 3.0, ttl / 3.0);
 		ev_timer_start(c->loop, &c->keepalive_timer);
 	}
-	c->lease_id = id;
+	__atomic_store_n(&c->lease_id, id, __ATOMIC_RELEASE);
 	c->lease_gen++;
 	c->st.leases++;
 	uint64_t ttl_ns = (uint64_t)ttl * 1000000000ull;
-	c->lease_valid_ns = sent + ttl_ns - ttl_ns / 5;
+	__atomic_store_n(&c->lease_valid_ns, sent + ttl_ns - ttl_ns / 5, __ATOMIC_RELEASE);
 	c->joined = 0;
 	put_node(c);
 }
@@ -355,7 +357,7 @@ keepalive_done(void *ctx, int rc, json_t *reply, const char *err)
 		diag_log(LOG_LVL_WARN, "cluster: lease %llx expired in etcd; this node serves no shard until it "
 			 "rejoins", (unsigned long long)c->lease_id);
 		lose_all(c, "this node's etcd lease expired");
-		c->lease_id = 0;
+		__atomic_store_n(&c->lease_id, 0, __ATOMIC_RELEASE);
 		c->joined = 0;
 		start_grant(c);
 		return;
@@ -363,7 +365,7 @@ keepalive_done(void *ctx, int rc, json_t *reply, const char *err)
 	uint64_t ttl_ns = (uint64_t)ttl * 1000000000ull;
 	uint64_t until = sent + ttl_ns - ttl_ns / 5;
 	if (until > c->lease_valid_ns)
-		c->lease_valid_ns = until;
+		__atomic_store_n(&c->lease_valid_ns, until, __ATOMIC_RELEASE);
 }
 
 static void
@@ -477,7 +479,7 @@ claim_done(void *arg)
 		/* The lease it was taken under is gone: do not serve it. */
 		release_local(c, j->shard, "claimed under an etcd lease that has lapsed");
 		if (s->gen == j->gen)
-			s->state = CL_NONE;
+			__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 		env.free(j);
 		return;
 	}
@@ -485,13 +487,13 @@ claim_done(void *arg)
 		c->st.claim_failures++;
 		diag_log(LOG_LVL_WARN, "cluster: shard %u: claim failed, key given back: %s", j->shard, j->msg);
 		release_local(c, j->shard, "its claim failed");
-		s->state = CL_NONE;
+		__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 		s->retry_ns = now_ns() + 2000000000ull;
 		delete_key(c, j->shard);
 		env.free(j);
 		return;
 	}
-	s->state = CL_OWNED;
+	__atomic_store_n(&s->state, CL_OWNED, __ATOMIC_RELEASE);
 	s->epoch = j->epoch;
 	snprintf(s->owner, sizeof(s->owner), "%s", c->node_id);
 	snprintf(s->owner_url, sizeof(s->owner_url), "%s", c->advertise);
@@ -532,7 +534,7 @@ start_claim(struct cluster *c, uint32_t shard)
 		return;
 	}
 	c->claims++;
-	s->state = CL_CLAIMING;
+	__atomic_store_n(&s->state, CL_CLAIMING, __ATOMIC_RELEASE);
 	s->gen = c->lease_gen;
 }
 
@@ -554,7 +556,7 @@ acquire_done(void *ctx, int rc, json_t *reply, const char *err)
 	struct cl_shard *s = &c->shards[shard];
 	if (s->state != CL_ACQUIRING || s->gen != gen)
 		return;
-	s->state = CL_NONE;
+	__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 	if (rc) {
 		etcd_failed(c, "taking a shard key", err);
 		return;
@@ -588,7 +590,7 @@ acquire(struct cluster *c, uint32_t shard)
 		env.free(a);
 		return;
 	}
-	c->shards[shard].state = CL_ACQUIRING;
+	__atomic_store_n(&c->shards[shard].state, CL_ACQUIRING, __ATOMIC_RELEASE);
 	c->shards[shard].gen = c->lease_gen;
 }
 
@@ -630,7 +632,7 @@ reconcile(struct cluster *c)
 				diag_log(LOG_LVL_WARN, "cluster: shard %u is %s's now; this node stops serving it", i,
 					 s->owner);
 				release_local(c, i, "another node holds it in etcd");
-				s->state = CL_NONE;
+				__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 				c->st.owned--;
 				c->st.lost++;
 			} else if (want[0] != '\0' && strcmp(want, c->node_id) != 0) {
@@ -639,7 +641,7 @@ reconcile(struct cluster *c)
 				release_local(c, i, "handed off to another node");
 				c->st.owned--;
 				c->st.handed_off++;
-				s->state = CL_NONE;
+				__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 				delete_key(c, i);
 			}
 			break;
@@ -901,7 +903,7 @@ cluster_leave(struct cluster *c)
 		else
 			diag_log(LOG_LVL_INFO, "cluster: left; lease %llx revoked", (unsigned long long)c->lease_id);
 	}
-	c->lease_id = 0;
+	__atomic_store_n(&c->lease_id, 0, __ATOMIC_RELEASE);
 	c->st.owned = 0;
 }
 
@@ -937,6 +939,13 @@ cluster_serving(const struct cluster *c, uint32_t shard, const char **owner, con
 		*owner_url = s->owner_url;
 	}
 	return 421;
+}
+
+int
+cluster_serves_now(const struct cluster *c, uint32_t shard)
+{
+	return shard < c->nshards && __atomic_load_n(&c->shards[shard].state, __ATOMIC_ACQUIRE) == CL_OWNED &&
+	       lease_alive(c);
 }
 
 int

@@ -22,7 +22,7 @@
  * here; a zombie that never hears from etcd again stops on its own clock, and should it
  * write anyway, the new owner's epoch claim has fenced it.
  *
- * Everything here runs on the loop's thread.
+ * Everything here runs on the loop's thread, but cluster_serves_now.
  */
 #ifndef STRATA_CLUSTER_H
 #define STRATA_CLUSTER_H
@@ -79,6 +79,9 @@ void cluster_delete(struct cluster *c);
  *  yet (*owner and *owner_url: the owner etcd names, "" when none); 503, this node holds
  *  it but cannot be sure its lease is alive. */
 int cluster_serving(const struct cluster *c, uint32_t shard, const char **owner, const char **owner_url);
+/** 1 when cluster_serving would answer 0 (from any thread: a worker checks the shards
+ *  of a key-routed batch), else 0. */
+int cluster_serves_now(const struct cluster *c, uint32_t shard);
 /** The cluster as GET /v1/cluster shows it (a new reference). */
 json_t *cluster_json(const struct cluster *c);
 /** Nonzero while etcd cannot be reached or the lease is not confirmed; why says which. */

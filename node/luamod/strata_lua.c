@@ -718,6 +718,17 @@ lstrata_shards(lua_State *L)
 	return 1;
 }
 
+/** db:shard_of(key) -> the shard key belongs to (strata_shard_of) */
+static int
+lstrata_shard_of(lua_State *L)
+{
+	struct lstrata_db *d = lstrata_checkdb(L, 1);
+	size_t n;
+	const char *k = luaL_checklstring(L, 2, &n);
+	lua_pushinteger(L, (lua_Integer)strata_shard_of(k, n, strata_shards(d->db)));
+	return 1;
+}
+
 /** db:policy(path_or_source) -> true | nil, message, code */
 static int
 lstrata_policy(lua_State *L)
@@ -1348,6 +1359,7 @@ static const luaL_Reg lstrata_db_methods[] = {
 	{"step", lstrata_step},
 	{"trace_hash", lstrata_trace_hash},
 	{"shards", lstrata_shards},
+	{"shard_of", lstrata_shard_of},
 	{"close", lstrata_close},
 	{"is_closed", lstrata_is_closed},
 	{NULL, NULL},

@@ -85,10 +85,12 @@ struct api_endpoint {
 	const struct api_body *body;
 	/** It takes a shard this node does not serve too (else that is a 421). */
 	int unserved_shard;
+	/** Its shard is the key's (strata_shard_of of the decoded {key}), not in the path. */
+	int key_routed;
 };
 
 static api_handler_fn api_healthz, api_metrics, api_stats, api_policy, api_rows, api_row, api_seal, api_merge_wal,
-	api_shard_stats, api_checkpoint, api_claim, api_slow_requests, api_cluster;
+	api_shard_stats, api_checkpoint, api_claim, api_slow_requests, api_cluster, api_rows_by_key;
 
 /** Media types POST /v1/shards/{id}/rows takes. "" is an absent header, and
  *  application/x-www-form-urlencoded what curl -d sends when told no type: both NDJSON. */
@@ -124,6 +126,8 @@ static const struct api_endpoint api_endpoints[] = {
 	{"/v1/shards/{id}/claim", API_M_POST, api_claim, "claim", .unserved_shard = 1},
 	{"/v1/slow-requests", API_M_GET | API_M_DELETE, api_slow_requests, "slow_requests"},
 	{"/v1/cluster", API_M_GET, api_cluster, "cluster"},
+	{"/v1/rows", API_M_POST, api_rows_by_key, "rows_by_key", &api_rows_body},
+	{"/v1/rows/{key}", API_M_GET | API_M_DELETE, api_row, "row_by_key", .key_routed = 1},
 };
 /** Rows of api_endpoints. */
 #define API_ENDPOINTS (sizeof(api_endpoints) / sizeof(api_endpoints[0]))
@@ -458,6 +462,33 @@ api_token_ok(const struct api *a, const struct http_req *r)
 	return diff == 0;
 }
 
+/** On a cluster member: answer 421 (another owner, or none yet) or 503 (the lease is not
+ *  confirmed) and return 1 unless this node serves shard now; 0 when it does. */
+static int
+api_cluster_unserved(struct api *a, struct http_req *r, uint32_t shard)
+{
+	const char *owner, *url;
+	int st = cluster_serving(a->cluster, shard, &owner, &url);
+	if (st == 0)
+		return 0;
+	char d[400];
+	if (st == 503)
+		snprintf(d, sizeof(d), "this node holds shard %u but cannot be sure its etcd lease is alive, so it "
+			 "serves nothing until it is confirmed", shard);
+	else if (owner[0] != '\0')
+		snprintf(d, sizeof(d), "shard %u is served by node %s at %s", shard, owner, url);
+	else
+		snprintf(d, sizeof(d), "shard %u has no owner right now (placement is moving it); retry shortly",
+			 shard);
+	json_t *o = json_pack("{s:s, s:s, s:I, s:s?, s:s?}", "error",
+			      st == 503 ? "shard not served: lease not confirmed" : "shard not served", "detail", d,
+			      "shard", (json_int_t)shard, "owner", owner[0] ? owner : NULL, "owner_url",
+			      url[0] ? url : NULL);
+	if (!api_json_reply(a, r, st, st == 503 ? "Retry-After: " API_RETRY_AFTER_S "\r\n" : NULL, o))
+		api_error(a, r, st, "shard not served", d);
+	return 1;
+}
+
 /** Check route, method, auth and shard; answer at once (and return nonzero) when one fails. */
 static int
 api_check(struct api *a, struct http_req *r, struct api_route *rt)
@@ -498,6 +529,16 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 					   : "the bearer token is not valid");
 		return 1;
 	}
+	if (ep->key_routed && rt->has_key) {
+		/* The key's shard, as strata_shard_of routes it; a malformed key is api_row's 400. */
+		struct buf k = {0};
+		if (pct_decode(rt->key, rt->key_len, 0, &k) == 0 && k.len > 0 && k.len <= STRATA_MAX_KEY) {
+			rt->has_shard = 1;
+			rt->shard_valid = 1;
+			rt->shard = strata_shard_of(k.data, k.len, strata_shards(a->db));
+		}
+		buf_destroy(&k);
+	}
 	if (rt->has_shard && !rt->shard_valid) {
 		char d[300];
 		const char *p = rt->shard_id;
@@ -523,30 +564,9 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 			  "(\"Cluster\" in node/core/DESIGN.md)");
 		return 1;
 	}
-	if (rt->has_shard && !ep->unserved_shard && a->cluster != NULL) {
-		const char *owner, *url;
-		int st = cluster_serving(a->cluster, (uint32_t)rt->shard, &owner, &url);
-		if (st != 0) {
-			char d[400];
-			if (st == 503)
-				snprintf(d, sizeof(d), "this node holds shard %llu but cannot be sure its etcd lease "
-					 "is alive, so it serves nothing until it is confirmed",
-					 (unsigned long long)rt->shard);
-			else if (owner[0] != '\0')
-				snprintf(d, sizeof(d), "shard %llu is served by node %s at %s",
-					 (unsigned long long)rt->shard, owner, url);
-			else
-				snprintf(d, sizeof(d), "shard %llu has no owner right now (placement is moving it); "
-					 "retry shortly", (unsigned long long)rt->shard);
-			json_t *o = json_pack("{s:s, s:s, s:s?, s:s?}", "error",
-					      st == 503 ? "shard not served: lease not confirmed" : "shard not served",
-					      "detail", d, "owner", owner[0] ? owner : NULL, "owner_url",
-					      url[0] ? url : NULL);
-			if (!api_json_reply(a, r, st, st == 503 ? "Retry-After: " API_RETRY_AFTER_S "\r\n" : NULL, o))
-				api_error(a, r, st, "shard not served", d);
-			return 1;
-		}
-	}
+	if (rt->has_shard && !ep->unserved_shard && a->cluster != NULL &&
+	    api_cluster_unserved(a, r, (uint32_t)rt->shard))
+		return 1;
 	if (rt->has_shard && !ep->unserved_shard && !strata_shard_served(a->db, (uint32_t)rt->shard)) {
 		char d[300];
 		snprintf(d, sizeof(d), "shard %llu is not served by this node (another node may own it); "
@@ -706,6 +726,162 @@ api_append(struct api *a, struct http_req *r, uint32_t shard)
 	j->shard = shard;
 	j->binary = is_batch_type(r->content_type);
 	if (api_submit(a, r, HOST_FG, append_work, append_done, j) != 0)
+		env.free(j);
+}
+
+/* ---------- POST /v1/rows (routed by key) ---------- */
+
+/** A key-routed batch on the pool: its rows grouped by strata_shard_of, one append per
+ *  shard, in shard order. */
+struct api_keyed {
+	/** The API and the request. */
+	struct api *a;
+	struct http_req *r;
+	/** Body is the binary batch format. */
+	int binary;
+	/** Reply status, words and detail when it is not 200. */
+	int status;
+	const char *error;
+	char detail[600];
+	/** With status 421 (or 503): the first shard of the batch this node does not serve. */
+	uint32_t unserved;
+	/** The shards appended, in order: id, rows, last sequence number (env.calloc). */
+	uint32_t *done_shard;
+	uint64_t *done_rows, *done_seq;
+	size_t ndone;
+	/** Rows appended in all. */
+	uint64_t appended;
+};
+
+static int
+keyed_cmp(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+static void
+keyed_work(void *arg)
+{
+	struct api_keyed *j = arg;
+	struct http_req *r = j->r;
+	struct api *a = j->a;
+	struct batch b;
+	const char *what = NULL;
+	r->mark_ns[REQSTATS_MARK_WORK] = env.mono_ns();
+	int rc = batch_decode(j->binary ? BATCH_BINARY : BATCH_NDJSON, r->body.data, r->body.len, &a->batch_limits,
+			      &b, &what);
+	if (rc != 0) {
+		j->status = api_status_of(rc);
+		j->error = what;
+		snprintf(j->detail, sizeof(j->detail), "%s", diag_last());
+		return;
+	}
+	uint32_t nsh = strata_shards(a->db);
+	/* (shard << 32 | index): sorted, the rows of a shard are together and in batch order. */
+	uint64_t *order = env.calloc(b.n ? b.n : 1, sizeof(*order));
+	strata_row *rows = env.calloc(b.n ? b.n : 1, sizeof(*rows));
+	j->done_shard = env.calloc(b.n ? b.n : 1, sizeof(*j->done_shard));
+	j->done_rows = env.calloc(b.n ? b.n : 1, sizeof(*j->done_rows));
+	j->done_seq = env.calloc(b.n ? b.n : 1, sizeof(*j->done_seq));
+	if (order == NULL || rows == NULL || j->done_shard == NULL || j->done_rows == NULL || j->done_seq == NULL) {
+		j->status = 503;
+		j->error = "out of memory";
+		snprintf(j->detail, sizeof(j->detail), "no memory to route a batch of %zu rows", b.n);
+		goto out;
+	}
+	for (size_t i = 0; i < b.n; i++)
+		order[i] = (uint64_t)strata_shard_of(b.rows[i].key, b.rows[i].key_len, nsh) << 32 | i;
+	qsort(order, b.n, sizeof(*order), keyed_cmp);
+	/* Every shard first: a batch with a row for a shard this node does not serve is
+	 * refused whole, before anything is appended. */
+	for (size_t i = 0; i < b.n; i++) {
+		uint32_t sh = (uint32_t)(order[i] >> 32);
+		if (i > 0 && sh == (uint32_t)(order[i - 1] >> 32))
+			continue;
+		int served = a->cluster != NULL ? cluster_serves_now(a->cluster, sh) : strata_shard_served(a->db, sh);
+		if (!served) {
+			j->status = 421;
+			j->unserved = sh;
+			goto out;
+		}
+	}
+	uint64_t t0 = env.mono_ns();
+	r->mark_ns[REQSTATS_MARK_ENGINE] = t0;
+	for (size_t i = 0; i < b.n;) {
+		uint32_t sh = (uint32_t)(order[i] >> 32);
+		size_t n = 0;
+		for (; i < b.n && (uint32_t)(order[i] >> 32) == sh; i++)
+			rows[n++] = b.rows[(uint32_t)order[i]];
+		uint64_t last = 0;
+		rc = strata_append_seq(a->db, sh, rows, n, &last);
+		if (rc != 0) {
+			j->status = api_status_of(rc);
+			j->error = api_failed(rc, "append failed");
+			snprintf(j->detail, sizeof(j->detail), "shard %u: %s", sh, strata_last_error());
+			break;
+		}
+		j->done_shard[j->ndone] = sh;
+		j->done_rows[j->ndone] = n;
+		j->done_seq[j->ndone++] = last;
+		j->appended += n;
+	}
+	uint64_t t1 = env.mono_ns();
+	r->mark_ns[REQSTATS_MARK_ENGINE_END] = t1;
+	hist_record(a->stats.append_ns, t1 - t0);
+	if (rc == 0)
+		j->status = 200;
+out:
+	env.free(order);
+	env.free(rows);
+	batch_destroy(&b);
+}
+
+static void
+keyed_done(void *arg)
+{
+	struct api_keyed *j = arg;
+	struct api *a = j->a;
+	a->jobs--;
+	j->r->mark_ns[REQSTATS_MARK_DONE] = env.mono_ns();
+	json_t *shards = json_array();
+	for (size_t i = 0; i < j->ndone; i++)
+		json_array_append_new(shards, json_pack("{s:I, s:I, s:I}", "shard", (json_int_t)j->done_shard[i],
+							"appended", (json_int_t)j->done_rows[i], "last_seq",
+							(json_int_t)j->done_seq[i]));
+	if (j->status == 200) {
+		api_json(a, j->r, 200, json_pack("{s:I, s:o}", "appended", (json_int_t)j->appended, "shards", shards));
+	} else if (j->status == 421 && (a->cluster == NULL || !api_cluster_unserved(a, j->r, j->unserved))) {
+		/* Not a member (or the lease came back meanwhile: the client retries). */
+		json_decref(shards);
+		char d[300];
+		snprintf(d, sizeof(d), "the batch has rows for shard %u, which this node does not serve; nothing "
+			 "was appended", j->unserved);
+		api_error(a, j->r, 421, "shard not served", d);
+	} else if (j->status == 421) {
+		json_decref(shards);
+	} else if (!api_json_reply(a, j->r, j->status, j->status == 503 ? "Retry-After: " API_RETRY_AFTER_S "\r\n" : NULL,
+				   json_pack("{s:s, s:s, s:I, s:o}", "error", j->error, "detail", j->detail,
+					     "appended", (json_int_t)j->appended, "appended_shards", shards))) {
+		api_error(a, j->r, j->status, j->error, j->detail);
+	}
+	env.free(j->done_shard);
+	env.free(j->done_rows);
+	env.free(j->done_seq);
+	env.free(j);
+}
+
+/** POST /v1/rows: a batch whose rows go to their keys' shards. */
+static void
+api_rows_by_key(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	struct api_keyed *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->a = a;
+	j->r = r;
+	j->binary = is_batch_type(r->content_type);
+	if (api_submit(a, r, HOST_FG, keyed_work, keyed_done, j) != 0)
 		env.free(j);
 }
 

@@ -139,6 +139,20 @@ r=1
 [ "$code" = 421 ] && grep -q "\"owner\":\"$own\"" "$loc/421.json" &&
 	grep -q "\"owner_url\":\"http://$(addr_of "$own")\"" "$loc/421.json" && r=0
 check a_shard_another_node_owns_is_a_421_naming_the_owner $r "$code $(cat "$loc/421.json")"
+# The key-routed endpoints: a key of that shard, read on a, is a 421 naming its owner,
+# whose URL serves it.
+# (the shard of a key: the one the 421 of a POST /v1/rows on a non-owner names, or its 200)
+key=""
+for i in $(seq 1 400); do
+	out=$(curl -s -X POST -d "{\"key\":\"key$i\",\"value\":\"routed\"}" "http://$(addr_of "$own")/v1/rows")
+	case "$out" in *"\"shard\":$sh,"* | *"\"shard\":$sh}"*) key=key$i; break ;; esac
+done
+curl -s -o /dev/null -X POST -d "{\"key\":\"$key\",\"value\":\"routed\"}" "http://$(addr_of "$own")/v1/rows"
+code=$(curl -s -o "$loc/421k.json" -w '%{http_code}' "http://$(addr_of a)/v1/rows/$key")
+u=$(sed -n 's/.*"owner_url":"\([^"]*\)".*/\1/p' "$loc/421k.json")
+r=1
+[ -n "$key" ] && [ "$code" = 421 ] && [ "$(curl -s "$u/v1/rows/$key")" = routed ] && r=0
+check a_key_routed_get_is_a_421_whose_owner_url_serves_it $r "key '$key' (shard $sh): $code $(cat "$loc/421k.json"); at $u"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(addr_of a)/v1/shards/$sh/claim")
 check a_hand_claim_in_a_cluster_is_refused $([ "$code" = 409 ]; echo $?) "$code"
 
@@ -192,29 +206,40 @@ i=0
 while [ "$(wc -l <"$loc/kill.acked")" -lt 40 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 victim=b
 vshards=$(map "$(addr_of a)" | awk -v v=$victim '$2 == v {print $1}' | tr '\n' ' ')
-# probe OUT SHARDS...: one client (one curl at a time, little load on a 2-core machine) that
-# appends to each of SHARDS in turn, through a and following a 421 to the owner it names,
-# until each has acknowledged one; the time of each first acknowledgement goes to
-# OUT.SHARD.
+# probe OUT SHARDS...: a client that appends to every shard of SHARDS not yet acknowledged
+# at once (one curl process, --parallel: little load on a 2-core machine), through a and
+# then to the owner each 421 names, every 50 ms, until each has acknowledged one; the time
+# of each first acknowledgement goes to OUT.SHARD.
 probe() {
 	out=$1
 	shift
 	while :; do
-		left=0
+		set -- $(for s in "$@"; do [ -s "$out.$s" ] || echo "$s"; done)
+		[ $# = 0 ] && return
+		args=""
 		for s in "$@"; do
-			[ -s "$out.$s" ] && continue
-			left=1
-			to=$(addr_of a)
-			for hop in 1 2; do
-				code=$(curl -s -m 2 -o "$out-resp" -w '%{http_code}' -X POST \
-					-d "{\"key\":\"probe$s\",\"value\":\"p\"}" "http://$to/v1/shards/$s/rows")
-				[ "$code" = 200 ] && { date +%s.%N >"$out.$s"; break; }
-				[ "$code" = 421 ] || break
-				to=$(sed -n 's/.*"owner_url":"http:\/\/\([^"]*\)".*/\1/p' "$out-resp")
-				[ -n "$to" ] || break
-			done
+			args="$args -o $out-a.$s http://$(addr_of a)/v1/shards/$s/rows"
 		done
-		[ $left = 0 ] && return
+		curl -s -m 2 --parallel --parallel-immediate -X POST -d '{"key":"probe","value":"p"}' \
+			-w '%{http_code} %{url_effective}\n' $args >"$out-codes" 2>/dev/null
+		args=""
+		for s in "$@"; do
+			if grep -q "^200 .*/v1/shards/$s/rows\$" "$out-codes"; then
+				date +%s.%N >"$out.$s"
+				continue
+			fi
+			u=$(sed -n 's/.*"owner_url":"\([^"]*\)".*/\1/p' "$out-a.$s" 2>/dev/null)
+			[ -n "$u" ] && args="$args -o $out-o.$s $u/v1/shards/$s/rows"
+		done
+		if [ -n "$args" ]; then
+			curl -s -m 2 --parallel --parallel-immediate -X POST -d '{"key":"probe","value":"p"}' \
+				-w '%{http_code} %{url_effective}\n' $args >"$out-codes" 2>/dev/null
+			t=$(date +%s.%N)
+			for s in "$@"; do
+				grep -q "^200 .*/v1/shards/$s/rows\$" "$out-codes" && [ ! -s "$out.$s" ] && echo "$t" >"$out.$s"
+			done
+		fi
+		rm -f "$out"-a.* "$out"-o.*
 		sleep 0.05
 	done
 }
