@@ -11,6 +11,7 @@ int cmd_load(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
 
 /** Shard numbers found under a data directory's wal/ and objects/. */
 struct cli_shards {

@@ -53,6 +53,8 @@ usage(FILE *f)
 		"                                   an external compactor next to a live node: merges\n"
 		"                                   with the node's epoch, never fences it\n"
 		"                                   (strata compact --help)\n"
+		"  cluster status|drain NODE|move SHARD NODE --cluster etcd://HOST:PORT[/PREFIX]\n"
+		"                                   show and steer a cluster's placement (strata cluster --help)\n"
 		"  --help                           this text\n"
 		"  --version                        print the version\n");
 }
@@ -629,6 +631,8 @@ main(int argc, char **argv)
 		return cmd_sim(argc - 2, argv + 2);
 	if (strcmp(argv[1], "compact") == 0)
 		return cmd_compact(argc - 2, argv + 2);
+	if (strcmp(argv[1], "cluster") == 0)
+		return cmd_cluster(argc - 2, argv + 2);
 	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -11,6 +11,7 @@
 #include "../lib/buf.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/hist.h"
 #include "../lib/pool.h"
 #include "etcd.h"
 
@@ -34,6 +35,8 @@ struct cl_member {
 	char url[CLUSTER_MAX_URL + 1];
 	char version[32];
 	int64_t started;
+	/** PREFIX/drain/ID exists: it is given no shard (unless a move names it). */
+	int drained;
 };
 
 /** A shard: what etcd says and what this node does. */
@@ -51,6 +54,10 @@ struct cl_shard {
 	uint64_t gen;
 	/** No acquisition before this time (after a failed claim), mono ns. */
 	uint64_t retry_ns;
+	/** PREFIX/move/NNNNN names this node as the shard's owner ("" when none). */
+	char move_to[CLUSTER_MAX_ID + 1];
+	/** When a read first found the shard without an owner (0: it has one), mono ns. */
+	uint64_t unowned_since_ns;
 };
 
 struct cluster {
@@ -89,6 +96,9 @@ struct cluster {
 	uint32_t nshards;
 	/** Claim jobs on the background executor. */
 	unsigned claims;
+	/** Seconds from a read that found a shard without an owner to this node serving it,
+	 *  and the claims' own time (ns; recorded on the loop, read by /metrics there). */
+	struct hist *takeover_ns, *claim_ns;
 	struct cluster_stats st;
 	/** When the process started (unix s). */
 	int64_t started;
@@ -182,14 +192,24 @@ cluster_desired(const char *const *ids, unsigned n, uint32_t shard)
 	return best;
 }
 
-/** The id of the member that should own shard ("" when there is none). */
+/** The id of the member that should own shard ("" when there is none): the live member a
+ *  move names, else the rendezvous choice among the members not drained (among all of
+ *  them when every one is drained). */
 static const char *
 desired_of(const struct cluster *c, uint32_t shard)
 {
+	const struct cl_shard *s = &c->shards[shard];
 	const char *ids[256];
-	unsigned n = c->nmembers < 256 ? c->nmembers : 256;
-	for (unsigned i = 0; i < n; i++)
-		ids[i] = c->members[i].id;
+	unsigned n = 0, all = c->nmembers < 256 ? c->nmembers : 256;
+	for (unsigned i = 0; i < all; i++) {
+		if (s->move_to[0] != '\0' && strcmp(s->move_to, c->members[i].id) == 0)
+			return c->members[i].id;
+		if (!c->members[i].drained)
+			ids[n++] = c->members[i].id;
+	}
+	if (n == 0)
+		for (unsigned i = 0; i < all; i++)
+			ids[n++] = c->members[i].id;
 	int d = cluster_desired(ids, n, shard);
 	return d < 0 ? "" : ids[d];
 }
@@ -495,6 +515,10 @@ claim_done(void *arg)
 	}
 	__atomic_store_n(&s->state, CL_OWNED, __ATOMIC_RELEASE);
 	s->epoch = j->epoch;
+	hist_record(c->claim_ns, j->end_ns - j->start_ns);
+	if (s->unowned_since_ns != 0)
+		hist_record(c->takeover_ns, now_ns() - s->unowned_since_ns);
+	s->unowned_since_ns = 0;
 	snprintf(s->owner, sizeof(s->owner), "%s", c->node_id);
 	snprintf(s->owner_url, sizeof(s->owner_url), "%s", c->advertise);
 	c->st.acquired++;
@@ -680,13 +704,23 @@ read_done(void *ctx, int rc, json_t *reply, const char *err)
 		return;
 	unsigned nm = 0;
 	for (uint32_t i = 0; i < c->nshards; i++) {
-		c->shards[i].owner[0] = c->shards[i].owner_url[0] = '\0';
+		c->shards[i].owner[0] = c->shards[i].owner_url[0] = c->shards[i].move_to[0] = '\0';
 		c->shards[i].lease = 0;
 		c->shards[i].epoch = 0;
 	}
-	char nodes[CLUSTER_MAX_PREFIX + 16], shards[CLUSTER_MAX_PREFIX + 16];
+	char nodes[CLUSTER_MAX_PREFIX + 16], shards[CLUSTER_MAX_PREFIX + 16], drains[CLUSTER_MAX_PREFIX + 16],
+		moves[CLUSTER_MAX_PREFIX + 16];
 	int nl = snprintf(nodes, sizeof(nodes), "%s/nodes/", c->prefix);
 	int sl = snprintf(shards, sizeof(shards), "%s/shards/", c->prefix);
+	int dl = snprintf(drains, sizeof(drains), "%s/drain/", c->prefix);
+	int ml = snprintf(moves, sizeof(moves), "%s/move/", c->prefix);
+	/* The drained ids, matched to the members once they are all read. */
+	char (*drained)[CLUSTER_MAX_ID + 1] = env.calloc(n ? n : 1, sizeof(*drained));
+	size_t ndrained = 0;
+	if (drained == NULL) {
+		env.free(m);
+		return;
+	}
 	struct buf k = {0}, v = {0};
 	int self = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -721,9 +755,31 @@ read_done(void *ctx, int rc, json_t *reply, const char *err)
 				s->lease = etcd_int(kv, "lease", 0);
 				s->mod_revision = etcd_int(kv, "mod_revision", 0);
 			}
+		} else if (strncmp(ks, drains, (size_t)dl) == 0) {
+			if (cluster_check_id(ks + dl) == 0)
+				snprintf(drained[ndrained++], sizeof(drained[0]), "%s", ks + dl);
+		} else if (strncmp(ks, moves, (size_t)ml) == 0) {
+			char *end;
+			unsigned long sh = strtoul(ks + ml, &end, 10);
+			const char *node = json_string_value(json_object_get(val, "node"));
+			if (*end == '\0' && sh < c->nshards && node != NULL && cluster_check_id(node) == 0)
+				snprintf(c->shards[sh].move_to, sizeof(c->shards[sh].move_to), "%s", node);
 		}
 		json_decref(val);
 	}
+	uint64_t t = now_ns();
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct cl_shard *s = &c->shards[i];
+		if (s->owner[0] == '\0' && s->unowned_since_ns == 0)
+			s->unowned_since_ns = t;
+		else if (s->owner[0] != '\0' && strcmp(s->owner, c->node_id) != 0)
+			s->unowned_since_ns = 0; /* another took it */
+	}
+	for (unsigned i = 0; i < nm; i++)
+		for (size_t j = 0; j < ndrained; j++)
+			if (strcmp(m[i].id, drained[j]) == 0)
+				m[i].drained = 1;
+	env.free(drained);
 	buf_destroy(&k);
 	buf_destroy(&v);
 	qsort(m, nm, sizeof(*m), member_cmp);
@@ -859,7 +915,11 @@ cluster_new(const struct cluster_options *o, strata *db, struct host *host, stru
 	c->nshards = strata_shards(db);
 	c->started = (int64_t)time(NULL);
 	c->ttl_s = o->lease_ttl_s;
-	if ((c->shards = env.calloc(c->nshards ? c->nshards : 1, sizeof(*c->shards))) == NULL) {
+	if ((c->shards = env.calloc(c->nshards ? c->nshards : 1, sizeof(*c->shards))) == NULL ||
+	    hist_new_latency(&c->takeover_ns) != 0 || hist_new_latency(&c->claim_ns) != 0) {
+		hist_delete(c->takeover_ns);
+		hist_delete(c->claim_ns);
+		env.free(c->shards);
 		env.free(c);
 		return diag_set(STRATA_ENOMEM, "cluster: out of memory");
 	}
@@ -896,7 +956,7 @@ cluster_leave(struct cluster *c)
 			release_local(c, i, "this node is leaving the cluster");
 	if (c->lease_id != 0) {
 		char err[512];
-		if (etcd_call_sync(c->etcd, "lease/revoke", json_pack("{s:o}", "ID", jint(c->lease_id)), err,
+		if (etcd_call_sync(c->etcd, "lease/revoke", json_pack("{s:o}", "ID", jint(c->lease_id)), NULL, err,
 				   sizeof(err)) != 0)
 			diag_log(LOG_LVL_WARN, "cluster: revoking the lease failed (its keys go after the TTL): %s",
 				 err);
@@ -914,6 +974,8 @@ cluster_delete(struct cluster *c)
 		return;
 	cluster_leave(c);
 	etcd_delete(c->etcd);
+	hist_delete(c->takeover_ns);
+	hist_delete(c->claim_ns);
 	env.free(c->members);
 	env.free(c->shards);
 	env.free(c);
@@ -964,6 +1026,13 @@ cluster_degraded(const struct cluster *c, const char **why)
 }
 
 void
+cluster_hists(const struct cluster *c, const struct hist **takeover_ns, const struct hist **claim_ns)
+{
+	*takeover_ns = c->takeover_ns;
+	*claim_ns = c->claim_ns;
+}
+
+void
 cluster_stats(const struct cluster *c, struct cluster_stats *out)
 {
 	*out = c->st;
@@ -979,18 +1048,20 @@ cluster_json(const struct cluster *c)
 	uint64_t t = now_ns();
 	json_t *members = json_array();
 	for (unsigned i = 0; i < c->nmembers; i++)
-		json_array_append_new(members, json_pack("{s:s, s:s, s:s, s:I}", "id", c->members[i].id, "url",
+		json_array_append_new(members, json_pack("{s:s, s:s, s:s, s:I, s:b}", "id", c->members[i].id, "url",
 							 c->members[i].url, "version", c->members[i].version,
-							 "started", (json_int_t)c->members[i].started));
+							 "started", (json_int_t)c->members[i].started, "drained",
+							 c->members[i].drained));
 	json_t *shards = json_array();
 	for (uint32_t i = 0; i < c->nshards; i++) {
 		const struct cl_shard *s = &c->shards[i];
 		const char *o, *u;
 		int serving = cluster_serving(c, i, &o, &u) == 0;
-		json_t *e = json_pack("{s:I, s:s?, s:s?, s:I, s:s, s:b, s:s}", "shard", (json_int_t)i, "owner",
+		json_t *e = json_pack("{s:I, s:s?, s:s?, s:I, s:s, s:s?, s:b, s:s}", "shard", (json_int_t)i, "owner",
 				      s->owner[0] ? s->owner : NULL, "owner_url", s->owner_url[0] ? s->owner_url : NULL,
-				      "epoch", (json_int_t)s->epoch, "desired", desired_of(c, i), "serving_here",
-				      serving, "state_here", cl_state_names[s->state]);
+				      "epoch", (json_int_t)s->epoch, "desired", desired_of(c, i), "moved_to",
+				      s->move_to[0] ? s->move_to : NULL, "serving_here", serving, "state_here",
+				      cl_state_names[s->state]);
 		json_array_append_new(shards, e);
 	}
 	int64_t valid_ms = lease_alive(c) ? (int64_t)((c->lease_valid_ns - t) / 1000000ull) : 0;

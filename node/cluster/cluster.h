@@ -111,6 +111,11 @@ struct cluster_stats {
 	int degraded;
 };
 void cluster_stats(const struct cluster *c, struct cluster_stats *out);
+struct hist;
+/** Histograms (ns): from the read that found a shard without an owner to this node
+ *  serving it (its claim included; the TTL a dead owner's lease took to expire is not in
+ *  it, since no read sees that), and of the claims alone. */
+void cluster_hists(const struct cluster *c, const struct hist **takeover_ns, const struct hist **claim_ns);
 
 /** The member of ids[0..n) (NULL-free strings) that should own shard: the highest
  *  xxh3 score, ties to the smaller id. -1 when n == 0. Stable and minimal-movement: a

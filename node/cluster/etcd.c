@@ -297,8 +297,10 @@ etcd_call(struct etcd *e, const char *path, json_t *body, etcd_done_fn *done, vo
 }
 
 int
-etcd_call_sync(struct etcd *e, const char *path, json_t *body, char *err, size_t errlen)
+etcd_call_sync(struct etcd *e, const char *path, json_t *body, json_t **reply, char *err, size_t errlen)
 {
+	if (reply != NULL)
+		*reply = NULL;
 	struct buf b = {0};
 	int rc = etcd_dump(body, &b);
 	if (rc) {
@@ -325,6 +327,13 @@ etcd_call_sync(struct etcd *e, const char *path, json_t *body, char *err, size_t
 			char h[400];
 			etcd_http_error(status, &sink.reply, h, sizeof(h));
 			snprintf(err, errlen, "etcd at %s: %s", e->endpoints[i], h);
+		} else if (reply != NULL &&
+			   (*reply = json_loadb((const char *)sink.reply.data, sink.reply.len, 0, NULL)) == NULL) {
+			snprintf(err, errlen, "etcd at %s: the reply is not JSON", e->endpoints[i]);
+			rc = STRATA_ECORRUPT;
+			buf_destroy(&sink.reply);
+			curl_easy_cleanup(c);
+			break;
 		} else {
 			rc = 0;
 		}

@@ -52,9 +52,11 @@ void etcd_delete(struct etcd *e);
  *  "lease/keepalive", ...); done is called on the loop once, later. 0 or a STRATA_E*
  *  code (done not called). */
 int etcd_call(struct etcd *e, const char *path, json_t *body, etcd_done_fn *done, void *ctx);
-/** The same, blocking, on a connection of its own (for a last call at shutdown, when the
- *  loop no longer runs). 0, or a code with the words in err. */
-int etcd_call_sync(struct etcd *e, const char *path, json_t *body, char *err, size_t errlen);
+/** The same, blocking, on a connection of its own (a last call at shutdown, when the loop
+ *  no longer runs; the `strata cluster` command): tries each endpoint in turn. 0 and, when
+ *  reply is not NULL, the parsed reply in *reply (json_decref it); or a code with the
+ *  words in err. */
+int etcd_call_sync(struct etcd *e, const char *path, json_t *body, json_t **reply, char *err, size_t errlen);
 /** Calls in flight. */
 unsigned etcd_inflight(const struct etcd *e);
 /** The endpoint the next call goes to, "HOST:PORT". */

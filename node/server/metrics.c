@@ -483,6 +483,12 @@ metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, stru
 			 (uint64_t)cs.revision},
 		};
 		mo_scalars(&m, cl, sizeof(cl) / sizeof(cl[0]));
+		const struct hist *tk, *cl_ns;
+		cluster_hists(a->cluster, &tk, &cl_ns);
+		mo_hist(&m, "strata_cluster_takeover_seconds",
+			"From the read that found a shard without an owner to this node serving it (claim included).",
+			tk);
+		mo_hist(&m, "strata_cluster_claim_seconds", "Claims of the shards placement gave this node.", cl_ns);
 		mo_head(&m, "strata_cluster_keepalive_seconds", "gauge", "Round trip of the last lease keep-alive.");
 		mo_printf(&m, "strata_cluster_keepalive_seconds %.6f\n", (double)cs.keepalive_rtt_ns / 1e9);
 	}

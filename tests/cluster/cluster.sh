@@ -122,7 +122,9 @@ check every_node_serves_a_share $r "$(for n in a b c; do echo "$n serves $(serve
 curl -s "http://$(addr_of a)/metrics" >"$loc/metrics"
 r=1
 grep -q '^strata_cluster_members 3$' "$loc/metrics" && grep -q "^strata_cluster_shards_served $(served a)\$" "$loc/metrics" &&
-	grep -q '^strata_cluster_degraded 0$' "$loc/metrics" && r=0
+	grep -q '^strata_cluster_degraded 0$' "$loc/metrics" &&
+	[ "$(sed -n 's/^strata_cluster_claim_seconds_count //p' "$loc/metrics")" -ge "$(served a)" ] &&
+	grep -q '^strata_cluster_takeover_seconds_count [1-9]' "$loc/metrics" && r=0
 if command -v promtool >/dev/null 2>&1; then
 	promtool check metrics <"$loc/metrics" >"$loc/promtool.out" 2>&1 || r=1
 fi
@@ -337,7 +339,102 @@ d=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
 echo "# SIGTERM of c: its shards served elsewhere after $d s"
 check sigterm_a_leaving_node_hands_its_shards_over $r "$d s"
 
-for n in a b; do kill -TERM "$(pid_of $n)" 2>/dev/null; done
-for n in a b c; do wait "$(pid_of $n)" 2>/dev/null; done
+# secs "ts=...THH:MM:SS.mmmZ ..." lines: seconds of the day of each line's time.
+secs() { sed -n 's/^ts=[0-9-]*T\([0-9]*\):\([0-9]*\):\([0-9.]*\)Z.*/\1 \2 \3/p' | awk '{ printf "%.3f\n", $1 * 3600 + $2 * 60 + $3 }'; }
+
+# A fourth node joins under load: the owners hand it its share (stop, release the key; it
+# claims); nothing acknowledged is lost; the unavailability of each moved shard (the old
+# owner's "handing it off" to the new owner's "serving it") is printed.
+: >"$loc/join.acked"
+appender "$(addr_of a)" "$loc/join.acked" &
+apid=$!
+i=0
+while [ "$(wc -l <"$loc/join.acked")" -lt 20 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+node_start d
+LIVE="a b d"
+r=1
+settle a b d && [ "$(served d)" -ge 1 ] && r=0
+sleep 1
+touch "$loc/join.acked.halt"
+wait "$apid"
+check join_under_load_the_new_node_gets_its_share $r "d serves $(served d)"
+worst=0
+for s in $(map "$(addr_of a)" | awk '$2 == "d" {print $1}'); do
+	t1=$(grep -h "cluster: shard $s: handing it off to d" "$loc/a.log" "$loc/b.log" | tail -1 | secs)
+	t2=$(grep -h "cluster: shard $s: serving it" "$loc/d.log" | tail -1 | secs)
+	[ -n "$t1" ] && [ -n "$t2" ] || continue
+	ms=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%d", (b - a) * 1000 }')
+	echo "# handoff of shard $s to d: unserved for $ms ms"
+	[ "$ms" -gt "$worst" ] && worst=$ms
+done
+nacked=$(wc -l <"$loc/join.acked")
+nlost=$(lost "$loc/join.acked")
+check join_under_load_nothing_acknowledged_is_lost $([ "$nlost" = 0 ] && [ "$nacked" -gt 20 ]; echo $?) \
+	"$nlost of $nacked lost"
+
+# strata cluster drain / move: placement obeys the overrides kept in etcd.
+curl_url="etcd://127.0.0.1:$eport/t$$"
+"$BUILD/strata" cluster drain d --cluster "$curl_url" >"$loc/drain.out" 2>&1
+r=1
+settle a b && [ "$(served d)" = 0 ] && r=0
+check drain_the_drained_node_ends_owning_nothing $r "$(cat "$loc/drain.out"); d serves $(served d)"
+"$BUILD/strata" cluster status --cluster "$curl_url" >"$loc/status.out" 2>&1
+r=1
+grep -q "member d .*: 0 shards (drained)" "$loc/status.out" && grep -q "^  shard 15: [ab] (epoch" "$loc/status.out" && r=0
+check cluster_status_shows_members_owners_and_the_drain $r "$(cat "$loc/status.out")"
+sh=$(map "$(addr_of a)" | awk '$2 == "a" {print $1; exit}')
+"$BUILD/strata" cluster move "$sh" b --cluster "$curl_url" >/dev/null
+r=1
+settle a b && [ "$(map "$(addr_of a)" | awk -v s="$sh" '$1 == s {print $2}')" = b ] && r=0
+check move_a_shard_goes_to_the_node_named $r "shard $sh: $(map "$(addr_of a)" | awk -v s="$sh" '$1 == s')"
+"$BUILD/strata" cluster move "$sh" --clear --cluster "$curl_url" >/dev/null
+"$BUILD/strata" cluster drain d --clear --cluster "$curl_url" >/dev/null
+r=1
+settle a b d && [ "$(served d)" -ge 1 ] && r=0
+check clearing_the_overrides_restores_the_hashing $r "d serves $(served d)"
+code=$("$BUILD/strata" cluster move x b --cluster "$curl_url" 2>&1 >/dev/null; echo "rc $?")
+check cluster_move_refuses_a_bad_shard_number $(case "$code" in *"not a shard number"*"rc 2") echo 0 ;; *) echo 1 ;; esac) "$code"
+for n in a b d; do kill -TERM "$(pid_of $n)" 2>/dev/null; done
+for n in a b c d; do wait "$(pid_of $n)" 2>/dev/null; done
+
+# etcd down for 10 s: two nodes with a lease of 30 s keep serving every shard they hold, say
+# degraded, acquire nothing; etcd back: no shard moved (same owners, same epochs).
+TTL=30
+node_start e1
+node_start e2
+LIVE="e1 e2"
+settle e1 e2
+before=$(map "$(addr_of e1)")
+epochs_before=$(curl -s "http://$(addr_of e1)/v1/cluster" | grep -o '"shard":[0-9]*,"owner":"[^"]*","owner_url":"[^"]*","epoch":[0-9]*')
+kill -TERM "$epid"
+wait "$epid" 2>/dev/null
+t0=$(date +%s)
+fails=0
+rounds=0
+degraded=0
+while [ $(($(date +%s) - t0)) -lt 10 ]; do
+	for s in $(seq 0 $((SHARDS - 1))); do
+		o=$(printf '%s\n' "$before" | awk -v s="$s" '$1 == s {print $2}')
+		code=$(curl -s -m 2 -o /dev/null -w '%{http_code}' -X POST -d "{\"key\":\"down$s\",\"value\":\"d\"}" \
+			"http://$(addr_of "$o")/v1/shards/$s/rows")
+		[ "$code" = 200 ] || fails=$((fails + 1))
+	done
+	rounds=$((rounds + 1))
+	curl -s "http://$(addr_of e1)/healthz" | grep -q '"status":"degraded"' && degraded=1
+	sleep 1
+done
+check etcd_down_appends_continue_on_every_shard_within_the_lease $([ $fails = 0 ] && [ $rounds -ge 5 ]; echo $?) \
+	"$fails refused over $rounds rounds of $SHARDS shards"
+check etcd_down_healthz_says_degraded $((1 - degraded))
+etcd_start
+i=0
+while [ $i -lt 100 ] && curl -s "http://$(addr_of e1)/healthz" | grep -q degraded; do sleep 0.1; i=$((i + 1)); done
+sleep 1
+epochs_after=$(curl -s "http://$(addr_of e1)/v1/cluster" | grep -o '"shard":[0-9]*,"owner":"[^"]*","owner_url":"[^"]*","epoch":[0-9]*')
+check etcd_back_no_shard_moved $([ "$epochs_before" = "$epochs_after" ] && [ -n "$epochs_after" ]; echo $?) \
+	"before: $(echo $epochs_before | head -c 300); after: $(echo $epochs_after | head -c 300)"
+check etcd_back_healthz_ok $([ "$(curl -s "http://$(addr_of e1)/healthz")" = '{"status":"ok"}' ]; echo $?)
+for n in e1 e2; do kill -TERM "$(pid_of $n)" 2>/dev/null; done
+for n in e1 e2; do wait "$(pid_of $n)" 2>/dev/null; done
 echo "# $suite: $passed passed, $failed failed"
 [ "$failed" = 0 ]
