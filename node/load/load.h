@@ -219,6 +219,8 @@ struct load_req {
 	int want_headers;
 	/** Expected status (0 = the verb's success statuses). */
 	int expect;
+	/** HTTP: 421s this request followed to the owner they named (the target's). */
+	unsigned redirects;
 
 	/** Outcome: enum load_fail. */
 	int fail;
@@ -290,7 +292,10 @@ struct load_target {
 int load_http_new(struct ev_loop *loop, const char *base_url, unsigned slots, double timeout_s,
 		  const char *token, struct load_target **out);
 /** Ask an HTTP target for GET /v1/stats (blocking, before the loop runs): -1 with err when the
- *  node cannot be reached; else 0, with *shards its shard count (0 when the reply has none). */
+ *  node cannot be reached; else 0, with *shards its shard count (0 when the reply has none).
+ *  A cluster member also answers GET /v1/cluster: its shard map, after which each request
+ *  for a shard goes to the shard's owner, and a 421 naming another owner is followed (the
+ *  map updated, the request sent there; its latency counts from the first send). */
 int load_http_probe(struct load_target *t, uint32_t *shards, char *err, size_t errlen);
 
 /** How to open the embedded target. */

@@ -75,9 +75,17 @@ struct lhttp {
 	struct lhttp_xfer *live;
 	/** Transfers libcurl is running. */
 	int running;
+	/** A cluster's shard map (GET /v1/cluster): each shard's owner URL ("" unknown: base),
+	 *  nowner entries; NULL when the target is no cluster member. */
+	char (*owner)[256];
+	uint32_t nowner;
 };
 
+/** Most 421s one request follows. */
+#define LHTTP_MAX_REDIRECTS 4u
+
 static void lhttp_check_done(struct lhttp *h);
+static int lhttp_follow(struct lhttp *h, struct load_req *r);
 
 static void
 lhttp_io_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -283,6 +291,8 @@ lhttp_complete(struct lhttp *h, struct lhttp_xfer *x, CURLcode res)
 	}
 	lhttp_xfer_free(h, x);
 	r->priv = NULL;
+	if (res == CURLE_OK && lhttp_follow(h, r))
+		return;
 	r->done(r);
 }
 
@@ -353,12 +363,41 @@ lhttp_query_arg(CURL *easy, struct buf *u, int *first, const char *name, const s
 	return rc;
 }
 
+/** The verb addresses r->shard (its URL names the shard). */
+static int
+lhttp_shard_verb(const struct load_req *r)
+{
+	switch (r->verb) {
+	case LOAD_VERB_APPEND:
+	case LOAD_VERB_GET:
+	case LOAD_VERB_VERIFY:
+	case LOAD_VERB_SCAN:
+	case LOAD_VERB_SEAL:
+	case LOAD_VERB_MERGE:
+		return 1;
+	case LOAD_VERB_STATS:
+		return r->stats_shard;
+	default:
+		return 0;
+	}
+}
+
+/** Where a request for r goes: the owner of its shard when the map names one, else base. */
+static const char *
+lhttp_base_of(const struct lhttp *h, const struct load_req *r)
+{
+	if (h->owner != NULL && lhttp_shard_verb(r) && r->shard < h->nowner && h->owner[r->shard][0] != '\0')
+		return h->owner[r->shard];
+	return h->base;
+}
+
 /** Build the URL of r into u (NUL-terminated). */
 static int
 lhttp_build_url(struct lhttp *h, CURL *easy, struct load_req *r, struct buf *u)
 {
 	char tmp[256];
-	int rc = buf_append(u, h->base, strlen(h->base));
+	const char *base = lhttp_base_of(h, r);
+	int rc = buf_append(u, base, strlen(base));
 	switch (r->verb) {
 	case LOAD_VERB_APPEND:
 		snprintf(tmp, sizeof(tmp), "/v1/shards/%u/rows", r->shard);
@@ -418,11 +457,47 @@ lhttp_build_url(struct lhttp *h, CURL *easy, struct load_req *r, struct buf *u)
 	return rc;
 }
 
+static void lhttp_send(struct lhttp *h, struct load_req *r);
+
 static void
 lhttp_submit(struct load_target *t, struct load_req *r)
 {
 	struct lhttp *h = (struct lhttp *)t;
 	r->t_send = load_now_ns();
+	r->redirects = 0;
+	lhttp_send(h, r);
+}
+
+/** A 421 naming another owner of r's shard: learn it and send r there; 1 when sent. */
+static int
+lhttp_follow(struct lhttp *h, struct load_req *r)
+{
+	if (h->owner == NULL || r->status != 421 || !lhttp_shard_verb(r) || r->shard >= h->nowner ||
+	    r->redirects >= LHTTP_MAX_REDIRECTS)
+		return 0;
+	json_t *j = json_loadb(r->resp.len ? (const char *)r->resp.data : "", r->resp.len, 0, NULL);
+	const char *u = json_string_value(json_object_get(j, "owner_url"));
+	int sent = 0;
+	if (u != NULL && strncmp(u, "http://", 7) == 0 && strlen(u) < sizeof(h->owner[0]) &&
+	    strcmp(u, lhttp_base_of(h, r)) != 0) {
+		snprintf(h->owner[r->shard], sizeof(h->owner[0]), "%s", u);
+		r->redirects++;
+		buf_reset(&r->resp);
+		buf_reset(&r->resp_headers);
+		r->status = 0;
+		r->fail = LOAD_FAIL_NONE;
+		r->errmsg[0] = '\0';
+		r->has_retry_after = 0;
+		lhttp_send(h, r);
+		sent = 1;
+	}
+	json_decref(j);
+	return sent;
+}
+
+static void
+lhttp_send(struct lhttp *h, struct load_req *r)
+{
 	struct lhttp_xfer *x = env.calloc(1, sizeof(*x));
 	if (x == NULL) {
 		load_req_fail(r, LOAD_FAIL_TRANSPORT, "out of memory for a transfer");
@@ -553,6 +628,7 @@ lhttp_destroy(struct load_target *t)
 	curl_slist_free_all(h->hdr_text);
 	curl_slist_free_all(h->hdr_plain);
 	env.free(h->idle);
+	env.free(h->owner);
 	env.free(h);
 }
 
@@ -652,31 +728,78 @@ lhttp_probe_write(char *p, size_t size, size_t n, void *ud)
 	return len;
 }
 
-int
-load_http_probe(struct load_target *t, uint32_t *shards, char *err, size_t errlen)
+/** GET base + path (blocking): 0 with the HTTP status and the body, or -1 with err. */
+static int
+lhttp_get(struct lhttp *h, const char *path, long *status, struct buf *body, char *err, size_t errlen)
 {
-	struct lhttp *h = (struct lhttp *)t;
-	*shards = 0;
 	CURL *e = curl_easy_init();
 	if (e == NULL) {
 		snprintf(err, errlen, "cannot set up libcurl");
 		return -1;
 	}
 	char url[1100];
-	snprintf(url, sizeof(url), "%s/v1/stats", h->base);
-	struct buf body = { 0 };
+	snprintf(url, sizeof(url), "%s%s", h->base, path);
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, h->timeout_ms < 10000 ? h->timeout_ms : 10000L);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, lhttp_probe_write);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, body);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h->hdr_plain);
 	CURLcode res = curl_easy_perform(e);
-	long status = 0;
-	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	*status = 0;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
 	curl_easy_cleanup(e);
 	if (res != CURLE_OK && res != CURLE_WRITE_ERROR) {
 		snprintf(err, errlen, "cannot reach %s: %s", url, curl_easy_strerror(res));
+		return -1;
+	}
+	return 0;
+}
+
+/** A cluster member's map (GET /v1/cluster) into h->owner; nothing when the node is none. */
+static void
+lhttp_learn_map(struct lhttp *h, uint32_t shards)
+{
+	struct buf body = {0};
+	long status = 0;
+	char err[1200];
+	if (shards == 0 || lhttp_get(h, "/v1/cluster", &status, &body, err, sizeof(err)) != 0 || status != 200) {
+		buf_destroy(&body);
+		return;
+	}
+	json_t *j = json_loadb(body.len ? (const char *)body.data : "", body.len, 0, NULL);
+	buf_destroy(&body);
+	json_t *list = json_object_get(j, "shards");
+	if (!json_is_array(list) || (h->owner = env.calloc(shards, sizeof(*h->owner))) == NULL) {
+		json_decref(j);
+		return;
+	}
+	h->nowner = shards;
+	size_t i, known = 0;
+	json_t *e;
+	json_array_foreach(list, i, e) {
+		json_int_t sh = json_integer_value(json_object_get(e, "shard"));
+		const char *u = json_string_value(json_object_get(e, "owner_url"));
+		if (sh >= 0 && (uint64_t)sh < shards && u != NULL && strncmp(u, "http://", 7) == 0 &&
+		    strlen(u) < sizeof(h->owner[0])) {
+			snprintf(h->owner[sh], sizeof(h->owner[0]), "%s", u);
+			known++;
+		}
+	}
+	size_t members = json_array_size(json_object_get(j, "members"));
+	snprintf(h->t.desc, sizeof(h->t.desc), "%.300s (cluster of %zu members; %zu of %u shards' owners known, "
+		 "each request sent to its shard's owner)", h->base, members, known, shards);
+	json_decref(j);
+}
+
+int
+load_http_probe(struct load_target *t, uint32_t *shards, char *err, size_t errlen)
+{
+	struct lhttp *h = (struct lhttp *)t;
+	*shards = 0;
+	struct buf body = { 0 };
+	long status = 0;
+	if (lhttp_get(h, "/v1/stats", &status, &body, err, errlen) != 0) {
 		buf_destroy(&body);
 		return -1;
 	}
@@ -689,5 +812,6 @@ load_http_probe(struct load_target *t, uint32_t *shards, char *err, size_t errle
 		json_decref(j);
 	}
 	buf_destroy(&body);
+	lhttp_learn_map(h, *shards);
 	return 0;
 }

@@ -158,6 +158,15 @@ check a_key_routed_get_is_a_421_whose_owner_url_serves_it $r "key '$key' (shard 
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(addr_of a)/v1/shards/$sh/claim")
 check a_hand_claim_in_a_cluster_is_refused $([ "$code" = 409 ]; echo $?) "$code"
 
+# strata load --target one member: it learns the map from GET /v1/cluster, sends each
+# request to its shard's owner and follows 421s; tests/load/smoke.lua's every verb on every
+# shard, each acknowledged row read back, no request failed.
+"$BUILD/strata" load "$(dirname "$0")/../load/smoke.lua" --target "http://$(addr_of a)" -d 3s -q \
+	--json "$loc/load.json" >"$loc/load.out" 2>&1
+r=$?
+check strata_load_against_one_member_reaches_every_shards_owner \
+	$([ $r = 0 ] && grep -q "cluster of 3 members" "$loc/load.out"; echo $?) "exit $r: $(tail -30 "$loc/load.out")"
+
 # appender ADDR OUT: one row per request, shard after shard, sent to ADDR and, on a 421, to
 # the owner it names, as a client that follows 421s would (a refused connection or a 503
 # goes back to ADDR after 0.1 s); the keys acknowledged go to OUT ("shard key time");
