@@ -30,9 +30,10 @@ TEST_CMDS  := npm
 BENCH_PKGS := librocksdb-dev wrk tarantool
 
 .DEFAULT_GOAL := all
-.PHONY: all deps test-deps bench-deps pkg-check test check unit suites soak fuzz run bench clean help install FORCE
+.PHONY: all deps test-deps bench-deps pkg-check test check unit suites soak fuzz run cluster bench clean help install FORCE
 
 help:
+	@echo "make cluster etcd, Azurite and three nodes as one service on 127.0.0.1:7071-7073 (Ctrl-C stops)"
 	@echo "make run     build and start a node on 127.0.0.1:$(PORT) with $(DATA) (about 2 min the first"
 	@echo "             time on 2 cores; PORT=, DATA=, POLICY=FILE, ARGS='--flag ...' for strata serve)"
 	@echo "make test    build and run every test, ends with 'N passed, N failed' (about 8 min on 2 cores;"
@@ -76,7 +77,7 @@ bench-deps:
 # STRATA_DEPS counts only on a make's command line (the second pass's, or a sub-make's
 # through MAKEFLAGS), never from the environment: a test that runs `make run` as a new user
 # would, from a recipe of the second pass, must get a first pass of its own.
-RUN_GOALS := run test check unit suites soak fuzz bench
+RUN_GOALS := run test check unit suites soak fuzz bench cluster
 unexport STRATA_DEPS
 ifneq ($(filter $(RUN_GOALS),$(MAKECMDGOALS)),)
 ifneq ($(origin STRATA_DEPS)$(STRATA_DEPS),command linedone)
@@ -299,6 +300,11 @@ check: all $(UNIT_BIN)
 # DATA/policy.lua: a copy of policies/default.lua made at the first run, yours to edit (the
 # node reloads it when it changes; policies/default.lua is also the built-in default, compiled
 # into the binary, so it is not the file to edit).
+# Three nodes as one cluster on this machine (node/cluster/demo.sh; "A cluster on one
+# machine" in README.md): etcd, Azurite and the nodes, until Ctrl-C.
+cluster: all
+	@BUILD=$(BUILD) sh node/cluster/demo.sh
+
 run: all
 	@policy='$(POLICY)'; \
 	if [ -z "$$policy" ]; then \

@@ -65,13 +65,13 @@ node_start() {
 }
 addr_of() { cat "$loc/$1.addr"; }
 pid_of() { cat "$loc/$1.pid"; }
-# map ADDR: "shard owner desired" lines of GET /v1/cluster on ADDR ("-" for no owner).
+# map ADDR: "shard owner desired epoch" lines of GET /v1/cluster on ADDR ("-" for no owner).
 map() {
 	curl -s "http://$1/v1/cluster" | luajit -e '
 		local s = io.read("a")
 		for o in s:gmatch("{\"shard\":[^}]*}") do
 			print(o:match("\"shard\":(%d+)") .. " " .. (o:match("\"owner\":\"([^\"]*)\"") or "-") .. " " ..
-				(o:match("\"desired\":\"([^\"]*)\"") or "-"))
+				(o:match("\"desired\":\"([^\"]*)\"") or "-") .. " " .. (o:match("\"epoch\":(%d+)") or "0"))
 		end'
 }
 # served NAME: shards NAME serves (by its own GET /v1/cluster).
@@ -79,8 +79,8 @@ served() {
 	curl -s "http://$(addr_of "$1")/v1/cluster" | grep -o '"shard":[0-9]*[^}]*"serving_here":true' | grep -c .
 }
 # settle NAMES...: until each of NAMES shows all SHARDS shards owned by members of NAMES,
-# each by its desired owner, the same map on each, and the shards served add up to SHARDS
-# (at most 20 s).
+# each by its desired owner with its claimed epoch written, the same map on each, and the
+# shards served add up to SHARDS (at most 20 s).
 settle() {
 	i=0
 	while [ $i -lt 200 ]; do
@@ -89,7 +89,7 @@ settle() {
 		total=0
 		for n in "$@"; do
 			m=$(map "$(addr_of "$n")")
-			[ "$(printf '%s\n' "$m" | awk '$2 != "-" && $2 == $3' | grep -c .)" = $SHARDS ] || ok=0
+			[ "$(printf '%s\n' "$m" | awk '$2 != "-" && $2 == $3 && $4 > 0' | grep -c .)" = $SHARDS ] || ok=0
 			[ -z "$first" ] && first=$m
 			[ "$m" = "$first" ] || ok=0
 			total=$((total + $(served "$n")))
@@ -445,5 +445,56 @@ check etcd_back_no_shard_moved $([ "$epochs_before" = "$epochs_after" ] && [ -n 
 check etcd_back_healthz_ok $([ "$(curl -s "http://$(addr_of e1)/healthz")" = '{"status":"ok"}' ]; echo $?)
 for n in e1 e2; do kill -TERM "$(pid_of $n)" 2>/dev/null; done
 for n in e1 e2; do wait "$(pid_of $n)" 2>/dev/null; done
+
+# README.md's "A cluster on one machine", as written: `make cluster` (on free ports), then
+# each line of the next block against its first node (localhost:7071 replaced by it), each
+# output holding its "# -> TEXT" (a curl is asked again for up to 10 s, as a user looks
+# again); then SIGTERM (Ctrl-C in a terminal) stops everything it started.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bdir=$loc/readme
+sh "$root/tests/readme/blocks.sh" "$root/README.md" "$bdir" "## A cluster on one machine" >"$loc/readme.list"
+r=1
+detail="README.md has no section \"## A cluster on one machine\" with two sh blocks"
+if [ "$(grep -c ' sh ' "$loc/readme.list")" = 2 ] && grep -q '^make cluster' "$bdir/01"; then
+	(cd "$root" && unset MAKEFLAGS MFLAGS MAKELEVEL && CLUSTER_PORT=0 CLUSTER_DIR="$loc/demo" \
+		CLUSTER_READY="$loc/demo.ready" BUILD="$BUILD" make --no-print-directory cluster BUILD="$BUILD" \
+		>"$loc/demo.out" 2>&1) &
+	mpid=$!
+	i=0
+	while [ ! -s "$loc/demo.ready" ] && [ $i -lt 600 ] && kill -0 "$mpid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+	u1=$(head -1 "$loc/demo.ready" 2>/dev/null)
+	hp=${u1#http://}
+	want=$(sed -n 's/.*# -> //p' "$bdir/01" | sed "s|127.0.0.1:7071|$hp|")
+	detail="make cluster: $(tail -5 "$loc/demo.out")"
+	if [ -n "$u1" ] && grep -qF "$want" "$loc/demo.out"; then
+		r=0
+		while IFS= read -r line; do
+			[ -n "$line" ] || continue
+			want=$(printf '%s\n' "$line" | sed -n 's/.*# -> //p')
+			cmd=$(printf '%s\n' "$line" | sed "s|localhost:7071|$hp|g; s|^build/strata|$BUILD/strata|")
+			j=0
+			while :; do
+				out=$(cd "$root" && sh -c "$cmd" 2>&1)
+				rc=$?
+				[ $rc = 0 ] && printf '%s' "$out" | grep -qF -- "$want" && break
+				j=$((j + 1))
+				case "$cmd" in curl*) [ $j -lt 20 ] && { sleep 0.5; continue; } ;; esac
+				r=1
+				detail="$detail
+$line: exit $rc, output: $(printf '%s' "$out" | tail -c 400)"
+				break
+			done
+		done <"$bdir/02"
+	fi
+	kill -TERM "$(cat "$loc/demo/demo.pid" 2>/dev/null)" 2>/dev/null
+	wait "$mpid"
+	mrc=$?
+	sleep 0.5
+	left=$(pgrep -f "$loc/demo" | tr '\n' ' ')
+	[ $mrc = 0 ] && [ -z "$left" ] || { r=1; detail="$detail
+make cluster exited $mrc after SIGTERM; still running: $left"; }
+	[ -n "$left" ] && kill -9 $left 2>/dev/null
+fi
+check readme_a_cluster_on_one_machine_runs_as_written $r "$detail"
 echo "# $suite: $passed passed, $failed failed"
 [ "$failed" = 0 ]

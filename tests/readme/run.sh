@@ -280,6 +280,9 @@ docs() {
 	# test is the run this suite belongs to.
 	blocks README.md "$tmp/b-two" "## Two commands" || bad=1
 	while read -r n lang line; do claim README.md "$line"; done <"$tmp/b-two/list"
+	# "## A cluster on one machine" needs etcd and Azurite: tests/cluster/cluster.sh runs it.
+	blocks README.md "$tmp/b-cluster" "## A cluster on one machine" || bad=1
+	while read -r n lang line; do claim README.md "$line"; done <"$tmp/b-cluster/list"
 	for f in $DOCS; do
 		[ -f "$root/$f" ] || { echo "$f is missing"; bad=1; continue; }
 		blocks "$f" "$tmp/b-all" || { bad=1; continue; }
