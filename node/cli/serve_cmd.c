@@ -226,7 +226,8 @@ static const struct serve_flag serve_flags[] = {
 	 "TTL of the node's etcd lease: a node that stops renewing it loses its shards to the others "
 	 "after about this long, and serves nothing after 4/5 of it", NULL, NULL},
 	{"--cluster-poll-ms", SERVE_U32, SO(cluster_poll_ms), 50, 60000, "MS",
-	 "how often the node reads the cluster's keys in etcd (placement reacts within this)", NULL, NULL},
+	 "how often the node reads the cluster's keys in etcd whatever its watch of them says (it "
+	 "reads them at every change the watch brings too)", NULL, NULL},
 	{"--log-format", SERVE_LOGFMT, SO(log_format), 0, 0, "logfmt|json", "format of log lines on stderr",
 	 NULL, NULL},
 	{"--log-level", SERVE_LEVEL, 0, 0, 0, "debug|info|warn|error", "lowest level logged",

@@ -25,9 +25,12 @@ enum cl_state {
 	CL_CLAIMING,
 	/** Held and claimed: served while the lease is alive. */
 	CL_OWNED,
+	/** Being handed off: not served; its memtable is sealed, then it is released and its
+	 *  key deleted. */
+	CL_HANDING,
 };
 
-static const char *const cl_state_names[] = {"none", "acquiring", "claiming", "owned"};
+static const char *const cl_state_names[] = {"none", "acquiring", "claiming", "owned", "handing_off"};
 
 /** A member as its node key says. */
 struct cl_member {
@@ -78,6 +81,16 @@ struct cluster {
 	uint64_t lease_valid_ns;
 	/** A grant, keep-alive or read is in flight. */
 	int granting, keeping, reading;
+	/** A watch event came while a read was in flight: read again after it. */
+	int reread;
+	/** While etcd fails: no read before read_retry_ns; the wait doubles to 5 s. */
+	uint64_t read_retry_ns, read_backoff_ns;
+	/** The watch of PREFIX/ (NULL: none running). */
+	struct etcd_xfer *watch;
+	/** What a watch message asked for, done by kick_timer outside libcurl's callback (which
+	 *  may not start or end a transfer): read again, end the watch. */
+	int kick_read, kick_unwatch;
+	ev_timer kick_timer;
 	/** The node key was written under the current lease. */
 	int joined;
 	/** Reads done since the node key was written (placement waits for one). */
@@ -235,7 +248,9 @@ lose_all(struct cluster *c, const char *why)
 				c->st.lost++;
 			release_local(c, i, why);
 		}
-		if (s->state != CL_CLAIMING) /* a claim in flight finishes into a stale generation */
+		if (s->state == CL_CLAIMING)
+			s->gen = 0; /* the claim in flight finishes into nothing (claim_done) */
+		else
 			__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 	}
 	c->st.owned = 0;
@@ -245,6 +260,8 @@ lose_all(struct cluster *c, const char *why)
 
 static void start_grant(struct cluster *c);
 static void start_read(struct cluster *c);
+static void start_watch(struct cluster *c);
+static void start_handoff(struct cluster *c, uint32_t shard);
 
 static void
 put_node_done(void *ctx, int rc, json_t *reply, const char *err)
@@ -495,11 +512,11 @@ claim_done(void *arg)
 	struct cluster *c = j->c;
 	struct cl_shard *s = &c->shards[j->shard];
 	c->claims--;
-	if (c->leaving || j->gen != c->lease_gen || !lease_alive(c)) {
-		/* The lease it was taken under is gone: do not serve it. */
+	if (c->leaving || j->gen != c->lease_gen || s->gen != j->gen || !lease_alive(c)) {
+		/* The lease it was taken under lapsed (maybe only for a while): do not serve it;
+		 * the next read decides again. */
 		release_local(c, j->shard, "claimed under an etcd lease that has lapsed");
-		if (s->gen == j->gen)
-			__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
+		__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
 		env.free(j);
 		return;
 	}
@@ -560,6 +577,59 @@ start_claim(struct cluster *c, uint32_t shard)
 	c->claims++;
 	__atomic_store_n(&s->state, CL_CLAIMING, __ATOMIC_RELEASE);
 	s->gen = c->lease_gen;
+}
+
+/** A handoff on the background executor: seal (so the next owner replays little), then
+ *  release; the key goes once it is done. */
+struct cl_handoff {
+	struct cluster *c;
+	uint32_t shard;
+	int seal_rc;
+	char msg[400];
+};
+
+static void
+handoff_work(void *arg)
+{
+	struct cl_handoff *h = arg;
+	h->seal_rc = strata_seal(h->c->db, h->shard);
+	if (h->seal_rc)
+		snprintf(h->msg, sizeof(h->msg), "%s", strata_last_error());
+	release_local(h->c, h->shard, "handed off to another node");
+}
+
+static void
+handoff_done(void *arg)
+{
+	struct cl_handoff *h = arg;
+	struct cluster *c = h->c;
+	if (h->seal_rc)
+		diag_log(LOG_LVL_WARN, "cluster: shard %u: the seal before its handoff failed (the next owner "
+			 "replays its WAL instead): %s", h->shard, h->msg);
+	if (c->shards[h->shard].state == CL_HANDING)
+		__atomic_store_n(&c->shards[h->shard].state, CL_NONE, __ATOMIC_RELEASE);
+	if (!c->leaving)
+		delete_key(c, h->shard);
+	env.free(h);
+}
+
+/** Stop serving shard at once (CL_HANDING), then seal and release it off the loop. */
+static void
+start_handoff(struct cluster *c, uint32_t shard)
+{
+	__atomic_store_n(&c->shards[shard].state, CL_HANDING, __ATOMIC_RELEASE);
+	struct cl_handoff *h = env.calloc(1, sizeof(*h));
+	if (h != NULL) {
+		h->c = c;
+		h->shard = shard;
+		if (pool_submit(host_exec(c->host, HOST_BG), handoff_work, handoff_done, h) == 0)
+			return;
+		env.free(h);
+	}
+	/* No job: give it up unsealed (the WAL on the store holds what was acknowledged). */
+	release_local(c, shard, "handed off to another node");
+	__atomic_store_n(&c->shards[shard].state, CL_NONE, __ATOMIC_RELEASE);
+	delete_key(c, shard);
 }
 
 /** A create-if-absent in flight. */
@@ -662,11 +732,9 @@ reconcile(struct cluster *c)
 			} else if (want[0] != '\0' && strcmp(want, c->node_id) != 0) {
 				/* Hand off to the member that should own it: stop, then let the key go. */
 				diag_log(LOG_LVL_INFO, "cluster: shard %u: handing it off to %s", i, want);
-				release_local(c, i, "handed off to another node");
 				c->st.owned--;
 				c->st.handed_off++;
-				__atomic_store_n(&s->state, CL_NONE, __ATOMIC_RELEASE);
-				delete_key(c, i);
+				start_handoff(c, i);
 			}
 			break;
 		default:
@@ -692,10 +760,17 @@ read_done(void *ctx, int rc, json_t *reply, const char *err)
 		return;
 	if (rc) {
 		etcd_failed(c, "reading the cluster", err);
+		uint64_t poll = (uint64_t)(c->o.poll_ms ? c->o.poll_ms : 500) * 1000000ull;
+		c->read_backoff_ns = c->read_backoff_ns ? c->read_backoff_ns * 2 : poll;
+		if (c->read_backoff_ns > 5000000000ull)
+			c->read_backoff_ns = 5000000000ull;
+		c->read_retry_ns = now_ns() + c->read_backoff_ns;
 		reconcile(c); /* only lets go of what the lease no longer covers */
 		return;
 	}
 	etcd_ok(c);
+	c->read_backoff_ns = 0;
+	c->read_retry_ns = 0;
 	c->st.revision = etcd_int(json_object_get(reply, "header"), "revision", c->st.revision);
 	json_t *kvs = json_object_get(reply, "kvs");
 	size_t n = json_array_size(kvs);
@@ -804,6 +879,11 @@ read_done(void *ctx, int rc, json_t *reply, const char *err)
 	if (c->joined)
 		c->reads_since_join++;
 	reconcile(c);
+	if (c->reread) {
+		c->reread = 0;
+		start_read(c);
+	}
+	start_watch(c);
 }
 
 static void
@@ -825,6 +905,71 @@ start_read(struct cluster *c)
 	c->reading = 1;
 }
 
+/** A watch message: any change under PREFIX/ makes the node read it all again. This runs
+ *  inside libcurl's write callback, so the work waits for kick_timer. */
+static void
+watch_line(void *ctx, json_t *m)
+{
+	struct cluster *c = ctx;
+	json_t *res = json_object_get(m, "result");
+	if (json_object_get(m, "error") != NULL || json_is_true(json_object_get(res, "canceled")))
+		c->kick_unwatch = 1; /* refused (a compacted start revision, say): start another */
+	else if (json_array_size(json_object_get(res, "events")) > 0)
+		c->kick_read = 1; /* not "created", nor a progress notice */
+	else
+		return;
+	if (!ev_is_active(&c->kick_timer)) {
+		ev_timer_set(&c->kick_timer, 0., 0.);
+		ev_timer_start(c->loop, &c->kick_timer);
+	}
+}
+
+static void
+kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cluster *c = w->data;
+	if (c->leaving)
+		return;
+	if (c->kick_unwatch && c->watch != NULL) {
+		etcd_cancel(c->etcd, c->watch);
+		c->watch = NULL;
+	}
+	c->kick_unwatch = 0;
+	if (c->kick_read) {
+		c->kick_read = 0;
+		if (c->reading)
+			c->reread = 1;
+		else
+			start_read(c);
+	}
+}
+
+static void
+watch_done(void *ctx, int rc, json_t *reply, const char *err)
+{
+	struct cluster *c = ctx;
+	c->watch = NULL; /* the next read starts another */
+	diag_log(LOG_LVL_DEBUG, "cluster: the watch ended: %s", err);
+}
+
+/** Watch PREFIX/ from the revision after the last read, unless a watch runs. */
+static void
+start_watch(struct cluster *c)
+{
+	if (c->watch != NULL || c->leaving || !c->joined || c->st.revision <= 0)
+		return;
+	char p[CLUSTER_MAX_PREFIX + 2];
+	int n = snprintf(p, sizeof(p), "%s/", c->prefix);
+	struct buf end = {0};
+	if (etcd_prefix_end(p, (size_t)n, &end) != 0)
+		return;
+	json_t *body = json_pack("{s:{s:o, s:o, s:o}}", "create_request", "key", etcd_b64(p, (size_t)n), "range_end",
+				 etcd_b64(end.data, end.len), "start_revision", jint(c->st.revision + 1));
+	buf_destroy(&end);
+	if (etcd_stream(c->etcd, "watch", body, watch_line, watch_done, c, &c->watch) != 0)
+		c->watch = NULL;
+}
+
 static void
 read_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -835,6 +980,10 @@ read_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		else if (!c->granting)
 			put_node(c);
 		reconcile(c);
+		return;
+	}
+	if (now_ns() < c->read_retry_ns) {
+		reconcile(c); /* etcd is failing: back off, but let go of what the lease no longer covers */
 		return;
 	}
 	start_read(c);
@@ -936,6 +1085,8 @@ cluster_new(const struct cluster_options *o, strata *db, struct host *host, stru
 	double rd = (o->poll_ms ? o->poll_ms : 500) / 1000.0;
 	ev_timer_init(&c->read_timer, read_cb, rd, rd);
 	c->read_timer.data = c;
+	ev_timer_init(&c->kick_timer, kick_cb, 0., 0.);
+	c->kick_timer.data = c;
 	ev_timer_start(c->loop, &c->keepalive_timer);
 	ev_timer_start(c->loop, &c->read_timer);
 	start_grant(c);
@@ -951,6 +1102,11 @@ cluster_leave(struct cluster *c)
 	c->leaving = 1;
 	ev_timer_stop(c->loop, &c->keepalive_timer);
 	ev_timer_stop(c->loop, &c->read_timer);
+	ev_timer_stop(c->loop, &c->kick_timer);
+	if (c->watch != NULL) {
+		etcd_cancel(c->etcd, c->watch);
+		c->watch = NULL;
+	}
 	for (uint32_t i = 0; i < c->nshards; i++)
 		if (c->shards[i].state != CL_NONE)
 			release_local(c, i, "this node is leaving the cluster");

@@ -54,7 +54,7 @@ struct cluster_options {
 	const char *advertise;
 	/** The lease's TTL, s (1..3600). */
 	uint32_t lease_ttl_s;
-	/** How often the node reads the cluster's keys, ms. */
+	/** How often the node reads the cluster's keys besides each change its watch brings, ms. */
 	uint32_t poll_ms;
 };
 

@@ -34,6 +34,9 @@ struct etcd_xfer {
 	/** Who hears of it. */
 	etcd_done_fn *done;
 	void *ctx;
+	/** A stream (etcd_stream): each complete line of the reply goes to line, then is
+	 *  dropped from reply. */
+	etcd_line_fn *line;
 	/** Previous and next live call. */
 	struct etcd_xfer *prev, *next;
 };
@@ -131,7 +134,26 @@ etcd_write_cb(char *p, size_t size, size_t n, void *arg)
 		x->too_big = 1;
 		return 0;
 	}
-	return buf_append(&x->reply, p, len) == 0 ? len : 0;
+	if (buf_append(&x->reply, p, len) != 0)
+		return 0;
+	if (x->line != NULL) {
+		/* A stream: hand over each complete line (one JSON message), keep the rest. */
+		size_t start = 0;
+		for (size_t i = 0; i < x->reply.len; i++) {
+			if (x->reply.data[i] != '\n')
+				continue;
+			json_t *m = json_loadb((const char *)x->reply.data + start, i - start, 0, NULL);
+			if (m != NULL)
+				x->line(x->ctx, m);
+			json_decref(m);
+			start = i + 1;
+		}
+		if (start > 0) {
+			memmove(x->reply.data, x->reply.data + start, x->reply.len - start);
+			x->reply.len -= start;
+		}
+	}
+	return len;
 }
 
 static void
@@ -185,6 +207,9 @@ etcd_complete(struct etcd *e, struct etcd_xfer *x, CURLcode res)
 			char h[400];
 			etcd_http_error(status, &x->reply, h, sizeof(h));
 			snprintf(err, sizeof(err), "etcd at %s: %s", e->endpoints[x->endpoint], h);
+		} else if (x->line != NULL) {
+			rc = STRATA_EIO; /* a stream that ended: the caller starts another */
+			snprintf(err, sizeof(err), "etcd at %s: the stream ended", e->endpoints[x->endpoint]);
 		} else if ((reply = json_loadb((const char *)x->reply.data, x->reply.len, 0, NULL)) == NULL ||
 			   !json_is_object(reply)) {
 			rc = STRATA_ECORRUPT;
@@ -263,9 +288,47 @@ etcd_dump(json_t *body, struct buf *out)
 	return rc;
 }
 
+static int etcd_start(struct etcd *e, const char *path, json_t *body, etcd_line_fn *line, etcd_done_fn *done,
+		      void *ctx, struct etcd_xfer **out);
+
 int
 etcd_call(struct etcd *e, const char *path, json_t *body, etcd_done_fn *done, void *ctx)
 {
+	return etcd_start(e, path, body, NULL, done, ctx, NULL);
+}
+
+int
+etcd_stream(struct etcd *e, const char *path, json_t *body, etcd_line_fn *line, etcd_done_fn *done, void *ctx,
+	    struct etcd_xfer **out)
+{
+	return etcd_start(e, path, body, line, done, ctx, out);
+}
+
+void
+etcd_cancel(struct etcd *e, struct etcd_xfer *x)
+{
+	for (struct etcd_xfer *y = e->live; y != NULL; y = y->next) {
+		if (y != x)
+			continue;
+		curl_multi_remove_handle(e->multi, x->easy);
+		if (x->prev)
+			x->prev->next = x->next;
+		else
+			e->live = x->next;
+		if (x->next)
+			x->next->prev = x->prev;
+		e->nlive--;
+		etcd_xfer_free(x);
+		return;
+	}
+}
+
+static int
+etcd_start(struct etcd *e, const char *path, json_t *body, etcd_line_fn *line, etcd_done_fn *done, void *ctx,
+	   struct etcd_xfer **out)
+{
+	if (out != NULL)
+		*out = NULL;
 	struct etcd_xfer *x = env.calloc(1, sizeof(*x));
 	if (x == NULL) {
 		json_decref(body);
@@ -279,9 +342,17 @@ etcd_call(struct etcd *e, const char *path, json_t *body, etcd_done_fn *done, vo
 	x->endpoint = e->current;
 	x->done = done;
 	x->ctx = ctx;
+	x->line = line;
 	if ((x->easy = etcd_easy(e, x->endpoint, path, &x->body, x)) == NULL) {
 		etcd_xfer_free(x);
 		return diag_set(STRATA_ENOMEM, "etcd: curl_easy_init failed");
+	}
+	if (line != NULL) {
+		/* A stream lasts: no time limit but the connect's; TCP keep-alives find a dead peer. */
+		curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, 0L);
+		curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+		curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPIDLE, 5L);
+		curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPINTVL, 2L);
 	}
 	CURLMcode mc = curl_multi_add_handle(e->multi, x->easy);
 	if (mc != CURLM_OK) {
@@ -293,6 +364,8 @@ etcd_call(struct etcd *e, const char *path, json_t *body, etcd_done_fn *done, vo
 		e->live->prev = x;
 	e->live = x;
 	e->nlive++;
+	if (out != NULL)
+		*out = x;
 	return 0;
 }
 

@@ -43,6 +43,10 @@ struct etcd_options {
  *  nonzero (a STRATA_E* code), reply NULL and err the words of the failure. */
 typedef void etcd_done_fn(void *ctx, int rc, json_t *reply, const char *err);
 
+/** A message of a stream (borrowed: valid during the call). */
+typedef void etcd_line_fn(void *ctx, json_t *message);
+struct etcd_xfer;
+
 /** Build a client. 0 or STRATA_EINVAL (a malformed endpoint list) / STRATA_ENOMEM with a
  *  message in diag. */
 int etcd_new(const struct etcd_options *o, struct etcd **out);
@@ -52,6 +56,14 @@ void etcd_delete(struct etcd *e);
  *  "lease/keepalive", ...); done is called on the loop once, later. 0 or a STRATA_E*
  *  code (done not called). */
 int etcd_call(struct etcd *e, const char *path, json_t *body, etcd_done_fn *done, void *ctx);
+/** A streaming call (POST /v3/watch): each message (one JSON object a line) goes to line
+ *  as it comes; done is called once the stream ends (rc nonzero: it always ends in an
+ *  error or EOF, and the caller starts another), unless it was cancelled. *out (may be
+ *  NULL) names it for etcd_cancel. 0 or a STRATA_E* code (neither callback called). */
+int etcd_stream(struct etcd *e, const char *path, json_t *body, etcd_line_fn *line, etcd_done_fn *done, void *ctx,
+		struct etcd_xfer **out);
+/** End a call in flight without calling its callbacks (no-op when it is done). */
+void etcd_cancel(struct etcd *e, struct etcd_xfer *x);
 /** The same, blocking, on a connection of its own (a last call at shutdown, when the loop
  *  no longer runs; the `strata cluster` command): tries each endpoint in turn. 0 and, when
  *  reply is not NULL, the parsed reply in *reply (json_decref it); or a code with the

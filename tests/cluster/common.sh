@@ -46,12 +46,13 @@ etcd_start
 pids=""
 trap 'for p in $pids $epid; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; kill "$pid" 2>/dev/null; wait 2>/dev/null; [ -n "$KEEP" ] || rm -rf "$loc" "$loc.log"' EXIT INT TERM
 
-# node_start NAME: start node NAME on the container and the cluster (lease TTL, 200 ms
-# reads, NODE_FLAGS); its pid and address go to $loc/NAME.pid and $loc/NAME.addr.
+# node_start NAME: start node NAME on the container and the cluster (lease TTL, NODE_FLAGS;
+# reads every 5 s, so that what moves placement in time is the watch of the cluster's keys);
+# its pid and address go to $loc/NAME.pid and $loc/NAME.addr.
 node_start() {
 	server_node "$loc/$1.ready" "$loc/$1.log" "$BUILD/strata" serve --data "$loc/$1" --store "$store" \
 		--wal store --shards $SHARDS --cluster "etcd://127.0.0.1:$eport/t$$" --node-id "$1" \
-		--cluster-lease-ttl-s $TTL --cluster-poll-ms 200 $NODE_FLAGS --log-level info
+		--cluster-lease-ttl-s $TTL --cluster-poll-ms 5000 $NODE_FLAGS --log-level info
 	echo "$spid" >"$loc/$1.pid"
 	echo "$addr" >"$loc/$1.addr"
 	pids="$pids $spid"
