@@ -160,6 +160,21 @@ jint(int64_t v)
 	return json_string(s);
 }
 
+/** {"key", "range_end"} of every key under PREFIX/ (a new reference), or NULL. */
+static json_t *
+prefix_range(const struct cluster *c)
+{
+	char p[CLUSTER_MAX_PREFIX + 2];
+	int n = snprintf(p, sizeof(p), "%s/", c->prefix);
+	struct buf end = {0};
+	json_t *o = etcd_prefix_end(p, (size_t)n, &end) == 0
+			    ? json_pack("{s:o, s:o}", "key", etcd_b64(p, (size_t)n), "range_end",
+					etcd_b64(end.data, end.len))
+			    : NULL;
+	buf_destroy(&end);
+	return o;
+}
+
 /** The value of a shard key: {"node","url","epoch"}, base64. */
 static json_t *
 shard_value(const struct cluster *c, uint64_t epoch)
@@ -891,13 +906,7 @@ start_read(struct cluster *c)
 {
 	if (c->reading || c->leaving)
 		return;
-	char p[CLUSTER_MAX_PREFIX + 2];
-	int n = snprintf(p, sizeof(p), "%s/", c->prefix);
-	struct buf end = {0};
-	if (etcd_prefix_end(p, (size_t)n, &end) != 0)
-		return;
-	json_t *body = json_pack("{s:o, s:o}", "key", etcd_b64(p, (size_t)n), "range_end", etcd_b64(end.data, end.len));
-	buf_destroy(&end);
+	json_t *body = prefix_range(c);
 	if (etcd_call(c->etcd, "kv/range", body, read_done, c) != 0) {
 		etcd_failed(c, "reading the cluster", diag_last());
 		return;
@@ -958,14 +967,10 @@ start_watch(struct cluster *c)
 {
 	if (c->watch != NULL || c->leaving || !c->joined || c->st.revision <= 0)
 		return;
-	char p[CLUSTER_MAX_PREFIX + 2];
-	int n = snprintf(p, sizeof(p), "%s/", c->prefix);
-	struct buf end = {0};
-	if (etcd_prefix_end(p, (size_t)n, &end) != 0)
-		return;
-	json_t *body = json_pack("{s:{s:o, s:o, s:o}}", "create_request", "key", etcd_b64(p, (size_t)n), "range_end",
-				 etcd_b64(end.data, end.len), "start_revision", jint(c->st.revision + 1));
-	buf_destroy(&end);
+	json_t *range = prefix_range(c);
+	if (range != NULL)
+		json_object_set_new(range, "start_revision", jint(c->st.revision + 1));
+	json_t *body = range != NULL ? json_pack("{s:o}", "create_request", range) : NULL;
 	if (etcd_stream(c->etcd, "watch", body, watch_line, watch_done, c, &c->watch) != 0)
 		c->watch = NULL;
 }

@@ -166,6 +166,19 @@ etcd_xfer_free(struct etcd_xfer *x)
 	env.free(x);
 }
 
+/** Take x off the list of live calls. */
+static void
+etcd_unlink(struct etcd *e, struct etcd_xfer *x)
+{
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		e->live = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	e->nlive--;
+}
+
 /** Words for an HTTP reply that is not a 200: etcd's "error"/"message", else the body. */
 static void
 etcd_http_error(long status, const struct buf *reply, char *err, size_t errlen)
@@ -216,13 +229,7 @@ etcd_complete(struct etcd *e, struct etcd_xfer *x, CURLcode res)
 			snprintf(err, sizeof(err), "etcd at %s: the reply is not a JSON object", e->endpoints[x->endpoint]);
 		}
 	}
-	if (x->prev)
-		x->prev->next = x->next;
-	else
-		e->live = x->next;
-	if (x->next)
-		x->next->prev = x->prev;
-	e->nlive--;
+	etcd_unlink(e, x);
 	etcd_done_fn *done = x->done;
 	void *ctx = x->ctx;
 	etcd_xfer_free(x);
@@ -311,13 +318,7 @@ etcd_cancel(struct etcd *e, struct etcd_xfer *x)
 		if (y != x)
 			continue;
 		curl_multi_remove_handle(e->multi, x->easy);
-		if (x->prev)
-			x->prev->next = x->next;
-		else
-			e->live = x->next;
-		if (x->next)
-			x->next->prev = x->prev;
-		e->nlive--;
+		etcd_unlink(e, x);
 		etcd_xfer_free(x);
 		return;
 	}
