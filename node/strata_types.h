@@ -339,6 +339,10 @@ typedef struct strata_row {
 	  "Threads the shard's next merge or compaction pass writes its run on.")                    \
 	X(merge_blocks_helped, "counter", "strata_merge_blocks_helped_total", 1,                     \
 	  "Data blocks of merge and compaction runs a helper thread compressed (merge_threads > 1).") \
+	X(merge_in_flight_bytes, "gauge", "strata_merge_in_flight_bytes", 1,                         \
+	  "Input bytes of the merge or compaction this shard is writing now (0: none in flight).")   \
+	X(merge_in_flight_done_bytes, "gauge", "strata_merge_in_flight_done_bytes", 1,               \
+	  "Of those input bytes, the part read so far (estimated from the rows read).")              \
 	X(generation_bytes, "gauge", "strata_generation_bytes", 1, "Bytes in flushed generations.")    \
 	X(base_bytes, "gauge", "strata_base_bytes", 1, "Bytes in base runs.")                         \
 	X(block_cache_hits, "counter", "strata_block_cache_hits_total", 1,                            \

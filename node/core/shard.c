@@ -870,9 +870,14 @@ plan_write(struct shard *s, struct shard_plan *p)
 		return rc;
 	}
 	merger_build(&c.m);
-	uint64_t blocks = 0, bytes = 0;
+	uint64_t blocks = 0, bytes = 0, rows_total = 0, rows_read = 0;
+	for (uint32_t i = 0; i < p->nids; i++)
+		rows_total += p->inputs[i]->obj.rows;
+	atomic_store(&s->prog_done, 0);
+	atomic_store(&s->prog_total, p->bytes_in);
 	struct source row;
 	while ((rc = merge_cursor_next(&c, &row)) == 1) {
+		rows_read++;
 		if (row.kind == STRATA_ROW_DELETE && row.seq < p->drop_below)
 			continue; /* nothing older outside the inputs for it to hide */
 		rc = run_writer_add_kind(w, row.key, row.klen, row.seq, row.val, row.vlen, row.kind);
@@ -881,6 +886,10 @@ plan_write(struct shard *s, struct shard_plan *p)
 		bytes += row.klen + row.vlen;
 		if (run_writer_blocks(w) != blocks) {
 			blocks = run_writer_blocks(w);
+			if (rows_total > 0)
+				atomic_store(&s->prog_done, (uint64_t)((double)p->bytes_in *
+								  (double)(rows_read < rows_total ? rows_read : rows_total) /
+								  (double)rows_total));
 			/* A block written is a chunk of the merge (inline mode: lib/fiber.h). */
 			fiber_yield(bytes);
 			bytes = 0;
@@ -893,11 +902,16 @@ plan_write(struct shard *s, struct shard_plan *p)
 	}
 	merger_destroy(&c.m);
 	if (rc) {
+		atomic_store(&s->prog_total, 0);
+		atomic_store(&s->prog_done, 0);
 		run_writer_abort(w);
 		return rc;
 	}
+	atomic_store(&s->prog_done, p->bytes_in);
 	struct run_meta meta;
 	rc = run_writer_finish(w, &meta);
+	atomic_store(&s->prog_total, 0);
+	atomic_store(&s->prog_done, 0);
 	if (rc)
 		return rc;
 	fiber_yield(FIBER_SYNC_COST); /* the run's end (index, footer, syncs) was a chunk */
@@ -1207,6 +1221,8 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->compress_saved_bytes = atomic_load(&s->codec.saved_bytes);
 	out->merge_threads = atomic_load(&s->merge_threads);
 	out->merge_blocks_helped = atomic_load(&s->codec.helped);
+	out->merge_in_flight_bytes = atomic_load(&s->prog_total);
+	out->merge_in_flight_done_bytes = out->merge_in_flight_bytes ? atomic_load(&s->prog_done) : 0;
 	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;
 	out->background_io_stalls = 0;
 	if (s->cfg.run.limiter)

@@ -173,6 +173,9 @@ struct shard {
 	/** Counters for stats. */
 	atomic_uint_fast64_t appends, rows_appended, seals, merges, conflicts, merged_gens,
 		merge_in, merge_out, compactions, max_excl_ns, max_excl_wait_ns;
+	/** The merge or compaction being written (plan_write): its input bytes (0: none) and
+	 *  the part read so far, estimated from the rows read. */
+	_Atomic(uint64_t) prog_total, prog_done;
 	/** Time this shard's background writes waited on the store's IO budget. */
 	_Atomic(uint64_t) io_wait_ns;
 	/** How the shard's run writers stored their data blocks. */

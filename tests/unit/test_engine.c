@@ -700,11 +700,19 @@ TEST(append_not_blocked_by_prepare)
 	pthread_mutex_unlock(&pt.mu);
 	CHECK(still_paused);
 	CHECK_EQ(stats_of(db).rows_appended, 3 * 300 + 2 * 500);
+	/* The paused merge shows as in flight: its input bytes, and a part of them read. */
+	strata_stats mid = stats_of(db);
+	CHECK(mid.merge_in_flight_bytes > 0);
+	CHECK_EQ(mid.merge_in_flight_bytes, mid.generation_bytes);
+	CHECK(mid.merge_in_flight_done_bytes > 0);
+	CHECK(mid.merge_in_flight_done_bytes < mid.merge_in_flight_bytes);
 	pt_release();
 	pthread_join(j.th, NULL);
 	pt_disarm();
 	CHECK_EQ(j.rc, 0);
 	CHECK_EQ(j.merged, 3);
+	CHECK_EQ(stats_of(db).merge_in_flight_bytes, 0);
+	CHECK_EQ(stats_of(db).merge_in_flight_done_bytes, 0);
 	CHECK_EQ(range_misses(db, "c0-", 0, 500, "during"), 0);
 	CHECK_EQ(range_misses(db, "c1-", 0, 500, "during"), 0);
 	CHECK(scan_ok(db, 3 * 300 + 2 * 500));
