@@ -25,8 +25,12 @@ PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl libcrypto expat
 BUILD_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
               luajit2 libev-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev libssl-dev \
               libexpat1-dev curl
-TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks lua5.1 etcd-server
+TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks lua5.1 etcd-server chromium
 TEST_CMDS  := npm
+# npm fetches uPlot for the console page at build time (node/server/console/build.sh).
+BUILD_CMDS := npm
+# Where: one directory for every build (plain, sanitizer, fuzz), outside BUILD's name.
+CONSOLE_NPM ?= build/npm-console
 BENCH_PKGS := librocksdb-dev wrk tarantool
 
 .DEFAULT_GOAL := all
@@ -49,7 +53,7 @@ help:
 
 # deps: install (as root) or name the missing packages of PKGS and commands of CMDS.
 DEPS_PKGS ?= $(BUILD_PKGS)
-DEPS_CMDS ?=
+DEPS_CMDS ?= $(BUILD_CMDS)
 deps:
 	@missing=""; \
 	if ! command -v dpkg >/dev/null 2>&1; then \
@@ -67,10 +71,10 @@ deps:
 	fi
 
 test-deps:
-	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BUILD_PKGS) $(TEST_PKGS)" DEPS_CMDS="$(TEST_CMDS)"
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BUILD_PKGS) $(TEST_PKGS)" DEPS_CMDS="$(sort $(BUILD_CMDS) $(TEST_CMDS))"
 
 bench-deps:
-	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BUILD_PKGS) $(TEST_PKGS) $(BENCH_PKGS)" DEPS_CMDS="$(TEST_CMDS)"
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BUILD_PKGS) $(TEST_PKGS) $(BENCH_PKGS)" DEPS_CMDS="$(sort $(BUILD_CMDS) $(TEST_CMDS))"
 
 # The goals that run something install first, in this make, then build and run in a second
 # one (STRATA_DEPS=done), whose pkg-config calls then see the installed packages.
@@ -142,7 +146,7 @@ CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) \
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o
 CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c node/cluster/*.c)
 CLI_SRC  += $(wildcard node/sim/*.c)
-CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_page.o
 LUA_SRC  := $(wildcard node/luamod/*.c)
 LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -181,6 +185,13 @@ $(BUILD)/obj-core/%.o: %.c
 $(GEN_DIR)/policy_lua.c: node/policy/gen_lua_c.sh $(filter %.lua,$(GEN_LUA))
 	@mkdir -p $(dir $@)
 	sh node/policy/gen_lua_c.sh $@ $(GEN_LUA)
+
+# The console page (node/server/console.h): uPlot inlined, then embedded as C.
+$(GEN_DIR)/console.html: node/server/console/console.html node/server/console/build.sh
+	@mkdir -p $(dir $@)
+	sh node/server/console/build.sh $@ $(CONSOLE_NPM)
+$(GEN_DIR)/console_page.c: $(GEN_DIR)/console.html node/policy/gen_lua_c.sh
+	sh node/policy/gen_lua_c.sh $@ console_html $<
 
 $(BUILD)/obj/gen/%.o: $(GEN_DIR)/%.c
 	@mkdir -p $(dir $@)
@@ -258,7 +269,7 @@ ifeq ($(SAN),)
 LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/live.sh" \
               "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh" \
               "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh" "sh tests/node/serve_start.sh" \
-              "sh tests/node/rows_by_key.sh"
+              "sh tests/node/rows_by_key.sh" "sh tests/console/console.sh"
 BUILD_CHECK := "sh tests/build/check_build.sh" "sh tests/build/check_cli.sh" "sh tests/build/fresh_machine.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 # Several nodes, etcd and Azurite: its failover time is measured on the plain build.

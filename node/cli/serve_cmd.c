@@ -110,8 +110,9 @@ static const struct serve_flag serve_flags[] = {
 	 "the watcher also reads the policy file this often (it sees the edits a stat misses)", NULL,
 	 NULL},
 	{"--token-file", SERVE_STR, SO(token_file), 0, 0, "FILE",
-	 "require 'Authorization: Bearer <token>' (the file's content) on every mutating endpoint and "
-	 "on PUT /v1/policy", "", NULL},
+	 "require 'Authorization: Bearer <token>' on every mutating endpoint and on the console's "
+	 "reads; FILE holds one token, or lines 'NAME TOKEN' (the policy history names who applied "
+	 "each policy)", "", NULL},
 	{"--checkpoint-dir", SERVE_STR, SO(checkpoint_dir), 0, 0, "ROOT",
 	 "allow POST /v1/checkpoint to create checkpoints as new directories directly under ROOT (an "
 	 "existing directory); without it the endpoint is refused", "", NULL},
@@ -214,6 +215,9 @@ static const struct serve_flag serve_flags[] = {
 	 NULL},
 	{"--slow-requests", SERVE_U32, SO(slow_requests), 1, 100000, "N",
 	 "entries the slow-request log keeps (the oldest go first)", NULL, NULL},
+	{"--policy-history", SERVE_U32, SO(policy_history), 1, 4096, "N",
+	 "policies the history keeps (DATA/policy-history.jsonl; GET /v1/policy/history), the oldest "
+	 "go first", "64", NULL},
 	{"--cluster", SERVE_STR, SO(cluster), 0, 0, "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
 	 "join the cluster whose members, shard owners and leases are under PREFIX in etcd: the node "
 	 "opens no shard itself and serves those placement gives it (needs --store and --wal store)",

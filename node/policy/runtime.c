@@ -1057,6 +1057,23 @@ rt_swap(struct runtime *rt, struct rt_state *st, const char *name, const char *s
 	rt_copy(rt->stats.source_path, sizeof(rt->stats.source_path), source_path ? source_path : "");
 	rt_apply_settings(rt, 0);
 	rt_log_clamps(rt);
+	if (rt->swap_fn != NULL) {
+		size_t len;
+		const char *src = runtime_policy_source(rt, &len);
+		rt->swap_fn(rt->swap_ctx, &rt->stats, src, len);
+	}
+}
+
+void
+runtime_set_swap_hook(struct runtime *rt, runtime_swap_fn fn, void *ctx)
+{
+	rt->swap_fn = fn;
+	rt->swap_ctx = ctx;
+	if (fn != NULL) {
+		size_t len;
+		const char *src = runtime_policy_source(rt, &len);
+		fn(ctx, &rt->stats, src, len);
+	}
 }
 
 /** runtime_reload_source, with the file the source was read from (NULL: text). */

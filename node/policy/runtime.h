@@ -101,6 +101,13 @@ int runtime_reload_source(struct runtime *rt, const char *src, size_t len, const
  *  failed or whose file could not be written): reload_failures, last_error (err) and the
  *  log, as for any refused reload. The running policy stays. */
 void runtime_reload_refused(struct runtime *rt, const char *err);
+/** Told on the runtime's loop thread of the policy now running: after every swap (a
+ *  reload of the file, PUT /v1/policy, db:policy), with the counters (st->policy_version,
+ *  policy_name, source_path) and the source. */
+typedef void (*runtime_swap_fn)(void *ctx, const struct runtime_stats *st, const char *src, size_t len);
+/** Set the swap hook (fn NULL: none) and call it at once for the policy running now. On
+ *  the runtime's loop thread. */
+void runtime_set_swap_hook(struct runtime *rt, runtime_swap_fn fn, void *ctx);
 /** The running policy's source text. */
 const char *runtime_policy_source(struct runtime *rt, size_t *len);
 /** The running policy's settings as the engine runs them: every clamp applied (a

@@ -286,6 +286,9 @@ struct runtime {
 	int closing;
 	/** Counters (loop thread). */
 	struct runtime_stats stats;
+	/** Told of every policy swap, on the loop thread (runtime_set_swap_hook), or NULL. */
+	runtime_swap_fn swap_fn;
+	void *swap_ctx;
 	/** Completion of every job of this runtime (runtime.c's rt_job_done). */
 	void (*job_done)(void *arg);
 	/** Set (from any thread) when the store queued deletes; the loop starts a reap job. */

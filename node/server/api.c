@@ -26,40 +26,13 @@
 #include "../policy/runtime.h"
 #include "../policy/trial.h"
 #include "../strata_host.h"
+#include "api_int.h"
+#include "console.h"
 #include "metrics.h"
+#include "phist.h"
 #include "views.h"
 
 /* ---------- the endpoint table ---------- */
-
-/** Method bits of an endpoint (HEAD goes with GET). */
-enum { API_M_GET = 1, API_M_POST = 2, API_M_PUT = 4, API_M_DELETE = 8 };
-
-/** A routed request target. */
-struct api_route {
-	/** The endpoint: its row in api_endpoints (API_EP_NONE: none at the path). */
-	size_t ep;
-	/** The path names a shard ({id}). */
-	int has_shard;
-	/** Shard number as parsed (may be out of range). */
-	uint64_t shard;
-	/** The shard segment is a well-formed shard number. */
-	int shard_valid;
-	/** Why it is not (shard_valid == 0). */
-	const char *shard_problem;
-	/** The shard segment as written, into the request's path. */
-	const char *shard_id;
-	/** Length of shard_id. */
-	size_t shard_id_len;
-	/** The path names a key ({key}). */
-	int has_key;
-	/** Raw (percent-encoded) key, into the request's path. */
-	const char *key;
-	/** Length of key. */
-	size_t key_len;
-};
-
-/** An endpoint's handler: answer r, routed to rt, once api_check passed it. */
-typedef void api_handler_fn(struct api *a, struct http_req *r, const struct api_route *rt);
 
 /** What the body of a POST or PUT may be. */
 struct api_body {
@@ -87,6 +60,8 @@ struct api_endpoint {
 	int unserved_shard;
 	/** Its shard is the key's (strata_shard_of of the decoded {key}), not in the path. */
 	int key_routed;
+	/** With --token-file its reads need the token too (the console's endpoints). */
+	int read_auth;
 };
 
 static api_handler_fn api_healthz, api_metrics, api_stats, api_policy, api_rows, api_row, api_seal, api_merge_wal,
@@ -128,6 +103,11 @@ static const struct api_endpoint api_endpoints[] = {
 	{"/v1/cluster", API_M_GET, api_cluster, "cluster"},
 	{"/v1/rows", API_M_POST, api_rows_by_key, "rows_by_key", &api_rows_body},
 	{"/v1/rows/{key}", API_M_GET | API_M_DELETE, api_row, "row_by_key", .key_routed = 1},
+	{"/", API_M_GET, console_page, "console"},
+	{"/v1/console/state", API_M_GET, console_state, "console_state", .read_auth = 1},
+	{"/v1/policy/check", API_M_POST, console_policy_check, "policy_check", &api_policy_body},
+	{"/v1/policy/history", API_M_GET, console_policy_history, "policy_history", .read_auth = 1},
+	{"/v1/policy/rollback", API_M_POST, console_policy_rollback, "policy_rollback"},
 };
 /** Rows of api_endpoints. */
 #define API_ENDPOINTS (sizeof(api_endpoints) / sizeof(api_endpoints[0]))
@@ -274,7 +254,7 @@ api_record(struct api *a, struct http_req *r, int status)
 	api_duration(a, r);
 }
 
-static void
+void
 api_reply(struct api *a, struct http_req *r, int status, const char *ctype, const char *extra, const void *body,
 	  size_t len)
 {
@@ -282,7 +262,7 @@ api_reply(struct api *a, struct http_req *r, int status, const char *ctype, cons
 	http_respond(r, status, ctype, extra, body, len);
 }
 
-static void
+void
 api_error(struct api *a, struct http_req *r, int status, const char *error, const char *detail)
 {
 	const char *extra = status == 503 || status == 429 ? "Retry-After: " API_RETRY_AFTER_S "\r\n" : NULL;
@@ -291,7 +271,7 @@ api_error(struct api *a, struct http_req *r, int status, const char *error, cons
 }
 
 /** Reply with o (consumed) as JSON and 1, or (o NULL or not encoded) 0 without replying. */
-static int
+int
 api_json_reply(struct api *a, struct http_req *r, int status, const char *extra, json_t *o)
 {
 	char *s = o ? json_dumps(o, API_JSON_FLAGS) : NULL;
@@ -306,7 +286,7 @@ api_json_reply(struct api *a, struct http_req *r, int status, const char *extra,
 }
 
 /** Reply with o (consumed) as JSON. */
-static void
+void
 api_json(struct api *a, struct http_req *r, int status, json_t *o)
 {
 	if (!api_json_reply(a, r, status, NULL, o))
@@ -442,24 +422,38 @@ media_type_in(const char *ct, const char *const *types)
 	return 0;
 }
 
-/** Compare the Authorization header with the token in time independent of where
- *  they differ. */
+/** The token of the Authorization header that matches (its index), or -1; each token is
+ *  compared in time independent of where they differ. */
 static int
-api_token_ok(const struct api *a, const struct http_req *r)
+api_token_match(const struct api *a, const struct http_req *r)
 {
 	const char *h = r->authorization;
 	if (r->authorization_truncated || strncasecmp(h, "Bearer ", 7) != 0)
-		return 0;
+		return -1;
 	const char *t = h + 7;
 	while (*t == ' ')
 		t++;
 	size_t n = strlen(t);
 	while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t'))
 		n--;
-	volatile unsigned diff = n != a->token_len;
-	for (size_t i = 0; i < a->token_len; i++)
-		diff |= (unsigned)((unsigned char)a->token[i] ^ (unsigned char)(i < n ? t[i] : 0));
-	return diff == 0;
+	int found = -1;
+	for (size_t k = 0; k < a->ntokens; k++) {
+		volatile unsigned diff = n != a->token_len[k];
+		for (size_t i = 0; i < a->token_len[k]; i++)
+			diff |= (unsigned)((unsigned char)a->token[k][i] ^ (unsigned char)(i < n ? t[i] : 0));
+		if (diff == 0)
+			found = (int)k;
+	}
+	return found;
+}
+
+const char *
+api_token_name(const struct api *a, const struct http_req *r)
+{
+	if (a->ntokens == 0)
+		return "anonymous";
+	int k = api_token_match(a, r);
+	return k < 0 ? NULL : a->token_name[k];
 }
 
 /** On a cluster member: answer 421 (another owner, or none yet) or 503 (the lease is not
@@ -519,7 +513,7 @@ api_check(struct api *a, struct http_req *r, struct api_route *rt)
 		return 1;
 	}
 	int mutating = r->method != HTTP_GET && r->method != HTTP_HEAD;
-	if (mutating && a->token != NULL && !api_token_ok(a, r)) {
+	if ((mutating || ep->read_auth) && a->ntokens > 0 && api_token_match(a, r) < 0) {
 		a->stats.auth_failures++;
 		int missing = r->authorization[0] == '\0';
 		api_record(a, r, missing ? 401 : 403);
@@ -687,7 +681,7 @@ is_batch_type(const char *ct)
 
 /** Submit a job to the host's executor exec (HOST_FG: appends, reads; HOST_BG: claims,
  *  checkpoints), or answer when it refuses. */
-static int
+int
 api_submit(struct api *a, struct http_req *r, int exec, pool_work_fn work, pool_done_fn done, void *job)
 {
 	r->mark_ns[REQSTATS_MARK_SUBMIT] = env.mono_ns();
@@ -706,7 +700,7 @@ api_submit(struct api *a, struct http_req *r, int exec, pool_work_fn work, pool_
 }
 
 /** A zeroed job of size bytes for r, or NULL (answered 503). */
-static void *
+void *
 api_job_new(struct api *a, struct http_req *r, size_t size)
 {
 	void *j = env.calloc(1, size);
@@ -1321,6 +1315,7 @@ enum api_rt_kind {
 	API_RT_STATS,
 	API_RT_METRICS,
 	API_RT_POLICY_GET,
+	API_RT_CONSOLE,
 };
 
 /** A request crossing to the runtime's loop and back. The members marked (runtime) are
@@ -1392,7 +1387,7 @@ rtcall_run(void *arg)
 	diag_clear();
 	if (a->rt == NULL) {
 		/* No runtime: stats and metrics show zeroes, the rest is refused. */
-		if (c->kind != API_RT_STATS && c->kind != API_RT_METRICS) {
+		if (c->kind != API_RT_STATS && c->kind != API_RT_METRICS && c->kind != API_RT_CONSOLE) {
 			c->req.rc = STRATA_EINVAL;
 			snprintf(c->req.err, sizeof(c->req.err), "this node runs no policy runtime");
 		}
@@ -1463,6 +1458,8 @@ rtcall_answer(void *arg)
 			api_stats_reply(a, r, &c->snap);
 		else if (c->kind == API_RT_METRICS)
 			api_metrics_reply(a, r, &c->snap.st);
+		else if (c->kind == API_RT_CONSOLE)
+			console_state_reply(a, r, &c->snap);
 		else
 			api_json(a, r, 200, views_policy(&c->snap));
 		break;
@@ -1490,6 +1487,12 @@ api_rtcall(struct api *a, struct http_req *r, int kind, uint32_t shard)
 	host_post(a->rt_host, &c->call, rtcall_run, c);
 }
 
+void
+api_rt_console(struct api *a, struct http_req *r)
+{
+	api_rtcall(a, r, API_RT_CONSOLE, 0);
+}
+
 /* ---------- stats and policy ---------- */
 
 /** The shard's statistics (or the error reading them) as GET /v1/shards/{id}/stats shows them. */
@@ -1502,14 +1505,14 @@ shard_stats_json(struct api *a, uint32_t shard)
 }
 
 /** v rounded to a multiple of 10^-digits (JSON figures without binary noise). */
-static double
+double
 api_round(double v, int digits)
 {
 	double m = pow(10, digits);
 	return round(v * m) / m;
 }
 
-static json_t *
+json_t *
 latency_json(const struct hist *h)
 {
 	return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "count", (json_int_t)hist_count(h), "mean_us",
@@ -1578,6 +1581,8 @@ struct api_put {
 	/** Copy of the body, env.malloc. */
 	char *body;
 	size_t body_len;
+	/** Who applies it (the token's name) and why ("rollback to #3"; "" for a PUT). */
+	char who[64], note[64];
 	/** (worker) The trial's report (NULL when out of memory). */
 	struct trial *trial;
 	/** (worker) The temporary file runtime_stage_file wrote ("" when none). */
@@ -1662,7 +1667,10 @@ put_on_rt(void *arg)
 	struct api_put *j = arg;
 	struct api *a = j->a;
 	if (j->status == 0) {
+		snprintf(a->apply_who, sizeof(a->apply_who), "%s", j->who);
+		snprintf(a->apply_note, sizeof(a->apply_note), "%s", j->note);
 		int rc = runtime_reload_persist(a->rt, j->body, j->body_len, API_PUT_NAME, j->tmp, a->policy_file);
+		a->apply_who[0] = a->apply_note[0] = '\0';
 		if (rc != 0)
 			snprintf(j->detail, sizeof(j->detail), "%s", diag_last());
 		if (rc == 0) {
@@ -1735,6 +1743,12 @@ api_policy_put(struct api *a, struct http_req *r)
 		api_error(a, r, 400, "policy refused", "the body is empty; send the Lua source of a policy");
 		return;
 	}
+	api_policy_apply(a, r, (const char *)r->body.data, r->body.len, api_token_name(a, r), NULL);
+}
+
+void
+api_policy_apply(struct api *a, struct http_req *r, const char *src, size_t len, const char *who, const char *note)
+{
 	if (a->rt == NULL) {
 		api_error(a, r, 400, "policy runtime", "this node runs no policy runtime");
 		return;
@@ -1744,15 +1758,17 @@ api_policy_put(struct api *a, struct http_req *r)
 		return;
 	j->a = a;
 	j->r = r;
-	j->body = env.malloc(r->body.len + 1);
+	snprintf(j->who, sizeof(j->who), "%s", who ? who : "anonymous");
+	snprintf(j->note, sizeof(j->note), "%s", note ? note : "");
+	j->body = env.malloc(len + 1);
 	if (j->body == NULL) {
 		env.free(j);
 		api_error(a, r, 503, "out of memory", "no memory for the policy source");
 		return;
 	}
-	memcpy(j->body, r->body.data, r->body.len);
-	j->body[r->body.len] = '\0';
-	j->body_len = r->body.len;
+	memcpy(j->body, src, len);
+	j->body[len] = '\0';
+	j->body_len = len;
 	if (api_submit(a, r, HOST_BG, put_work, put_done, j) != 0)
 		put_free(j);
 }
@@ -2187,16 +2203,25 @@ api_new(const struct api_options *o, struct api **out)
 	int rc = 0;
 	if (o->checkpoint_root != NULL && (a->checkpoint_root = strdup(o->checkpoint_root)) == NULL)
 		rc = diag_set(STRATA_ENOMEM, "api: out of memory");
-	if (o->token != NULL) {
-		a->token_len = strlen(o->token);
-		a->token = env.malloc(a->token_len + 1);
-		if (a->token == NULL)
+	struct api_token one = {"default", o->token};
+	const struct api_token *tokens = o->token != NULL ? &one : o->tokens;
+	size_t ntokens = o->token != NULL ? 1 : o->ntokens;
+	if (ntokens > API_MAX_TOKENS)
+		rc = diag_set(STRATA_EINVAL, "api: %zu tokens; at most %u", ntokens, API_MAX_TOKENS);
+	for (size_t k = 0; rc == 0 && k < ntokens; k++) {
+		a->token_len[k] = strlen(tokens[k].token);
+		a->token[k] = env.malloc(a->token_len[k] + 1);
+		a->token_name[k] = strdup(tokens[k].name);
+		a->ntokens = k + 1;
+		if (a->token[k] == NULL || a->token_name[k] == NULL)
 			rc = diag_set(STRATA_ENOMEM, "api: out of memory");
 		else
-			memcpy(a->token, o->token, a->token_len + 1);
+			memcpy(a->token[k], tokens[k].token, a->token_len[k] + 1);
 	}
 	if (rc == 0 && a->rt != NULL)
 		rc = api_policy_setup(a);
+	if (rc == 0 && a->rt != NULL)
+		rc = console_history_start(a, o->policy_history);
 	if (rc == 0 && (rc = reqstats_create(&a->stats, API_ENDPOINTS, o->slow_request_ns, o->slow_requests)) == 0)
 		for (size_t h = 0; h < API_ENDPOINTS; h++)
 			a->stats.handler[h].name = api_endpoints[h].metric;
@@ -2213,10 +2238,14 @@ api_delete(struct api *a)
 {
 	if (a == NULL)
 		return;
-	if (a->token != NULL) {
-		memset(a->token, 0, a->token_len);
-		env.free(a->token);
+	for (size_t k = 0; k < a->ntokens; k++) {
+		if (a->token[k] != NULL) {
+			memset(a->token[k], 0, a->token_len[k]);
+			env.free(a->token[k]);
+		}
+		free(a->token_name[k]);
 	}
+	phist_close(a->phist);
 	reqstats_destroy(&a->stats);
 	free(a->checkpoint_root);
 	free(a->policy_file);

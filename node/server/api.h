@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../host/host.h"
 #include "../policy/policy.h"
 #include "../strata.h"
 #include "batch.h"
@@ -37,6 +38,7 @@
 
 struct runtime;
 struct cluster;
+struct phist;
 
 /** Content-Type of the binary batch format. */
 #define API_BATCH_CONTENT_TYPE "application/x-strata-batch"
@@ -55,6 +57,15 @@ struct cluster;
 /** A scan job stops once its NDJSON chunk reaches this many bytes. */
 #define API_SCAN_CHUNK_BYTES (256u << 10)
 
+/** A bearer token and the name it goes by. */
+struct api_token {
+	const char *name;
+	const char *token;
+};
+
+/** Most tokens a node takes. */
+#define API_MAX_TOKENS 16u
+
 /** How to build the endpoints. */
 struct api_options {
 	/** The open store (not owned). */
@@ -66,8 +77,15 @@ struct api_options {
 	struct host *host;
 	/** The host whose loop runs the policy runtime (not owned; NULL: host). */
 	struct host *rt_host;
-	/** Bearer token required by mutating endpoints; NULL = no auth. */
+	/** Bearer token required by mutating endpoints, named "default"; NULL = no auth
+ *  unless tokens are given. */
 	const char *token;
+	/** Named bearer tokens (--token-file with NAME TOKEN lines), any of which is taken;
+	 *  the name is who applied a policy in its history. */
+	const struct api_token *tokens;
+	size_t ntokens;
+	/** Entries of the policy history (0: PHIST_DEFAULT_CAP). */
+	size_t policy_history;
 	/** The directory (a canonical absolute path) POST /v1/checkpoint writes under; NULL:
 	 *  checkpoints over HTTP are refused. */
 	const char *checkpoint_root;
@@ -92,10 +110,9 @@ struct api {
 	struct host *rt_host;
 	/** The HTTP server (for connection statistics); set by the owner. */
 	struct http_server *http;
-	/** Bearer token (owned), or NULL. */
-	char *token;
-	/** Length of token. */
-	size_t token_len;
+	/** Bearer tokens and their names (owned); none: no auth. */
+	char *token[API_MAX_TOKENS], *token_name[API_MAX_TOKENS];
+	size_t token_len[API_MAX_TOKENS], ntokens;
 	/** Where POST /v1/checkpoint writes (strdup'ed), or NULL: refused. */
 	char *checkpoint_root;
 	/** What the endpoints count and time, by the rows of the endpoint table. */
@@ -114,6 +131,13 @@ struct api {
 	strata_options trial_store;
 	/** The cluster this node is a member of (set by the owner), or NULL. */
 	struct cluster *cluster;
+	/** The policies put live (console.h), or NULL without a runtime. */
+	struct phist *phist;
+	/** The call that starts recording them on the runtime's loop. */
+	struct host_call hist_call;
+	/** (runtime's loop) Who is applying the policy being swapped in and why ("": the
+	 *  swap is not a PUT or a rollback). */
+	char apply_who[64], apply_note[64];
 };
 
 /** Build the endpoints. */

@@ -122,16 +122,20 @@ server_json_sink(int level, const char *msg)
 
 /* ---------- lock file and token ---------- */
 
-/** Read the token file into tok (trimmed). 0, or -1 after printing why. */
+/** The tokens of --token-file: one bare token (named "default"), or lines "NAME TOKEN"
+ *  (blank lines and lines starting with '#' skipped), NAME 1..63 bytes of
+ *  [A-Za-z0-9._@-], at most API_MAX_TOKENS. The names are who applied a policy in its
+ *  history. Strings live in a static buffer. 0, or -1 after printing why. */
 static int
-server_read_token(const char *path, char *tok, size_t cap)
+server_read_tokens(const char *path, struct api_token *out, size_t *n_out)
 {
+	static char buf[API_MAX_TOKENS * (SERVER_MAX_TOKEN + 80)];
+	*n_out = 0;
 	int fd = env.open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0) {
 		fprintf(stderr, "strata serve: cannot read the token file %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	char buf[SERVER_MAX_TOKEN + 64];
 	ssize_t n = env.pread(fd, buf, sizeof(buf) - 1, 0);
 	env.close(fd);
 	if (n < 0) {
@@ -139,25 +143,73 @@ server_read_token(const char *path, char *tok, size_t cap)
 		return -1;
 	}
 	buf[n] = '\0';
-	char *b = buf, *e = buf + n;
-	while (b < e && (*b == ' ' || *b == '\t' || *b == '\r' || *b == '\n'))
-		b++;
-	while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
-		e--;
-	size_t len = (size_t)(e - b);
-	if (len == 0 || len > SERVER_MAX_TOKEN || len >= cap) {
-		fprintf(stderr, "strata serve: the token in %s must be 1..%u bytes (got %zu)\n", path,
-			SERVER_MAX_TOKEN, len);
-		return -1;
-	}
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)b[i] <= ' ' || (unsigned char)b[i] >= 0x7f) {
-			fprintf(stderr, "strata serve: the token in %s must be printable ASCII without spaces\n",
-				path);
+	size_t count = 0, lineno = 0;
+	int bare = 0;
+	for (char *line = buf, *next; line != NULL; line = next) {
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		lineno++;
+		char *b = line, *e = line + strlen(line);
+		while (b < e && (*b == ' ' || *b == '\t' || *b == '\r'))
+			b++;
+		while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			e--;
+		*e = '\0';
+		if (b == e || *b == '#')
+			continue;
+		char *sp = b + strcspn(b, " \t");
+		const char *name = "default", *tok = b;
+		if (*sp != '\0') {
+			*sp++ = '\0';
+			while (*sp == ' ' || *sp == '\t')
+				sp++;
+			name = b;
+			tok = sp;
+			size_t nl = strlen(name);
+			if (nl == 0 || nl > 63 || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+							"0123456789._@-") != nl) {
+				fprintf(stderr, "strata serve: %s line %zu: the token's name '%s' must be 1..63 bytes of "
+					"A-Za-z0-9._@-\n", path, lineno, name);
+				return -1;
+			}
+		} else {
+			bare++;
+		}
+		size_t len = strlen(tok);
+		if (len == 0 || len > SERVER_MAX_TOKEN) {
+			fprintf(stderr, "strata serve: the token in %s line %zu must be 1..%u bytes (got %zu)\n", path,
+				lineno, SERVER_MAX_TOKEN, len);
 			return -1;
 		}
-	memcpy(tok, b, len);
-	tok[len] = '\0';
+		for (size_t i = 0; i < len; i++)
+			if ((unsigned char)tok[i] <= ' ' || (unsigned char)tok[i] >= 0x7f) {
+				fprintf(stderr, "strata serve: the token in %s line %zu must be printable ASCII "
+					"without spaces\n", path, lineno);
+				return -1;
+			}
+		if (count == API_MAX_TOKENS) {
+			fprintf(stderr, "strata serve: %s holds more than %u tokens\n", path, API_MAX_TOKENS);
+			return -1;
+		}
+		for (size_t k = 0; k < count; k++)
+			if (strcmp(out[k].name, name) == 0) {
+				fprintf(stderr, "strata serve: %s line %zu: the name '%s' is given twice\n", path, lineno,
+					name);
+				return -1;
+			}
+		out[count++] = (struct api_token){name, tok};
+	}
+	if (count == 0) {
+		fprintf(stderr, "strata serve: the token in %s must be 1..%u bytes (got 0)\n", path, SERVER_MAX_TOKEN);
+		return -1;
+	}
+	if (bare > 0 && count > 1) {
+		fprintf(stderr, "strata serve: %s mixes a bare token with others; with several, write each as "
+			"'NAME TOKEN' on its own line\n", path);
+		return -1;
+	}
+	*n_out = count;
 	return 0;
 }
 
@@ -329,8 +381,9 @@ server_run(const struct server_options *o)
 	 * touched: the flags (by the caller), the token, the checkpoint root, the listen
 	 * address (bound here) and the policy (compiled and validated by the open before it
 	 * creates anything). A failed start leaves the directory as it was, or absent. */
-	static char token[SERVER_MAX_TOKEN + 1];
-	if (o->token_file != NULL && server_read_token(o->token_file, token, sizeof(token)) != 0)
+	static struct api_token tokens[API_MAX_TOKENS];
+	size_t ntokens = 0;
+	if (o->token_file != NULL && server_read_tokens(o->token_file, tokens, &ntokens) != 0)
 		return 1;
 	static char ckpt_root[PATH_MAX];
 	if (o->checkpoint_dir != NULL) {
@@ -443,7 +496,8 @@ server_run(const struct server_options *o)
 	}
 	s.rt = strata_runtime(s.db);
 	struct api_options ao = {
-		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .token = o->token_file ? token : NULL,
+		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .tokens = tokens, .ntokens = ntokens,
+		.policy_history = o->policy_history,
 		.checkpoint_root = o->checkpoint_dir ? ckpt_root : NULL,
 		.slow_request_ns = o->slow_request_us * 1000, .slow_requests = o->slow_requests};
 	if (api_new(&ao, &s.api) != 0) {

@@ -65,6 +65,8 @@ struct server_options {
 	uint64_t slow_request_us;
 	/** Entries of the slow-request log. */
 	uint32_t slow_requests;
+	/** Entries of the policy history (console.h; 0: PHIST_DEFAULT_CAP). */
+	uint32_t policy_history;
 	/** etcd://HOST:PORT[,...][/PREFIX] of the cluster to join, or NULL: a node on its own. */
 	const char *cluster;
 	/** This node's id in the cluster (NULL: the host name). */

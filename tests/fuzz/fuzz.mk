@@ -70,9 +70,16 @@ FUZZ_NODE_SRC := $(filter-out $(FUZZ_LIB_SRC),$(sort $(wildcard node/lib/*.c nod
                  node/core/*.c node/policy/*.c node/host/*.c node/cluster/*.c) node/strata.c \
                  $(filter-out node/server/server.c,$(wildcard node/server/*.c))))
 FUZZ_NODE_PC  := $(shell for p in jansson luajit libcurl libcrypto expat; do pkg-config --exists $$p 2>/dev/null && echo $$p; done)
-$(FUZZ_DIR)/fuzz_http: FUZZ_EXTRA = $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ) \
+# and the console's page, built as the top-level Makefile builds it.
+FUZZ_CONSOLE_OBJ := $(FUZZ_DIR)/obj/gen/console_page.o
+$(FUZZ_DIR)/fuzz_http: FUZZ_EXTRA = $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ) $(FUZZ_CONSOLE_OBJ) \
                                     $(shell pkg-config --libs $(FUZZ_NODE_PC)) -lev -lhttp_parser
-$(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ)
+$(FUZZ_DIR)/fuzz_http: $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ) $(FUZZ_CONSOLE_OBJ)
+$(FUZZ_DIR)/gen/console.html: node/server/console/console.html node/server/console/build.sh
+	@mkdir -p $(dir $@)
+	sh node/server/console/build.sh $@ build/npm-console
+$(FUZZ_DIR)/gen/console_page.c: $(FUZZ_DIR)/gen/console.html node/policy/gen_lua_c.sh
+	sh node/policy/gen_lua_c.sh $@ console_html $<
 
 # The batch target adds the server's batch codecs, base64 and jansson.
 $(FUZZ_DIR)/fuzz_batch: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/server/batch.o $(FUZZ_DIR)/obj/node/lib/base64.o \
