@@ -7,7 +7,7 @@
 -- Values are 200 characters taken at a random offset of a per-thread random pool.
 -- done() prints one line that bench_http.sh parses:
 --   wrk_append: batch=N requests=N duration_us=N status_errors=N socket_errors=N
---               p50_us=N p99_us=N max_us=N
+--               p50_us=N p99_us=N p999_us=N max_us=N
 
 local batch = tonumber(os.getenv("WRK_APPEND_BATCH") or "1")
 if batch == nil or batch < 1 or batch ~= math.floor(batch) then
@@ -55,7 +55,7 @@ end
 function done(summary, latency, requests)
 	local e = summary.errors
 	io.write(string.format("wrk_append: batch=%d requests=%d duration_us=%d status_errors=%d " ..
-		"socket_errors=%d p50_us=%d p99_us=%d max_us=%d\n", batch, summary.requests,
+		"socket_errors=%d p50_us=%d p99_us=%d p999_us=%d max_us=%d\n", batch, summary.requests,
 		summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
-		latency:percentile(50), latency:percentile(99), latency.max))
+		latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max))
 end

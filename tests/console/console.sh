@@ -1,7 +1,7 @@
 #!/bin/sh
 # console.sh — the operator's console (GET /) in headless Chromium against two live nodes:
 # one without a token, one with --token-file (a token named "alice"). playwright-core
-# (PLAYWRIGHT_VERSION, npm, into $BUILD/npm-browser once) drives Debian's chromium; the
+# (npm, into $BUILD/npm-browser once: playwright.sh) drives Debian's chromium; the
 # checks are in console_test.js. The screenshot goes to $BUILD/console.png.
 # Without chromium or npm the suite is skipped with one line. Ends
 # "# console: N passed, N failed".
@@ -9,20 +9,9 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
 bin=${STRATA_BIN:-$BUILD/strata}
-PLAYWRIGHT_VERSION=1.65.2
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 suite=console
 say() { echo "$1"; echo "# $suite: $2"; exit "$3"; }
-[ -x "$CHROMIUM" ] || say "skip - $suite: $CHROMIUM is not installed (apt-get install chromium)" "0 passed, 0 failed" 0
-command -v npm >/dev/null 2>&1 || say "skip - $suite: npm is not installed (apt-get install npm)" "0 passed, 0 failed" 0
-npmdir=$BUILD/npm-browser
-pw=$npmdir/node_modules/playwright-core
-if ! grep -q "\"version\": \"$PLAYWRIGHT_VERSION\"" "$pw/package.json" 2>/dev/null; then
-	mkdir -p "$npmdir"
-	npm install --prefix "$npmdir" --no-audit --no-fund --loglevel=error "playwright-core@$PLAYWRIGHT_VERSION" \
-		>"$npmdir/install.log" 2>&1 ||
-		say "not ok - $suite: npm install playwright-core failed (log: $npmdir/install.log)" "0 passed, 1 failed" 1
-fi
+. "$root/tests/console/playwright.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-console.XXXXXX") || exit 1
 pids=""
 cleanup() {
