@@ -144,7 +144,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
 CORE_SRC := $(filter-out node/lib/pool.c,$(wildcard node/lib/*.c)) \
             $(filter-out $(OBJSTORE_REMOTE),$(wildcard node/objstore/*.c)) $(wildcard node/core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj-core/node/strata.o
-CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c node/cluster/*.c)
+CLI_SRC  := $(wildcard node/cli/*.c node/server/*.c node/load/*.c node/cluster/*.c node/net/*.c)
 CLI_SRC  += $(wildcard node/sim/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_page.o
 LUA_SRC  := $(wildcard node/luamod/*.c)
@@ -244,7 +244,7 @@ $(BUILD)/tests/objstore_s3: tests/objstore/test_s3.c $(BUILD)/libstrata.a
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
 
 # The cluster's placement is in the CLI's objects, not in libstrata.a.
-CLUSTER_OBJ := $(BUILD)/obj/node/cluster/cluster.o $(BUILD)/obj/node/cluster/etcd.o
+CLUSTER_OBJ := $(BUILD)/obj/node/cluster/cluster.o $(BUILD)/obj/node/cluster/etcd.o $(BUILD)/obj/node/net/curl_ev.o
 $(BUILD)/tests/test_cluster: tests/unit/test_cluster.c $(CLUSTER_OBJ) $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -MT $@ $(LDFLAGS) -o $@ $< $(CLUSTER_OBJ) $(BUILD)/libstrata.a $(LDLIBS) $(KEEP_WARN)

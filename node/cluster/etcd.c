@@ -9,17 +9,8 @@
 #include "../lib/base64.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../net/curl_ev.h"
 #include "../strata_types.h"
-
-/** A socket libcurl asked the loop to watch. */
-struct etcd_sock {
-	/** Readiness watcher. */
-	ev_io io;
-	/** The client. */
-	struct etcd *e;
-	/** The watcher is started. */
-	int active;
-};
 
 /** One call in flight. */
 struct etcd_xfer {
@@ -42,12 +33,9 @@ struct etcd_xfer {
 };
 
 struct etcd {
-	/** The loop. */
+	/** The loop and its multi handle (node/net/curl_ev.h). */
 	struct ev_loop *loop;
-	/** The multi handle. */
-	CURLM *multi;
-	/** libcurl's timeout. */
-	ev_timer timer;
+	struct curl_ev curl;
 	/** The endpoints, "HOST:PORT". */
 	char endpoints[ETCD_MAX_ENDPOINTS][256];
 	unsigned nendpoints;
@@ -60,70 +48,7 @@ struct etcd {
 	/** Live calls. */
 	struct etcd_xfer *live;
 	unsigned nlive;
-	/** Transfers libcurl runs. */
-	int running;
 };
-
-static void etcd_check_done(struct etcd *e);
-
-static void
-etcd_io_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct etcd_sock *sk = (struct etcd_sock *)w;
-	struct etcd *e = sk->e;
-	int action = (revents & EV_READ ? CURL_CSELECT_IN : 0) | (revents & EV_WRITE ? CURL_CSELECT_OUT : 0);
-	curl_multi_socket_action(e->multi, w->fd, action, &e->running);
-	etcd_check_done(e);
-}
-
-static int
-etcd_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
-{
-	struct etcd *e = userp;
-	struct etcd_sock *sk = socketp;
-	if (what == CURL_POLL_REMOVE) {
-		if (sk != NULL) {
-			if (sk->active)
-				ev_io_stop(e->loop, &sk->io);
-			env.free(sk);
-			curl_multi_assign(e->multi, s, NULL);
-		}
-		return 0;
-	}
-	if (sk == NULL) {
-		if ((sk = env.calloc(1, sizeof(*sk))) == NULL)
-			return -1;
-		sk->e = e;
-		curl_multi_assign(e->multi, s, sk);
-	}
-	int ev = (what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0);
-	if (sk->active)
-		ev_io_stop(e->loop, &sk->io);
-	ev_io_init(&sk->io, etcd_io_cb, s, ev);
-	ev_io_start(e->loop, &sk->io);
-	sk->active = 1;
-	return 0;
-}
-
-static void
-etcd_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct etcd *e = w->data;
-	curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &e->running);
-	etcd_check_done(e);
-}
-
-static int
-etcd_curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct etcd *e = userp;
-	ev_timer_stop(e->loop, &e->timer);
-	if (timeout_ms >= 0) {
-		ev_timer_set(&e->timer, (double)timeout_ms / 1000.0, 0.);
-		ev_timer_start(e->loop, &e->timer);
-	}
-	return 0;
-}
 
 static size_t
 etcd_write_cb(char *p, size_t size, size_t n, void *arg)
@@ -237,21 +162,13 @@ etcd_complete(struct etcd *e, struct etcd_xfer *x, CURLcode res)
 	json_decref(reply);
 }
 
+/** curl_ev_done_fn: a call's transfer finished. */
 static void
-etcd_check_done(struct etcd *e)
+etcd_finished(void *ctx, CURL *easy, CURLcode res)
 {
-	CURLMsg *m;
-	int left;
-	while ((m = curl_multi_info_read(e->multi, &left)) != NULL) {
-		if (m->msg != CURLMSG_DONE)
-			continue;
-		CURL *easy = m->easy_handle;
-		CURLcode res = m->data.result;
-		struct etcd_xfer *x = NULL;
-		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
-		curl_multi_remove_handle(e->multi, easy);
-		etcd_complete(e, x, res);
-	}
+	struct etcd_xfer *x = NULL;
+	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+	etcd_complete(ctx, x, res);
 }
 
 /** An easy handle for POST /v3/path of body to endpoint i, writing into x (or NULL). */
@@ -317,7 +234,7 @@ etcd_cancel(struct etcd *e, struct etcd_xfer *x)
 	for (struct etcd_xfer *y = e->live; y != NULL; y = y->next) {
 		if (y != x)
 			continue;
-		curl_multi_remove_handle(e->multi, x->easy);
+		curl_multi_remove_handle(e->curl.multi, x->easy);
 		etcd_unlink(e, x);
 		etcd_xfer_free(x);
 		return;
@@ -355,7 +272,7 @@ etcd_start(struct etcd *e, const char *path, json_t *body, etcd_line_fn *line, e
 		curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPIDLE, 5L);
 		curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPINTVL, 2L);
 	}
-	CURLMcode mc = curl_multi_add_handle(e->multi, x->easy);
+	CURLMcode mc = curl_multi_add_handle(e->curl.multi, x->easy);
 	if (mc != CURLM_OK) {
 		etcd_xfer_free(x);
 		return diag_set(STRATA_EIO, "etcd: curl_multi_add_handle: %s", curl_multi_strerror(mc));
@@ -458,17 +375,10 @@ etcd_new(const struct etcd_options *o, struct etcd **out)
 		return diag_set(STRATA_EINVAL, "no etcd endpoint given (HOST:PORT[,HOST:PORT...])");
 	}
 	e->headers = curl_slist_append(NULL, "Content-Type: application/json");
-	e->multi = curl_multi_init();
-	if (e->headers == NULL || e->multi == NULL) {
+	if (e->headers == NULL || curl_ev_init(&e->curl, e->loop, etcd_finished, e) != 0) {
 		etcd_delete(e);
 		return diag_set(STRATA_ENOMEM, "etcd: out of memory for libcurl");
 	}
-	ev_timer_init(&e->timer, etcd_timer_cb, 0., 0.);
-	e->timer.data = e;
-	curl_multi_setopt(e->multi, CURLMOPT_SOCKETFUNCTION, etcd_sock_cb);
-	curl_multi_setopt(e->multi, CURLMOPT_SOCKETDATA, e);
-	curl_multi_setopt(e->multi, CURLMOPT_TIMERFUNCTION, etcd_curl_timer_cb);
-	curl_multi_setopt(e->multi, CURLMOPT_TIMERDATA, e);
 	*out = e;
 	return 0;
 }
@@ -481,13 +391,10 @@ etcd_delete(struct etcd *e)
 	while (e->live != NULL) {
 		struct etcd_xfer *x = e->live;
 		e->live = x->next;
-		curl_multi_remove_handle(e->multi, x->easy);
+		curl_multi_remove_handle(e->curl.multi, x->easy);
 		etcd_xfer_free(x);
 	}
-	if (e->multi != NULL) {
-		ev_timer_stop(e->loop, &e->timer);
-		curl_multi_cleanup(e->multi);
-	}
+	curl_ev_destroy(&e->curl);
 	curl_slist_free_all(e->headers);
 	env.free(e);
 }

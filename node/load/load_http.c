@@ -15,19 +15,10 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../net/curl_ev.h"
 #include "load.h"
 
 struct lhttp;
-
-/** A socket libcurl asked us to watch. */
-struct lhttp_sock {
-	/** Readiness watcher. */
-	ev_io io;
-	/** The target. */
-	struct lhttp *h;
-	/** The watcher is started. */
-	int active;
-};
 
 /** One request in flight. */
 struct lhttp_xfer {
@@ -49,12 +40,9 @@ struct lhttp_xfer {
 struct lhttp {
 	/** Public part (first member). */
 	struct load_target t;
-	/** The loop. */
+	/** The loop and its multi handle (node/net/curl_ev.h). */
 	struct ev_loop *loop;
-	/** The multi handle. */
-	CURLM *multi;
-	/** libcurl's timeout. */
-	ev_timer timer;
+	struct curl_ev curl;
 	/** Runs requests that failed before reaching libcurl. */
 	ev_timer defer;
 	/** Requests failed before reaching libcurl, to complete from the loop. */
@@ -73,8 +61,6 @@ struct lhttp {
 	unsigned nidle;
 	/** Live transfers. */
 	struct lhttp_xfer *live;
-	/** Transfers libcurl is running. */
-	int running;
 	/** A cluster's shard map (GET /v1/cluster): each shard's owner URL ("" unknown: base),
 	 *  nowner entries; NULL when the target is no cluster member. */
 	char (*owner)[256];
@@ -84,68 +70,7 @@ struct lhttp {
 /** Most 421s one request follows. */
 #define LHTTP_MAX_REDIRECTS 4u
 
-static void lhttp_check_done(struct lhttp *h);
 static int lhttp_follow(struct lhttp *h, struct load_req *r);
-
-static void
-lhttp_io_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct lhttp_sock *sk = (struct lhttp_sock *)w;
-	struct lhttp *h = sk->h;
-	int action = (revents & EV_READ ? CURL_CSELECT_IN : 0) | (revents & EV_WRITE ? CURL_CSELECT_OUT : 0);
-	curl_multi_socket_action(h->multi, w->fd, action, &h->running);
-	lhttp_check_done(h);
-}
-
-static int
-lhttp_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
-{
-	struct lhttp *h = userp;
-	struct lhttp_sock *sk = socketp;
-	if (what == CURL_POLL_REMOVE) {
-		if (sk != NULL) {
-			if (sk->active)
-				ev_io_stop(h->loop, &sk->io);
-			env.free(sk);
-			curl_multi_assign(h->multi, s, NULL);
-		}
-		return 0;
-	}
-	if (sk == NULL) {
-		sk = env.calloc(1, sizeof(*sk));
-		if (sk == NULL)
-			return -1;
-		sk->h = h;
-		curl_multi_assign(h->multi, s, sk);
-	}
-	int ev = (what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0);
-	if (sk->active)
-		ev_io_stop(h->loop, &sk->io);
-	ev_io_init(&sk->io, lhttp_io_cb, s, ev);
-	ev_io_start(h->loop, &sk->io);
-	sk->active = 1;
-	return 0;
-}
-
-static void
-lhttp_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct lhttp *h = w->data;
-	curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &h->running);
-	lhttp_check_done(h);
-}
-
-static int
-lhttp_curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct lhttp *h = userp;
-	ev_timer_stop(h->loop, &h->timer);
-	if (timeout_ms >= 0) {
-		ev_timer_set(&h->timer, (double)timeout_ms / 1000.0, 0.);
-		ev_timer_start(h->loop, &h->timer);
-	}
-	return 0;
-}
 
 static size_t
 lhttp_write_cb(char *p, size_t size, size_t n, void *ud)
@@ -296,21 +221,13 @@ lhttp_complete(struct lhttp *h, struct lhttp_xfer *x, CURLcode res)
 	r->done(r);
 }
 
+/** curl_ev_done_fn: a request's transfer finished. */
 static void
-lhttp_check_done(struct lhttp *h)
+lhttp_finished(void *ctx, CURL *easy, CURLcode res)
 {
-	CURLMsg *m;
-	int left;
-	while ((m = curl_multi_info_read(h->multi, &left)) != NULL) {
-		if (m->msg != CURLMSG_DONE)
-			continue;
-		CURL *easy = m->easy_handle;
-		CURLcode res = m->data.result;
-		struct lhttp_xfer *x = NULL;
-		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
-		curl_multi_remove_handle(h->multi, easy);
-		lhttp_complete(h, x, res);
-	}
+	struct lhttp_xfer *x = NULL;
+	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+	lhttp_complete(ctx, x, res);
 }
 
 static void
@@ -585,7 +502,7 @@ lhttp_send(struct lhttp *h, struct load_req *r)
 		h->live->prev = x;
 	h->live = x;
 	r->priv = x;
-	CURLMcode mc = curl_multi_add_handle(h->multi, e);
+	CURLMcode mc = curl_multi_add_handle(h->curl.multi, e);
 	if (mc != CURLM_OK) {
 		load_req_fail(r, LOAD_FAIL_TRANSPORT, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
 		lhttp_xfer_free(h, x);
@@ -601,7 +518,7 @@ lhttp_cancel_all(struct load_target *t)
 	while (h->live != NULL) {
 		struct lhttp_xfer *x = h->live;
 		struct load_req *r = x->r;
-		curl_multi_remove_handle(h->multi, x->easy);
+		curl_multi_remove_handle(h->curl.multi, x->easy);
 		load_req_fail(r, LOAD_FAIL_INTERRUPTED, "%s %s: interrupted at the end of the run",
 			      load_verb_name(r->verb), x->url);
 		r->t_done = load_now_ns();
@@ -617,12 +534,10 @@ lhttp_destroy(struct load_target *t)
 {
 	struct lhttp *h = (struct lhttp *)t;
 	lhttp_cancel_all(t);
-	ev_timer_stop(h->loop, &h->timer);
 	ev_timer_stop(h->loop, &h->defer);
 	for (unsigned i = 0; i < h->nidle; i++)
 		curl_easy_cleanup(h->idle[i]);
-	if (h->multi != NULL)
-		curl_multi_cleanup(h->multi);
+	curl_ev_destroy(&h->curl);
 	curl_slist_free_all(h->hdr_ndjson);
 	curl_slist_free_all(h->hdr_batch);
 	curl_slist_free_all(h->hdr_text);
@@ -691,28 +606,21 @@ load_http_new(struct ev_loop *loop, const char *base_url, unsigned slots, double
 	h->t.submit = lhttp_submit;
 	h->t.cancel_all = lhttp_cancel_all;
 	h->t.destroy = lhttp_destroy;
-	ev_timer_init(&h->timer, lhttp_timer_cb, 0., 0.);
-	h->timer.data = h;
 	ev_timer_init(&h->defer, lhttp_defer_cb, 0., 0.);
 	h->defer.data = h;
 	h->hdr_ndjson = lhttp_headers(h, "Content-Type: application/x-ndjson");
 	h->hdr_batch = lhttp_headers(h, "Content-Type: application/x-strata-batch");
 	h->hdr_text = lhttp_headers(h, "Content-Type: text/x-lua");
 	h->hdr_plain = lhttp_headers(h, NULL);
-	h->multi = curl_multi_init();
-	if (h->multi == NULL || h->hdr_ndjson == NULL || h->hdr_batch == NULL || h->hdr_text == NULL ||
+	if (curl_ev_init(&h->curl, h->loop, lhttp_finished, h) != 0 || h->hdr_ndjson == NULL || h->hdr_batch == NULL || h->hdr_text == NULL ||
 	    h->hdr_plain == NULL) {
 		lhttp_destroy(&h->t);
 		return diag_set(STRATA_ENOMEM, "load: cannot set up libcurl");
 	}
-	curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, lhttp_sock_cb);
-	curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
-	curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, lhttp_curl_timer_cb);
-	curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
-	curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)slots);
-	curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)slots);
-	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)slots);
-	curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
+	curl_multi_setopt(h->curl.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)slots);
+	curl_multi_setopt(h->curl.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)slots);
+	curl_multi_setopt(h->curl.multi, CURLMOPT_MAXCONNECTS, (long)slots);
+	curl_multi_setopt(h->curl.multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
 	*out = &h->t;
 	return 0;
 }

@@ -22,6 +22,9 @@
  *
  * PUT /v1/policy tries the policy first (api.c: its trial on the background executor,
  * then the file and the swap on the runtime's loop).
+ *
+ * The console's page and endpoints (GET /, /v1/console/state, /v1/policy/check,
+ * /history, /rollback) are console.c's (console.h); api_int.h is what the two share.
  */
 #ifndef STRATA_API_H
 #define STRATA_API_H
@@ -77,8 +80,7 @@ struct api_options {
 	struct host *host;
 	/** The host whose loop runs the policy runtime (not owned; NULL: host). */
 	struct host *rt_host;
-	/** Bearer token required by mutating endpoints, named "default"; NULL = no auth
- *  unless tokens are given. */
+	/** One bearer token, named "default" (NULL: tokens decide; neither: no auth). */
 	const char *token;
 	/** Named bearer tokens (--token-file with NAME TOKEN lines), any of which is taken;
 	 *  the name is who applied a policy in its history. */
