@@ -26,6 +26,9 @@
 #include "lib/diag.h"
 #include "lib/env.h"
 #include "lib/trace.h"
+#include "lib/wtrace.h"
+#include <pthread.h>
+#include <sched.h>
 #include "objstore/objstore.h"
 #include "strata.h"
 #ifndef STRATA_CORE_ONLY
@@ -159,7 +162,133 @@ struct strata {
 	 *  the close waits for 0). */
 	int reaps;
 	atomic_int reap_active, reap_wanted, reap_jobs;
+	/** The workload trace being recorded (strata_trace_start), or NULL; tracing says
+	 *  whether to look (no read-modify-write on the fast path when not); wt_users are the
+	 *  callers recording into it now (a stop waits for them before it frees it). */
+	_Atomic(struct wtrace *) wt;
+	atomic_int tracing, wt_users;
+	/** Serialises strata_trace_start and _stop. */
+	pthread_mutex_t wt_mu;
+	/** The last trace stopped (kept for strata_trace_status until the next start). */
+	struct wtrace *wt_last;
 };
+
+/* ---------- the workload trace (lib/wtrace.h) ---------- */
+
+/** The trace to record into, or NULL; wt_leave after recording when not NULL. */
+static struct wtrace *
+wt_enter(strata *db)
+{
+	if (!atomic_load_explicit(&db->tracing, memory_order_relaxed))
+		return NULL;
+	atomic_fetch_add(&db->wt_users, 1);
+	struct wtrace *w = atomic_load(&db->wt);
+	if (w == NULL)
+		atomic_fetch_sub(&db->wt_users, 1);
+	return w;
+}
+
+static void
+wt_leave(strata *db)
+{
+	atomic_fetch_sub(&db->wt_users, 1);
+}
+
+/** Record n rows of an append (or, kind WTRACE_DELETE, keys of a delete). */
+static void
+wt_rows(strata *db, enum wtrace_kind kind, uint32_t shard, const strata_row *rows, const void *const *keys,
+	const size_t *key_lens, size_t n)
+{
+	struct wtrace *w = wt_enter(db);
+	if (w == NULL)
+		return;
+	struct wtrace_row one[64], *r = n <= 64 ? one : env.malloc(n * sizeof(*r));
+	if (r != NULL) {
+		for (size_t i = 0; i < n; i++) {
+			const void *k = rows ? rows[i].key : keys[i];
+			size_t kl = rows ? rows[i].key_len : key_lens[i];
+			r[i] = (struct wtrace_row){XXH3_64bits(k, kl), (uint32_t)kl, rows ? (uint32_t)rows[i].value_len : 0};
+		}
+		/* A batch with deletes in it is recorded as it was sent: puts and deletes alike as rows. */
+		wtrace_rows(w, kind, shard, r, n);
+		if (r != one)
+			env.free(r);
+	}
+	wt_leave(db);
+}
+
+/** lib/trace.h's sink: the engine's events into the workload trace (appends are the
+ *  requests' records already). */
+static void
+wt_engine_event(void *ctx, enum trace_event kind, const uint64_t *v, unsigned n)
+{
+	if (kind == TRACE_APPEND)
+		return;
+	strata *db = ctx;
+	struct wtrace *w = wt_enter(db);
+	if (w == NULL)
+		return;
+	wtrace_engine(w, (unsigned)kind, v, n);
+	wt_leave(db);
+}
+
+/** Stop and free the trace being recorded (wt_mu held). */
+static void
+wt_retire(strata *db)
+{
+	struct wtrace *w = atomic_exchange(&db->wt, NULL);
+	atomic_store(&db->tracing, 0);
+	if (w == NULL)
+		return;
+	while (atomic_load(&db->wt_users) > 0)
+		sched_yield();
+	wtrace_stop(w);
+	wtrace_close(db->wt_last);
+	db->wt_last = w;
+}
+
+int
+strata_trace_start(strata *db, const struct wtrace_options *o)
+{
+	struct wtrace_options wo = *o;
+	wo.shards = store_shards(db->store);
+	pthread_mutex_lock(&db->wt_mu);
+	wt_retire(db);
+	struct wtrace *w;
+	int rc = wtrace_open(&wo, &w);
+	if (rc == 0) {
+		trace_set_sink(store_trace(db->store), wt_engine_event, db);
+		atomic_store(&db->wt, w);
+		atomic_store(&db->tracing, 1);
+		diag_log(LOG_LVL_INFO, "trace: recording into %s (at most %llu bytes%s)", wtrace_path(w),
+			 (unsigned long long)wo.max_bytes, wo.rotate ? ", then it moves to .1 and goes on" : "");
+	}
+	pthread_mutex_unlock(&db->wt_mu);
+	return rc;
+}
+
+void
+strata_trace_stop(strata *db)
+{
+	pthread_mutex_lock(&db->wt_mu);
+	wt_retire(db);
+	pthread_mutex_unlock(&db->wt_mu);
+}
+
+int
+strata_trace_status(strata *db, struct wtrace_status *out, char *path, size_t cap)
+{
+	pthread_mutex_lock(&db->wt_mu);
+	struct wtrace *w = atomic_load(&db->wt);
+	if (w == NULL)
+		w = db->wt_last;
+	if (w != NULL) {
+		wtrace_status(w, out);
+		snprintf(path, cap, "%s", wtrace_path(w));
+	}
+	pthread_mutex_unlock(&db->wt_mu);
+	return w != NULL ? 0 : STRATA_NOTFOUND;
+}
 
 /** Fill the handle's clock and meter fields from the options. */
 static void
@@ -620,6 +749,7 @@ open_on(const strata_options *o, struct host *h, const struct strata_runtime_opt
 	}
 	db->host = h;
 	db->env_ops = (struct env_ops *)o->env_ops;
+	pthread_mutex_init(&db->wt_mu, NULL);
 	handle_setup(db, o, senv);
 	/* A policy file is compiled and validated (as a reload would) before the store is
 	 * touched: a bad one leaves the directory as it was. */
@@ -638,6 +768,7 @@ open_on(const strata_options *o, struct host *h, const struct strata_runtime_opt
 	return 0;
 fail:
 	store_close_discard(db->store); /* a store this open created goes again */
+	pthread_mutex_destroy(&db->wt_mu);
 	env.free(db);
 	env_leave(prev);
 	return rc;
@@ -701,6 +832,12 @@ close_handle(strata *db, int discard)
 	struct env_ops *prev = env_enter(db->env_ops);
 	if (handle_rt != NULL)
 		handle_rt->stop(db);
+	pthread_mutex_lock(&db->wt_mu);
+	wt_retire(db);
+	wtrace_close(db->wt_last);
+	db->wt_last = NULL;
+	pthread_mutex_unlock(&db->wt_mu);
+	trace_set_sink(store_trace(db->store), NULL, NULL);
 	if (discard)
 		store_close_discard(db->store);
 	else
@@ -708,6 +845,7 @@ close_handle(strata *db, int discard)
 	if (handle_rt != NULL && db->own_host)
 		handle_rt->host_delete(db->host);
 	struct strata_env *senv = db->senv;
+	pthread_mutex_destroy(&db->wt_mu);
 	env.free(db);
 	env_leave(prev);
 	senv_delete(senv);
@@ -792,7 +930,10 @@ strata_shards(const strata *db)
 int
 strata_append_seq(strata *db, uint32_t shard, const strata_row *rows, size_t n, uint64_t *last_seq)
 {
-	return store_append(store_of(db), shard, rows, n, last_seq);
+	int rc = store_append(store_of(db), shard, rows, n, last_seq);
+	if (rc == 0 && db->tracing)
+		wt_rows(db, WTRACE_APPEND, shard, rows, NULL, NULL, n);
+	return rc;
 }
 
 int
@@ -806,26 +947,60 @@ strata_check_row(const strata *db, size_t key_len, size_t value_len)
 int
 strata_append(strata *db, uint32_t shard, const strata_row *rows, size_t n)
 {
-	return store_append(store_of(db), shard, rows, n, NULL);
+	return strata_append_seq(db, shard, rows, n, NULL);
 }
 
 int
 strata_delete(strata *db, uint32_t shard, const void *const *keys, const size_t *key_lens, size_t n)
 {
-	return store_delete(store_of(db), shard, keys, key_lens, n, NULL);
+	int rc = store_delete(store_of(db), shard, keys, key_lens, n, NULL);
+	if (rc == 0 && db->tracing)
+		wt_rows(db, WTRACE_DELETE, shard, NULL, keys, key_lens, n);
+	return rc;
 }
 
 int
 strata_get(strata *db, uint32_t shard, const void *key, size_t key_len, void **value, size_t *value_len)
 {
-	return store_get(store_of(db), shard, key, key_len, value, value_len);
+	int rc = store_get(store_of(db), shard, key, key_len, value, value_len);
+	struct wtrace *w;
+	if ((rc == 0 || rc == STRATA_NOTFOUND) && db->tracing && (w = wt_enter(db)) != NULL) {
+		wtrace_get(w, shard, XXH3_64bits(key, key_len), (uint32_t)key_len, rc == 0, rc == 0 ? *value_len : 0);
+		wt_leave(db);
+	}
+	return rc;
+}
+
+/** A scan's callback counting what it returns (for the workload trace). */
+struct wt_scan {
+	int (*cb)(void *ctx, const strata_row *row);
+	void *ctx;
+	uint64_t rows, bytes;
+};
+
+static int
+wt_scan_row(void *ctx, const strata_row *row)
+{
+	struct wt_scan *c = ctx;
+	c->rows++;
+	c->bytes += row->key_len + row->value_len;
+	return c->cb(c->ctx, row);
 }
 
 int
 strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, const void *end,
 	    size_t end_len, int (*cb)(void *ctx, const strata_row *row), void *ctx)
 {
-	return store_scan(store_of(db), shard, start, start_len, end, end_len, cb, ctx);
+	if (!db->tracing)
+		return store_scan(store_of(db), shard, start, start_len, end, end_len, cb, ctx);
+	struct wt_scan c = {cb, ctx, 0, 0};
+	int rc = store_scan(store_of(db), shard, start, start_len, end, end_len, wt_scan_row, &c);
+	struct wtrace *w = wt_enter(db);
+	if (w != NULL) {
+		wtrace_scan(w, shard, c.rows, c.bytes);
+		wt_leave(db);
+	}
+	return rc;
 }
 
 int

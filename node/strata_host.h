@@ -38,6 +38,17 @@ struct host *strata_host(strata *db);
 struct host *strata_runtime_host(strata *db);
 /** The policy runtime of a handle, or NULL. */
 struct runtime *strata_runtime(strata *db);
+
+struct wtrace_options;
+struct wtrace_status;
+/** Record the store's workload into a trace (node/lib/wtrace.h; o->shards is the
+ *  store's), stopping one being recorded first. 0 or a STRATA_E* code. Any thread. */
+int strata_trace_start(strata *db, const struct wtrace_options *o);
+/** Stop the trace being recorded (its end written and synced); none: nothing. */
+void strata_trace_stop(strata *db);
+/** The trace being recorded, else the last one stopped: its figures and its file (into
+ *  path, cap bytes). 0, or STRATA_NOTFOUND when none was started. */
+int strata_trace_status(strata *db, struct wtrace_status *out, char *path, size_t cap);
 /** Stop the policy runtime now, on its loop thread, and leave the store open (strata_close
  *  does it otherwise): the requests handed to it are answered first, so their answers can
  *  still read the store. Safe on a handle without a runtime, and twice. */

@@ -20,6 +20,18 @@ trace_create(struct trace *t)
 	pthread_mutex_init(&t->mu, NULL);
 	t->hash = 0x6a09e667f3bcc908ull;
 	t->events = 0;
+	t->sink = NULL;
+	t->sink_ctx = NULL;
+}
+
+void
+trace_set_sink(struct trace *t, void (*fn)(void *ctx, enum trace_event kind, const uint64_t *v, unsigned n),
+	       void *ctx)
+{
+	pthread_mutex_lock(&t->mu);
+	t->sink = fn;
+	t->sink_ctx = ctx;
+	pthread_mutex_unlock(&t->mu);
 }
 
 void
@@ -39,6 +51,8 @@ trace_event(struct trace *t, enum trace_event kind, const uint64_t *v, unsigned 
 	pthread_mutex_lock(&t->mu);
 	t->hash = trace_mix(t->hash ^ h) + t->events;
 	t->events++;
+	if (t->sink != NULL)
+		t->sink(t->sink_ctx, kind, v, n);
 	pthread_mutex_unlock(&t->mu);
 }
 

@@ -47,6 +47,9 @@ struct trace {
 	uint64_t hash;
 	/** Events hashed. */
 	uint64_t events;
+	/** Also told of every event, under mu (trace_set_sink), or NULL. */
+	void (*sink)(void *ctx, enum trace_event kind, const uint64_t *v, unsigned n);
+	void *sink_ctx;
 };
 
 /** Start an empty trace. */
@@ -55,6 +58,10 @@ void trace_create(struct trace *t);
 void trace_destroy(struct trace *t);
 /** Hash one event of kind with its n values. Safe on a NULL trace. */
 void trace_event(struct trace *t, enum trace_event kind, const uint64_t *v, unsigned n);
+/** Tell fn of every event from now on (NULL: nobody), under the trace's lock: fn must
+ *  not call into the trace. */
+void trace_set_sink(struct trace *t, void (*fn)(void *ctx, enum trace_event kind, const uint64_t *v, unsigned n),
+		    void *ctx);
 /** The hash and the event count now. */
 uint64_t trace_hash(struct trace *t, uint64_t *events);
 /** 64-bit mixer (splitmix64's finalizer): what the trace and the seeded random source use. */
