@@ -35,12 +35,13 @@ usage(FILE *f)
 		"  policy check [--run] FILE        validate a policy: resolved settings or every error;\n"
 		"                                   --run also runs every hook on a simulated node\n"
 		"  load SCRIPT.lua [FLAGS]          run a scripted load test (strata load --help)\n"
-		"  inspect (DIR | --store URL [DIR]) [--json] [--verify]\n"
+		"  inspect (DIR | --store URL [DIR] | --trace FILE) [--json] [--verify]\n"
 		"                                   print each shard's manifest, generations, base runs,\n"
 		"                                   WAL segments and WAL objects (read-only; works on a live\n"
 		"                                   node's DIR or store);\n"
 		"                                   --verify also checks every run block and every WAL entry\n"
-		"                                   the way an open does: exit 1 when an open would refuse DIR\n"
+		"                                   the way an open does: exit 1 when an open would refuse DIR;\n"
+		"                                   --trace FILE summarises a workload trace\n"
 		"  repair DIR [--store URL] [--truncate-wal] [--json]\n"
 		"                                   report what makes DIR unopenable and what repair would\n"
 		"                                   do (changes nothing; exit 1 when a repair is needed);\n"
@@ -495,15 +496,21 @@ print_text(json_t *shard)
 static int
 cmd_inspect(int argc, char **argv)
 {
-	static const char usage_line[] = "usage: strata inspect (DIR | --store URL [DIR]) [--json] [--verify]\n";
-	const char *dir = NULL, *url = NULL;
+	static const char usage_line[] = "usage: strata inspect (DIR | --store URL [DIR] | --trace FILE) [--json] [--verify]\n";
+	const char *dir = NULL, *url = NULL, *trace = NULL;
 	int as_json = 0, verify = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			as_json = 1;
 		else if (strcmp(argv[i], "--verify") == 0)
 			verify = 1;
-		else if (strcmp(argv[i], "--store") == 0) {
+		else if (strcmp(argv[i], "--trace") == 0) {
+			if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+				fprintf(stderr, "strata inspect: --trace needs a trace file\n");
+				return 2;
+			}
+			trace = argv[++i];
+		} else if (strcmp(argv[i], "--store") == 0) {
 			if (i + 1 >= argc || argv[i + 1][0] == '\0') {
 				fprintf(stderr, "strata inspect: --store needs a store URL\n");
 				return 2;
@@ -517,7 +524,8 @@ cmd_inspect(int argc, char **argv)
 			       "  (azure://..., s3://...: the node's --store) instead of DIR/objects, and DIR,\n"
 			       "  when given too, for the local WAL; --json as JSON; --verify also checks every\n"
 			       "  run block and every WAL entry the way an open does: exit 1 when an open would\n"
-			       "  refuse the store\n",
+			       "  refuse the store; --trace FILE summarises a workload trace instead (POST\n"
+			       "  /v1/trace, strata serve --trace-file)\n",
 			       usage_line);
 			return 0;
 		} else if (argv[i][0] == '-') {
@@ -530,6 +538,12 @@ cmd_inspect(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (trace != NULL && (dir != NULL || url != NULL || verify)) {
+		fprintf(stderr, "strata inspect: --trace reads a trace file alone (no DIR, --store or --verify)\n");
+		return 2;
+	}
+	if (trace != NULL)
+		return cli_inspect_trace(trace, as_json);
 	if (dir == NULL && url == NULL) {
 		fprintf(stderr, "%s", usage_line);
 		return 2;

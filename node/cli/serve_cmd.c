@@ -215,6 +215,13 @@ static const struct serve_flag serve_flags[] = {
 	 NULL},
 	{"--slow-requests", SERVE_U32, SO(slow_requests), 1, 100000, "N",
 	 "entries the slow-request log keeps (the oldest go first)", NULL, NULL},
+	{"--trace-file", SERVE_STR, SO(trace_file), 0, 0, "FILE",
+	 "record the node's workload (requests' key hashes and sizes, never values; the engine's "
+	 "events) into FILE from the start, moving it to FILE.1 when it reaches --trace-max-bytes "
+	 "(strata inspect --trace FILE)", "none: POST /v1/trace records on demand", NULL},
+	{"--trace-max-bytes", SERVE_U64, SO(trace_max_bytes), 262144, 1ull << 40, "BYTES",
+	 "the size of --trace-file before it moves to FILE.1, and the largest budget of POST /v1/trace",
+	 "67108864 (64 MiB)", NULL},
 	{"--policy-history", SERVE_U32, SO(policy_history), 1, 4096, "N",
 	 "policies the history keeps (DATA/policy-history.jsonl; GET /v1/policy/history), the oldest "
 	 "go first", "64", NULL},

@@ -123,13 +123,14 @@ wt_block(struct wtrace *w, const struct buf *payload, uint32_t recs, uint64_t fi
 static int
 wt_end(struct wtrace *w, uint64_t dropped)
 {
-	uint8_t e[16 + 16];
+	uint8_t e[16 + 24];
 	enc_u32(e, WTRACE_END_MAGIC);
-	enc_u32(e + 4, 16);
+	enc_u32(e + 4, 24);
 	enc_u32(e + 8, 0);
 	enc_u64(e + 16, w->written_records);
 	enc_u64(e + 24, dropped);
-	enc_u32(e + 12, crc32c(0, e + 16, 16));
+	enc_u64(e + 32, wt_now(w) - w->start_ns);
+	enc_u32(e + 12, crc32c(0, e + 16, 24));
 	int rc = wt_write(w, e, sizeof(e));
 	if (rc == 0 && env.fdatasync(w->fd) != 0)
 		rc = diag_set(STRATA_EIO, "trace %s: fdatasync: %s", w->path, strerror(errno));
@@ -143,7 +144,7 @@ wt_end(struct wtrace *w, uint64_t dropped)
 static int
 wt_put(struct wtrace *w, const struct buf *payload, uint32_t recs, uint64_t first)
 {
-	uint64_t need = WTRACE_BLOCK_HEADER_BYTES + payload->len + 32;
+	uint64_t need = WTRACE_BLOCK_HEADER_BYTES + payload->len + 40;
 	if (w->file_bytes + need > w->o.max_bytes) {
 		if (!w->o.rotate)
 			return 1;
@@ -570,12 +571,12 @@ wtrace_read(const char *path, wtrace_read_fn fn, void *ctx, struct wtrace_info *
 		}
 		uint32_t magic = dec_u32(b), len = dec_u32(b + 4), recs = dec_u32(b + 8), crc = dec_u32(b + 12);
 		if (magic == WTRACE_END_MAGIC) {
-			uint8_t e[16];
-			if (len != 16 || size - off < 32 || env.pread(fd, e, 16, (off_t)(off + 16)) != 16) {
+			uint8_t e[24];
+			if (len != 24 || size - off < 40 || env.pread(fd, e, 24, (off_t)(off + 16)) != 24) {
 				info->torn_at = off;
 				break;
 			}
-			if (crc32c(0, e, 16) != crc) {
+			if (crc32c(0, e, 24) != crc) {
 				rc = diag_set(STRATA_EINVAL, "trace %s: the end block at offset %llu is corrupt", path,
 					      (unsigned long long)off);
 				break;
@@ -583,7 +584,8 @@ wtrace_read(const char *path, wtrace_read_fn fn, void *ctx, struct wtrace_info *
 			info->ended = 1;
 			info->end_records = dec_u64(e);
 			info->end_dropped = dec_u64(e + 8);
-			off += 32;
+			info->end_ns = dec_u64(e + 16);
+			off += 40;
 			continue; /* a rotated file ends here; nothing follows in practice */
 		}
 		if (magic != WTRACE_BLOCK_MAGIC) {

@@ -18,9 +18,10 @@
  *       WTRACE_GET     shard, u64 key hash, key bytes, found (0/1), value bytes
  *       WTRACE_SCAN    shard, rows returned, bytes returned
  *       WTRACE_ENGINE  lib/trace.h event kind, values n, then n values
- *   the end block, written by a clean stop: u32 "TEND", u32 16, u32 0, u32 CRC32C of the
- *     16 bytes after it, then u64 records written and u64 records dropped (the writer
- *     was behind and the queue full; dropped records are never waited for).
+ *   the end block, written by a clean stop: u32 "TEND", u32 24, u32 0, u32 CRC32C of the
+ *     24 bytes after it, then u64 records written, u64 records dropped (the writer was
+ *     behind and the queue full, or the budget was reached; dropped records are never
+ *     waited for) and u64 the stop's time (ns since the start).
  * A reader stops at a block it cannot read whole (a torn tail: the offset is reported),
  * refuses a block whose CRC does not match (naming its offset) and a header of another
  * version.
@@ -150,7 +151,7 @@ struct wtrace_info {
 	uint64_t blocks, records, bytes;
 	/** The end block was there (a clean stop): its counts. */
 	int ended;
-	uint64_t end_records, end_dropped;
+	uint64_t end_records, end_dropped, end_ns;
 	/** The read stopped early at a torn tail (at this offset): warn (0: it did not). */
 	uint64_t torn_at;
 };

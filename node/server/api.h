@@ -50,6 +50,8 @@ struct phist;
 /** The file in the data directory that keeps a policy PUT /v1/policy accepted on a node
  *  without --policy; `strata serve` without --policy runs it when it exists. */
 #define API_POLICY_FILE "policy.lua"
+/** Default largest byte budget of a workload trace (strata serve --trace-max-bytes). */
+#define API_TRACE_MAX_BYTES (64ull << 20)
 /** Retry-After of a 429 (busy shard) or 503 (node at capacity), seconds. */
 #define API_RETRY_AFTER_S "1"
 /** json_dumps flags of every JSON body: compact, doubles to 15 significant digits (no
@@ -88,6 +90,8 @@ struct api_options {
 	size_t ntokens;
 	/** Entries of the policy history (0: PHIST_DEFAULT_CAP). */
 	size_t policy_history;
+	/** The largest byte budget of a workload trace (POST /v1/trace; 0: API_TRACE_MAX_BYTES). */
+	uint64_t trace_max_bytes;
 	/** The directory (a canonical absolute path) POST /v1/checkpoint writes under; NULL:
 	 *  checkpoints over HTTP are refused. */
 	const char *checkpoint_root;
@@ -133,6 +137,8 @@ struct api {
 	strata_options trial_store;
 	/** The cluster this node is a member of (set by the owner), or NULL. */
 	struct cluster *cluster;
+	/** The largest byte budget of a POSTed trace. */
+	uint64_t trace_max_bytes;
 	/** The policies put live (console.h), or NULL without a runtime. */
 	struct phist *phist;
 	/** The call that starts recording them on the runtime's loop. */

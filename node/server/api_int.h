@@ -63,6 +63,8 @@ double api_round(double v, int digits);
 json_t *latency_json(const struct hist *h);
 /** The name of the token r carries ("anonymous" without --token-file; NULL: none valid). */
 const char *api_token_name(const struct api *a, const struct http_req *r);
+/** GET, POST and DELETE /v1/trace (trace_ep.c). */
+api_handler_fn api_trace;
 /** Answer r (GET /v1/console/state) from the runtime's loop's snapshot. */
 void api_rt_console(struct api *a, struct http_req *r);
 /** Try src as a policy and, when it passes, put it live as PUT /v1/policy does; the

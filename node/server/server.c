@@ -22,6 +22,7 @@
 #include "../strata.h"
 #include "../strata_host.h"
 #include "api.h"
+#include "../lib/wtrace.h"
 #include "http.h"
 #include "reqstats.h"
 #include "../cluster/cluster.h"
@@ -497,7 +498,7 @@ server_run(const struct server_options *o)
 	s.rt = strata_runtime(s.db);
 	struct api_options ao = {
 		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .tokens = tokens, .ntokens = ntokens,
-		.policy_history = o->policy_history,
+		.policy_history = o->policy_history, .trace_max_bytes = o->trace_max_bytes,
 		.checkpoint_root = o->checkpoint_dir ? ckpt_root : NULL,
 		.slow_request_ns = o->slow_request_us * 1000, .slow_requests = o->slow_requests};
 	if (api_new(&ao, &s.api) != 0) {
@@ -505,6 +506,15 @@ server_run(const struct server_options *o)
 		goto out;
 	}
 	s.api->http = s.http;
+	if (o->trace_file != NULL) {
+		struct wtrace_options wo = {.path = o->trace_file,
+					    .max_bytes = o->trace_max_bytes ? o->trace_max_bytes : API_TRACE_MAX_BYTES,
+					    .rotate = 1};
+		if (strata_trace_start(s.db, &wo) != 0) {
+			fprintf(stderr, "strata serve: --trace-file: %s\n", diag_last());
+			goto out;
+		}
+	}
 	if (http_server_start(s.http) != 0) {
 		fprintf(stderr, "strata serve: --listen: %s\n", diag_last());
 		goto out;

@@ -67,6 +67,11 @@ struct server_options {
 	uint32_t slow_requests;
 	/** Entries of the policy history (console.h; 0: PHIST_DEFAULT_CAP). */
 	uint32_t policy_history;
+	/** Record the node's workload from the start into this file (node/lib/wtrace.h),
+	 *  moving it to FILE.1 at trace_max_bytes, or NULL. */
+	const char *trace_file;
+	/** That file's size, and the largest byte budget of POST /v1/trace (0: API_TRACE_MAX_BYTES). */
+	uint64_t trace_max_bytes;
 	/** etcd://HOST:PORT[,...][/PREFIX] of the cluster to join, or NULL: a node on its own. */
 	const char *cluster;
 	/** This node's id in the cluster (NULL: the host name). */

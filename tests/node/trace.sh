@@ -1,0 +1,107 @@
+#!/bin/sh
+# trace.sh — the workload trace on a live `strata serve`: POST /v1/trace records while
+# `strata load` (smoke.lua, which reads every acknowledged row back) runs, changes no
+# acknowledged row, stops at its byte budget and leaves a trace that `strata inspect
+# --trace` reads whole; --trace-file records from the start and a SIGTERM ends the file
+# cleanly; bad requests are refused naming what is wrong. Prints "# node-trace: N passed,
+# N failed".
+root=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
+bin=${STRATA_BIN:-$BUILD/strata}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-trace.XXXXXX") || exit 1
+pids=""
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok - $1"; }
+bad() { failed=$((failed + 1)); echo "not ok - $1"; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1 (got '$2', want '$3')"; fi; }
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+# jget FILE EXPR: a member of a JSON file (a JavaScript expression over o).
+jget() { node -e "const o=JSON.parse(require('fs').readFileSync('$1','utf8'));console.log($2)"; }
+
+# start NAME [FLAGS...]: a node in $tmp/NAME; its address in $addr, its pid in $pid.
+start() {
+	name=$1
+	shift
+	"$bin" serve --listen 127.0.0.1:0 --data "$tmp/$name" --shards 2 --sync none --ready-file "$tmp/$name.ready" \
+		--log-level warn "$@" >>"$tmp/$name.log" 2>&1 &
+	pid=$!
+	pids="$pids $pid"
+	i=0
+	while [ ! -s "$tmp/$name.ready" ]; do
+		if ! kill -0 "$pid" 2>/dev/null || [ $i -ge 200 ]; then
+			cat "$tmp/$name.log"
+			echo "# node-trace: $passed passed, $((failed + 1)) failed"
+			exit 1
+		fi
+		sleep 0.05
+		i=$((i + 1))
+	done
+	addr=$(cat "$tmp/$name.ready")
+}
+post() { curl -s -o "$tmp/resp" -w '%{http_code}' -X "$1" "http://$addr/v1/trace" ${2:+-d "$2"}; }
+
+start live
+check "GET /v1/trace before any: 404" "$(post GET)" 404
+check "POST /v1/trace starts one" "$(post POST '{"seconds": 60, "max_bytes": 262144, "name": "live"}')" 200
+check "it records into DATA/traces/live.swt" "$(jget "$tmp/resp" o.file)" "$tmp/live/traces/live.swt"
+check "a second POST while it runs: 409" "$(post POST '{}')" 409
+"$bin" load "$root/tests/load/smoke.lua" --target "http://$addr" -d 4s -q -- rate=1000 batch=10 \
+	>"$tmp/load.out" 2>&1
+lrc=$?
+check "the load run during the recording passes: every acknowledged row reads back" "$lrc" 0
+i=0
+while [ $i -lt 100 ]; do
+	post GET >/dev/null
+	[ "$(jget "$tmp/resp" o.active)" = false ] && break
+	sleep 0.1
+	i=$((i + 1))
+done
+check "the trace stopped at its byte budget" "$(jget "$tmp/resp" o.why)" "byte budget"
+size=$(wc -c <"$tmp/live/traces/live.swt")
+if [ "$size" -le 262144 ] && [ "$size" -gt 131072 ]; then ok "the file holds at most its budget ($size bytes)"; else
+	bad "the file is $size bytes, budget 262144"; fi
+if "$bin" inspect --trace "$tmp/live/traces/live.swt" --json >"$tmp/inspect.json" 2>"$tmp/inspect.err"; then
+	ok "strata inspect --trace reads it"
+else
+	bad "strata inspect --trace: $(cat "$tmp/inspect.err")"
+fi
+check "it ended cleanly" "$(jget "$tmp/inspect.json" o.ended)" true
+rows=$(jget "$tmp/inspect.json" o.appends.rows)
+if [ "$rows" -gt 1000 ]; then ok "it holds the load's appends ($rows rows)"; else bad "it holds $rows rows"; fi
+check "and its reads" "$(jget "$tmp/inspect.json" 'o.gets.requests > 0')" true
+check "DELETE /v1/trace with none running: 404" "$(post DELETE)" 404
+check "seconds out of range: 400" "$(post POST '{"seconds": -1}')" 400
+check "a name that is a path: 400" "$(post POST '{"name": "../x"}')" 400
+check "a budget over --trace-max-bytes: 400" "$(post POST '{"max_bytes": 1099511627776}')" 400
+check "a body that is not JSON: 400" "$(post POST 'seconds=1')" 400
+check "POST, then DELETE stops it" "$(post POST '{"name": "short"}')$(post DELETE)" 200200
+check "and says so" "$(jget "$tmp/resp" o.why)" stopped
+
+# --trace-file: from the start, ended by a SIGTERM.
+start file --trace-file "$tmp/all.swt"
+for k in 1 2 3 4 5; do
+	curl -s -o /dev/null -X POST "http://$addr/v1/shards/1/rows" -d "{\"key\":\"k$k\",\"value\":\"v$k\"}"
+done
+curl -s -o /dev/null "http://$addr/v1/shards/1/rows/k1"
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null
+"$bin" inspect --trace "$tmp/all.swt" --json >"$tmp/all.json" 2>&1
+check "--trace-file: a SIGTERM ends the file cleanly" "$(jget "$tmp/all.json" o.ended)" true
+check "--trace-file: it holds the five appends on shard 1 and the get" \
+	"$(jget "$tmp/all.json" '[o.appends.rows, o.shard_appends[1].rows, o.gets.found].join(" ")')" "5 5 1"
+"$bin" serve --listen 127.0.0.1:0 --data "$tmp/bad" --trace-file "$tmp/no/such/dir/t.swt" >"$tmp/bad.out" 2>&1
+brc=$?
+if [ $brc -ne 0 ] && grep -q -- "--trace-file: trace $tmp/no/such/dir/t.swt" "$tmp/bad.out"; then
+	ok "a --trace-file that cannot be created refuses the start, naming it"
+else
+	bad "a --trace-file that cannot be created: exit $brc, $(cat "$tmp/bad.out")"
+fi
+echo "# node-trace: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
