@@ -29,6 +29,8 @@ load_usage(FILE *f)
 		"                        %u for a new store)\n"
 		"  --sync MODE           embedded: fsync | none | interval (default: the script's, else fsync)\n"
 		"  --policy FILE         embedded: merge policy (default: the script's, else the built-in one)\n"
+		"  --record-trace FILE   embedded: record the run's workload into a trace file (at most 1 GiB;\n"
+		"                        strata inspect --trace FILE)\n"
 		"  --token TOKEN         bearer token for the node (default $STRATA_TOKEN)\n"
 		"run:\n"
 		"  -d, --duration D      total run time (30s, 500ms, 2m, 1h); overrides the script's\n"
@@ -125,7 +127,7 @@ cmd_load(int argc, char **argv)
 		}
 		static const char *const known[] = {"--target", "--embedded", "--shards", "--connections", "-c",
 						    "--duration", "-d", "--grace", "--interval", "--json", "--max-tracked",
-						    "--policy", "--rate", "-R", "--report", "--seed", "--sync", "--threads",
+						    "--policy", "--rate", "-R", "--record-trace", "--report", "--seed", "--sync", "--threads",
 						    "-t", "--timeout", "--token", NULL};
 		int found = 0;
 		for (const char *const *k = known; *k != NULL && !found; k++)
@@ -167,6 +169,8 @@ cmd_load(int argc, char **argv)
 			}
 		} else if (strcmp(name, "--policy") == 0) {
 			o.policy = val;
+		} else if (strcmp(name, "--record-trace") == 0) {
+			o.record_trace = val;
 		} else if (strcmp(name, "--token") == 0) {
 			o.token = val;
 		} else if (strcmp(name, "--duration") == 0 || strcmp(name, "-d") == 0) {

@@ -124,6 +124,8 @@ struct load_opts {
 	uint64_t seed;
 	/** Most acknowledged rows tracked for verification. */
 	uint64_t max_tracked;
+	/** Embedded: record the store's workload into this trace file (node/lib/wtrace.h), or NULL. */
+	const char *record_trace;
 	/** Send appends as application/x-strata-batch instead of NDJSON (-1 = script's). */
 	int batch_format;
 	/** Arguments after `--`, for init(args) and ctx.args. */
@@ -310,7 +312,12 @@ struct load_embed_opts {
 	unsigned slots;
 	/** Merge policy file, or NULL for the built-in default. */
 	const char *policy_path;
+	/** Record the workload into this trace file from the open to the close, or NULL. */
+	const char *record_trace;
 };
+
+/** Byte budget of `strata load --record-trace` (the trace stops there; the run goes on). */
+#define LOAD_TRACE_MAX_BYTES (1ull << 30)
 
 /** Open the embedded target: a store served by worker threads. */
 int load_embed_new(struct ev_loop *loop, const struct load_embed_opts *o, struct load_target **out);

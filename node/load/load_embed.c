@@ -23,6 +23,7 @@
 #include "../policy/runtime.h"
 #include "../server/views.h"
 #include "../strata_host.h"
+#include "../lib/wtrace.h"
 #include "load.h"
 
 /** The embedded target. */
@@ -571,6 +572,18 @@ load_embed_new(struct ev_loop *loop, const struct load_embed_opts *o, struct loa
 		host_delete(e->host);
 		env.free(e);
 		return diag_set(rc, "load: cannot open the store in %s: %s", o->dir, strata_last_error());
+	}
+	if (o->record_trace != NULL) {
+		struct wtrace_options wo = {.path = o->record_trace, .max_bytes = LOAD_TRACE_MAX_BYTES};
+		if ((rc = strata_trace_start(e->db, &wo)) != 0) {
+			char why[600];
+			snprintf(why, sizeof(why), "%s", diag_last());
+			strata_close(e->db);
+			host_delete(e->rt_host);
+			host_delete(e->host);
+			env.free(e);
+			return diag_set(rc, "load: --record-trace: %s", why);
+		}
 	}
 	e->pool = host_exec(e->host, HOST_FG);
 	e->rt = strata_runtime(e->db);

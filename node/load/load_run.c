@@ -1245,6 +1245,9 @@ lr_prepare(struct load_run *run)
 	const struct load_opts *o = run->o;
 	if (o->target != NULL && o->embedded_dir != NULL)
 		return load_conf_fail(run, "give either --target URL or --embedded DIR, not both"), LOAD_EXIT_ERROR;
+	if (o->record_trace != NULL && o->embedded_dir == NULL)
+		return load_conf_fail(run, "--record-trace records an --embedded store; a node records its own "
+				      "workload: POST /v1/trace, or strata serve --trace-file"), LOAD_EXIT_ERROR;
 	if (lua_dir_find(run) != 0)
 		return load_conf_fail(run, "cannot find the strata Lua library (strata/load.lua) in: %s; set "
 				      "STRATA_LUA_DIR", run->lua_tried), LOAD_EXIT_ERROR;
@@ -1315,7 +1318,8 @@ lr_prepare(struct load_run *run)
 	int rc;
 	if (o->embedded_dir != NULL) {
 		struct load_embed_opts eo = { .dir = o->embedded_dir, .shards = c.shards,
-					      .sync = c.sync, .slots = c.slots, .policy_path = c.policy };
+					      .sync = c.sync, .slots = c.slots, .policy_path = c.policy,
+					      .record_trace = o->record_trace };
 		rc = load_embed_new(run->loop, &eo, &run->target);
 	} else {
 		rc = load_http_new(run->loop, o->target != NULL ? o->target : "http://127.0.0.1:7070", c.slots,

@@ -103,5 +103,19 @@ if [ $brc -ne 0 ] && grep -q -- "--trace-file: trace $tmp/no/such/dir/t.swt" "$t
 else
 	bad "a --trace-file that cannot be created: exit $brc, $(cat "$tmp/bad.out")"
 fi
+# strata load --record-trace: an embedded run's workload, read back as the load saw it.
+"$bin" load "$root/tests/load/smoke.lua" --embedded "$tmp/emb" -d 2s -q --record-trace "$tmp/emb.swt" \
+	--json "$tmp/emb-load.json" >"$tmp/emb.out" 2>&1
+check "strata load --embedded --record-trace passes" "$?" 0
+"$bin" inspect --trace "$tmp/emb.swt" --json >"$tmp/emb.json" 2>&1
+check "its trace holds every row the load appended" "$(jget "$tmp/emb.json" o.appends.rows)" \
+	"$(jget "$tmp/emb-load.json" 'o.verify.tracked')"
+"$bin" load "$root/tests/load/smoke.lua" --target "http://127.0.0.1:1" --record-trace "$tmp/x.swt" -d 1s -q \
+	>"$tmp/x.out" 2>&1
+if grep -q "record-trace records an --embedded store" "$tmp/x.out" && [ ! -e "$tmp/x.swt" ]; then
+	ok "--record-trace against a node is refused, pointing at POST /v1/trace"
+else
+	bad "--record-trace against a node: $(cat "$tmp/x.out")"
+fi
 echo "# node-trace: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
