@@ -275,6 +275,16 @@ strata_trace_stop(strata *db)
 	pthread_mutex_unlock(&db->wt_mu);
 }
 
+void
+strata_trace_request(strata *db, int merge, uint32_t shard)
+{
+	struct wtrace *w = wt_enter(db);
+	if (w == NULL)
+		return;
+	wtrace_request(w, merge ? WTRACE_MERGE : WTRACE_SEAL, shard);
+	wt_leave(db);
+}
+
 int
 strata_trace_status(strata *db, struct wtrace_status *out, char *path, size_t cap)
 {
@@ -1006,6 +1016,8 @@ strata_scan(strata *db, uint32_t shard, const void *start, size_t start_len, con
 int
 strata_seal(strata *db, uint32_t shard)
 {
+	if (db->tracing)
+		strata_trace_request(db, 0, shard);
 	return store_seal(store_of(db), shard);
 }
 

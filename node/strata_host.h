@@ -44,6 +44,10 @@ struct wtrace_status;
 /** Record the store's workload into a trace (node/lib/wtrace.h; o->shards is the
  *  store's), stopping one being recorded first. 0 or a STRATA_E* code. Any thread. */
 int strata_trace_start(strata *db, const struct wtrace_options *o);
+/** Record in the trace being recorded, if any, that a client asked for a seal (merge 0)
+ *  or a merge (merge 1) of shard: what the composers of a node call when they hand such
+ *  a request to the policy runtime (strata_seal records its own). Any thread. */
+void strata_trace_request(strata *db, int merge, uint32_t shard);
 /** Stop the trace being recorded (its end written and synced); none: nothing. */
 void strata_trace_stop(strata *db);
 /** The trace being recorded, else the last one stopped: its figures and its file (into

@@ -6,6 +6,8 @@
 #define STRATA_CLI_H
 
 int cmd_policy(int argc, char **argv);
+/** `strata policy compare` (compare_cmd.c), its arguments after "compare". */
+int cmd_policy_compare(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_repair(int argc, char **argv);

@@ -28,6 +28,7 @@ policy_cmd_usage(FILE *f)
 	strata_options so;
 	strata_options_init(&so);
 	fprintf(f, "usage: strata policy check [--run] [--merge-max-inputs N] [--merge-threads N] FILE...\n"
+		   "       strata policy compare --trace FILE [--speed N] [--json] POLICY...   (its --help)\n"
 		   "  compile and validate each policy (in a sandboxed state, under the default\n"
 		   "  time budget and memory limit); print its settings as the engine runs them\n"
 		   "  and its hooks, or every error with file:line. A setting the engine narrows\n"
@@ -194,6 +195,8 @@ cmd_policy(int argc, char **argv)
 		policy_cmd_usage(stdout);
 		return 0;
 	}
+	if (argc >= 1 && strcmp(argv[0], "compare") == 0)
+		return cmd_policy_compare(argc - 1, argv + 1);
 	if (argc < 1 || strcmp(argv[0], "check") != 0) {
 		if (argc >= 1)
 			fprintf(stderr, "strata policy: unknown subcommand '%s'\n", argv[0]);

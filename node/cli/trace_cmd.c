@@ -20,6 +20,7 @@
 
 struct trace_sum {
 	uint64_t appends, rows, key_bytes, value_bytes, deletes, deleted, gets, found, scans, scan_rows;
+	uint64_t seal_requests, merge_requests;
 	uint64_t events[TRACE_COUNT];
 	uint64_t first_t, last_t, n;
 	uint64_t shard_rows[TRACE_CMD_SHARDS], shard_bytes[TRACE_CMD_SHARDS];
@@ -65,6 +66,12 @@ sum_rec(void *ctx, const struct wtrace_rec *r)
 		s->scans++;
 		s->scan_rows += r->scan_rows;
 		break;
+	case WTRACE_SEAL:
+		s->seal_requests++;
+		break;
+	case WTRACE_MERGE:
+		s->merge_requests++;
+		break;
 	case WTRACE_ENGINE:
 		if (r->event < TRACE_COUNT)
 			s->events[r->event]++;
@@ -100,9 +107,10 @@ cli_inspect_trace(const char *path, int as_json)
 		json_array_append_new(shards, json_pack("{s:I, s:I, s:I}", "shard", (json_int_t)i, "rows",
 							(json_int_t)s.shard_rows[i], "bytes",
 							(json_int_t)s.shard_bytes[i]));
+	json_t *req = json_pack("{s:I, s:I}", "seal", (json_int_t)s.seal_requests, "merge", (json_int_t)s.merge_requests);
 	json_t *o = json_pack(
 		"{s:s, s:I, s:I, s:s, s:f, s:I, s:I, s:I, s:b, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:f}, s:{s:I, s:I},"
-		" s:{s:I, s:I}, s:{s:I, s:I}, s:o, s:o}",
+		" s:{s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o}",
 		"file", path, "version", (json_int_t)info.version, "shards", (json_int_t)info.shards, "started", started,
 		"seconds", secs, "records", (json_int_t)info.records, "blocks", (json_int_t)info.blocks, "bytes",
 		(json_int_t)info.bytes, "ended", info.ended, "dropped", (json_int_t)info.end_dropped, "torn_at",
@@ -111,7 +119,7 @@ cli_inspect_trace(const char *path, int as_json)
 		secs > 0 ? (double)s.rows / secs : 0.0, "deletes", "requests", (json_int_t)s.deletes, "keys",
 		(json_int_t)s.deleted, "gets", "requests", (json_int_t)s.gets, "found", (json_int_t)s.found, "scans",
 		"requests", (json_int_t)s.scans, "rows", (json_int_t)s.scan_rows, "engine_events", ev, "shard_appends",
-		shards);
+		shards, "requested", req);
 	if (as_json) {
 		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		putchar('\n');
@@ -134,6 +142,8 @@ cli_inspect_trace(const char *path, int as_json)
 		printf("  deletes: %llu requests, %llu keys; gets: %llu (%llu found); scans: %llu (%llu rows)\n",
 		       (unsigned long long)s.deletes, (unsigned long long)s.deleted, (unsigned long long)s.gets,
 		       (unsigned long long)s.found, (unsigned long long)s.scans, (unsigned long long)s.scan_rows);
+		printf("  seals asked for: %llu; merges asked for: %llu\n", (unsigned long long)s.seal_requests,
+		       (unsigned long long)s.merge_requests);
 		printf("  engine:");
 		for (unsigned k = 0; k < TRACE_COUNT; k++)
 			if (k != TRACE_APPEND)

@@ -445,6 +445,16 @@ wtrace_scan(struct wtrace *w, uint32_t shard, uint64_t rows, uint64_t bytes)
 }
 
 void
+wtrace_request(struct wtrace *w, enum wtrace_kind kind, uint32_t shard)
+{
+	uint8_t *p = wt_begin(w, kind, 24);
+	if (p == NULL)
+		return;
+	p += enc_varint(p, shard);
+	wt_end_rec(w, p);
+}
+
+void
 wtrace_engine(struct wtrace *w, unsigned kind, const uint64_t *v, unsigned n)
 {
 	uint8_t *p = wt_begin(w, WTRACE_ENGINE, 32 + (size_t)n * 10);
@@ -506,6 +516,10 @@ wt_decode(const uint8_t *p, size_t n, uint32_t recs, uint64_t first, wtrace_read
 			rec.nrows = 1;
 			break;
 		}
+		case WTRACE_SEAL:
+		case WTRACE_MERGE:
+			rec.shard = (uint32_t)rd_varint(&r);
+			break;
 		case WTRACE_SCAN:
 			rec.shard = (uint32_t)rd_varint(&r);
 			rec.scan_rows = rd_varint(&r);
@@ -561,6 +575,10 @@ wtrace_read(const char *path, wtrace_read_fn fn, void *ctx, struct wtrace_info *
 	}
 	info->shards = dec_u32(h + 12);
 	info->start_wall_ns = dec_u64(h + 16);
+	if (fn == NULL) { /* the header alone */
+		env.close(fd);
+		return rc;
+	}
 	struct buf payload = {0}, rows = {0};
 	uint64_t off = WTRACE_HEADER_BYTES;
 	while (rc == 0 && off < size) {

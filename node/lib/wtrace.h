@@ -18,6 +18,9 @@
  *       WTRACE_GET     shard, u64 key hash, key bytes, found (0/1), value bytes
  *       WTRACE_SCAN    shard, rows returned, bytes returned
  *       WTRACE_ENGINE  lib/trace.h event kind, values n, then n values
+ *       WTRACE_SEAL    shard (a client asked for a seal: HTTP seal, strata_seal)
+ *       WTRACE_MERGE   shard (a client asked for a merge: HTTP merge-wal, the policy's
+ *                      on_merge_request)
  *   the end block, written by a clean stop: u32 "TEND", u32 24, u32 0, u32 CRC32C of the
  *     24 bytes after it, then u64 records written, u64 records dropped (the writer was
  *     behind and the queue full, or the budget was reached; dropped records are never
@@ -58,6 +61,8 @@ enum wtrace_kind {
 	WTRACE_GET = 3,
 	WTRACE_SCAN = 4,
 	WTRACE_ENGINE = 5,
+	WTRACE_SEAL = 6,
+	WTRACE_MERGE = 7,
 };
 
 /** One row of an append or delete: its key's hash and sizes. */
@@ -120,6 +125,8 @@ void wtrace_rows(struct wtrace *w, enum wtrace_kind kind, uint32_t shard, const 
 void wtrace_get(struct wtrace *w, uint32_t shard, uint64_t hash, uint32_t key_len, int found, uint64_t value_len);
 /** Record a scan. */
 void wtrace_scan(struct wtrace *w, uint32_t shard, uint64_t rows, uint64_t bytes);
+/** Record a client's seal (WTRACE_SEAL) or merge request (WTRACE_MERGE) of shard. */
+void wtrace_request(struct wtrace *w, enum wtrace_kind kind, uint32_t shard);
 /** Record an engine event (lib/trace.h's kind and values). */
 void wtrace_engine(struct wtrace *w, unsigned kind, const uint64_t *v, unsigned n);
 
@@ -159,7 +166,7 @@ struct wtrace_info {
 /** Called per record; nonzero stops the read and is returned. */
 typedef int (*wtrace_read_fn)(void *ctx, const struct wtrace_rec *r);
 
-/** Read the trace at path, calling fn per record. 0 (a torn tail too: info->torn_at), or
+/** Read the trace at path, calling fn per record (fn NULL: the header alone, into info). 0 (a torn tail too: info->torn_at), or
  *  a STRATA_E* code with diag_last naming the file and offset: STRATA_EINVAL for a file
  *  that is no trace, of another version or with a corrupt block. */
 int wtrace_read(const char *path, wtrace_read_fn fn, void *ctx, struct wtrace_info *info);

@@ -404,6 +404,7 @@ lembed_rt_run(void *arg)
 	switch (r->verb) {
 	case LOAD_VERB_SEAL:
 	case LOAD_VERB_MERGE:
+		strata_trace_request(e->db, r->verb == LOAD_VERB_MERGE, r->shard);
 		runtime_req_run(e->rt, &c->req, r->verb == LOAD_VERB_MERGE, r->shard, lembed_rt_back, c);
 		return;
 	case LOAD_VERB_GET_POLICY:

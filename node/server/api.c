@@ -1398,6 +1398,7 @@ rtcall_run(void *arg)
 	switch (c->kind) {
 	case API_RT_SEAL:
 	case API_RT_MERGE:
+		strata_trace_request(a->db, c->kind == API_RT_MERGE, c->shard);
 		runtime_req_run(a->rt, &c->req, c->kind == API_RT_MERGE, c->shard, rtcall_back, c);
 		return;
 	default:
