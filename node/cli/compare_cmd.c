@@ -35,31 +35,6 @@ compare_usage(FILE *f)
 		   "  model yet): node/sim/replay.h.\n");
 }
 
-static json_t *
-compare_json(const char *name, const struct replay_result *r)
-{
-	json_t *peaks = json_array();
-	for (uint32_t s = 0; s < r->shards && s < REPLAY_MAX_SHARDS; s++)
-		json_array_append_new(peaks, json_integer((json_int_t)r->peak_pending_shard[s]));
-	char hash[24];
-	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)r->hash);
-	json_t *during = json_pack("{s:I, s:I, s:I, s:I}", "seals", (json_int_t)r->trace_seals, "sealed_bytes",
-				   (json_int_t)r->trace_sealed_bytes, "merges", (json_int_t)r->trace_merges,
-				   "merge_bytes_in", (json_int_t)r->trace_merge_bytes_in);
-	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:o,"
-			 " s:b, s:f, s:I, s:I, s:s}",
-			 "policy", name, "hash", hash, "during_trace", during, "requests", (json_int_t)r->requests, "rows", (json_int_t)r->rows,
-			 "user_bytes", (json_int_t)r->user_bytes, "seals", (json_int_t)r->seals, "sealed_bytes",
-			 (json_int_t)r->sealed_bytes, "merges", (json_int_t)r->merges, "merged_generations",
-			 (json_int_t)r->merged_generations, "merge_bytes_in", (json_int_t)r->merge_bytes_in,
-			 "merge_bytes_out", (json_int_t)r->merge_bytes_out, "compactions", (json_int_t)r->compactions,
-			 "write_amp", r->write_amp, "peak_pending", (json_int_t)r->peak_pending, "peak_pending_total",
-			 (json_int_t)r->peak_pending_total, "end_pending_total", (json_int_t)r->end_pending_total,
-			 "peak_pending_by_shard", peaks, "drained", r->drained, "drain_s", (double)r->drain_ns / 1e9,
-			 "hook_runs", (json_int_t)r->hook_runs, "hook_errors", (json_int_t)r->hook_errors, "last_error",
-			 r->last_error);
-}
-
 int
 cmd_policy_compare(int argc, char **argv)
 {
@@ -116,12 +91,8 @@ cmd_policy_compare(int argc, char **argv)
 	if (as_json) {
 		json_t *list = json_array();
 		for (int i = 0; i < n; i++)
-			json_array_append_new(list, compare_json(names[i], &res[i]));
-		json_t *o = json_pack("{s:s, s:I, s:f, s:f, s:I, s:{s:I, s:I, s:I, s:I}, s:o}", "trace", c.trace, "shards",
-				      (json_int_t)r0->shards, "trace_s", (double)r0->trace_ns / 1e9, "speed", c.speed,
-				      "torn_at", (json_int_t)r0->torn_at, "recorded", "seals", (json_int_t)r0->rec_seals,
-				      "sealed_bytes", (json_int_t)r0->rec_sealed_bytes, "merge_plans",
-				      (json_int_t)r0->rec_plans, "commits", (json_int_t)r0->rec_commits, "policies", list);
+			json_array_append_new(list, replay_result_json(names[i], &res[i]));
+		json_t *o = replay_report_json(&c, r0, list);
 		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		putchar('\n');
 		json_decref(o);

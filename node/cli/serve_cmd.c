@@ -222,6 +222,9 @@ static const struct serve_flag serve_flags[] = {
 	{"--trace-max-bytes", SERVE_U64, SO(trace_max_bytes), 262144, 1ull << 40, "BYTES",
 	 "the size of --trace-file before it moves to FILE.1, and the largest budget of POST /v1/trace",
 	 "67108864 (64 MiB)", NULL},
+	{"--policy-compare-ms", SERVE_U64, SO(policy_compare_ms), 100, 600000, "MS",
+	 "the wall time POST /v1/policy/compare may replay the node's trace for (the report then says "
+	 "cut_short)", "10000", NULL},
 	{"--policy-history", SERVE_U32, SO(policy_history), 1, 4096, "N",
 	 "policies the history keeps (DATA/policy-history.jsonl; GET /v1/policy/history), the oldest "
 	 "go first", "64", NULL},

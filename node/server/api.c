@@ -109,6 +109,7 @@ static const struct api_endpoint api_endpoints[] = {
 	{"/v1/policy/history", API_M_GET, console_policy_history, "policy_history", .read_auth = 1},
 	{"/v1/policy/rollback", API_M_POST, console_policy_rollback, "policy_rollback"},
 	{"/v1/trace", API_M_GET | API_M_POST | API_M_DELETE, api_trace, "trace"},
+	{"/v1/policy/compare", API_M_POST, console_policy_compare, "policy_compare", &api_policy_body},
 };
 /** Rows of api_endpoints. */
 #define API_ENDPOINTS (sizeof(api_endpoints) / sizeof(api_endpoints[0]))
@@ -2223,6 +2224,7 @@ api_new(const struct api_options *o, struct api **out)
 	if (rc == 0 && a->rt != NULL)
 		rc = api_policy_setup(a);
 	a->trace_max_bytes = o->trace_max_bytes ? o->trace_max_bytes : API_TRACE_MAX_BYTES;
+	a->compare_budget_ms = o->compare_budget_ms ? o->compare_budget_ms : API_COMPARE_BUDGET_MS;
 	if (rc == 0 && a->rt != NULL)
 		rc = console_history_start(a, o->policy_history);
 	if (rc == 0 && (rc = reqstats_create(&a->stats, API_ENDPOINTS, o->slow_request_ns, o->slow_requests)) == 0)

@@ -52,6 +52,8 @@ struct phist;
 #define API_POLICY_FILE "policy.lua"
 /** Default largest byte budget of a workload trace (strata serve --trace-max-bytes). */
 #define API_TRACE_MAX_BYTES (64ull << 20)
+/** Default wall time of POST /v1/policy/compare's replays, ms (--policy-compare-ms). */
+#define API_COMPARE_BUDGET_MS 10000ull
 /** Retry-After of a 429 (busy shard) or 503 (node at capacity), seconds. */
 #define API_RETRY_AFTER_S "1"
 /** json_dumps flags of every JSON body: compact, doubles to 15 significant digits (no
@@ -92,6 +94,8 @@ struct api_options {
 	size_t policy_history;
 	/** The largest byte budget of a workload trace (POST /v1/trace; 0: API_TRACE_MAX_BYTES). */
 	uint64_t trace_max_bytes;
+	/** Wall time one POST /v1/policy/compare may replay for, ms (0: API_COMPARE_BUDGET_MS). */
+	uint64_t compare_budget_ms;
 	/** The directory (a canonical absolute path) POST /v1/checkpoint writes under; NULL:
 	 *  checkpoints over HTTP are refused. */
 	const char *checkpoint_root;
@@ -139,6 +143,8 @@ struct api {
 	struct cluster *cluster;
 	/** The largest byte budget of a POSTed trace. */
 	uint64_t trace_max_bytes;
+	/** Wall time of a POST /v1/policy/compare's replays, ms. */
+	uint64_t compare_budget_ms;
 	/** The policies put live (console.h), or NULL without a runtime. */
 	struct phist *phist;
 	/** The call that starts recording them on the runtime's loop. */

@@ -18,6 +18,8 @@
 #include "../policy/runtime.h"
 #include "../policy/trial.h"
 #include "../strata_host.h"
+#include "../lib/wtrace.h"
+#include "../sim/replay.h"
 #include "phist.h"
 
 /* ---------- the page ---------- */
@@ -424,6 +426,110 @@ console_policy_check(struct api *a, struct http_req *r, const struct api_route *
 	j->src[j->len] = '\0';
 	if (api_submit(a, r, HOST_BG, check_work, check_done, j) != 0) {
 		free(j->src);
+		env.free(j);
+	}
+}
+
+/* ---------- POST /v1/policy/compare ---------- */
+
+/** A what-if on the background executor: the node's trace replayed under the running
+ *  policy and the candidate (node/sim/replay.h). */
+struct console_compare {
+	struct api *a;
+	struct http_req *r;
+	char trace[4200];
+	char *running, *candidate;
+	size_t running_len, candidate_len;
+	struct replay_result res[2];
+	int rc;
+	char err[1024];
+};
+
+static void
+compare_work(void *arg)
+{
+	struct console_compare *j = arg;
+	struct replay_config c = {.trace = j->trace, .deadline_ms = j->a->compare_budget_ms};
+	const char *src[2] = {j->running, j->candidate};
+	size_t len[2] = {j->running_len, j->candidate_len};
+	for (int i = 0; i < 2 && j->rc == 0; i++) {
+		c.policy_src = src[i];
+		c.policy_len = len[i];
+		if ((j->rc = replay_run(&c, &j->res[i])) != 0)
+			snprintf(j->err, sizeof(j->err), "%s policy: %s", i ? "the candidate" : "the running", diag_last());
+	}
+}
+
+static void
+compare_done(void *arg)
+{
+	struct console_compare *j = arg;
+	struct api *a = j->a;
+	a->jobs--;
+	if (j->rc != 0) {
+		api_error(a, j->r, j->rc == STRATA_ENOMEM ? 503 : 422, "compare failed", j->err);
+	} else {
+		struct replay_config c = {.trace = j->trace, .speed = 1.0};
+		json_t *list = json_array();
+		json_array_append_new(list, replay_result_json("running", &j->res[0]));
+		json_array_append_new(list, replay_result_json("candidate", &j->res[1]));
+		json_t *o = replay_report_json(&c, &j->res[0], list);
+		if (o != NULL) {
+			json_object_set_new(o, "budget_ms", json_integer((json_int_t)a->compare_budget_ms));
+			json_object_set_new(o, "cut_short", json_boolean(j->res[0].cut_short || j->res[1].cut_short));
+		}
+		api_json(a, j->r, 200, o);
+	}
+	free(j->running);
+	free(j->candidate);
+	env.free(j);
+}
+
+void
+console_policy_compare(struct api *a, struct http_req *r, const struct api_route *rt)
+{
+	if (r->body.len == 0) {
+		api_error(a, r, 400, "nothing to compare", "the body is empty; send the Lua source of a candidate policy");
+		return;
+	}
+	if (a->phist == NULL) {
+		api_error(a, r, 400, "policy runtime", "this node runs no policy runtime");
+		return;
+	}
+	struct console_compare *j = api_job_new(a, r, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->a = a;
+	j->r = r;
+	struct wtrace_status st;
+	if (strata_trace_status(a->db, &st, j->trace, sizeof(j->trace)) != 0) {
+		env.free(j);
+		api_error(a, r, 404, "no trace to replay",
+			  "this node has recorded no workload trace: POST /v1/trace records one (strata serve "
+			  "--trace-file records from the start); the comparison replays the newest");
+		return;
+	}
+	json_t *h = phist_json(a->phist, 0, 0);
+	json_int_t newest = json_integer_value(json_object_get(json_array_get(json_object_get(h, "entries"), 0), "id"));
+	json_decref(h);
+	if (newest <= 0 || phist_source(a->phist, (uint64_t)newest, &j->running, &j->running_len) != 0) {
+		env.free(j);
+		api_error(a, r, 503, "running policy unknown", "the policy history holds no running policy yet");
+		return;
+	}
+	j->candidate_len = r->body.len;
+	j->candidate = malloc(j->candidate_len + 1);
+	if (j->candidate == NULL) {
+		free(j->running);
+		env.free(j);
+		api_error(a, r, 503, "out of memory", "no memory for the candidate");
+		return;
+	}
+	memcpy(j->candidate, r->body.data, j->candidate_len);
+	j->candidate[j->candidate_len] = '\0';
+	if (api_submit(a, r, HOST_BG, compare_work, compare_done, j) != 0) {
+		free(j->running);
+		free(j->candidate);
 		env.free(j);
 	}
 }

@@ -12,6 +12,9 @@
  *   GET  /v1/policy/history      the policies this node put live, newest first (phist.h)
  *   POST /v1/policy/rollback     {"to": ID}: put history entry ID live again (the same
  *                                trial as PUT /v1/policy)
+ *   POST /v1/policy/compare      the node's newest workload trace replayed in the simulator
+ *                                under the running policy and the body's candidate
+ *                                (node/sim/replay.h), within --policy-compare-ms
  *
  * With --token-file every one of these but the page needs the bearer token, reads
  * included: the page asks for it once and keeps it for the tab (sessionStorage).
@@ -29,7 +32,7 @@ extern const size_t console_html_len;
 
 /** The handlers of the console's rows of the endpoint table. */
 api_handler_fn console_page, console_state, console_policy_check, console_policy_history,
-	console_policy_rollback;
+	console_policy_rollback, console_policy_compare;
 /** Answer GET /v1/console/state, with snap the runtime's side of it (server's loop). */
 void console_state_reply(struct api *a, struct http_req *r, const struct views_policy_snap *snap);
 /** Open the policy history in the store's data directory and, on the runtime's loop,

@@ -72,6 +72,8 @@ struct server_options {
 	const char *trace_file;
 	/** That file's size, and the largest byte budget of POST /v1/trace (0: API_TRACE_MAX_BYTES). */
 	uint64_t trace_max_bytes;
+	/** Wall time of POST /v1/policy/compare's replays, ms (0: API_COMPARE_BUDGET_MS). */
+	uint64_t policy_compare_ms;
 	/** etcd://HOST:PORT[,...][/PREFIX] of the cluster to join, or NULL: a node on its own. */
 	const char *cluster;
 	/** This node's id in the cluster (NULL: the host name). */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "../core/store.h"
@@ -43,7 +45,12 @@ struct replay {
 	size_t rows_cap;
 	int rc;
 	char err[600];
+	/** Wall-clock deadline, ms of CLOCK_MONOTONIC (0: none), and records since it was read. */
+	uint64_t deadline, since_check;
 };
+
+/** What replay_rec returns to stop the read at the deadline. */
+#define REPLAY_CUT 2
 
 /** The store's engine events: the seals' bytes (lib/trace.h: a SEAL's fourth value). */
 static void
@@ -157,6 +164,14 @@ replay_rec(void *ctx, const struct wtrace_rec *rec)
 {
 	struct replay *p = ctx;
 	struct replay_result *r = p->r;
+	if (p->deadline && (++p->since_check & 255) == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 >= p->deadline) {
+			r->cut_short = 1;
+			return REPLAY_CUT;
+		}
+	}
 	if (rec->kind == WTRACE_ENGINE) {
 		if (rec->event == TRACE_SEAL) {
 			r->rec_seals++;
@@ -248,8 +263,19 @@ failed:
 
 /** Copy the policy file into the simulated file system. */
 static int
-replay_put_policy(const char *path)
+replay_put_policy(const struct replay_config *c)
 {
+	if (c->policy_src != NULL) {
+		if (c->policy_len >= REPLAY_POLICY_MAX)
+			return diag_set(STRATA_EINVAL, "the policy is larger than %u bytes", REPLAY_POLICY_MAX);
+		int fd = env.open(REPLAY_POLICY, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int ok = fd >= 0 && env.pwrite(fd, c->policy_src, c->policy_len, 0) == (ssize_t)c->policy_len &&
+			 env.fsync(fd) == 0;
+		if (fd >= 0)
+			env.close(fd);
+		return ok ? 0 : diag_set(STRATA_EIO, "cannot write the policy into the simulated file system");
+	}
+	const char *path = c->policy;
 	FILE *f = fopen(path, "rb");
 	if (f == NULL)
 		return diag_set(STRATA_EINVAL, "cannot read the policy %s: %s", path, strerror(errno));
@@ -266,6 +292,22 @@ replay_put_policy(const char *path)
 		env.close(fd);
 	free(src);
 	return ok ? 0 : diag_set(STRATA_EIO, "cannot write the policy into the simulated file system");
+}
+
+/** What the store did up to the trace's end. */
+static void
+replay_trace_totals(struct replay *p)
+{
+	struct replay_result *r = p->r;
+	for (uint32_t s = 0; s < r->shards; s++) {
+		strata_stats st;
+		memset(&st, 0, sizeof(st));
+		strata_shard_stats(p->db, s, &st);
+		r->trace_seals += st.seals;
+		r->trace_merges += st.merges + st.compactions;
+		r->trace_merge_bytes_in += st.merge_bytes_in;
+	}
+	r->trace_sealed_bytes = r->sealed_bytes;
 }
 
 static void
@@ -294,8 +336,8 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 	struct env_ops *prev = env_enter(sim_fs_env(p.fs));
 	if (env.mkdir(REPLAY_DIR, 0755) != 0)
 		rc = diag_set(STRATA_EIO, "replay: cannot make the simulated data directory");
-	if (rc == 0 && c->policy != NULL)
-		rc = replay_put_policy(c->policy);
+	if (rc == 0 && (c->policy != NULL || c->policy_src != NULL))
+		rc = replay_put_policy(c);
 	env_leave(prev);
 	strata_options o;
 	strata_options_init(&o);
@@ -303,7 +345,7 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 	o.shards = info.shards;
 	o.sync = STRATA_SYNC_NONE;
 	o.env_ops = sim_fs_env(p.fs);
-	o.policy = c->policy != NULL ? REPLAY_POLICY : "";
+	o.policy = c->policy != NULL || c->policy_src != NULL ? REPLAY_POLICY : "";
 	o.clock = STRATA_CLOCK_MANUAL;
 	o.threads = 0;
 	o.seed = 1;
@@ -315,26 +357,29 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 	if (rc == 0) {
 		trace_set_sink(store_trace(strata_store(p.db)), replay_event, r);
 		struct wtrace_info ri;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		p.deadline = c->deadline_ms ? (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + c->deadline_ms : 0;
 		rc = wtrace_read(c->trace, replay_rec, &p, &ri);
 		r->torn_at = ri.torn_at;
-		if (rc != 0 && p.rc != 0)
+		if (rc == REPLAY_CUT)
+			rc = 0;
+		else if (rc != 0 && p.rc != 0)
 			rc = diag_set(p.rc, "%s", p.err);
 	}
-	if (rc == 0) {
+	if (rc == 0 && r->cut_short) {
+		uint64_t total = 0;
+		replay_backlog(&p, &total);
+		r->end_pending_total = total;
+		replay_trace_totals(&p);
+	}
+	if (rc == 0 && !r->cut_short) {
 		/* After the trace: time goes on, no requests, until nothing is pending. */
 		uint64_t end = p.now, limit = c->drain_limit_ns ? c->drain_limit_ns : 3600ull * 1000000000ull;
 		uint64_t total = 0;
 		replay_backlog(&p, &total);
 		r->end_pending_total = total;
-		for (uint32_t s = 0; s < r->shards; s++) {
-			strata_stats st;
-			memset(&st, 0, sizeof(st));
-			strata_shard_stats(p.db, s, &st);
-			r->trace_seals += st.seals;
-			r->trace_merges += st.merges + st.compactions;
-			r->trace_merge_bytes_in += st.merge_bytes_in;
-		}
-		r->trace_sealed_bytes = r->sealed_bytes;
+		replay_trace_totals(&p);
 		for (uint64_t t = end; rc == 0; t += REPLAY_DRAIN_STEP_NS) {
 			if (replay_time(&p, t) != 0) {
 				rc = diag_set(STRATA_EIO, "replay: the store failed draining: %s", strata_last_error());
@@ -379,4 +424,41 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 	if (rc == 0)
 		replay_hash(r);
 	return rc;
+}
+
+json_t *
+replay_result_json(const char *name, const struct replay_result *r)
+{
+	json_t *peaks = json_array();
+	for (uint32_t s = 0; s < r->shards && s < REPLAY_MAX_SHARDS; s++)
+		json_array_append_new(peaks, json_integer((json_int_t)r->peak_pending_shard[s]));
+	char hash[24];
+	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)r->hash);
+	json_t *during = json_pack("{s:I, s:I, s:I, s:I}", "seals", (json_int_t)r->trace_seals, "sealed_bytes",
+				   (json_int_t)r->trace_sealed_bytes, "merges", (json_int_t)r->trace_merges,
+				   "merge_bytes_in", (json_int_t)r->trace_merge_bytes_in);
+	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:o,"
+			 " s:b, s:f, s:I, s:I, s:s}",
+			 "policy", name, "hash", hash, "during_trace", during, "requests", (json_int_t)r->requests, "rows", (json_int_t)r->rows,
+			 "user_bytes", (json_int_t)r->user_bytes, "seals", (json_int_t)r->seals, "sealed_bytes",
+			 (json_int_t)r->sealed_bytes, "merges", (json_int_t)r->merges, "merged_generations",
+			 (json_int_t)r->merged_generations, "merge_bytes_in", (json_int_t)r->merge_bytes_in,
+			 "merge_bytes_out", (json_int_t)r->merge_bytes_out, "compactions", (json_int_t)r->compactions,
+			 "write_amp", r->write_amp, "peak_pending", (json_int_t)r->peak_pending, "peak_pending_total",
+			 (json_int_t)r->peak_pending_total, "end_pending_total", (json_int_t)r->end_pending_total,
+			 "peak_pending_by_shard", peaks, "drained", r->drained, "drain_s", (double)r->drain_ns / 1e9,
+			 "hook_runs", (json_int_t)r->hook_runs, "hook_errors", (json_int_t)r->hook_errors, "last_error",
+			 r->last_error);
+}
+
+
+json_t *
+replay_report_json(const struct replay_config *c, const struct replay_result *r0, json_t *policies)
+{
+	return json_pack("{s:s, s:I, s:f, s:f, s:I, s:b, s:{s:I, s:I, s:I, s:I}, s:o}", "trace", c->trace, "shards",
+			 (json_int_t)r0->shards, "trace_s", (double)r0->trace_ns / 1e9, "speed",
+			 c->speed > 0 ? c->speed : 1.0, "torn_at", (json_int_t)r0->torn_at, "cut_short", r0->cut_short,
+			 "recorded", "seals", (json_int_t)r0->rec_seals, "sealed_bytes", (json_int_t)r0->rec_sealed_bytes,
+			 "merge_plans", (json_int_t)r0->rec_plans, "commits", (json_int_t)r0->rec_commits, "policies",
+			 policies);
 }

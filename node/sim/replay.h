@@ -20,6 +20,7 @@
 #ifndef STRATA_REPLAY_H
 #define STRATA_REPLAY_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +31,14 @@
 struct replay_config {
 	/** The trace. */
 	const char *trace;
-	/** The policy file, or NULL for the built-in default. */
+	/** The policy file, or NULL for the built-in default (or policy_src). */
 	const char *policy;
+	/** The policy's source instead of a file (policy NULL), or NULL. */
+	const char *policy_src;
+	size_t policy_len;
+	/** Stop replaying after this much wall time, ms (0: no limit); the result says
+	 *  cut_short. */
+	uint64_t deadline_ms;
 	/** Background work per record: the trace time since the previous record times this
 	 *  (1 = as recorded; 0 = 1). */
 	double speed;
@@ -71,10 +78,17 @@ struct replay_result {
 	uint64_t rec_seals, rec_sealed_bytes, rec_plans, rec_commits;
 	/** The trace was torn at this offset (0: read whole). */
 	uint64_t torn_at;
+	/** The replay stopped at deadline_ms before the trace's end (the figures cover what it
+	 *  replayed; no drain). */
+	int cut_short;
 	/** XXH3-64 of the figures above: two replays that did the same hash the same. */
 	uint64_t hash;
 };
 
+/** One replay's figures as `strata policy compare --json` shows a policy. */
+json_t *replay_result_json(const char *name, const struct replay_result *r);
+/** The whole report: the trace, what the recorded node did (r0's), and policies (taken). */
+json_t *replay_report_json(const struct replay_config *c, const struct replay_result *r0, json_t *policies);
 /** Replay c->trace under c->policy into *r. 0, or a STRATA_E* code (diag_last says why:
  *  the trace, the policy, or the store). */
 int replay_run(const struct replay_config *c, struct replay_result *r);

@@ -107,17 +107,31 @@ async function plain(browser, url) {
   ok(after.version === before.version && after.settings.merge_after_generations === 50,
     "the running policy is unchanged by a Check", JSON.stringify(after.settings));
 
-  // A valid policy: Compare names the setting that changes, Apply puts it live.
-  const good = DEFAULT.replace("merge_after_generations = 50,", "merge_after_generations = 20,");
+  // A valid policy: Compare names the setting that changes and shows the what-if of the
+  // node's trace (recorded here while rows go to shard 0), Apply puts it live.
+  const tr = await http("POST", url + "/v1/trace", JSON.stringify({ name: "console", seconds: 30 }));
+  ok(tr.status === 200, "the test records a trace on the node", tr.text);
+  for (let i = 0; i < 5; i++) {
+    const rows = Array.from({ length: 50 }, (_, k) => JSON.stringify({ key: "w" + i + "-" + k, value: "v".repeat(200) })).join("\n");
+    await http("POST", url + "/v1/shards/0/rows", rows, NDJSON);
+    await http("POST", url + "/v1/shards/0/seal");
+  }
+  await page.waitForTimeout(1200); /* the trace's writer flushes its block within a second */
+  const good = DEFAULT.replace("merge_after_generations = 50,", "merge_after_generations = 2,");
   await page.fill("#editor", good);
   await page.click("#btn-compare");
-  await page.waitForSelector("#compare p");
+  await page.waitForSelector("#compare table#whatif");
   const cmp = await page.locator("#compare p").first().textContent();
-  ok(cmp.includes("merge_after_generations 50 → 20"), "Compare names the setting that changes", cmp);
+  ok(cmp.includes("merge_after_generations 50 → 2"), "Compare names the setting that changes", cmp);
+  const wi = await page.evaluate(() => Array.from(document.querySelectorAll("#whatif tbody tr")).map((tr) => Array.from(tr.cells).map((c) => c.textContent)));
+  const seals = wi.find((r) => r[0] === "seals during the trace"), merges = wi.find((r) => r[0] === "merges during the trace");
+  ok(seals && +seals[1] >= 5 && seals[1] === seals[3] && +merges[2] > +merges[1],
+    "Compare shows the what-if: the replay seals as the node did, and the candidate merges more", JSON.stringify(wi));
+  await http("DELETE", url + "/v1/trace");
   await page.click("#btn-apply");
   await page.waitForSelector("#msgs li.ok:has-text('Applied')");
   const live = (await http("GET", url + "/v1/policy")).json;
-  ok(live.settings.merge_after_generations === 20 && live.version === before.version + 1,
+  ok(live.settings.merge_after_generations === 2 && live.version === before.version + 1,
     "Apply makes it the running policy (GET /v1/policy agrees)", JSON.stringify(live.settings));
   await page.waitForFunction(() => window.strataConsole.markers.some((m) => m.kind === "policy"));
   ok(true, "a marker is on the time axis at the policy change");

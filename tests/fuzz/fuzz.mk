@@ -67,7 +67,7 @@ fuzz-merge: fuzz-build
 # The HTTP target links the whole node as `strata serve` builds it (minus server.c,
 # which owns the process: lock file, signals).
 FUZZ_NODE_SRC := $(filter-out $(FUZZ_LIB_SRC),$(sort $(wildcard node/lib/*.c node/objstore/*.c \
-                 node/core/*.c node/policy/*.c node/host/*.c node/cluster/*.c node/net/*.c) node/strata.c \
+                 node/core/*.c node/policy/*.c node/host/*.c node/cluster/*.c node/net/*.c node/sim/*.c) node/strata.c \
                  $(filter-out node/server/server.c,$(wildcard node/server/*.c))))
 FUZZ_NODE_PC  := $(shell for p in jansson luajit libcurl libcrypto expat; do pkg-config --exists $$p 2>/dev/null && echo $$p; done)
 # and the console's page, built as the top-level Makefile builds it.

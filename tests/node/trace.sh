@@ -49,6 +49,8 @@ post() { curl -s -o "$tmp/resp" -w '%{http_code}' -X "$1" "http://$addr/v1/trace
 
 start live
 check "GET /v1/trace before any: 404" "$(post GET)" 404
+cmpc() { curl -s -o "$tmp/cmp" -w '%{http_code}' -X POST --data-binary "$1" "http://$addr/v1/policy/compare"; }
+check "POST /v1/policy/compare with no trace: 404" "$(cmpc 'return { merge_after_generations = 2 }')" 404
 check "POST /v1/trace starts one" "$(post POST '{"seconds": 60, "max_bytes": 262144, "name": "live"}')" 200
 check "it records into DATA/traces/live.swt" "$(jget "$tmp/resp" o.file)" "$tmp/live/traces/live.swt"
 check "a second POST while it runs: 409" "$(post POST '{}')" 409
@@ -76,6 +78,12 @@ check "it ended cleanly" "$(jget "$tmp/inspect.json" o.ended)" true
 rows=$(jget "$tmp/inspect.json" o.appends.rows)
 if [ "$rows" -gt 1000 ]; then ok "it holds the load's appends ($rows rows)"; else bad "it holds $rows rows"; fi
 check "and its reads" "$(jget "$tmp/inspect.json" 'o.gets.requests > 0')" true
+check "POST /v1/policy/compare replays it under the running policy and the candidate" \
+	"$(cmpc 'return { merge_after_generations = 2 }')" 200
+check "the what-if names both, and the replay saw the load's rows" \
+	"$(jget "$tmp/cmp" 'o.policies.map(p => p.policy).join(",") + " " + (o.policies[0].rows === '"$rows"')')" \
+	"running,candidate true"
+check "a candidate that does not compile: 422" "$(cmpc 'return { = }')" 422
 check "DELETE /v1/trace with none running: 404" "$(post DELETE)" 404
 check "seconds out of range: 400" "$(post POST '{"seconds": -1}')" 400
 check "a name that is a path: 400" "$(post POST '{"name": "../x"}')" 400
