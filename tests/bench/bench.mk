@@ -23,7 +23,7 @@
 # BENCH_OBJSTORE_GENS, BENCH_OBJSTORE_GEN_MB, BENCH_OBJSTORE_RATE (bench_objstore.sh);
 # BENCH_WALSYNC_S, BENCH_WALSYNC_MB_S (bench_walsync);
 # BENCH_CLUSTER_KILLS, BENCH_CLUSTER_SECONDS (bench_cluster.sh);
-# BENCH_ONLY=append|merge|policy|http|stall|stall-http|walsync|growth|get|objstore|frame|sim|cluster|console|trace runs one of them.
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|walsync|growth|get|objstore|frame|sim|cluster|console|trace|whatif runs one of them.
 
 CC      ?= cc
 BUILD   ?= build

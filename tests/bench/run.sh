@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/bench/run.sh BINDIR — run the benchmarks built into BINDIR and print figures.
 # Never fails on speed; exits nonzero only when a benchmark reports an engine error.
-# BENCH_ONLY=append|merge|policy|http|stall|stall-http|walsync|growth|get|objstore|frame|sim|cluster|console|trace runs one of them. STRATA_BIN names the strata
+# BENCH_ONLY=append|merge|policy|http|stall|stall-http|walsync|growth|get|objstore|frame|sim|cluster|console|trace|whatif runs one of them. STRATA_BIN names the strata
 # binary that bench_http serves with (default BINDIR/../strata).
 set -u
 bindir=${1:?usage: run.sh BINDIR}
@@ -9,8 +9,8 @@ strata=${STRATA_BIN:-$bindir/../strata}
 here=$(dirname "$0")
 status=0
 case "${BENCH_ONLY:-}" in
-  ""|append|merge|policy|http|stall|stall-http|walsync|growth|get|objstore|frame|sim|cluster|console|trace) ;;
-  *) echo "run.sh: BENCH_ONLY=${BENCH_ONLY} is not one of append, merge, policy, http, stall, stall-http, walsync, growth, get, objstore, frame, sim, cluster, console, trace" >&2; exit 2 ;;
+  ""|append|merge|policy|http|stall|stall-http|walsync|growth|get|objstore|frame|sim|cluster|console|trace|whatif) ;;
+  *) echo "run.sh: BENCH_ONLY=${BENCH_ONLY} is not one of append, merge, policy, http, stall, stall-http, walsync, growth, get, objstore, frame, sim, cluster, console, trace, whatif" >&2; exit 2 ;;
 esac
 case "${BENCH_ONLY:-}" in
   ""|append) "$bindir/bench_append" || status=1; echo ;;
@@ -59,6 +59,9 @@ case "${BENCH_ONLY:-}" in
 esac
 case "${BENCH_ONLY:-}" in
   ""|trace) sh "$here/bench_trace.sh" "$strata" || status=1; echo ;;
+esac
+case "${BENCH_ONLY:-}" in
+  ""|whatif) sh "$here/bench_whatif.sh" "$strata" || status=1; echo ;;
 esac
 case "${BENCH_ONLY:-}" in
   ""|http) sh "$here/bench_http.sh" "$bindir" "$strata" || status=1 ;;
