@@ -42,7 +42,7 @@ t_end(void)
 
 /** What a read of a trace found. */
 struct tally {
-	uint64_t recs[8], rows, row_bytes, deleted, gets, found, scans, scan_rows;
+	uint64_t recs[8], rows, row_bytes, deleted, gets, found, scans, scan_rows, seal_requests, merge_requests;
 	uint64_t events[TRACE_COUNT];
 	uint64_t last_t;
 	int out_of_order;
@@ -85,6 +85,12 @@ tally_rec(void *ctx, const struct wtrace_rec *r)
 	case WTRACE_ENGINE:
 		if (r->event < TRACE_COUNT)
 			t->events[r->event]++;
+		break;
+	case WTRACE_SEAL:
+		t->seal_requests++;
+		break;
+	case WTRACE_MERGE:
+		t->merge_requests++;
 		break;
 	}
 	return 0;
@@ -177,6 +183,9 @@ TEST(records_requests_and_engine_events)
 	CHECK_EQ(t.events[TRACE_PLAN], 1);
 	CHECK_EQ(t.events[TRACE_COMMIT], 1);
 	CHECK_EQ(t.events[TRACE_APPEND], 0);
+	/* strata_seal is a client's request; strata_merge is the engine's pass, not one. */
+	CHECK_EQ(t.seal_requests, 2);
+	CHECK_EQ(t.merge_requests, 0);
 	CHECK(!t.out_of_order);
 	db_close(db);
 }
