@@ -40,9 +40,10 @@ struct wtrace {
 	uint32_t q_recs[WTRACE_QUEUE_BLOCKS];
 	uint64_t q_first[WTRACE_QUEUE_BLOCKS];
 	unsigned q_head, q_len;
-	/** Counts. */
-	uint64_t records, dropped, written_records;
-	uint64_t file_bytes, bytes, rotations;
+	/** Counts (records and dropped under mu; the file's, written by the writer alone, atomic
+	 *  so that wtrace_status reads them while it writes). */
+	uint64_t records, dropped;
+	_Atomic uint64_t written_records, file_bytes, bytes, rotations;
 	uint64_t start_ns;
 	char why[256];
 	/** The file took its last block (budget, error): nothing more is written to it. */
@@ -242,7 +243,7 @@ wt_main(void *arg)
 			buf_destroy(&b);
 			diag_log(LOG_LVL_INFO, "trace %s: ended (%s): %llu records, %llu dropped, %llu bytes", w->path,
 				 w->why, (unsigned long long)w->records, (unsigned long long)dropped,
-				 (unsigned long long)w->bytes);
+				 (unsigned long long)atomic_load(&w->bytes));
 			return NULL;
 		}
 	}
@@ -332,9 +333,9 @@ wtrace_status(struct wtrace *w, struct wtrace_status *out)
 	snprintf(out->why, sizeof(out->why), "%s", w->why);
 	out->records = w->records;
 	out->dropped = w->dropped;
-	out->file_bytes = w->file_bytes;
-	out->bytes = w->bytes;
-	out->rotations = w->rotations;
+	out->file_bytes = atomic_load(&w->file_bytes);
+	out->bytes = atomic_load(&w->bytes);
+	out->rotations = atomic_load(&w->rotations);
 	out->elapsed_ns = wt_now(w) - w->start_ns;
 	pthread_mutex_unlock(&w->mu);
 }
