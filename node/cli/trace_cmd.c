@@ -22,7 +22,7 @@ struct trace_sum {
 	uint64_t appends, rows, key_bytes, value_bytes, deletes, deleted, gets, found, scans, scan_rows;
 	uint64_t seal_requests, merge_requests;
 	uint64_t events[TRACE_COUNT];
-	uint64_t first_t, last_t, n;
+	uint64_t last_t;
 	uint64_t shard_rows[TRACE_CMD_SHARDS], shard_bytes[TRACE_CMD_SHARDS];
 	uint32_t max_shard;
 };
@@ -37,8 +37,6 @@ static int
 sum_rec(void *ctx, const struct wtrace_rec *r)
 {
 	struct trace_sum *s = ctx;
-	if (s->n++ == 0)
-		s->first_t = r->t_ns;
 	s->last_t = r->t_ns;
 	uint32_t sh = r->shard < TRACE_CMD_SHARDS ? r->shard : TRACE_CMD_SHARDS - 1;
 	switch (r->kind) {

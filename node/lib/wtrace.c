@@ -164,6 +164,19 @@ wt_put(struct wtrace *w, const struct buf *payload, uint32_t recs, uint64_t firs
 	return wt_block(w, payload, recs, first);
 }
 
+/** Move the block being filled to the writer's queue (mu held; the queue has room). */
+static void
+wt_queue_cur(struct wtrace *w)
+{
+	unsigned i = (w->q_head + w->q_len) % WTRACE_QUEUE_BLOCKS;
+	w->q[i] = w->cur;
+	w->q_recs[i] = w->cur_recs;
+	w->q_first[i] = w->cur_first;
+	w->q_len++;
+	memset(&w->cur, 0, sizeof(w->cur));
+	w->cur_recs = 0;
+}
+
 static void *
 wt_main(void *arg)
 {
@@ -181,25 +194,13 @@ wt_main(void *arg)
 			ts.tv_nsec %= 1000000000L;
 			if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && w->q_len == 0 && w->cur_recs > 0) {
 				/* A quiet second: what there is goes to the file. */
-				w->q[w->q_head] = w->cur;
-				w->q_recs[w->q_head] = w->cur_recs;
-				w->q_first[w->q_head] = w->cur_first;
-				w->q_len = 1;
-				memset(&w->cur, 0, sizeof(w->cur));
-				w->cur_recs = 0;
+				wt_queue_cur(w);
 			}
 			continue;
 		}
 		int last = w->stop || expired;
-		if (last && w->cur_recs > 0 && w->q_len < WTRACE_QUEUE_BLOCKS) {
-			unsigned i = (w->q_head + w->q_len) % WTRACE_QUEUE_BLOCKS;
-			w->q[i] = w->cur;
-			w->q_recs[i] = w->cur_recs;
-			w->q_first[i] = w->cur_first;
-			w->q_len++;
-			memset(&w->cur, 0, sizeof(w->cur));
-			w->cur_recs = 0;
-		}
+		if (last && w->cur_recs > 0 && w->q_len < WTRACE_QUEUE_BLOCKS)
+			wt_queue_cur(w);
 		if (last)
 			atomic_store(&w->active, 0);
 		int rc = 0;
@@ -361,13 +362,7 @@ wt_begin(struct wtrace *w, enum wtrace_kind kind, size_t max)
 			pthread_mutex_unlock(&w->mu);
 			return NULL;
 		}
-		unsigned i = (w->q_head + w->q_len) % WTRACE_QUEUE_BLOCKS;
-		w->q[i] = w->cur;
-		w->q_recs[i] = w->cur_recs;
-		w->q_first[i] = w->cur_first;
-		w->q_len++;
-		memset(&w->cur, 0, sizeof(w->cur));
-		w->cur_recs = 0;
+		wt_queue_cur(w);
 		pthread_cond_signal(&w->cv);
 	}
 	if (buf_reserve(&w->cur, max) != 0) {

@@ -158,21 +158,9 @@ pct_decode(const char *s, size_t n, int plus_space, struct buf *out)
 	return 0;
 }
 
-/** One name=value pair of a query string, still percent-encoded. */
-struct api_qpair {
-	/** The name. */
-	const char *name;
-	/** Its length. */
-	size_t name_len;
-	/** The value ("" without '='). */
-	const char *value;
-	/** Its length. */
-	size_t value_len;
-};
-
 /** The next non-empty pair of the query at *q (up to end; *q NULL: no query) into p,
  *  *q moved past it. 0 when there is none left. */
-static int
+int
 api_query_next(const char **q, const char *end, struct api_qpair *p)
 {
 	while (*q != NULL && *q < end) {

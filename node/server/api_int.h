@@ -44,6 +44,21 @@ struct api_route {
 /** An endpoint's handler: answer r, routed to rt, once api_check passed it. */
 typedef void api_handler_fn(struct api *a, struct http_req *r, const struct api_route *rt);
 
+/** One name=value pair of a query string, still percent-encoded. */
+struct api_qpair {
+	/** The name. */
+	const char *name;
+	/** Its length. */
+	size_t name_len;
+	/** The value ("" without '='). */
+	const char *value;
+	/** Its length. */
+	size_t value_len;
+};
+
+/** The next non-empty pair of the query at *q (up to end; *q NULL: no query) into p,
+ *  *q moved past it. 0 when there is none left. */
+int api_query_next(const char **q, const char *end, struct api_qpair *p);
 /** Answer r with body (len bytes of ctype, extra headers or NULL) and count it. */
 void api_reply(struct api *a, struct http_req *r, int status, const char *ctype, const char *extra,
 	       const void *body, size_t len);

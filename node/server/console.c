@@ -20,6 +20,7 @@
 #include "../strata_host.h"
 #include "../lib/wtrace.h"
 #include "../sim/replay.h"
+#include "metrics.h"
 #include "phist.h"
 
 /* ---------- the page ---------- */
@@ -64,31 +65,6 @@ console_hist(const struct hist *h)
 											   1e3))));
 	return json_pack("{s:I, s:f, s:o}", "count", (json_int_t)(h ? hist_count(h) : 0), "max_us",
 			 h ? api_round((double)hist_max(h) / 1e3, 3) : 0.0, "le", le);
-}
-
-/** Resident memory and CPU time of this process. */
-static void
-console_process(double *rss, double *cpu_s)
-{
-	*rss = 0;
-	*cpu_s = 0;
-	FILE *f = fopen("/proc/self/stat", "r");
-	if (f == NULL)
-		return;
-	char buf[2048];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	unsigned long long ut = 0, st = 0;
-	long long pages = 0;
-	if (p != NULL && sscanf(p + 1,
-				" %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
-				"%*u %*u %lld",
-				&ut, &st, &pages) == 3) {
-		*rss = (double)pages * (double)sysconf(_SC_PAGESIZE);
-		*cpu_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-	}
 }
 
 void
@@ -143,8 +119,9 @@ console_state_reply(struct api *a, struct http_req *r, const struct views_policy
 	memset(&hs, 0, sizeof(hs));
 	if (a->http)
 		http_server_stats(a->http, &hs);
-	double rss, cpu;
-	console_process(&rss, &cpu);
+	struct metrics_proc pr = {0};
+	metrics_proc_self(&pr);
+	double rss = (double)pr.rss, cpu = pr.cpu_s;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	json_t *bounds = json_array();
@@ -226,18 +203,15 @@ static void
 console_query(const struct http_req *r, const char *name, char *out, size_t cap)
 {
 	out[0] = '\0';
-	const char *p = r->query, *end = r->query ? r->query + r->query_len : NULL;
-	size_t nl = strlen(name);
-	while (p != NULL && p < end) {
-		const char *amp = memchr(p, '&', (size_t)(end - p));
-		size_t seg = amp ? (size_t)(amp - p) : (size_t)(end - p);
-		if (seg > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
-			size_t vl = seg - nl - 1 < cap - 1 ? seg - nl - 1 : cap - 1;
-			memcpy(out, p + nl + 1, vl);
+	const char *q = r->query, *end = r->query ? r->query + r->query_len : NULL;
+	struct api_qpair p;
+	while (api_query_next(&q, end, &p)) {
+		if (p.name_len == strlen(name) && memcmp(p.name, name, p.name_len) == 0) {
+			size_t vl = p.value_len < cap - 1 ? p.value_len : cap - 1;
+			memcpy(out, p.value, vl);
 			out[vl] = '\0';
 			return;
 		}
-		p = amp ? amp + 1 : end;
 	}
 }
 
@@ -509,10 +483,7 @@ console_policy_compare(struct api *a, struct http_req *r, const struct api_route
 			  "--trace-file records from the start); the comparison replays the newest");
 		return;
 	}
-	json_t *h = phist_json(a->phist, 0, 0);
-	json_int_t newest = json_integer_value(json_object_get(json_array_get(json_object_get(h, "entries"), 0), "id"));
-	json_decref(h);
-	if (newest <= 0 || phist_source(a->phist, (uint64_t)newest, &j->running, &j->running_len) != 0) {
+	if (phist_source(a->phist, 0, &j->running, &j->running_len) != 0) {
 		env.free(j);
 		api_error(a, r, 503, "running policy unknown", "the policy history holds no running policy yet");
 		return;

@@ -133,10 +133,8 @@ metrics_read_proc(const char *path, char *buf, size_t cap)
 	return n;
 }
 
-/** The standard process_* series (Prometheus client conventions), read from /proc.
- *  A file that cannot be read leaves its series out. */
-static void
-mo_process(struct metrics_out *m)
+int
+metrics_proc_self(struct metrics_proc *out)
 {
 	char buf[4096];
 	long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
@@ -149,20 +147,35 @@ mo_process(struct metrics_out *m)
 			      "%llu %llu %lld",
 			      &utime, &stime, &start, &vsize, &rss)
 		     : 0;
-	if (got == 5 && tick > 0) {
+	if (got != 5 || tick <= 0)
+		return -1;
+	out->cpu_s = (double)(utime + stime) / (double)tick;
+	out->start_ticks_s = (double)start / (double)tick;
+	out->vsize = vsize;
+	out->rss = (uint64_t)rss * (uint64_t)page;
+	return 0;
+}
+
+/** The standard process_* series (Prometheus client conventions), read from /proc.
+ *  A file that cannot be read leaves its series out. */
+static void
+mo_process(struct metrics_out *m)
+{
+	struct metrics_proc pr;
+	if (metrics_proc_self(&pr) == 0) {
 		mo_head(m, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
-		mo_printf(m, "process_cpu_seconds_total %.2f\n", (double)(utime + stime) / (double)tick);
+		mo_printf(m, "process_cpu_seconds_total %.2f\n", pr.cpu_s);
 		mo_head(m, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-		mo_printf(m, "process_virtual_memory_bytes %llu\n", vsize);
+		mo_printf(m, "process_virtual_memory_bytes %llu\n", (unsigned long long)pr.vsize);
 		mo_head(m, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-		mo_printf(m, "process_resident_memory_bytes %lld\n", rss * (long long)page);
+		mo_printf(m, "process_resident_memory_bytes %llu\n", (unsigned long long)pr.rss);
 		char st[8192];
 		const char *bt = metrics_read_proc("/proc/stat", st, sizeof(st)) > 0 ? strstr(st, "\nbtime ") : NULL;
 		if (bt != NULL) {
 			unsigned long long boot = strtoull(bt + 7, NULL, 10);
 			mo_head(m, "process_start_time_seconds", "gauge",
 				"Start time of the process since unix epoch in seconds.");
-			mo_printf(m, "process_start_time_seconds %.2f\n", (double)boot + (double)start / (double)tick);
+			mo_printf(m, "process_start_time_seconds %.2f\n", (double)boot + pr.start_ticks_s);
 		}
 	}
 	DIR *d = opendir("/proc/self/fd");

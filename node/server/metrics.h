@@ -28,6 +28,20 @@ struct metrics_src {
 	const struct cluster *cluster;
 };
 
+/** This process's figures from /proc/self/stat. */
+struct metrics_proc {
+	/** User and system CPU time, s. */
+	double cpu_s;
+	/** The start, s after boot. */
+	double start_ticks_s;
+	/** Virtual and resident memory, bytes. */
+	uint64_t vsize, rss;
+};
+
+/** Read them (the process_* series of /metrics, the console's). 0, or -1 when /proc has
+ *  no such file. */
+int metrics_proc_self(struct metrics_proc *out);
+
 /** Append the exposition (text format 0.0.4) of the node a to out, with rs the policy
  *  runtime's counters as read on its loop thread. On the server's loop. 0 or STRATA_ENOMEM. */
 int metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, struct buf *out);

@@ -293,7 +293,7 @@ phist_source(struct phist *h, uint64_t id, char **src, size_t *len)
 	pthread_mutex_lock(&h->mu);
 	for (size_t i = 0; i < h->len; i++) {
 		const struct phist_entry *x = nth(h, i);
-		if (x->id != id)
+		if (id == 0 ? i + 1 != h->len : x->id != id)
 			continue;
 		*src = malloc(x->len + 1);
 		if (*src == NULL) {

@@ -42,8 +42,8 @@ uint64_t phist_add(struct phist *h, uint64_t version, const char *who, const cha
  *  "note", "bytes", "source"?}]}, newest first; with_source adds each source (or, with
  *  only_id, the one entry's). NULL when out of memory. */
 json_t *phist_json(struct phist *h, int with_source, uint64_t only_id);
-/** A copy (malloc) of entry id's source and its length; 0, or STRATA_NOTFOUND when no
- *  entry id is kept. */
+/** A copy (malloc) of entry id's source (id 0: the newest entry's) and its length; 0, or
+ *  STRATA_NOTFOUND when no such entry is kept. */
 int phist_source(struct phist *h, uint64_t id, char **src, size_t *len);
 /** The hash phist uses for a source: XXH3-64 as 16 lowercase hex digits into out[17]. */
 void phist_hash(const char *src, size_t len, char out[17]);
