@@ -14,6 +14,8 @@ int cmd_repair(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
 int cmd_cluster(int argc, char **argv);
+/** `strata calibrate` (calibrate_cmd.c). */
+int cmd_calibrate(int argc, char **argv);
 /** `strata inspect --trace FILE [--json]` (trace_cmd.c): 0, or 1 after printing why. */
 int cli_inspect_trace(const char *path, int as_json);
 

@@ -1,9 +1,11 @@
 /*
- * compare_cmd.c — `strata policy compare --trace FILE [--speed N] [--json] POLICY...`:
+ * compare_cmd.c — `strata policy compare --trace FILE [--speed N] [--store KIND] [--model FILE]
+ * [--prices FILE] [--html FILE] [--json [--machine]] POLICY...`:
  * replay a workload trace in the simulator once per policy (node/sim/replay.h), in one
  * thread, and print what each cost side by side, with what the recorded node did. A
  * POLICY is a file, or "default" for the built-in one.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +22,28 @@
 static void
 compare_usage(FILE *f)
 {
-	fprintf(f, "usage: strata policy compare --trace FILE [--speed N] [--merge-max-inputs N] [--json] POLICY...\n"
+	fprintf(f, "usage: strata policy compare --trace FILE [--speed N] [--merge-max-inputs N] [--store KIND]\n"
+		   "                             [--model FILE] [--prices FILE] [--html FILE] [--json [--machine]] POLICY...\n"
 		   "  replay the workload trace FILE (POST /v1/trace, strata serve --trace-file, strata load\n"
 		   "  --record-trace) in the simulator once per POLICY (a file, or 'default' for the built-in\n"
 		   "  one) and print what each cost side by side: seals, merges, bytes sealed and merged,\n"
 		   "  write amplification, pending generations (peak and at the end), the time to drain the\n"
-		   "  backlog after the trace, the hooks' runs and errors; and what the recorded node did.\n"
-		   "  The same trace and policy print the same figures, byte for byte.\n"
+		   "  backlog after the trace, tables probed per get, merge inputs and memory, background IO,\n"
+		   "  object-store requests and their price, the hooks' runs and errors; and what the recorded\n"
+		   "  node did. The same trace, policy, model and prices print the same figures, byte for byte\n"
+		   "  (this machine's figures, the hooks' CPU and the replay's time, go to stderr).\n"
 		   "  --speed N             background work per record: N times the trace time since the last\n"
 		   "                        (default 1)\n"
 		   "  --merge-max-inputs N  the replayed engine's per-pass cap (default strata's)\n"
-		   "  --json                the figures as JSON\n"
-		   "  The model's limits (values are incompressible bytes of the recorded sizes; no disk cost\n"
-		   "  model yet): node/sim/replay.h.\n");
+		   "  --store KIND          where the objects are: local (default), azure or s3 (requests\n"
+		   "                        counted as those clients send them, and priced)\n"
+		   "  --model FILE          the disk, store and CPU cost model (`strata calibrate` writes one;\n"
+		   "                        default: round figures, printed with --json)\n"
+		   "  --prices FILE         request prices, 'KIND USD_PER_1000' lines (default: the store's\n"
+		   "                        list prices, unverified)\n"
+		   "  --html FILE           also write the report over trace time as a self-contained page\n"
+		   "  --json                the figures as JSON (--machine adds hook_cpu_s and wall_s)\n"
+		   "  The model and where it is approximate: node/sim/replay.h.\n");
 }
 
 int
@@ -40,7 +51,10 @@ cmd_policy_compare(int argc, char **argv)
 {
 	struct replay_config c = {.speed = 1.0};
 	const char *names[COMPARE_MAX];
-	int n = 0, as_json = 0;
+	const char *model_file = NULL, *prices_file = NULL, *html = NULL;
+	int n = 0, as_json = 0, machine = 0;
+	static struct sim_model model;
+	static struct replay_prices prices;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -63,8 +77,22 @@ cmd_policy_compare(int argc, char **argv)
 				return 2;
 			}
 			c.merge_max_inputs = (uint32_t)v;
+		} else if (strcmp(a, "--store") == 0 && i + 1 < argc) {
+			c.store = replay_store_parse(argv[++i]);
+			if (c.store < 0) {
+				fprintf(stderr, "strata policy compare: --store needs local, azure or s3, not '%s'\n", argv[i]);
+				return 2;
+			}
+		} else if (strcmp(a, "--model") == 0 && i + 1 < argc) {
+			model_file = argv[++i];
+		} else if (strcmp(a, "--prices") == 0 && i + 1 < argc) {
+			prices_file = argv[++i];
+		} else if (strcmp(a, "--html") == 0 && i + 1 < argc) {
+			html = argv[++i];
 		} else if (strcmp(a, "--json") == 0) {
 			as_json = 1;
+		} else if (strcmp(a, "--machine") == 0) {
+			machine = 1;
 		} else if (a[0] == '-') {
 			fprintf(stderr, "strata policy compare: unknown flag %s (or it needs a value)\n", a);
 			return 2;
@@ -79,6 +107,23 @@ cmd_policy_compare(int argc, char **argv)
 		compare_usage(stderr);
 		return 2;
 	}
+	/* A model file sets what it names over the store's defaults; prices likewise. */
+	replay_model_default(c.store, &model);
+	if (model_file != NULL) {
+		if (replay_model_load(model_file, &model) != 0) {
+			fprintf(stderr, "strata policy compare: %s\n", diag_last());
+			return 2;
+		}
+		c.model = &model;
+	}
+	replay_prices_default(c.store, &prices);
+	if (prices_file != NULL) {
+		if (replay_prices_load(prices_file, &prices) != 0) {
+			fprintf(stderr, "strata policy compare: %s\n", diag_last());
+			return 2;
+		}
+		c.prices = &prices;
+	}
 	static struct replay_result res[COMPARE_MAX];
 	for (int i = 0; i < n; i++) {
 		c.policy = strcmp(names[i], "default") == 0 ? NULL : names[i];
@@ -88,10 +133,25 @@ cmd_policy_compare(int argc, char **argv)
 		}
 	}
 	const struct replay_result *r0 = &res[0];
+	for (int i = 0; i < n; i++)
+		fprintf(stderr, "# %s on this machine: the replay took %.2f s, the hooks %.1f ms of CPU\n", names[i],
+			(double)res[i].wall_ns / 1e9, (double)res[i].hook_cpu_ns / 1e6);
+	if (html != NULL) {
+		FILE *hf = fopen(html, "w");
+		if (hf == NULL) {
+			fprintf(stderr, "strata policy compare: --html %s: %s\n", html, strerror(errno));
+			return 1;
+		}
+		replay_html(hf, &c, names, res, n);
+		if (fclose(hf) != 0) {
+			fprintf(stderr, "strata policy compare: --html %s: %s\n", html, strerror(errno));
+			return 1;
+		}
+	}
 	if (as_json) {
 		json_t *list = json_array();
 		for (int i = 0; i < n; i++)
-			json_array_append_new(list, replay_result_json(names[i], &res[i]));
+			json_array_append_new(list, replay_result_json(names[i], &res[i], machine));
 		json_t *o = replay_report_json(&c, r0, list);
 		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		putchar('\n');
@@ -106,6 +166,16 @@ cmd_policy_compare(int argc, char **argv)
 	printf("recorded node: %llu seals (%llu bytes), %llu merge or compaction plans, %llu commits\n",
 	       (unsigned long long)r0->rec_seals, (unsigned long long)r0->rec_sealed_bytes,
 	       (unsigned long long)r0->rec_plans, (unsigned long long)r0->rec_commits);
+	const struct sim_model *m = c.model != NULL ? c.model : &model;
+	printf("objects on %s; the model: disk %.0f MiB/s read, %.0f MiB/s write, %.0f us a call, %.2f ms a sync;",
+	       replay_store_name(c.store), m->disk_read_mib_s, m->disk_write_mib_s, (double)m->disk_op_ns / 1e3,
+	       (double)m->disk_sync_ns / 1e6);
+	if (c.store != REPLAY_STORE_LOCAL)
+		printf(" store %.0f/%.0f ms a read/write, %.0f MiB/s;", (double)m->store_read_ns / 1e6,
+		       (double)m->store_write_ns / 1e6, m->store_mib_s);
+	printf(" CPU %.0f MiB/s\n", m->cpu_mib_s);
+	if (c.store != REPLAY_STORE_LOCAL)
+		printf("prices: %s\n", c.prices != NULL ? c.prices->name : prices.name);
 	printf("%-28s", "");
 	for (int i = 0; i < n; i++) {
 		const char *b = strrchr(names[i], '/');
@@ -138,6 +208,8 @@ cmd_policy_compare(int argc, char **argv)
 	ROW("peak pending (a shard)", "llu", (unsigned long long)r->peak_pending);
 	ROW("peak pending (all shards)", "llu", (unsigned long long)r->peak_pending_total);
 	ROW("pending at the trace's end", "llu", (unsigned long long)r->end_pending_total);
+	ROW("peak sealed, not flushed", "llu", (unsigned long long)r->peak_sealed);
+	ROW("peak memtable bytes", "llu", (unsigned long long)r->peak_memtable_bytes);
 	printf("%-28s", "time to drain after it (s)");
 	for (int i = 0; i < n; i++) {
 		if (res[i].drained)
@@ -146,6 +218,23 @@ cmd_policy_compare(int argc, char **argv)
 			printf(" %18s", "not within 1 h");
 	}
 	putchar('\n');
+	ROW("tables per get, p50", "u", r->get_tables_p50);
+	ROW("tables per get, p99", "u", r->get_tables_p99);
+	ROW("tables searched, p99", "u", r->get_searched_p99);
+	ROW("peak merge inputs", "llu", (unsigned long long)r->peak_merge_inputs);
+	ROW("peak merge memory (est.)", "llu", (unsigned long long)r->peak_merge_mem);
+	ROW("background bytes written", "llu", (unsigned long long)r->bg_written);
+	ROW("background bytes read", "llu", (unsigned long long)r->bg_read);
+	ROW("background written, peak/s", "llu", (unsigned long long)r->bg_peak_written_per_s);
+	ROW("background IO busy (s)", ".3f", (double)r->bg_busy_ns / 1e9);
+	if (c.store != REPLAY_STORE_LOCAL) {
+		for (int k = 0; k < SIM_OS_KINDS; k++) {
+			char label[40];
+			snprintf(label, sizeof(label), "store %s requests", sim_os_kind_name(k));
+			ROW(label, "llu", (unsigned long long)r->os_requests[k]);
+		}
+		ROW("store requests, USD", ".6f", r->os_usd);
+	}
 	ROW("hook runs", "llu", (unsigned long long)r->hook_runs);
 	ROW("hook errors", "llu", (unsigned long long)r->hook_errors);
 	printf("%-28s", "report hash");

@@ -37,6 +37,9 @@ usage(FILE *f)
 		"  policy compare --trace FILE POLICY...\n"
 		"                                   replay a workload trace under each policy in the\n"
 		"                                   simulator; their costs side by side\n"
+		"  calibrate [--dir DIR] [--buffered] [--store URL] [--out FILE]\n"
+		"                                   measure the disk, CPU and store for compare's cost\n"
+		"                                   model (strata calibrate --help)\n"
 		"  load SCRIPT.lua [FLAGS]          run a scripted load test (strata load --help)\n"
 		"  inspect (DIR | --store URL [DIR] | --trace FILE) [--json] [--verify]\n"
 		"                                   print each shard's manifest, generations, base runs,\n"
@@ -650,6 +653,8 @@ main(int argc, char **argv)
 		return cmd_compact(argc - 2, argv + 2);
 	if (strcmp(argv[1], "cluster") == 0)
 		return cmd_cluster(argc - 2, argv + 2);
+	if (strcmp(argv[1], "calibrate") == 0)
+		return cmd_calibrate(argc - 2, argv + 2);
 	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

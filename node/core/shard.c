@@ -315,9 +315,19 @@ copy_value(const void *val, size_t vlen, void **out, size_t *out_len)
 	return 0;
 }
 
+/** shard_last_get_cost's figures, per thread. */
+static __thread struct shard_get_cost shard_get_last;
+
+struct shard_get_cost
+shard_last_get_cost(void)
+{
+	return shard_get_last;
+}
+
 int
 shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vlen)
 {
+	shard_get_last = (struct shard_get_cost){0, 0};
 	int crc = shard_read_check(s);
 	if (crc)
 		return crc;
@@ -345,6 +355,7 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 	rc = STRATA_NOTFOUND;
 	struct table **lists[2] = {v->gens, v->runs};
 	uint32_t counts[2] = {v->ngens, v->nruns};
+	shard_get_last.tables = v->ngens + v->nruns;
 	for (int l = 0; l < 2; l++) {
 		struct table **tabs = lists[l];
 		struct view_hint *hint = l == 0 ? v->ghint : NULL;
@@ -383,6 +394,7 @@ shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vle
 			void *tv;
 			size_t tl;
 			uint32_t tkind = STRATA_ROW_PUT;
+			shard_get_last.searched++;
 			int trc = run_reader_find(t->r, &rk, floor, &tseq, &tv, &tl, &tkind);
 			if (trc == STRATA_NOTFOUND)
 				continue;

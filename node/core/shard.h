@@ -136,6 +136,14 @@ uint64_t shard_epoch(struct shard *s);
 void shard_close(struct shard *s);
 int shard_append(struct shard *s, const strata_row *rows, size_t n, uint64_t *last_seq);
 int shard_get(struct shard *s, const void *key, size_t klen, void **val, size_t *vlen);
+/** What the calling thread's last shard_get looked at: the flushed tables (generations and
+ *  base runs) it considered, and those it handed to the run reader (a generation's resident
+ *  probe had not ruled the key out; a base run's filter is checked inside the reader). Both 0
+ *  when a memtable answered. */
+struct shard_get_cost {
+	uint32_t tables, searched;
+};
+struct shard_get_cost shard_last_get_cost(void);
 int shard_scan(struct shard *s, const void *start, size_t start_len, const void *end, size_t end_len,
 	       int (*cb)(void *ctx, const strata_row *row), void *ctx);
 int shard_seal(struct shard *s);

@@ -76,6 +76,8 @@ struct policy_run {
 	uint64_t cpu_ns;
 	/** policy_now_cpu() when the current resume began. */
 	uint64_t resumed_at;
+	/** The thread's CPU time while resumed (policy_cpu_ns, whatever the budget's clock). */
+	uint64_t thread_cpu_ns;
 	/** POLICY_KILL_* once a limit fired. */
 	int killed;
 	/** Line of the policy that was running when an allocation was refused (0 = none). */
@@ -1096,7 +1098,9 @@ policy_run_resume(struct policy_run *r, int nargs)
 	struct policy *p = r->p;
 	p->current = r;
 	r->resumed_at = policy_now_cpu();
+	uint64_t t0 = policy_cpu_ns();
 	int rc = lua_resume(r->co, nargs);
+	r->thread_cpu_ns += policy_cpu_ns() - t0;
 	r->cpu_ns += policy_now_cpu() - r->resumed_at;
 	p->current = NULL;
 	if (rc == LUA_YIELD)
@@ -1124,6 +1128,12 @@ uint64_t
 policy_run_cpu_ns(const struct policy_run *r)
 {
 	return r->cpu_ns;
+}
+
+uint64_t
+policy_run_thread_cpu_ns(const struct policy_run *r)
+{
+	return r->thread_cpu_ns;
 }
 
 void

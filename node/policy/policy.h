@@ -130,6 +130,9 @@ int policy_run_resume(struct policy_run *r, int nargs);
 struct policy_run *policy_current_run(struct policy *p);
 /** CPU time a run has spent while resumed, nanoseconds (what its budget counts). */
 uint64_t policy_run_cpu_ns(const struct policy_run *r);
+/** The thread's CPU time (policy_cpu_ns) the run took while resumed: what it cost on this
+ *  machine, even where the budget runs on a simulated clock. */
+uint64_t policy_run_thread_cpu_ns(const struct policy_run *r);
 /** Per-run pointer for the runtime. */
 void policy_run_set_data(struct policy_run *r, void *data);
 void *policy_run_data(const struct policy_run *r);

@@ -312,6 +312,7 @@ rt_run_finish(struct rt_run *run, const char *err)
 	}
 	char result[256] = "";
 	uint64_t cpu_ns = policy_run_cpu_ns(run->pr);
+	rt->stats.hook_cpu_ns += policy_run_thread_cpu_ns(run->pr);
 	if (run->done != NULL && err == NULL)
 		rt_results_text(policy_run_thread(run->pr), result, sizeof(result));
 	if (run->prev != NULL)

@@ -72,6 +72,8 @@ struct runtime_stats {
 	uint64_t policy_version;
 	/** Hook runs started / failed (error, budget or memory limit). */
 	uint64_t hook_runs, hook_errors;
+	/** CPU time the finished hook runs took on their threads, ns (policy_run_thread_cpu_ns). */
+	uint64_t hook_cpu_ns;
 	/** Seals, merge passes and compactions started by the policy. */
 	uint64_t policy_seals, policy_merges, policy_compactions;
 	/** Timer fires of the flush timers and the sweeper. */

@@ -445,8 +445,8 @@ compare_done(void *arg)
 	} else {
 		struct replay_config c = {.trace = j->trace, .speed = 1.0};
 		json_t *list = json_array();
-		json_array_append_new(list, replay_result_json("running", &j->res[0]));
-		json_array_append_new(list, replay_result_json("candidate", &j->res[1]));
+		json_array_append_new(list, replay_result_json("running", &j->res[0], 1));
+		json_array_append_new(list, replay_result_json("candidate", &j->res[1], 1));
 		json_t *o = replay_report_json(&c, &j->res[0], list);
 		if (o != NULL) {
 			json_object_set_new(o, "budget_ms", json_integer((json_int_t)a->compare_budget_ms));

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "../core/shard.h"
 #include "../core/store.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
@@ -29,6 +30,12 @@
 #define REPLAY_STEP_US 1000.0
 /** The drain's steps of simulated time, ns. */
 #define REPLAY_DRAIN_STEP_NS 10000000ull
+/** The series' first step, ns (it doubles each time the points run out). */
+#define REPLAY_SERIES_STEP_NS 1000000000ull
+/** Table counts per get above this are counted here. */
+#define REPLAY_GET_HIST 1024u
+/** An index partition, as the engine cuts them (run.h's default). */
+#define REPLAY_PARTITION_BYTES (64u << 10)
 
 struct replay {
 	const struct replay_config *c;
@@ -47,7 +54,84 @@ struct replay {
 	char err[600];
 	/** Wall-clock deadline, ms of CLOCK_MONOTONIC (0: none), and records since it was read. */
 	uint64_t deadline, since_check;
+	/** The store's env table: the simulated file system's, its clock the cost model's. */
+	struct env_ops ops;
+	/** The store's block size (the merge memory estimate). */
+	uint64_t block_bytes;
+	/** Gets by flushed tables considered and searched (the last bin: that many or more). */
+	uint64_t get_tables[REPLAY_GET_HIST + 1], get_searched[REPLAY_GET_HIST + 1];
+	/** Bytes merges read, all shards, when the series last looked. */
+	uint64_t merged_seen;
+	/** The second of trace time being counted, and the bytes written in it. */
+	uint64_t sec, sec_written;
+	/** Sealed memtables waiting for their flush, all shards, when the backlog was last read. */
+	uint64_t sealed_now;
 };
+
+/** The simulated file system of this thread's replay: the step meter's clock reads its
+ *  model (a replay is one thread). */
+static __thread struct sim_fs *replay_fs;
+
+/** The step meter: the cost model's time so far. */
+static uint64_t
+replay_meter_ns(void)
+{
+	struct sim_io_stats io;
+	sim_fs_io_stats(replay_fs, &io);
+	return io.model_ns;
+}
+
+/** The series' point of time t (coarsening it when t is past its last point). */
+static struct replay_point *
+replay_point_at(struct replay_result *r, uint64_t t)
+{
+	if (r->step_ns == 0)
+		r->step_ns = REPLAY_SERIES_STEP_NS;
+	while (t / r->step_ns >= REPLAY_SERIES_MAX) {
+		for (uint32_t i = 0; i < REPLAY_SERIES_MAX / 2; i++) {
+			struct replay_point *a = &r->points[2 * i], *b = &r->points[2 * i + 1];
+			struct replay_point m = {a->pending > b->pending ? a->pending : b->pending, a->merged + b->merged,
+						 a->written + b->written, a->busy_ns + b->busy_ns, b->io_budget};
+			r->points[i] = m;
+		}
+		memset(&r->points[REPLAY_SERIES_MAX / 2], 0, sizeof(r->points) / 2);
+		r->step_ns *= 2;
+		r->npoints = (r->npoints + 1) / 2;
+	}
+	uint32_t i = (uint32_t)(t / r->step_ns);
+	if (i + 1 > r->npoints)
+		r->npoints = i + 1;
+	return &r->points[i];
+}
+
+/** A percentile of a count histogram. */
+static uint32_t
+replay_pct(const uint64_t *h, double q)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i <= REPLAY_GET_HIST; i++)
+		n += h[i];
+	if (n == 0)
+		return 0;
+	uint64_t want = (uint64_t)(q * (double)n + 0.999999), seen = 0;
+	if (want == 0)
+		want = 1;
+	for (uint32_t i = 0; i <= REPLAY_GET_HIST; i++) {
+		seen += h[i];
+		if (seen >= want)
+			return i;
+	}
+	return REPLAY_GET_HIST;
+}
+
+static uint32_t
+replay_hmax(const uint64_t *h)
+{
+	for (uint32_t i = REPLAY_GET_HIST + 1; i-- > 0;)
+		if (h[i])
+			return i;
+	return 0;
+}
 
 /** What replay_rec returns to stop the read at the deadline. */
 #define REPLAY_CUT 2
@@ -56,9 +140,15 @@ struct replay {
 static void
 replay_event(void *ctx, enum trace_event kind, const uint64_t *v, unsigned n)
 {
-	struct replay_result *r = ctx;
+	struct replay *p = ctx;
+	struct replay_result *r = p->r;
 	if (kind == TRACE_SEAL && n >= 4)
 		r->sealed_bytes += v[3];
+	if (kind == TRACE_PLAN && n >= 3 && v[2] > r->peak_merge_inputs) {
+		r->peak_merge_inputs = v[2];
+		/* Each input's block and partition, and the writer's (replay.h). */
+		r->peak_merge_mem = (v[2] + 1) * (p->block_bytes + REPLAY_PARTITION_BYTES);
+	}
 }
 
 static int
@@ -103,16 +193,20 @@ replay_value(uint8_t *v, uint64_t hash, uint32_t len)
 	}
 }
 
-/** Pending generations of every shard now: the peaks. */
+/** Pending generations of every shard now: the peaks, and the series' point. */
 static void
 replay_backlog(struct replay *p, uint64_t *total_out)
 {
-	uint64_t total = 0;
+	uint64_t total = 0, merged = 0, budget = 0, sealed = 0, mem = 0;
 	for (uint32_t s = 0; s < p->r->shards; s++) {
 		strata_stats st;
 		memset(&st, 0, sizeof(st));
 		strata_shard_stats(p->db, s, &st);
 		total += st.generations;
+		merged += st.merge_bytes_in;
+		sealed += st.sealed_memtables;
+		mem += st.memtable_bytes;
+		budget = st.background_io_bytes_per_s;
 		if (st.generations > p->r->peak_pending)
 			p->r->peak_pending = st.generations;
 		if (s < REPLAY_MAX_SHARDS && st.generations > p->r->peak_pending_shard[s])
@@ -120,6 +214,17 @@ replay_backlog(struct replay *p, uint64_t *total_out)
 	}
 	if (total > p->r->peak_pending_total)
 		p->r->peak_pending_total = total;
+	if (sealed > p->r->peak_sealed)
+		p->r->peak_sealed = sealed;
+	if (mem > p->r->peak_memtable_bytes)
+		p->r->peak_memtable_bytes = mem;
+	p->sealed_now = sealed;
+	struct replay_point *pt = replay_point_at(p->r, p->now);
+	if (total > pt->pending)
+		pt->pending = total;
+	pt->merged += merged - p->merged_seen;
+	pt->io_budget = budget;
+	p->merged_seen = merged;
 	if (total_out != NULL)
 		*total_out = total;
 }
@@ -141,8 +246,26 @@ replay_time(struct replay *p, uint64_t t)
 	while (p->due_us >= REPLAY_STEP_US) {
 		strata_step_info info;
 		memset(&info, 0, sizeof(info));
+		struct sim_io_stats a, b;
+		sim_fs_io_stats(p->fs, &a);
 		if (strata_step(p->db, (uint64_t)p->due_us, &info) != 0)
 			return -1;
+		sim_fs_io_stats(p->fs, &b);
+		uint64_t wrote = b.disk_write_bytes - a.disk_write_bytes + b.os_write_bytes - a.os_write_bytes;
+		uint64_t read = b.disk_read_bytes - a.disk_read_bytes + b.os_read_bytes - a.os_read_bytes;
+		p->r->bg_written += wrote;
+		p->r->bg_read += read;
+		p->r->bg_busy_ns += b.model_ns - a.model_ns;
+		struct replay_point *pt = replay_point_at(p->r, p->now);
+		pt->written += wrote;
+		pt->busy_ns += b.model_ns - a.model_ns;
+		if (p->now / 1000000000ull != p->sec) {
+			p->sec = p->now / 1000000000ull;
+			p->sec_written = 0;
+		}
+		p->sec_written += wrote;
+		if (p->sec_written > p->r->bg_peak_written_per_s)
+			p->r->bg_peak_written_per_s = p->sec_written;
 		p->r->steps++;
 		p->r->chunks += info.chunks;
 		p->due_us -= info.spent_us > 0 ? (double)info.spent_us : p->due_us;
@@ -233,6 +356,9 @@ replay_rec(void *ctx, const struct wtrace_rec *rec)
 		rc = strata_get(p->db, rec->shard, k, kl, &v, &vl);
 		if (rc == STRATA_NOTFOUND)
 			rc = 0;
+		struct shard_get_cost gc = shard_last_get_cost();
+		p->get_tables[gc.tables < REPLAY_GET_HIST ? gc.tables : REPLAY_GET_HIST]++;
+		p->get_searched[gc.searched < REPLAY_GET_HIST ? gc.searched : REPLAY_GET_HIST]++;
 		strata_free(v);
 		r->gets++;
 		break;
@@ -310,6 +436,8 @@ replay_trace_totals(struct replay *p)
 	r->trace_sealed_bytes = r->sealed_bytes;
 }
 
+static int replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_result *r);
+
 static void
 replay_hash(struct replay_result *r)
 {
@@ -321,19 +449,54 @@ int
 replay_run(const struct replay_config *c, struct replay_result *r)
 {
 	memset(r, 0, sizeof(*r));
-	struct replay p = {.c = c, .r = r};
+	struct timespec w0;
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	struct replay *pp = calloc(1, sizeof(*pp));
+	if (pp == NULL)
+		return diag_set(STRATA_ENOMEM, "replay: out of memory");
+	int rc = replay_run_on(pp, c, r);
+	free(pp);
+	struct timespec w1;
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	r->wall_ns = (uint64_t)(w1.tv_sec - w0.tv_sec) * 1000000000ull + (uint64_t)w1.tv_nsec - (uint64_t)w0.tv_nsec;
+	return rc;
+}
+
+/** replay_run on a zeroed struct replay. */
+static int
+replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_result *r)
+{
+	pp->c = c;
+	pp->r = r;
+	struct replay_prices prices;
+	if (c->prices != NULL)
+		prices = *c->prices;
+	else
+		replay_prices_default(c->store, &prices);
 	/* The header first (and a refusal of a file that is no trace, before any store). */
 	struct wtrace_info info;
 	int rc = wtrace_read(c->trace, NULL, NULL, &info);
+	if (rc == 0 && replay_store_name(c->store)[0] == '?')
+		rc = diag_set(STRATA_EINVAL, "replay: unknown store kind %d", c->store);
 	if (rc == 0 && (info.shards == 0 || info.shards > 65536))
 		rc = diag_set(STRATA_EINVAL, "trace %s: %u shards", c->trace, info.shards);
 	if (rc != 0)
 		return rc;
 	r->shards = info.shards;
-	p.fs = sim_fs_new(1);
-	if (p.fs == NULL)
+	pp->fs = sim_fs_new(1);
+	if (pp->fs == NULL)
 		return diag_set(STRATA_ENOMEM, "replay: out of memory");
-	struct env_ops *prev = env_enter(sim_fs_env(p.fs));
+	struct sim_model model;
+	if (c->model != NULL)
+		model = *c->model;
+	else
+		replay_model_default(c->store, &model);
+	model.store_remote = c->store != REPLAY_STORE_LOCAL;
+	sim_fs_set_model(pp->fs, &model);
+	replay_fs = pp->fs;
+	pp->ops = *sim_fs_env(pp->fs);
+	pp->ops.mono_ns = replay_meter_ns;
+	struct env_ops *prev = env_enter(sim_fs_env(pp->fs));
 	if (env.mkdir(REPLAY_DIR, 0755) != 0)
 		rc = diag_set(STRATA_EIO, "replay: cannot make the simulated data directory");
 	if (rc == 0 && (c->policy != NULL || c->policy_src != NULL))
@@ -344,7 +507,9 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 	o.dir = REPLAY_DIR;
 	o.shards = info.shards;
 	o.sync = STRATA_SYNC_NONE;
-	o.env_ops = sim_fs_env(p.fs);
+	o.env_ops = &pp->ops;
+	/* The step's budget is metered by the cost model (replay_meter_ns). */
+	o.step_meter = STRATA_STEP_TIME;
 	o.policy = c->policy != NULL || c->policy_src != NULL ? REPLAY_POLICY : "";
 	o.clock = STRATA_CLOCK_MANUAL;
 	o.threads = 0;
@@ -352,41 +517,42 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 	o.delete_bytes_per_s = 0;
 	if (c->merge_max_inputs)
 		o.merge_max_inputs = c->merge_max_inputs;
-	if (rc == 0 && (rc = strata_open(&o, &p.db)) != 0)
+	pp->block_bytes = o.block_bytes;
+	if (rc == 0 && (rc = strata_open(&o, &pp->db)) != 0)
 		rc = diag_set(rc, "replay: the simulated store does not open: %s", strata_last_error());
 	if (rc == 0) {
-		trace_set_sink(store_trace(strata_store(p.db)), replay_event, r);
+		trace_set_sink(store_trace(strata_store(pp->db)), replay_event, pp);
 		struct wtrace_info ri;
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		p.deadline = c->deadline_ms ? (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + c->deadline_ms : 0;
-		rc = wtrace_read(c->trace, replay_rec, &p, &ri);
+		pp->deadline = c->deadline_ms ? (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + c->deadline_ms : 0;
+		rc = wtrace_read(c->trace, replay_rec, pp, &ri);
 		r->torn_at = ri.torn_at;
 		if (rc == REPLAY_CUT)
 			rc = 0;
-		else if (rc != 0 && p.rc != 0)
-			rc = diag_set(p.rc, "%s", p.err);
+		else if (rc != 0 && pp->rc != 0)
+			rc = diag_set(pp->rc, "%s", pp->err);
 	}
 	if (rc == 0 && r->cut_short) {
 		uint64_t total = 0;
-		replay_backlog(&p, &total);
+		replay_backlog(pp, &total);
 		r->end_pending_total = total;
-		replay_trace_totals(&p);
+		replay_trace_totals(pp);
 	}
 	if (rc == 0 && !r->cut_short) {
 		/* After the trace: time goes on, no requests, until nothing is pending. */
-		uint64_t end = p.now, limit = c->drain_limit_ns ? c->drain_limit_ns : 3600ull * 1000000000ull;
+		uint64_t end = pp->now, limit = c->drain_limit_ns ? c->drain_limit_ns : 3600ull * 1000000000ull;
 		uint64_t total = 0;
-		replay_backlog(&p, &total);
+		replay_backlog(pp, &total);
 		r->end_pending_total = total;
-		replay_trace_totals(&p);
+		replay_trace_totals(pp);
 		for (uint64_t t = end; rc == 0; t += REPLAY_DRAIN_STEP_NS) {
-			if (replay_time(&p, t) != 0) {
+			if (replay_time(pp, t) != 0) {
 				rc = diag_set(STRATA_EIO, "replay: the store failed draining: %s", strata_last_error());
 				break;
 			}
-			replay_backlog(&p, &total);
-			if (total == 0) {
+			replay_backlog(pp, &total);
+			if (total == 0 && pp->sealed_now == 0) {
 				r->drained = 1;
 				r->drain_ns = t - end;
 				break;
@@ -395,11 +561,11 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 				break;
 		}
 	}
-	if (p.db != NULL) {
+	if (pp->db != NULL) {
 		for (uint32_t s = 0; s < r->shards; s++) {
 			strata_stats st;
 			memset(&st, 0, sizeof(st));
-			strata_shard_stats(p.db, s, &st);
+			strata_shard_stats(pp->db, s, &st);
 			r->seals += st.seals;
 			r->merges += st.merges;
 			r->merged_generations += st.merged_generations;
@@ -408,26 +574,48 @@ replay_run(const struct replay_config *c, struct replay_result *r)
 			r->compactions += st.compactions;
 		}
 		strata_policy_info pi;
-		if (strata_policy_info_get(p.db, &pi) == 0) {
+		if (strata_policy_info_get(pp->db, &pi) == 0) {
 			r->hook_runs = pi.hook_runs;
 			r->hook_errors = pi.hook_errors;
 			snprintf(r->last_error, sizeof(r->last_error), "%s", pi.last_error);
 		}
 		r->write_amp = r->user_bytes ? (double)(r->sealed_bytes + r->merge_bytes_out) / (double)r->user_bytes : 0;
-		trace_set_sink(store_trace(strata_store(p.db)), NULL, NULL);
-		strata_close(p.db);
+		struct runtime *rt = strata_runtime(pp->db);
+		if (rt != NULL) {
+			struct runtime_stats rs;
+			runtime_stats(rt, &rs);
+			r->hook_cpu_ns = rs.hook_cpu_ns;
+		}
+		trace_set_sink(store_trace(strata_store(pp->db)), NULL, NULL);
+		strata_close(pp->db);
 	}
-	sim_fs_delete(p.fs);
-	free(p.keys);
-	free(p.vals);
-	free(p.rows);
+	r->get_tables_p50 = replay_pct(pp->get_tables, 0.50);
+	r->get_tables_p99 = replay_pct(pp->get_tables, 0.99);
+	r->get_tables_max = replay_hmax(pp->get_tables);
+	r->get_searched_p50 = replay_pct(pp->get_searched, 0.50);
+	r->get_searched_p99 = replay_pct(pp->get_searched, 0.99);
+	r->get_searched_max = replay_hmax(pp->get_searched);
+	struct sim_io_stats io;
+	sim_fs_io_stats(pp->fs, &io);
+	r->os_usd = 0;
+	for (int k = 0; k < SIM_OS_KINDS; k++) {
+		r->os_requests[k] = io.os_requests[k];
+		r->os_usd += (double)io.os_requests[k] / 1000.0 * prices.usd_per_1000[k];
+	}
+	if (c->store == REPLAY_STORE_LOCAL)
+		r->os_usd = 0;
+	replay_fs = NULL;
+	sim_fs_delete(pp->fs);
+	free(pp->keys);
+	free(pp->vals);
+	free(pp->rows);
 	if (rc == 0)
 		replay_hash(r);
 	return rc;
 }
 
 json_t *
-replay_result_json(const char *name, const struct replay_result *r)
+replay_result_json(const char *name, const struct replay_result *r, int machine)
 {
 	json_t *peaks = json_array();
 	for (uint32_t s = 0; s < r->shards && s < REPLAY_MAX_SHARDS; s++)
@@ -437,7 +625,40 @@ replay_result_json(const char *name, const struct replay_result *r)
 	json_t *during = json_pack("{s:I, s:I, s:I, s:I}", "seals", (json_int_t)r->trace_seals, "sealed_bytes",
 				   (json_int_t)r->trace_sealed_bytes, "merges", (json_int_t)r->trace_merges,
 				   "merge_bytes_in", (json_int_t)r->trace_merge_bytes_in);
-	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:o,"
+	json_t *reqs = json_object();
+	for (int k = 0; k < SIM_OS_KINDS; k++)
+		json_object_set_new(reqs, sim_os_kind_name(k), json_integer((json_int_t)r->os_requests[k]));
+	double trace_s = (double)r->trace_ns / 1e9;
+	json_t *gets = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "tables_p50", (json_int_t)r->get_tables_p50,
+				 "tables_p99", (json_int_t)r->get_tables_p99, "tables_max", (json_int_t)r->get_tables_max,
+				 "searched_p50", (json_int_t)r->get_searched_p50, "searched_p99",
+				 (json_int_t)r->get_searched_p99, "searched_max", (json_int_t)r->get_searched_max);
+	json_t *bg = json_pack("{s:I, s:I, s:f, s:I, s:f}", "written_bytes", (json_int_t)r->bg_written, "read_bytes",
+			       (json_int_t)r->bg_read, "busy_s", (double)r->bg_busy_ns / 1e9,
+			       "peak_written_bytes_per_s", (json_int_t)r->bg_peak_written_per_s,
+			       "mean_written_bytes_per_s", trace_s > 0 ? (double)r->bg_written / trace_s : 0.0);
+	json_t *pend = json_array(), *merged = json_array(), *written = json_array(), *budget = json_array();
+	for (uint32_t i = 0; i < r->npoints; i++) {
+		json_array_append_new(pend, json_integer((json_int_t)r->points[i].pending));
+		json_array_append_new(merged, json_integer((json_int_t)r->points[i].merged));
+		json_array_append_new(written, json_integer((json_int_t)r->points[i].written));
+		json_array_append_new(budget, json_integer((json_int_t)r->points[i].io_budget));
+	}
+	json_t *series = json_pack("{s:f, s:o, s:o, s:o, s:o}", "step_s", (double)r->step_ns / 1e9, "pending", pend,
+				   "merged_bytes", merged, "written_bytes", written, "io_budget_bytes_per_s", budget);
+	json_t *o = json_pack("{s:o, s:{s:I, s:I}, s:o, s:{s:o, s:f}, s:o}", "gets", gets, "merge",
+			      "peak_inputs", (json_int_t)r->peak_merge_inputs, "peak_memory_bytes_estimated",
+			      (json_int_t)r->peak_merge_mem, "background_io", bg, "object_store", "requests", reqs,
+			      "usd", r->os_usd, "series", series);
+	if (o != NULL && machine) {
+		json_object_set_new(o, "hook_cpu_s", json_real((double)r->hook_cpu_ns / 1e9));
+		json_object_set_new(o, "wall_s", json_real((double)r->wall_ns / 1e9));
+	}
+	if (o != NULL)
+		json_object_set_new(o, "peak_sealed_memtables", json_integer((json_int_t)r->peak_sealed));
+	if (o != NULL)
+		json_object_set_new(o, "peak_memtable_bytes", json_integer((json_int_t)r->peak_memtable_bytes));
+	json_t *base = json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:o,"
 			 " s:b, s:f, s:I, s:I, s:s}",
 			 "policy", name, "hash", hash, "during_trace", during, "requests", (json_int_t)r->requests, "rows", (json_int_t)r->rows,
 			 "user_bytes", (json_int_t)r->user_bytes, "seals", (json_int_t)r->seals, "sealed_bytes",
@@ -449,16 +670,44 @@ replay_result_json(const char *name, const struct replay_result *r)
 			 "peak_pending_by_shard", peaks, "drained", r->drained, "drain_s", (double)r->drain_ns / 1e9,
 			 "hook_runs", (json_int_t)r->hook_runs, "hook_errors", (json_int_t)r->hook_errors, "last_error",
 			 r->last_error);
+	if (base != NULL && o != NULL)
+		json_object_update(base, o);
+	json_decref(o);
+	return base;
 }
 
 
 json_t *
 replay_report_json(const struct replay_config *c, const struct replay_result *r0, json_t *policies)
 {
-	return json_pack("{s:s, s:I, s:f, s:f, s:I, s:b, s:{s:I, s:I, s:I, s:I}, s:o}", "trace", c->trace, "shards",
+	struct sim_model m;
+	if (c->model != NULL)
+		m = *c->model;
+	else
+		replay_model_default(c->store, &m);
+	struct replay_prices pr;
+	if (c->prices != NULL)
+		pr = *c->prices;
+	else
+		replay_prices_default(c->store, &pr);
+	json_t *prices = json_object();
+	for (int k = 0; k < SIM_OS_KINDS; k++)
+		json_object_set_new(prices, sim_os_kind_name(k), json_real(pr.usd_per_1000[k]));
+	json_t *model = json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:f, s:f}", "disk_read_mib_s", m.disk_read_mib_s,
+				  "disk_write_mib_s", m.disk_write_mib_s, "disk_op_ns", (json_int_t)m.disk_op_ns,
+				  "disk_sync_ns", (json_int_t)m.disk_sync_ns, "store_read_ns", (json_int_t)m.store_read_ns,
+				  "store_write_ns", (json_int_t)m.store_write_ns, "store_mib_s", m.store_mib_s,
+				  "cpu_mib_s", m.cpu_mib_s);
+	json_t *head = json_pack("{s:s, s:o, s:{s:s, s:o}}", "store", replay_store_name(c->store), "model", model,
+				 "prices", "name", pr.name, "usd_per_1000", prices);
+	json_t *rep = json_pack("{s:s, s:I, s:f, s:f, s:I, s:b, s:{s:I, s:I, s:I, s:I}, s:o}", "trace", c->trace, "shards",
 			 (json_int_t)r0->shards, "trace_s", (double)r0->trace_ns / 1e9, "speed",
 			 c->speed > 0 ? c->speed : 1.0, "torn_at", (json_int_t)r0->torn_at, "cut_short", r0->cut_short,
 			 "recorded", "seals", (json_int_t)r0->rec_seals, "sealed_bytes", (json_int_t)r0->rec_sealed_bytes,
 			 "merge_plans", (json_int_t)r0->rec_plans, "commits", (json_int_t)r0->rec_commits, "policies",
 			 policies);
+	if (rep != NULL && head != NULL)
+		json_object_update(rep, head);
+	json_decref(head);
+	return rep;
 }

@@ -128,6 +128,65 @@ struct sim_fs_stats {
 	uint64_t bug_fired;
 };
 void sim_fs_stats(const struct sim_fs *fs, struct sim_fs_stats *out);
+
+/**
+ * A cost model of the simulated disk and object store (sim_fs_set_model): what each file
+ * call and each object-store request would cost in time on the hardware it describes, summed
+ * in sim_fs_io_stats.model_ns. It costs nothing in the simulation itself; a caller meters
+ * work with it (node/sim/replay.c charges each chunk of background work the modelled time of
+ * the IO it made). The model is serial: one request at a time, CPU and IO never overlap, the
+ * page cache never hits. Zero members cost nothing.
+ */
+struct sim_model {
+	/** Sequential read and write bandwidth of the disk, MiB/s. */
+	double disk_read_mib_s, disk_write_mib_s;
+	/** Each pread and pwrite call, ns (seek, queue, the syscall). */
+	uint64_t disk_op_ns;
+	/** Each fsync and fdatasync, ns. */
+	uint64_t disk_sync_ns;
+	/** The objects live on a remote store: their requests cost the store's figures below and
+	 *  none of the disk's (else the objects are files on the disk). */
+	int store_remote;
+	/** A streamed write is sent in parts of this many bytes (0: 8 MiB), as the Azure and S3
+	 *  stores do; a write of one part is one put. */
+	uint64_t store_part_bytes;
+	/** A multipart write's extra requests besides its parts (Azure: 1, the block list; S3:
+	 *  2, create and complete). */
+	uint32_t store_commit_requests;
+	/** Time to the first byte of a read request and of a write request, ns. */
+	uint64_t store_read_ns, store_write_ns;
+	/** Payload bandwidth of one request, MiB/s. */
+	double store_mib_s;
+	/** Background CPU: bytes written (to the disk or the store) per second of encoding,
+	 *  MiB/s (merging, compressing, checksumming). */
+	double cpu_mib_s;
+};
+/** Object-store requests by kind, as a remote store would send them. */
+enum sim_os_kind {
+	SIM_OS_GET,    /**< a whole or ranged read */
+	SIM_OS_HEAD,   /**< a size */
+	SIM_OS_PUT,    /**< a write of one request (put, put_if_absent, a one-part stream) */
+	SIM_OS_PART,   /**< a part of a streamed write */
+	SIM_OS_COMMIT, /**< a streamed write's closing requests */
+	SIM_OS_LIST,   /**< a page of a listing (1000 keys) */
+	SIM_OS_DELETE, /**< a delete (one per key) */
+	SIM_OS_KINDS
+};
+/** The kind's name ("get", "head", "put", "part", "commit", "list", "delete"). */
+const char *sim_os_kind_name(int kind);
+/** IO counters and the model's time. */
+struct sim_io_stats {
+	/** Disk calls and bytes (object files included unless the model says remote). */
+	uint64_t disk_reads, disk_read_bytes, disk_writes, disk_write_bytes, disk_syncs;
+	/** Object-store requests by enum sim_os_kind, and their payload bytes. */
+	uint64_t os_requests[SIM_OS_KINDS];
+	uint64_t os_read_bytes, os_write_bytes;
+	/** The model's time of everything so far, ns. */
+	uint64_t model_ns;
+};
+/** Set the cost model (NULL: none, everything free). Counters run either way. */
+void sim_fs_set_model(struct sim_fs *fs, const struct sim_model *m);
+void sim_fs_io_stats(const struct sim_fs *fs, struct sim_io_stats *out);
 /** Faults injected so far, of every kind but power loss. */
 uint64_t sim_fs_faults(const struct sim_fs *fs);
 /** A PRNG draw of fs's own stream (fault decisions), below n (n > 0). */

@@ -138,6 +138,11 @@ struct sim_fs {
 	int quiet;
 	/** Where every file call is printed (NULL: nowhere). */
 	FILE *log;
+	/** The cost model (sim_fs_set_model) and what it counted. */
+	struct sim_model model;
+	struct sim_io_stats io;
+	/** Inside an object-store request (its own file calls are the store's, not the disk's). */
+	int in_os;
 };
 
 /* ---------- small helpers ---------- */
@@ -171,6 +176,55 @@ static struct sim_fs *
 sim_self(void)
 {
 	return env_tls == &sim_active->ops ? (struct sim_fs *)env_tls : sim_active;
+}
+
+/** ns of n bytes at mib_s MiB/s (0: free). */
+static uint64_t
+sim_model_bytes_ns(uint64_t n, double mib_s)
+{
+	return mib_s > 0 ? (uint64_t)((double)n * 1e9 / (mib_s * 1048576.0)) : 0;
+}
+
+/** A disk call: a read or write of n bytes, or a sync (n unused). */
+static void
+sim_model_disk(struct sim_fs *fs, int what, uint64_t n)
+{
+	if (fs->in_os && fs->model.store_remote)
+		return;
+	const struct sim_model *m = &fs->model;
+	if (what == 's') {
+		fs->io.disk_syncs++;
+		fs->io.model_ns += m->disk_sync_ns;
+		return;
+	}
+	if (what == 'w') {
+		fs->io.disk_writes++;
+		fs->io.disk_write_bytes += n;
+		fs->io.model_ns += m->disk_op_ns + sim_model_bytes_ns(n, m->disk_write_mib_s) +
+				   sim_model_bytes_ns(n, m->cpu_mib_s);
+	} else {
+		fs->io.disk_reads++;
+		fs->io.disk_read_bytes += n;
+		fs->io.model_ns += m->disk_op_ns + sim_model_bytes_ns(n, m->disk_read_mib_s);
+	}
+}
+
+/** count object-store requests of a kind moving n payload bytes. */
+static void
+sim_model_os(struct sim_fs *fs, enum sim_os_kind kind, uint64_t count, uint64_t n)
+{
+	const struct sim_model *m = &fs->model;
+	fs->io.os_requests[kind] += count;
+	int write = kind == SIM_OS_PUT || kind == SIM_OS_PART || kind == SIM_OS_COMMIT || kind == SIM_OS_DELETE;
+	if (write)
+		fs->io.os_write_bytes += n;
+	else
+		fs->io.os_read_bytes += n;
+	if (!m->store_remote)
+		return;
+	fs->io.model_ns += count * (write ? m->store_write_ns : m->store_read_ns) +
+			   sim_model_bytes_ns(n, m->store_mib_s) +
+			   (write ? sim_model_bytes_ns(n, m->cpu_mib_s) : 0);
 }
 
 static void
@@ -643,6 +697,7 @@ sim_pread(int fd, void *buf, size_t n, off_t off)
 		memcpy(buf, in->data + off, got);
 	}
 	sim_ev(fs, "pread", fs->log ? in->path : NULL, n, off, (int64_t)got);
+	sim_model_disk(fs, 'r', got);
 	return (ssize_t)got;
 }
 
@@ -718,6 +773,7 @@ sim_pwrite(int fd, const void *buf, size_t n, off_t off)
 		sim_dirty(in, (size_t)off, end);
 	}
 	sim_ev(fs, "pwrite", in->path, n, off, err ? -err : (int64_t)k);
+	sim_model_disk(fs, 'w', k);
 	if (!lock) {
 		uint64_t dh = XXH3_64bits(buf, k);
 		if (fs->log)
@@ -741,6 +797,7 @@ sim_sync(int fd, const char *kind)
 	struct sim_ino *in = &fs->inos[ino];
 	int err = in->kind == 2 && !fs->faults.dir_faults ? 0 : sim_fault(fs, 1);
 	sim_ev(fs, kind, in->path, 0, 0, -err);
+	sim_model_disk(fs, 's', 0);
 	if (in->kind == 2) {
 		if (err)
 			return sim_fail(err);
@@ -1149,7 +1206,40 @@ struct sim_os_writer {
 	struct objstore_writer base;
 	/** The inner writer. */
 	struct objstore_writer *inner;
+	/** Bytes written and not yet sent as a part; parts sent. */
+	uint64_t pending, parts;
 };
+
+/** A streamed write's part size under the model. */
+static uint64_t
+sim_part_bytes(const struct sim_fs *fs)
+{
+	return fs->model.store_part_bytes ? fs->model.store_part_bytes : 8u << 20;
+}
+
+/** Around an inner store call: its file calls are the store's. */
+#define SIM_OS_CALL(fs, expr)                                                                        \
+	({                                                                                           \
+		(fs)->in_os++;                                                                      \
+		int rc_ = (expr);                                                                   \
+		(fs)->in_os--;                                                                      \
+		rc_;                                                                                \
+	})
+
+/** An inner listing's callback, counting the keys (a page per 1000). */
+struct sim_list_ctx {
+	objstore_list_cb cb;
+	void *ctx;
+	uint64_t keys;
+};
+
+static int
+sim_list_cb(void *ctx, const char *key, uint64_t size)
+{
+	struct sim_list_ctx *l = ctx;
+	l->keys++;
+	return l->cb(l->ctx, key, size);
+}
 
 /** Before an object-store call: latency, and maybe an error. 0 or STRATA_EIO. */
 static int
@@ -1173,48 +1263,69 @@ sim_os_enter(const char *what, const char *key)
 static int
 sim_os_get(struct objstore *os, const char *key, struct buf *out)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("get", key);
-	return rc ? rc : SIM_INNER(os)->ops->get(SIM_INNER(os), key, out);
+	if (rc == 0)
+		rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->get(SIM_INNER(os), key, out));
+	sim_model_os(fs, SIM_OS_GET, 1, rc == 0 ? out->len : 0);
+	return rc;
 }
 
 static int
 sim_os_get_range(struct objstore *os, const char *key, uint64_t off, size_t len, void *dst, size_t *got)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("get_range", key);
-	return rc ? rc : SIM_INNER(os)->ops->get_range(SIM_INNER(os), key, off, len, dst, got);
+	if (rc == 0)
+		rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->get_range(SIM_INNER(os), key, off, len, dst, got));
+	sim_model_os(fs, SIM_OS_GET, 1, rc == 0 ? *got : 0);
+	return rc;
 }
 
 static int
 sim_os_size(struct objstore *os, const char *key, uint64_t *size)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("size", key);
-	return rc ? rc : SIM_INNER(os)->ops->size(SIM_INNER(os), key, size);
+	if (rc == 0)
+		rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->size(SIM_INNER(os), key, size));
+	sim_model_os(fs, SIM_OS_HEAD, 1, 0);
+	return rc;
 }
 
 static int
 sim_os_put(struct objstore *os, const char *key, const void *d, size_t n)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("put", key);
-	return rc ? rc : SIM_INNER(os)->ops->put(SIM_INNER(os), key, d, n);
+	if (rc == 0)
+		rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->put(SIM_INNER(os), key, d, n));
+	sim_model_os(fs, SIM_OS_PUT, 1, n);
+	return rc;
 }
 
 static int
 sim_os_put_if_absent(struct objstore *os, const char *key, const void *d, size_t n)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("put_if_absent", key);
-	return rc ? rc : SIM_INNER(os)->ops->put_if_absent(SIM_INNER(os), key, d, n);
+	if (rc == 0)
+		rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->put_if_absent(SIM_INNER(os), key, d, n));
+	sim_model_os(fs, SIM_OS_PUT, 1, n);
+	return rc;
 }
 
 static int
 sim_os_writer_open(struct objstore *os, const char *key, struct objstore_writer **w)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("writer_open", key);
 	if (rc)
 		return rc;
 	struct sim_os_writer *sw = env.calloc(1, sizeof(*sw));
 	if (sw == NULL)
 		return diag_set(STRATA_ENOMEM, "sim: out of memory");
-	rc = SIM_INNER(os)->ops->writer_open(SIM_INNER(os), key, &sw->inner);
+	rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->writer_open(SIM_INNER(os), key, &sw->inner));
 	if (rc) {
 		env.free(sw);
 		return rc;
@@ -1227,20 +1338,41 @@ sim_os_writer_open(struct objstore *os, const char *key, struct objstore_writer 
 static int
 sim_os_writer_write(struct objstore_writer *w, const void *d, size_t n)
 {
+	struct sim_fs *fs = sim_self();
 	struct sim_os_writer *sw = (struct sim_os_writer *)w;
 	int rc = sim_os_enter("writer_write", NULL);
-	return rc ? rc : sw->inner->os->ops->writer_write(sw->inner, d, n);
+	if (rc)
+		return rc;
+	rc = SIM_OS_CALL(fs, sw->inner->os->ops->writer_write(sw->inner, d, n));
+	/* What a remote store sends: a part each time a part's worth is buffered. */
+	uint64_t part = sim_part_bytes(fs);
+	sw->pending += n;
+	while (rc == 0 && sw->pending > part) {
+		sim_model_os(fs, SIM_OS_PART, 1, part);
+		sw->pending -= part;
+		sw->parts++;
+	}
+	return rc;
 }
 
 static int
 sim_os_writer_commit(struct objstore_writer *w)
 {
+	struct sim_fs *fs = sim_self();
 	struct sim_os_writer *sw = (struct sim_os_writer *)w;
 	int rc = sim_os_enter("writer_commit", NULL);
-	if (rc)
-		sw->inner->os->ops->writer_abort(sw->inner);
-	else
-		rc = sw->inner->os->ops->writer_commit(sw->inner);
+	if (rc) {
+		(void)SIM_OS_CALL(fs, (sw->inner->os->ops->writer_abort(sw->inner), 0));
+	} else {
+		rc = SIM_OS_CALL(fs, sw->inner->os->ops->writer_commit(sw->inner));
+		if (sw->parts == 0) {
+			sim_model_os(fs, SIM_OS_PUT, 1, sw->pending);
+		} else {
+			sim_model_os(fs, SIM_OS_PART, 1, sw->pending);
+			sim_model_os(fs, SIM_OS_COMMIT,
+				     fs->model.store_commit_requests ? fs->model.store_commit_requests : 1, 0);
+		}
+	}
 	env.free(sw);
 	return rc;
 }
@@ -1248,49 +1380,68 @@ sim_os_writer_commit(struct objstore_writer *w)
 static void
 sim_os_writer_abort(struct objstore_writer *w)
 {
+	struct sim_fs *fs = sim_self();
 	struct sim_os_writer *sw = (struct sim_os_writer *)w;
-	sw->inner->os->ops->writer_abort(sw->inner);
+	(void)SIM_OS_CALL(fs, (sw->inner->os->ops->writer_abort(sw->inner), 0));
 	env.free(sw);
 }
 
 static int
 sim_os_del(struct objstore *os, const char *key)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("del", key);
-	return rc ? rc : SIM_INNER(os)->ops->del(SIM_INNER(os), key);
+	if (rc == 0)
+		rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->del(SIM_INNER(os), key));
+	sim_model_os(fs, SIM_OS_DELETE, 1, 0);
+	return rc;
 }
 
 static int
 sim_os_del_batch(struct objstore *os, const char *const *keys, size_t n)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("del_batch", n ? keys[0] : NULL);
-	return rc ? rc : objstore_del_batch(SIM_INNER(os), keys, n);
+	if (rc == 0)
+		rc = SIM_OS_CALL(fs, objstore_del_batch(SIM_INNER(os), keys, n));
+	sim_model_os(fs, SIM_OS_DELETE, n, 0);
+	return rc;
 }
 
 static int
 sim_os_shrink(struct objstore *os, const char *key, uint64_t size)
 {
+	struct sim_fs *fs = sim_self();
 	struct objstore *in = SIM_INNER(os);
 	int rc = sim_os_enter("shrink", key);
 	if (rc)
 		return rc;
-	return in->ops->shrink ? in->ops->shrink(in, key, size) : 0;
+	rc = in->ops->shrink ? SIM_OS_CALL(fs, in->ops->shrink(in, key, size)) : 0;
+	sim_model_os(fs, SIM_OS_PUT, 1, 0);
+	return rc;
 }
 
 static int
 sim_os_list(struct objstore *os, const char *prefix, objstore_list_cb cb, void *ctx)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("list", prefix);
-	return rc ? rc : SIM_INNER(os)->ops->list(SIM_INNER(os), prefix, cb, ctx);
+	if (rc)
+		return rc;
+	struct sim_list_ctx l = {cb, ctx, 0};
+	rc = SIM_OS_CALL(fs, SIM_INNER(os)->ops->list(SIM_INNER(os), prefix, sim_list_cb, &l));
+	sim_model_os(fs, SIM_OS_LIST, 1 + l.keys / 1000, 0);
+	return rc;
 }
 
 static int
 sim_os_recover(struct objstore *os, uint64_t *removed, uint64_t *bytes)
 {
+	struct sim_fs *fs = sim_self();
 	int rc = sim_os_enter("recover", NULL);
 	if (rc)
 		return rc;
-	return objstore_recover(SIM_INNER(os), removed, bytes);
+	return SIM_OS_CALL(fs, objstore_recover(SIM_INNER(os), removed, bytes));
 }
 
 static void
@@ -1647,4 +1798,26 @@ void
 sim_fs_stats(const struct sim_fs *fs, struct sim_fs_stats *out)
 {
 	*out = fs->st;
+}
+
+void
+sim_fs_set_model(struct sim_fs *fs, const struct sim_model *m)
+{
+	if (m != NULL)
+		fs->model = *m;
+	else
+		memset(&fs->model, 0, sizeof(fs->model));
+}
+
+void
+sim_fs_io_stats(const struct sim_fs *fs, struct sim_io_stats *out)
+{
+	*out = fs->io;
+}
+
+const char *
+sim_os_kind_name(int kind)
+{
+	static const char *const names[SIM_OS_KINDS] = {"get", "head", "put", "part", "commit", "list", "delete"};
+	return kind >= 0 && kind < SIM_OS_KINDS ? names[kind] : "?";
 }

@@ -199,5 +199,13 @@ kill "$apid_node" "$bpid_node" 2>/dev/null; wait "$apid_node" "$bpid_node" 2>/de
 check "an_idle_node_fenced_by_a_claim_serves_no_stale_read_and_claims_back_for_real" $r "$detail
 $(tail -5 "$loc/na.log" "$loc/nb.log" 2>/dev/null)"
 
+# strata calibrate --store: the store's request times and bandwidth, measured on Azurite.
+r=1
+"$BUILD/strata" calibrate --dir "$loc" --mib 8 --store "azure://devstoreaccount1/cal-$$?endpoint=http://127.0.0.1:$port" \
+	>"$loc/cal.model" 2>"$loc/cal.err" &&
+	grep -q '^store_read_ns *= *[1-9]' "$loc/cal.model" && grep -q '^store_write_ns *= *[1-9]' "$loc/cal.model" &&
+	grep -q '^store_mib_s *= *[1-9]' "$loc/cal.model" && r=0
+check "calibrate_measures_the_store_requests" $r "$(cat "$loc/cal.err" "$loc/cal.model")"
+
 echo "# objstore-azure: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

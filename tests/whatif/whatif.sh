@@ -7,7 +7,11 @@
 # within MERGE_TOL of the node's counts: the triggers count bytes and generations);
 # B beats A in the replay (a lower peak of pending generations); and a second live node
 # under B and the same load beats A too, by the same measure (sampled every 50 ms),
-# merging as often as the replay said. Prints "# whatif: N passed, N failed".
+# merging as often as the replay said. The replay runs on the cost model `strata calibrate
+# --buffered` measured here (the nodes run with --sync none: they write to the page cache);
+# a model of a slow disk makes the same policy fall behind; --store azure counts and prices
+# requests at a prices file's figures; --html draws the report. Prints "# whatif: N passed, N
+# failed".
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
@@ -73,11 +77,18 @@ run_node() {
 	wait "$npid" 2>/dev/null
 }
 
+"$bin" calibrate --dir "$tmp" --mib 16 --buffered --out "$tmp/model" 2>"$tmp/cal.err"
+if grep -q "^cpu_mib_s *= *[1-9]" "$tmp/model" && grep -q "^disk_write_mib_s *= *[1-9]" "$tmp/model" &&
+	[ -z "$(ls -A "$tmp" | grep calibrate)" ]; then
+	ok "strata calibrate measured the page cache and the merge CPU ($(tr '\n' ' ' <"$tmp/cal.err"))"
+else
+	bad "strata calibrate: $(cat "$tmp/cal.err" "$tmp/model" 2>&1 | head -5)"
+fi
 run_node a "$here/policy_a.lua"
 trace=$tmp/a/traces/a.swt
 if [ -s "$trace" ]; then ok "the live node under A recorded its trace"; else bad "no trace at $trace"; fi
-"$bin" policy compare --trace "$trace" --json "$here/policy_a.lua" "$here/policy_b.lua" >"$tmp/cmp1.json" 2>"$tmp/cmp.err"
-"$bin" policy compare --trace "$trace" --json "$here/policy_a.lua" "$here/policy_b.lua" >"$tmp/cmp2.json" 2>>"$tmp/cmp.err"
+"$bin" policy compare --trace "$trace" --model "$tmp/model" --json "$here/policy_a.lua" "$here/policy_b.lua" >"$tmp/cmp1.json" 2>"$tmp/cmp.err"
+"$bin" policy compare --trace "$trace" --model "$tmp/model" --json "$here/policy_a.lua" "$here/policy_b.lua" >"$tmp/cmp2.json" 2>>"$tmp/cmp.err"
 if [ -s "$tmp/cmp1.json" ] && cmp -s "$tmp/cmp1.json" "$tmp/cmp2.json"; then
 	ok "two replays of the trace print the same report, byte for byte"
 else
@@ -110,6 +121,57 @@ if [ "$rep_b" -lt "$rep_a" ]; then
 else
 	bad "in the replay B does not beat A: $rep_b against $rep_a"
 fi
+
+gets=$(js 'f[0].policies.every(p => p.gets.tables_p99 >= 1 && p.gets.tables_max >= p.gets.tables_p99 && p.gets.searched_p99 <= p.gets.tables_p99)' "$tmp/cmp1.json")
+if [ "$gets" = true ]; then
+	ok "the replay counts the tables each get probes (p99 A $(js 'f[0].policies[0].gets.tables_p99' "$tmp/cmp1.json"), B $(js 'f[0].policies[1].gets.tables_p99' "$tmp/cmp1.json"))"
+else
+	bad "tables per get: $(js 'JSON.stringify([f[0].policies[0].gets, f[0].policies[1].gets])' "$tmp/cmp1.json")"
+fi
+if [ "$(js 'f[0].policies.every(p => p.merge.peak_inputs >= 2 && p.merge.peak_memory_bytes_estimated > 0 && p.background_io.written_bytes > 0 && p.background_io.busy_s > 0)' "$tmp/cmp1.json")" = true ] &&
+	[ "$(js 'f[0].policies[0].merge.peak_inputs === 6' "$tmp/cmp1.json")" = true ]; then
+	ok "merge inputs (A: 6, its cap), merge memory and background IO are reported"
+else
+	bad "merge and IO figures: $(js 'JSON.stringify(f[0].policies.map(p => [p.merge, p.background_io]))' "$tmp/cmp1.json")"
+fi
+# The model binds: a disk of 1 MiB/s cannot keep up with A's seals, so the memtables grow
+# while each seal waits for the disk, and the background is busy far longer.
+sed 's/^disk_write_mib_s .*/disk_write_mib_s = 1/' "$tmp/model" >"$tmp/slow.model"
+"$bin" policy compare --trace "$trace" --model "$tmp/slow.model" --json "$here/policy_a.lua" >"$tmp/slow.json" 2>>"$tmp/cmp.err"
+slow=$(js '(() => { const a = f[0].policies[0], s = f[1].policies[0]; return s.peak_memtable_bytes > 2 * a.peak_memtable_bytes && s.background_io.busy_s > 10 * a.background_io.busy_s })()' "$tmp/cmp1.json" "$tmp/slow.json")
+if [ "$slow" = true ]; then
+	ok "on a 1 MiB/s disk A falls behind: memtables peak at $(js 'f[1].policies[0].peak_memtable_bytes + " bytes against " + f[0].policies[0].peak_memtable_bytes + ", background busy " + f[1].policies[0].background_io.busy_s.toFixed(2) + " s against " + f[0].policies[0].background_io.busy_s.toFixed(3)' "$tmp/cmp1.json" "$tmp/slow.json")"
+else
+	bad "a slow disk: $(js 'JSON.stringify([f[0].policies[0].peak_memtable_bytes, f[1].policies[0].peak_memtable_bytes, f[0].policies[0].background_io, f[1].policies[0].background_io])' "$tmp/cmp1.json" "$tmp/slow.json")"
+fi
+# On a remote store: requests by kind, priced by a prices file.
+printf 'name test prices\nput 1\npart 2\ncommit 3\nget 0.5\nhead 0.25\nlist 4\ndelete 0\n' >"$tmp/prices"
+"$bin" policy compare --trace "$trace" --model "$tmp/model" --store azure --prices "$tmp/prices" --json "$here/policy_a.lua" >"$tmp/az.json" 2>>"$tmp/cmp.err"
+usd=$(js '(() => { const r = f[0].policies[0].object_store, q = r.requests; return Math.abs(r.usd - (q.put * 1 + q.part * 2 + q.commit * 3 + q.get * 0.5 + q.head * 0.25 + q.list * 4) / 1000) < 1e-9 && q.put > 0 && q.get > 0 && r.usd > 0 && f[0].prices.name === "test prices" && f[0].store === "azure" })()' "$tmp/az.json")
+if [ "$usd" = true ]; then
+	ok "on Azure: $(js 'JSON.stringify(f[0].policies[0].object_store.requests)' "$tmp/az.json") requests, USD $(js 'f[0].policies[0].object_store.usd' "$tmp/az.json") at the prices file's figures"
+else
+	bad "object-store requests: $(head -c 600 "$tmp/az.json") $(tail -2 "$tmp/cmp.err")"
+fi
+# Parts: with 64 KiB parts, each larger write is parts and one Put Block List (Azure).
+{ cat "$tmp/model"; echo "store_part_bytes = 65536"; } >"$tmp/parts.model"
+"$bin" policy compare --trace "$trace" --model "$tmp/parts.model" --store azure --json "$here/policy_a.lua" >"$tmp/parts.json" 2>>"$tmp/cmp.err"
+if [ "$(js '(() => { const q = f[0].policies[0].object_store.requests, p = f[1].policies[0].object_store.requests; return q.part > 0 && q.commit > 0 && q.part >= 2 * q.commit && q.put < p.put })()' "$tmp/parts.json" "$tmp/az.json")" = true ]; then
+	ok "streamed writes over a part are parts and a commit: $(js 'JSON.stringify(f[0].policies[0].object_store.requests)' "$tmp/parts.json")"
+else
+	bad "parts: $(js 'JSON.stringify([f[0].policies[0].object_store.requests, f[1].policies[0].object_store.requests])' "$tmp/parts.json" "$tmp/az.json")"
+fi
+"$bin" policy compare --trace "$trace" --model "$tmp/model" --html "$tmp/report.html" "$here/policy_a.lua" "$here/policy_b.lua" >"$tmp/text.out" 2>>"$tmp/cmp.err"
+if [ "$(grep -c '<svg' "$tmp/report.html")" -eq 3 ] && grep -q 'policy_b.lua' "$tmp/report.html" &&
+	[ "$(grep -c '<polyline' "$tmp/report.html")" -eq 8 ] && ! grep -q 'src=\|href=' "$tmp/report.html" &&
+	grep -q "tables per get, p99" "$tmp/text.out"; then
+	ok "--html writes a self-contained page: 3 charts, both policies' series, nothing fetched"
+else
+	bad "--html: $(grep -c '<svg' "$tmp/report.html" 2>&1) charts, $(grep -c '<polyline' "$tmp/report.html" 2>&1) lines"
+fi
+"$bin" policy compare --trace "$trace" --model "$tmp/prices" "$here/policy_a.lua" >"$tmp/badmodel.out" 2>&1
+if grep -q "model $tmp/prices:1: expected KEY = VALUE" "$tmp/badmodel.out"; then ok "a bad model file is refused, naming its line"; else
+	bad "a bad model file: $(head -2 "$tmp/badmodel.out")"; fi
 
 run_node b "$here/policy_b.lua"
 peak_a=$(cat "$tmp/a.peak")
