@@ -30,6 +30,9 @@
 #define REPLAY_STEP_US 1000.0
 /** The drain's steps of simulated time, ns. */
 #define REPLAY_DRAIN_STEP_NS 10000000ull
+/** The drain stops once the background has been quiet this long with the backlog unchanged
+ *  (a policy that leaves generations pending until a later seal never drains), ns. */
+#define REPLAY_QUIET_NS (600ull * 1000000000ull)
 /** The series' first step, ns (it doubles each time the points run out). */
 #define REPLAY_SERIES_STEP_NS 1000000000ull
 /** Table counts per get above this are counted here. */
@@ -66,6 +69,8 @@ struct replay {
 	uint64_t sec, sec_written;
 	/** Sealed memtables waiting for their flush, all shards, when the backlog was last read. */
 	uint64_t sealed_now;
+	/** Background jobs queued after the last step. */
+	uint64_t bg_pending;
 };
 
 /** The simulated file system of this thread's replay: the step meter's clock reads its
@@ -268,6 +273,7 @@ replay_time(struct replay *p, uint64_t t)
 			p->r->bg_peak_written_per_s = p->sec_written;
 		p->r->steps++;
 		p->r->chunks += info.chunks;
+		p->bg_pending = info.pending;
 		p->due_us -= info.spent_us > 0 ? (double)info.spent_us : p->due_us;
 		if (info.pending == 0 || info.blocked)
 			p->due_us = p->due_us > REPLAY_STEP_US ? REPLAY_STEP_US - 1 : p->due_us;
@@ -493,6 +499,7 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 		replay_model_default(c->store, &model);
 	model.store_remote = c->store != REPLAY_STORE_LOCAL;
 	sim_fs_set_model(pp->fs, &model);
+	sim_fs_set_volatile(pp->fs);
 	replay_fs = pp->fs;
 	pp->ops = *sim_fs_env(pp->fs);
 	pp->ops.mono_ns = replay_meter_ns;
@@ -542,7 +549,8 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 	if (rc == 0 && !r->cut_short) {
 		/* After the trace: time goes on, no requests, until nothing is pending. */
 		uint64_t end = pp->now, limit = c->drain_limit_ns ? c->drain_limit_ns : 3600ull * 1000000000ull;
-		uint64_t total = 0;
+		uint64_t total = 0, quiet_since = 0;
+		int quiet = 0;
 		replay_backlog(pp, &total);
 		r->end_pending_total = total;
 		replay_trace_totals(pp);
@@ -554,8 +562,22 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 			replay_backlog(pp, &total);
 			if (total == 0 && pp->sealed_now == 0) {
 				r->drained = 1;
-				r->drain_ns = t - end;
+				r->drain_ns = r->quiet_ns = t - end;
+				r->quiet_pending = 0;
 				break;
+			}
+			/* Quiet: nothing queued, nothing sealed waiting; the last time it became so. */
+			if (pp->bg_pending == 0 && pp->sealed_now == 0) {
+				if (!quiet || total != r->quiet_pending) {
+					quiet = 1;
+					quiet_since = t;
+					r->quiet_ns = t - end;
+					r->quiet_pending = total;
+				} else if (t - quiet_since >= REPLAY_QUIET_NS) {
+					break;
+				}
+			} else {
+				quiet = 0;
 			}
 			if (t - end >= limit)
 				break;
@@ -658,6 +680,10 @@ replay_result_json(const char *name, const struct replay_result *r, int machine)
 		json_object_set_new(o, "peak_sealed_memtables", json_integer((json_int_t)r->peak_sealed));
 	if (o != NULL)
 		json_object_set_new(o, "peak_memtable_bytes", json_integer((json_int_t)r->peak_memtable_bytes));
+	if (o != NULL) {
+		json_object_set_new(o, "quiet_s", json_real((double)r->quiet_ns / 1e9));
+		json_object_set_new(o, "pending_when_quiet", json_integer((json_int_t)r->quiet_pending));
+	}
 	json_t *base = json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:o,"
 			 " s:b, s:f, s:I, s:I, s:s}",
 			 "policy", name, "hash", hash, "during_trace", during, "requests", (json_int_t)r->requests, "rows", (json_int_t)r->rows,

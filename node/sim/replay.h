@@ -141,6 +141,11 @@ struct replay_result {
 	 *  (drained 0: not within the limit). */
 	int drained;
 	uint64_t drain_ns;
+	/** Time after the trace until the background went quiet for good (nothing queued, no
+	 *  sealed memtable waiting; the drain stops after 10 quiet minutes with the backlog
+	 *  unchanged), ns, and the generations still pending then (a policy that merges only
+	 *  when a seal brings it to its trigger keeps a remainder). */
+	uint64_t quiet_ns, quiet_pending;
 	/** The policy's hooks: runs, errors, and the last error. */
 	uint64_t hook_runs, hook_errors;
 	char last_error[1024];

@@ -165,6 +165,8 @@ replay_html(FILE *f, const struct replay_config *c, const char *const *names, co
 	HROW("bytes merged (in)", "llu", (unsigned long long)r->merge_bytes_in);
 	HROW("write amplification", ".3f", r->write_amp);
 	HROW("peak pending (all shards)", "llu", (unsigned long long)r->peak_pending_total);
+	HROW("background quiet after the trace (s)", ".2f", (double)r->quiet_ns / 1e9);
+	HROW("pending generations when quiet", "llu", (unsigned long long)r->quiet_pending);
 	HROW("peak sealed memtables, not flushed", "llu", (unsigned long long)r->peak_sealed);
 	HROW("peak memtables (MiB)", ".2f", (double)r->peak_memtable_bytes / 1048576.0);
 	HROW("time to drain after the trace (s; -1: not within the limit)", ".2f", r->drained ? (double)r->drain_ns / 1e9 : -1.0);

@@ -184,6 +184,9 @@ struct sim_io_stats {
 	/** The model's time of everything so far, ns. */
 	uint64_t model_ns;
 };
+/** Keep no durable copy of anything (a replay, which never loses power): syncs copy nothing,
+ *  and sim_fs_power_loss must not be called. */
+void sim_fs_set_volatile(struct sim_fs *fs);
 /** Set the cost model (NULL: none, everything free). Counters run either way. */
 void sim_fs_set_model(struct sim_fs *fs, const struct sim_model *m);
 void sim_fs_io_stats(const struct sim_fs *fs, struct sim_io_stats *out);

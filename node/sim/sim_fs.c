@@ -143,6 +143,8 @@ struct sim_fs {
 	struct sim_io_stats io;
 	/** Inside an object-store request (its own file calls are the store's, not the disk's). */
 	int in_os;
+	/** No durable copies (sim_fs_set_volatile): a sync keeps nothing, a power loss aborts. */
+	int no_dur;
 };
 
 /* ---------- small helpers ---------- */
@@ -767,8 +769,16 @@ sim_pwrite(int fd, const void *buf, size_t n, off_t off)
 	}
 	if (k > 0) {
 		size_t end = (size_t)off + k;
-		if (end > in->len && sim_set_len(in, end) != 0)
-			return sim_fail(ENOMEM);
+		if (end > in->len) {
+			/* Zero only the hole before off: the write covers the rest of the growth. */
+			if (sim_grow(in, end) != 0)
+				return sim_fail(ENOMEM);
+			if ((size_t)off > in->len) {
+				memset(in->data + in->len, 0, (size_t)off - in->len);
+				sim_dirty(in, in->len, (size_t)off);
+			}
+			in->len = end;
+		}
 		memcpy(in->data + off, buf, k);
 		sim_dirty(in, (size_t)off, end);
 	}
@@ -829,6 +839,11 @@ sim_sync(int fd, const char *kind)
 			  strstr(in->path, "/wal/") != NULL) ||
 			 (fs->bug == SIM_BUG_GEN_NOSYNC && strstr(in->path, "/gen/") != NULL))) {
 		fs->st.bug_fired++;
+		return 0;
+	}
+	if (fs->no_dur) {
+		in->dur_len = in->len;
+		in->dirty_lo = in->dirty_hi = 0;
 		return 0;
 	}
 	if (in->len > in->dur_len || in->dur == NULL) {
@@ -1688,6 +1703,10 @@ sim_cut(struct sim_fs *fs, uint32_t ino, uint8_t *seen)
 void
 sim_fs_power_loss(struct sim_fs *fs)
 {
+	if (fs->no_dur) {
+		fprintf(stderr, "sim_fs_power_loss on a volatile file system (sim_fs_set_volatile)\n");
+		abort();
+	}
 	fs->st.power_losses++;
 	sim_hash(fs, "power_loss", 11);
 	/* Every descriptor is gone with the process. */
@@ -1798,6 +1817,12 @@ void
 sim_fs_stats(const struct sim_fs *fs, struct sim_fs_stats *out)
 {
 	*out = fs->st;
+}
+
+void
+sim_fs_set_volatile(struct sim_fs *fs)
+{
+	fs->no_dur = 1;
 }
 
 void

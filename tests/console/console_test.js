@@ -127,6 +127,9 @@ async function plain(browser, url) {
   const seals = wi.find((r) => r[0] === "seals during the trace"), merges = wi.find((r) => r[0] === "merges during the trace");
   ok(seals && +seals[1] >= 5 && seals[1] === seals[3] && +merges[2] > +merges[1],
     "Compare shows the what-if: the replay seals as the node did, and the candidate merges more", JSON.stringify(wi));
+  const tpg = wi.find((r) => r[0] === "tables per get, p50 / p99"), mem = wi.find((r) => r[0].startsWith("peak merge inputs"));
+  ok(tpg && /^\d+ \/ \d+$/.test(tpg[1]) && mem && /^\d+ \/ /.test(mem[2]) && wi.some((r) => r[0].endsWith("CPU") && / ms$/.test(r[1])),
+    "Compare shows the reads' tables per get, the merge inputs and memory, and the hooks' CPU", JSON.stringify(wi));
   await http("DELETE", url + "/v1/trace");
   await page.click("#btn-apply");
   await page.waitForSelector("#msgs li.ok:has-text('Applied')");
