@@ -234,6 +234,18 @@ replay_backlog(struct replay *p, uint64_t *total_out)
 		*total_out = total;
 }
 
+/** Pending generations of each shard now into out (REPLAY_MAX_SHARDS at most). */
+static void
+replay_shard_pending(struct replay *p, uint64_t *out)
+{
+	for (uint32_t s = 0; s < p->r->shards && s < REPLAY_MAX_SHARDS; s++) {
+		strata_stats st;
+		memset(&st, 0, sizeof(st));
+		strata_shard_stats(p->db, s, &st);
+		out[s] = st.generations;
+	}
+}
+
 /** Move the clock to t and run the background work that time pays for. */
 static int
 replay_time(struct replay *p, uint64_t t)
@@ -544,6 +556,7 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 		uint64_t total = 0;
 		replay_backlog(pp, &total);
 		r->end_pending_total = total;
+		replay_shard_pending(pp, r->end_pending_shard);
 		replay_trace_totals(pp);
 	}
 	if (rc == 0 && !r->cut_short) {
@@ -553,6 +566,7 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 		int quiet = 0;
 		replay_backlog(pp, &total);
 		r->end_pending_total = total;
+		replay_shard_pending(pp, r->end_pending_shard);
 		replay_trace_totals(pp);
 		for (uint64_t t = end; rc == 0; t += REPLAY_DRAIN_STEP_NS) {
 			if (replay_time(pp, t) != 0) {
@@ -584,6 +598,7 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 		}
 	}
 	if (pp->db != NULL) {
+		replay_shard_pending(pp, r->final_pending_shard);
 		for (uint32_t s = 0; s < r->shards; s++) {
 			strata_stats st;
 			memset(&st, 0, sizeof(st));
@@ -639,9 +654,12 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 json_t *
 replay_result_json(const char *name, const struct replay_result *r, int machine)
 {
-	json_t *peaks = json_array();
-	for (uint32_t s = 0; s < r->shards && s < REPLAY_MAX_SHARDS; s++)
+	json_t *peaks = json_array(), *ends = json_array(), *finals = json_array();
+	for (uint32_t s = 0; s < r->shards && s < REPLAY_MAX_SHARDS; s++) {
 		json_array_append_new(peaks, json_integer((json_int_t)r->peak_pending_shard[s]));
+		json_array_append_new(ends, json_integer((json_int_t)r->end_pending_shard[s]));
+		json_array_append_new(finals, json_integer((json_int_t)r->final_pending_shard[s]));
+	}
 	char hash[24];
 	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)r->hash);
 	json_t *during = json_pack("{s:I, s:I, s:I, s:I}", "seals", (json_int_t)r->trace_seals, "sealed_bytes",
@@ -680,7 +698,12 @@ replay_result_json(const char *name, const struct replay_result *r, int machine)
 		json_object_set_new(o, "peak_sealed_memtables", json_integer((json_int_t)r->peak_sealed));
 	if (o != NULL)
 		json_object_set_new(o, "peak_memtable_bytes", json_integer((json_int_t)r->peak_memtable_bytes));
-	if (o != NULL) {
+	if (o == NULL) {
+		json_decref(ends);
+		json_decref(finals);
+	} else {
+		json_object_set_new(o, "end_pending_by_shard", ends);
+		json_object_set_new(o, "final_pending_by_shard", finals);
 		json_object_set_new(o, "quiet_s", json_real((double)r->quiet_ns / 1e9));
 		json_object_set_new(o, "pending_when_quiet", json_integer((json_int_t)r->quiet_pending));
 	}

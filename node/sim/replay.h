@@ -131,6 +131,9 @@ struct replay_result {
 	 *  trace's end; per shard peaks. */
 	uint64_t peak_pending, peak_pending_total, end_pending_total;
 	uint64_t peak_pending_shard[REPLAY_MAX_SHARDS];
+	/** Each shard's pending generations at the trace's end, and when the replay ended (the
+	 *  drain done, or quiet). */
+	uint64_t end_pending_shard[REPLAY_MAX_SHARDS], final_pending_shard[REPLAY_MAX_SHARDS];
 	/** The most sealed memtables waiting for their flush (all shards): a seal that falls
 	 *  behind shows here, not in pending generations. */
 	uint64_t peak_sealed;

@@ -134,6 +134,11 @@ if [ "$(js 'f[0].policies.every(p => p.merge.peak_inputs >= 2 && p.merge.peak_me
 else
 	bad "merge and IO figures: $(js 'JSON.stringify(f[0].policies.map(p => [p.merge, p.background_io]))' "$tmp/cmp1.json")"
 fi
+if [ "$(js 'f[0].policies.every(p => p.end_pending_by_shard.length === 2 && p.end_pending_by_shard.reduce((a, b) => a + b) === p.end_pending_total && p.final_pending_by_shard.reduce((a, b) => a + b) === p.pending_when_quiet)' "$tmp/cmp1.json")" = true ]; then
+	ok "pending generations per shard at the trace's end and when the replay ended add up to the totals"
+else
+	bad "pending per shard: $(js 'JSON.stringify(f[0].policies.map(p => [p.end_pending_by_shard, p.end_pending_total, p.final_pending_by_shard, p.pending_when_quiet]))' "$tmp/cmp1.json")"
+fi
 # The model binds: a disk of 1 MiB/s cannot keep up with A's seals, so the memtables grow
 # while each seal waits for the disk, and the background is busy far longer.
 sed 's/^disk_write_mib_s .*/disk_write_mib_s = 1/' "$tmp/model" >"$tmp/slow.model"
