@@ -24,6 +24,7 @@
 
 #include "../lib/buf.h"
 #include "../lib/diag.h"
+#include "../lib/env.h"
 #include "../objstore/objstore.h"
 #include "../sim/replay.h"
 #include "../strata.h"
@@ -32,13 +33,8 @@
 #define CAL_CHUNK (1u << 20)
 #define CAL_SMALL 4096u
 
-static uint64_t
-cal_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/** The monotonic clock, ns. */
+#define cal_now() env_default.mono_ns()
 
 static int
 cal_cmp(const void *a, const void *b)

@@ -487,10 +487,7 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 	pp->c = c;
 	pp->r = r;
 	struct replay_prices prices;
-	if (c->prices != NULL)
-		prices = *c->prices;
-	else
-		replay_prices_default(c->store, &prices);
+	replay_prices_of(c, &prices);
 	/* The header first (and a refusal of a file that is no trace, before any store). */
 	struct wtrace_info info;
 	int rc = wtrace_read(c->trace, NULL, NULL, &info);
@@ -505,11 +502,7 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 	if (pp->fs == NULL)
 		return diag_set(STRATA_ENOMEM, "replay: out of memory");
 	struct sim_model model;
-	if (c->model != NULL)
-		model = *c->model;
-	else
-		replay_model_default(c->store, &model);
-	model.store_remote = c->store != REPLAY_STORE_LOCAL;
+	replay_model_of(c, &model);
 	sim_fs_set_model(pp->fs, &model);
 	sim_fs_set_volatile(pp->fs);
 	replay_fs = pp->fs;
@@ -730,15 +723,9 @@ json_t *
 replay_report_json(const struct replay_config *c, const struct replay_result *r0, json_t *policies)
 {
 	struct sim_model m;
-	if (c->model != NULL)
-		m = *c->model;
-	else
-		replay_model_default(c->store, &m);
+	replay_model_of(c, &m);
 	struct replay_prices pr;
-	if (c->prices != NULL)
-		pr = *c->prices;
-	else
-		replay_prices_default(c->store, &pr);
+	replay_prices_of(c, &pr);
 	json_t *prices = json_object();
 	for (int k = 0; k < SIM_OS_KINDS; k++)
 		json_object_set_new(prices, sim_os_kind_name(k), json_real(pr.usd_per_1000[k]));

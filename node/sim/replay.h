@@ -185,6 +185,9 @@ struct replay_result {
 	uint64_t hook_cpu_ns, wall_ns;
 };
 
+/** The model and the prices a replay of c runs with (c's, or the store's defaults). */
+void replay_model_of(const struct replay_config *c, struct sim_model *m);
+void replay_prices_of(const struct replay_config *c, struct replay_prices *p);
 /** One replay's figures as `strata policy compare --json` shows a policy; machine nonzero
  *  adds this machine's figures (hook_cpu_s, wall_s), which no two runs share. */
 json_t *replay_result_json(const char *name, const struct replay_result *r, int machine);

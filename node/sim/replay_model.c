@@ -91,12 +91,15 @@ replay_trim(char *s)
 	return s;
 }
 
-int
-replay_model_load(const char *path, struct sim_model *m)
+/** Call fn for each line of path that holds something (comments from # and blanks cut),
+ *  until it returns nonzero. what names the file's kind in messages. */
+static int
+replay_lines(const char *path, const char *what, int (*fn)(void *ctx, const char *path, int ln, char *t),
+	     void *ctx)
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
-		return diag_set(STRATA_EINVAL, "model %s: %s", path, strerror(errno));
+		return diag_set(STRATA_EINVAL, "%s %s: %s", what, path, strerror(errno));
 	char line[512];
 	int ln = 0, rc = 0;
 	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
@@ -105,38 +108,54 @@ replay_model_load(const char *path, struct sim_model *m)
 		if (h != NULL)
 			*h = '\0';
 		char *t = replay_trim(line);
-		if (*t == '\0')
-			continue;
-		char *eq = strchr(t, '=');
-		if (eq == NULL) {
-			rc = diag_set(STRATA_EINVAL, "model %s:%d: expected KEY = VALUE", path, ln);
-			break;
-		}
-		*eq = '\0';
-		char *k = replay_trim(t), *v = replay_trim(eq + 1);
-		size_t i = 0;
-		while (i < NMODEL_KEYS && strcmp(model_keys[i].name, k) != 0)
-			i++;
-		if (i == NMODEL_KEYS) {
-			rc = diag_set(STRATA_EINVAL, "model %s:%d: unknown key '%s' (the keys: disk_read_mib_s, "
-				      "disk_write_mib_s, disk_op_ns, disk_sync_ns, store_part_bytes, store_read_ns, "
-				      "store_write_ns, store_mib_s, cpu_mib_s)", path, ln, k);
-			break;
-		}
-		char *end;
-		errno = 0;
-		double d = strtod(v, &end);
-		if (*v == '\0' || *end != '\0' || errno != 0 || !(d >= 0) || d > 1e15) {
-			rc = diag_set(STRATA_EINVAL, "model %s:%d: %s needs a number >= 0, not '%s'", path, ln, k, v);
-			break;
-		}
-		char *dst = (char *)m + model_keys[i].off;
-		if (model_keys[i].is_double)
-			*(double *)dst = d;
-		else
-			*(uint64_t *)dst = (uint64_t)d;
+		if (*t != '\0')
+			rc = fn(ctx, path, ln, t);
 	}
 	fclose(f);
+	return rc;
+}
+
+/** v as a number in [0, max]; -1 when it is none. */
+static double
+replay_number(const char *v, double max)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(v, &end);
+	return *v == '\0' || *end != '\0' || errno != 0 || !(d >= 0) || d > max ? -1 : d;
+}
+
+static int
+model_line(void *ctx, const char *path, int ln, char *t)
+{
+	struct sim_model *m = ctx;
+	char *eq = strchr(t, '=');
+	if (eq == NULL)
+		return diag_set(STRATA_EINVAL, "model %s:%d: expected KEY = VALUE", path, ln);
+	*eq = '\0';
+	char *k = replay_trim(t), *v = replay_trim(eq + 1);
+	size_t i = 0;
+	while (i < NMODEL_KEYS && strcmp(model_keys[i].name, k) != 0)
+		i++;
+	if (i == NMODEL_KEYS)
+		return diag_set(STRATA_EINVAL, "model %s:%d: unknown key '%s' (the keys: disk_read_mib_s, "
+				"disk_write_mib_s, disk_op_ns, disk_sync_ns, store_part_bytes, store_read_ns, "
+				"store_write_ns, store_mib_s, cpu_mib_s)", path, ln, k);
+	double d = replay_number(v, 1e15);
+	if (d < 0)
+		return diag_set(STRATA_EINVAL, "model %s:%d: %s needs a number >= 0, not '%s'", path, ln, k, v);
+	char *dst = (char *)m + model_keys[i].off;
+	if (model_keys[i].is_double)
+		*(double *)dst = d;
+	else
+		*(uint64_t *)dst = (uint64_t)d;
+	return 0;
+}
+
+int
+replay_model_load(const char *path, struct sim_model *m)
+{
+	int rc = replay_lines(path, "model", model_line, m);
 	if (rc == 0 && m->store_part_bytes != 0 && m->store_part_bytes < 4096)
 		rc = diag_set(STRATA_EINVAL, "model %s: store_part_bytes must be 0 or at least 4096", path);
 	return rc;
@@ -178,52 +197,55 @@ replay_prices_default(int store, struct replay_prices *p)
 	}
 }
 
+static int
+prices_line(void *ctx, const char *path, int ln, char *t)
+{
+	struct replay_prices *p = ctx;
+	char *sp = strpbrk(t, " \t");
+	if (sp == NULL)
+		return diag_set(STRATA_EINVAL, "prices %s:%d: expected KIND USD_PER_1000", path, ln);
+	*sp = '\0';
+	char *v = replay_trim(sp + 1);
+	if (strcmp(t, "name") == 0) {
+		snprintf(p->name, sizeof(p->name), "%s", v);
+		return 0;
+	}
+	int k = 0;
+	while (k < SIM_OS_KINDS && strcmp(sim_os_kind_name(k), t) != 0)
+		k++;
+	if (k == SIM_OS_KINDS)
+		return diag_set(STRATA_EINVAL, "prices %s:%d: unknown kind '%s' (get, head, put, part, commit, list, "
+				"delete, or name)", path, ln, t);
+	double d = replay_number(v, 1e6);
+	if (d < 0)
+		return diag_set(STRATA_EINVAL, "prices %s:%d: %s needs a price >= 0 in USD per 1000 requests, not '%s'",
+				path, ln, t, v);
+	p->usd_per_1000[k] = d;
+	return 0;
+}
+
 int
 replay_prices_load(const char *path, struct replay_prices *p)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return diag_set(STRATA_EINVAL, "prices %s: %s", path, strerror(errno));
-	char line[512];
-	int ln = 0, rc = 0;
 	snprintf(p->name, sizeof(p->name), "%.63s", path);
-	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
-		ln++;
-		char *h = strchr(line, '#');
-		if (h != NULL)
-			*h = '\0';
-		char *t = replay_trim(line);
-		if (*t == '\0')
-			continue;
-		char *sp = strpbrk(t, " \t");
-		if (sp == NULL) {
-			rc = diag_set(STRATA_EINVAL, "prices %s:%d: expected KIND USD_PER_1000", path, ln);
-			break;
-		}
-		*sp = '\0';
-		char *v = replay_trim(sp + 1);
-		if (strcmp(t, "name") == 0) {
-			snprintf(p->name, sizeof(p->name), "%s", v);
-			continue;
-		}
-		int k = 0;
-		while (k < SIM_OS_KINDS && strcmp(sim_os_kind_name(k), t) != 0)
-			k++;
-		if (k == SIM_OS_KINDS) {
-			rc = diag_set(STRATA_EINVAL, "prices %s:%d: unknown kind '%s' (get, head, put, part, "
-				      "commit, list, delete, or name)", path, ln, t);
-			break;
-		}
-		char *end;
-		errno = 0;
-		double d = strtod(v, &end);
-		if (*v == '\0' || *end != '\0' || errno != 0 || !(d >= 0) || d > 1e6) {
-			rc = diag_set(STRATA_EINVAL, "prices %s:%d: %s needs a price >= 0 in USD per 1000 requests, not '%s'",
-				      path, ln, t, v);
-			break;
-		}
-		p->usd_per_1000[k] = d;
-	}
-	fclose(f);
-	return rc;
+	return replay_lines(path, "prices", prices_line, p);
+}
+
+void
+replay_model_of(const struct replay_config *c, struct sim_model *m)
+{
+	if (c->model != NULL)
+		*m = *c->model;
+	else
+		replay_model_default(c->store, m);
+	m->store_remote = c->store != REPLAY_STORE_LOCAL;
+}
+
+void
+replay_prices_of(const struct replay_config *c, struct replay_prices *p)
+{
+	if (c->prices != NULL)
+		*p = *c->prices;
+	else
+		replay_prices_default(c->store, p);
 }
