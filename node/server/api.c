@@ -2084,7 +2084,14 @@ api_shard_stats(struct api *a, struct http_req *r, const struct api_route *rt)
 	api_json(a, r, 200, shard_stats_json(a, (uint32_t)rt->shard));
 }
 
-/** GET /v1/slow-requests: the slow-request log, newest first; DELETE empties it. */
+void
+api_loop_lag(struct api *a, uint64_t lag_ns)
+{
+	reqstats_loop_lag(&a->stats, lag_ns);
+}
+
+/** GET /v1/slow-requests: the slow-request log, newest first; DELETE empties it (and
+ *  the longest loop lag). */
 static void
 api_slow_requests(struct api *a, struct http_req *r, const struct api_route *rt)
 {
@@ -2126,7 +2133,8 @@ api_slow_requests(struct api *a, struct http_req *r, const struct api_route *rt)
 						      "total_us", api_round((double)e->total_ns / 1e3, 3), "stages_us",
 						      stages));
 	}
-	api_json(a, r, 200, json_pack("{s:f, s:I, s:I, s:I, s:o}", "threshold_us",
+	api_json(a, r, 200, json_pack("{s:f, s:f, s:I, s:I, s:I, s:o}", "loop_lag_max_us",
+				      api_round((double)s->loop_lag_max_ns / 1e3, 3), "threshold_us",
 				      api_round((double)s->slow_threshold_ns / 1e3, 3), "capacity", (json_int_t)s->slow_cap,
 				      "logged", (json_int_t)s->slow_total, "kept", (json_int_t)s->slow_len, "requests",
 				      list));

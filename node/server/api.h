@@ -164,6 +164,8 @@ void api_on_headers(void *ctx, struct http_req *r);
 void api_on_request(void *ctx, struct http_req *r);
 /** http_options.on_sent: time the request's stages and log it when slow. */
 void api_on_sent(void *ctx, struct http_req *r);
+/** The loop's lag, sampled by the server's timer (reqstats.h, loop_lag_ns). Loop thread. */
+void api_loop_lag(struct api *a, uint64_t lag_ns);
 /** HTTP status for a STRATA_E* code. */
 int api_status_of(int rc);
 

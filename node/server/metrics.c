@@ -360,6 +360,11 @@ metrics_render(const struct metrics_src *a, const struct runtime_stats *rs, stru
 		mo_hist_series(&m, "strata_http_stage_seconds", lab, a->req->stage_ns[i], metrics_lock_bounds,
 			       METRICS_LEN(metrics_lock_bounds));
 	}
+	mo_head(&m, "strata_http_loop_lag_seconds", "histogram",
+		"How late the HTTP loop's 10 ms timer fired: time the loop could not read its sockets "
+		"(a request arriving then waits before its first stage).");
+	mo_hist_series(&m, "strata_http_loop_lag_seconds", "", a->req->loop_lag_ns, metrics_lock_bounds,
+		       METRICS_LEN(metrics_lock_bounds));
 	const struct hist *hold = NULL, *wait = NULL;
 	strata_lock_hists(a->db, &hold, &wait);
 	mo_hist_in(&m, "strata_exclusive_lock_hold_seconds",

@@ -39,6 +39,8 @@ reqstats_create(struct reqstats *s, size_t handlers, uint64_t slow_threshold_ns,
 	for (int i = 0; i < REQSTATS_STAGES; i++)
 		if ((rc = hist_new_latency(&s->stage_ns[i])) != 0)
 			goto fail;
+	if ((rc = hist_new_latency(&s->loop_lag_ns)) != 0)
+		goto fail;
 	for (size_t h = 0; h < handlers; h++)
 		if ((rc = hist_new(1000, HIST_LATENCY_HIGHEST, 2, &s->handler[h].ns)) != 0)
 			goto fail;
@@ -58,9 +60,18 @@ reqstats_destroy(struct reqstats *s)
 		hist_delete(s->handler[h].ns);
 	for (int i = 0; i < REQSTATS_STAGES; i++)
 		hist_delete(s->stage_ns[i]);
+	hist_delete(s->loop_lag_ns);
 	env.free(s->handler);
 	env.free(s->slow);
 	memset(s, 0, sizeof(*s));
+}
+
+void
+reqstats_loop_lag(struct reqstats *s, uint64_t lag_ns)
+{
+	hist_record(s->loop_lag_ns, lag_ns);
+	if (lag_ns > s->loop_lag_max_ns)
+		s->loop_lag_max_ns = lag_ns;
 }
 
 int
@@ -188,4 +199,5 @@ void
 reqstats_slow_reset(struct reqstats *s)
 {
 	s->slow_next = s->slow_len = 0;
+	s->loop_lag_max_ns = 0;
 }

@@ -127,7 +127,18 @@ struct reqstats {
 	size_t slow_len;
 	/** Slow requests seen since the start (reqstats_slow_reset leaves it: a counter). */
 	uint64_t slow_total;
+	/** The loop's lag: how late a timer of REQSTATS_LAG_TICK_NS fired, each time, ns (the
+	 *  loop was busy or the thread was not running; a request that arrives then waits in its
+	 *  socket, before any of its stages). The longest since the start or the last
+	 *  reqstats_slow_reset. */
+	struct hist *loop_lag_ns;
+	uint64_t loop_lag_max_ns;
 };
+
+/** How often the loop's lag is sampled, ns. */
+#define REQSTATS_LAG_TICK_NS (10ull * 1000 * 1000)
+/** A lag sample. */
+void reqstats_loop_lag(struct reqstats *s, uint64_t lag_ns);
 
 /** Set up s, zeroed, for handlers handlers (their names still NULL: the caller names
  *  them), with a slow-request log of slow_len entries (0: REQSTATS_SLOW_DEFAULT_LEN) for

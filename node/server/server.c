@@ -56,6 +56,9 @@ struct server {
 	ev_signal sighup;
 	/** Deadline of a graceful stop. */
 	ev_timer shutdown_timer;
+	/** Samples the loop's lag (api_loop_lag), and when it is due next (env.mono_ns). */
+	ev_timer lag_timer;
+	uint64_t lag_due;
 	/** A graceful stop is under way. */
 	int stopping;
 	/** Connections were closed by force (second signal or deadline). */
@@ -270,6 +273,18 @@ server_force(struct server *s)
 	s->forced = 1;
 	diag_log(LOG_LVL_WARN, "closing the connections still open; requests in flight finish without a reply");
 	http_server_close_all(s->http);
+}
+
+/** How late the lag timer fired: the time the loop could not look at its sockets. */
+static void
+on_lag_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct server *s = w->data;
+	uint64_t now = env.mono_ns();
+	api_loop_lag(s->api, now > s->lag_due ? now - s->lag_due : 0);
+	s->lag_due = now + REQSTATS_LAG_TICK_NS;
+	ev_timer_set(w, REQSTATS_LAG_TICK_NS / 1e9, 0.0);
+	ev_timer_start(loop, w);
 }
 
 static void
@@ -543,6 +558,11 @@ server_run(const struct server_options *o)
 	ev_signal_start(s.loop, &s.sighup);
 	ev_init(&s.shutdown_timer, on_shutdown_timer);
 	s.shutdown_timer.data = &s;
+	ev_init(&s.lag_timer, on_lag_timer);
+	s.lag_timer.data = &s;
+	s.lag_due = env.mono_ns() + REQSTATS_LAG_TICK_NS;
+	ev_timer_set(&s.lag_timer, REQSTATS_LAG_TICK_NS / 1e9, 0.0);
+	ev_timer_start(s.loop, &s.lag_timer);
 
 	strata_policy_info pi;
 	memset(&pi, 0, sizeof(pi));
@@ -557,6 +577,7 @@ server_run(const struct server_options *o)
 	ev_run(s.loop, 0);
 
 	ev_timer_stop(s.loop, &s.shutdown_timer);
+	ev_timer_stop(s.loop, &s.lag_timer);
 	status = 0;
 out:
 	/* Client jobs finish (and answer) first. The runtime stops on its loop after the

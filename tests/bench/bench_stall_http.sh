@@ -17,9 +17,13 @@
 # more spent its time (node/server/README.md, "Where a request spends its time");
 # asserts nothing about speed.
 #
+# The node's side: its HTTP loop's longest lag (how late a 10 ms timer fired) in the idle
+# phase and during the merge, and the slow-request log of the merge phase.
+#
 # Environment: BENCH_STALL_GENS (32), BENCH_STALL_GEN_MB (32), BENCH_STALL_PCT (40),
 # BENCH_STALL_RATE, BENCH_STALL_HTTP_MODES ("merge hook"), BENCH_STALL_SLOW_US (3000),
-# BENCH_DIR.
+# BENCH_STALL_CONNECTIONS (16: the client's connections; too few for the pace, and the
+# client's own queue is what the figures show), BENCH_DIR.
 set -u
 bindir=${1:?usage: bench_stall_http.sh BINDIR STRATA}
 strata=${2:?usage: bench_stall_http.sh BINDIR STRATA}
@@ -30,18 +34,19 @@ pct=${BENCH_STALL_PCT:-40}
 fixed_rate=${BENCH_STALL_RATE:-}
 modes=${BENCH_STALL_HTTP_MODES:-merge hook}
 slow_us=${BENCH_STALL_SLOW_US:-3000}
+conns=${BENCH_STALL_CONNECTIONS:-16}
 base=${BENCH_DIR:-${TMPDIR:-/tmp}}
 
 die() { echo "bench_stall_http: $*" >&2; exit 2; }
 [ -x "$strata" ] || die "$strata is not an executable (build it with make all)"
 [ -f "$here/stall_http.lua" ] || die "$here/stall_http.lua is missing"
-case "$gens$gen_mb$pct${fixed_rate}$slow_us" in *[!0-9]*) die "BENCH_STALL_* must be positive integers" ;; esac
+case "$gens$gen_mb$pct${fixed_rate}$slow_us$conns" in *[!0-9]*) die "BENCH_STALL_* must be positive integers" ;; esac
 
 echo "== bench_stall_http: append latency of a live node while it merges a backlog, and under a looping hook"
 echo "$("$strata" --version 2>&1 | head -n 1); host: $(uname -sr), $(getconf _NPROCESSORS_ONLN) cpus"
 echo "data dir: $base ($(df -T "$base" 2>/dev/null | awk 'NR==2 {print $2}'))"
 echo "node    : strata serve --shards 1 --sync fsync (reply once durable), policy: no timers, no triggers"
-echo "client  : strata load, one writer (1 row: 16-byte key, 200-byte value) paced at ${fixed_rate:-$pct% of capacity}${fixed_rate:+/s},"
+echo "client  : strata load, one writer (1 row: 16-byte key, 200-byte value) paced at ${fixed_rate:-$pct% of capacity}${fixed_rate:+/s}, $conns connections,"
 echo "          latency from the intended start; backlog ${gens} x ${gen_mb} MiB incompressible, merged in one pass"
 echo
 
@@ -113,10 +118,12 @@ slow_report() {
 		return
 	fi
 	curl -s "http://$addr/v1/slow-requests" >"$dir/slow.json" || return
-	python3 - "$dir/slow.json" "$slow_us" <<-'PY'
+	python3 - "$dir/slow.json" "$slow_us" "$(field loop_lag_idle_ms "$line")" <<-'PY'
 	import json, sys
 	o = json.load(open(sys.argv[1]))
 	rows = [r for r in o["requests"] if r["handler"] == "rows"]
+	print("  the node's HTTP loop during the merge: its timer fired at most %.3f ms late (the time the loop "
+	      "could not read a socket; idle: %s ms)" % (o["loop_lag_max_us"] / 1e3, sys.argv[3]))
 	print("  appends of %s us or more: %d (of %d slow requests logged)" % (sys.argv[2], len(rows), o["logged"]))
 	if not rows:
 	    sys.exit(0)
@@ -136,7 +143,7 @@ slow_report() {
 # run_load MODE RATE: the script's figures line, or exits.
 run_load() {
 	out=$("$strata" load "$here/stall_http.lua" --target "http://$addr" --batch -q -- "$1" "$2" \
-		"$gens" "$gen_mb" 2>"$dir/load.err")
+		"$gens" "$gen_mb" "$conns" 2>"$dir/load.err")
 	lrc=$?
 	line=$(echo "$out" | grep '^stall_http:')
 	if [ -z "$line" ] || [ $lrc -ne 0 ]; then

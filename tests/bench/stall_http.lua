@@ -1,6 +1,6 @@
 -- tests/bench/stall_http.lua — the stall benchmark over HTTP (run by bench_stall_http.sh).
 --
---   strata load tests/bench/stall_http.lua --target URL --batch -- MODE RATE [GENS GEN_MB]
+--   strata load tests/bench/stall_http.lua --target URL --batch -- MODE RATE [GENS GEN_MB [CONNS]]
 --
 -- MODE "capacity": one connection appends one 200-byte row after another for 3 s (the
 -- summary's writer.iterations / 3 is its capacity).
@@ -13,6 +13,10 @@
 -- MODE "hook": the same writer, and GET /healthz 50 times a second; after 5 s a policy
 -- whose on_seal never returns is PUT (flush_interval_s = 1: a seal, and a hook run
 -- stopped by its budget, every second) and both go on for 10 s: stages "idle" and "hook".
+-- CONNS (16): the connections of the merge and hook modes. The writer needs RATE x the
+-- node's latency of them: with 4, one of them held by the merge request, a pace of
+-- 1 100/s and the node's appends at 15 ms during the merge queued in this client for
+-- 300 ms while the node's slowest append took 17 ms (2026-12-07, this VM).
 local load = require "strata.load"
 
 local args = { ... }
@@ -20,6 +24,7 @@ local mode = args[1] or "merge"
 local rate = tonumber(args[2] or "500")
 local gens = tonumber(args[3] or "32")
 local gen_mb = tonumber(args[4] or "32")
+local conns = tonumber(args[5] or "16")
 local idle_s = 5
 
 local keys = load.keys.sequential{ prefix = "w:", width = 14 }
@@ -76,7 +81,7 @@ local function report(mode_name, phases, scenarios)
 				out[#out + 1] = string.format("%s_%s_n=%d", sc, ph, m[x .. ".iterations"] or m[x .. ".count"] or -1)
 			end
 		end
-		for _, k in ipairs({ "merge_s", "deletes_s", "errors", "writer.iterations" }) do
+		for _, k in ipairs({ "merge_s", "deletes_s", "loop_lag_idle_ms", "errors", "writer.iterations" }) do
 			if m[k] ~= nil then
 				out[#out + 1] = string.format("%s=%s", k, tostring(m[k]))
 			end
@@ -94,6 +99,7 @@ local function deletes_pending(ctx)
 end
 
 local merged_at
+local lag_read
 
 local function writer(ctx)
 	assert(ctx:append(0, keys:next(), values:next()))
@@ -112,7 +118,7 @@ end
 if mode == "merge" then
 	return {
 		duration = "600s", -- the merger stops the run once nothing is pending
-		connections = 4,
+		connections = conns,
 		setup = backlog,
 		done = report("merge", { "idle", "during" }, { "writer" }),
 		scenarios = {
@@ -128,6 +134,15 @@ if mode == "merge" then
 				every = "50ms",
 				start = idle_s,
 				exec = function(ctx)
+					if merged_at == nil and not lag_read then
+						-- The node's longest loop lag of the idle phase; then the
+						-- slow-request log starts again for the merge.
+						lag_read = true
+						local _, body = ctx:http("GET", "/v1/slow-requests")
+						local lag = body and body:match('"loop_lag_max_us":%s*([%d.]+)')
+						ctx:metric("loop_lag_idle_ms", lag and tonumber(lag) / 1e3 or -1)
+						ctx:http("DELETE", "/v1/slow-requests")
+					end
 					if merged_at == nil then
 						local t0 = ctx:now()
 						local _, pending = assert(load.retry(ctx, ctx.merge_wal, 0))
@@ -156,7 +171,7 @@ if mode == "hook" then
 		"on_seal = function() while true do end end }"
 	return {
 		duration = idle_s + 10,
-		connections = 4,
+		connections = conns,
 		done = report("hook", { "idle", "hook" }, { "writer", "health" }),
 		scenarios = {
 			writer = {

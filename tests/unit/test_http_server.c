@@ -1545,21 +1545,37 @@ slow_log(struct node *n)
 }
 
 /** The value of the Prometheus sample line that starts with series (name and labels), or -1. */
+/** The value of series in the exposition text m, or -1. */
+static double
+metric_in(const char *m, const char *series)
+{
+	size_t sl = strlen(series);
+	for (const char *p = m; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, series, sl) == 0 && p[sl] == ' ')
+			return atof(p + sl + 1);
+	return -1;
+}
+
 static double
 metric_value(struct node *n, const char *series)
 {
 	char *m = NULL;
-	double v = -1;
-	if (http_get(n, "/metrics", &m, NULL) == 200) {
-		size_t sl = strlen(series);
-		for (const char *p = m; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-			if (strncmp(p, series, sl) == 0 && p[sl] == ' ') {
-				v = atof(p + sl + 1);
-				break;
-			}
-	}
+	double v = http_get(n, "/metrics", &m, NULL) == 200 ? metric_in(m, series) : -1;
 	free(m);
 	return v;
+}
+
+/** The loop lag's sample count and those under 100 ms, from one scrape. */
+static void
+loop_lag_counts(struct node *n, double *count, double *under)
+{
+	char *m = NULL;
+	*count = *under = -1;
+	if (http_get(n, "/metrics", &m, NULL) == 200) {
+		*count = metric_in(m, "strata_http_loop_lag_seconds_count");
+		*under = metric_in(m, "strata_http_loop_lag_seconds_bucket{le=\"0.1\"}");
+	}
+	free(m);
 }
 
 /** The newest entry of log o answered by handler, or NULL. */
@@ -1712,6 +1728,41 @@ TEST(slow_requests_are_logged_with_the_stages_they_spent_their_time_in)
 	CHECK_EQ(json_integer_value(json_object_get(o, "kept")), 0);
 	CHECK_EQ(json_integer_value(json_object_get(o, "logged")), 0);
 	CHECK(json_number_value(json_object_get(o, "threshold_us")) == 0.0);
+	json_decref(o);
+	CHECK_EQ(node_stop(&n, SIGTERM), 0);
+}
+
+TEST(the_loop_lag_is_sampled_and_shows_a_stopped_loop)
+{
+	struct node n;
+	REQUIRE(node_up(&n, "looplag", NULL) == 0);
+	sleep_ms(200);
+	/* A 10 ms timer: some 20 samples in 200 ms. */
+	double c0, u0;
+	loop_lag_counts(&n, &c0, &u0);
+	CHECK(c0 >= 5 && u0 <= c0);
+	/* The process stopped for 300 ms: the loop could not read a socket, and says so. */
+	REQUIRE(kill(n.pid, SIGSTOP) == 0);
+	sleep_ms(300);
+	REQUIRE(kill(n.pid, SIGCONT) == 0);
+	sleep_ms(50);
+	json_t *o = slow_log(&n);
+	REQUIRE(o != NULL);
+	double lag_us = json_number_value(json_object_get(o, "loop_lag_max_us"));
+	CHECK(lag_us >= 250000.0 && lag_us < 5e6);
+	json_decref(o);
+	double c1, u1;
+	loop_lag_counts(&n, &c1, &u1);
+	CHECK(c1 > c0);
+	CHECK(c1 - u1 >= 1 + (c0 - u0)); /* the stop's sample is over 100 ms */
+	/* Emptying the slow-request log starts the longest lag again. */
+	char *r = NULL;
+	CHECK_EQ(http_status(&n, "DELETE", "/v1/slow-requests", NULL, 0, NULL, &r, NULL), 200);
+	free(r);
+	sleep_ms(50);
+	o = slow_log(&n);
+	REQUIRE(o != NULL);
+	CHECK(json_number_value(json_object_get(o, "loop_lag_max_us")) < 250000.0);
 	json_decref(o);
 	CHECK_EQ(node_stop(&n, SIGTERM), 0);
 }
@@ -2150,6 +2201,7 @@ main(int argc, char **argv)
 	RUN_NODE(policy_put_writes_the_policy_file_or_refuses);
 	RUN_NODE(sighup_reloads_the_policy_file);
 	RUN_NODE(metrics_parse_as_prometheus_text);
+	RUN_NODE(the_loop_lag_is_sampled_and_shows_a_stopped_loop);
 	RUN_NODE(looping_hook_never_delays_clients);
 	RUN_NODE(merge_wal_under_concurrent_appends_loses_nothing);
 	RUN_NODE(acknowledged_rows_survive_sigkill);
