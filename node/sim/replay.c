@@ -268,8 +268,10 @@ replay_time(struct replay *p, uint64_t t)
 		if (strata_step(p->db, (uint64_t)p->due_us, &info) != 0)
 			return -1;
 		sim_fs_io_stats(p->fs, &b);
-		uint64_t wrote = b.disk_write_bytes - a.disk_write_bytes + b.os_write_bytes - a.os_write_bytes;
-		uint64_t read = b.disk_read_bytes - a.disk_read_bytes + b.os_read_bytes - a.os_read_bytes;
+		/* Local objects are files: their bytes are the disk's already. */
+		int remote = p->c->store != REPLAY_STORE_LOCAL;
+		uint64_t wrote = b.disk_write_bytes - a.disk_write_bytes + (remote ? b.os_write_bytes - a.os_write_bytes : 0);
+		uint64_t read = b.disk_read_bytes - a.disk_read_bytes + (remote ? b.os_read_bytes - a.os_read_bytes : 0);
 		p->r->bg_written += wrote;
 		p->r->bg_read += read;
 		p->r->bg_busy_ns += b.model_ns - a.model_ns;
