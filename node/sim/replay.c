@@ -592,6 +592,14 @@ replay_run_on(struct replay *pp, const struct replay_config *c, struct replay_re
 				break;
 		}
 	}
+	/* The series ends where the background went quiet (not at the end of the quiet wait). */
+	if (r->step_ns > 0 && !r->cut_short) {
+		uint64_t keep = (r->trace_ns + r->quiet_ns) / r->step_ns + 2;
+		if (keep < r->npoints) {
+			memset(&r->points[keep], 0, (r->npoints - keep) * sizeof(r->points[0]));
+			r->npoints = (uint32_t)keep;
+		}
+	}
 	if (pp->db != NULL) {
 		replay_shard_pending(pp, r->final_pending_shard);
 		for (uint32_t s = 0; s < r->shards; s++) {

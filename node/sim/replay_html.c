@@ -92,7 +92,8 @@ html_chart(FILE *f, const char *title, const char *unit, const struct replay_res
 		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.3g</text>\n", x0 - 4, y + 4, v);
 		double t = tmax * g / 4;
 		int x = x0 + (int)((double)w * g / 4);
-		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%.3g s</text>\n", x, y0 + h + 16, t);
+		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"%s\">%.3g s</text>\n", x, y0 + h + 16,
+			g == 4 ? "end" : g == 0 ? "start" : "middle", t);
 	}
 	if (tend > 0 && tend < tmax) {
 		int x = x0 + (int)((double)w * tend / tmax);
