@@ -146,7 +146,7 @@ for b in $(echo "$batches" | tr ',' ' '); do
 		echo "$eout" >&2
 		status=1
 	}
-	erow=$(echo "$eout" | awk -v b="$b" -v t="$threads" '$1 == "strata" && $2 == t && $3 == b && NF == 10 { print $4, $6, $7; exit }')
+	erow=$(echo "$eout" | awk -v b="$b" -v t="$threads" '$1 == "strata" && $2 == t && $3 == b && NF >= 10 { print $4, $6, $7; exit }')
 	if [ -z "$erow" ]; then
 		echo "bench_http: no strata row in bench_append's output (batch $b):" >&2
 		echo "$eout" >&2
