@@ -225,6 +225,10 @@ static const struct serve_flag serve_flags[] = {
 	{"--policy-compare-ms", SERVE_U64, SO(policy_compare_ms), 100, 600000, "MS",
 	 "the wall time POST /v1/policy/compare may replay the node's trace for (the report then says "
 	 "cut_short)", "10000", NULL},
+	{"--policy-compare-model", SERVE_STR, SO(policy_compare_model), 0, 0, "FILE",
+	 "the disk, store and CPU cost model POST /v1/policy/compare replays with (strata calibrate "
+	 "writes one; the objects are the node's own kind: local, azure or s3)",
+	 "the model's defaults for the node's store", NULL},
 	{"--policy-history", SERVE_U32, SO(policy_history), 1, 4096, "N",
 	 "policies the history keeps (DATA/policy-history.jsonl; GET /v1/policy/history), the oldest "
 	 "go first", "64", NULL},

@@ -16,10 +16,13 @@ static __thread char diag_msg[DIAG_MSG_MAX];
 int
 diag_set(int rc, const char *fmt, ...)
 {
+	/* Format aside first: an argument may be diag_last() itself ("...: %s", diag_last()). */
+	char msg[sizeof(diag_msg)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(diag_msg, sizeof(diag_msg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(diag_msg, msg, strlen(msg) + 1);
 	return rc;
 }
 

@@ -34,6 +34,7 @@
 
 #include "../host/host.h"
 #include "../policy/policy.h"
+#include "../sim/sim.h"
 #include "../strata.h"
 #include "batch.h"
 #include "http.h"
@@ -96,6 +97,10 @@ struct api_options {
 	uint64_t trace_max_bytes;
 	/** Wall time one POST /v1/policy/compare may replay for, ms (0: API_COMPARE_BUDGET_MS). */
 	uint64_t compare_budget_ms;
+	/** The cost model file of its replays (NULL: the store kind's defaults), and the node's
+	 *  store URL (NULL: local), whose scheme picks the kind of store replayed. */
+	const char *compare_model;
+	const char *store_url;
 	/** The directory (a canonical absolute path) POST /v1/checkpoint writes under; NULL:
 	 *  checkpoints over HTTP are refused. */
 	const char *checkpoint_root;
@@ -145,6 +150,9 @@ struct api {
 	uint64_t trace_max_bytes;
 	/** Wall time of a POST /v1/policy/compare's replays, ms. */
 	uint64_t compare_budget_ms;
+	/** Their kind of store (enum replay_store) and cost model (api_new read it). */
+	int compare_store;
+	struct sim_model compare_model;
 	/** The policies put live (console.h), or NULL without a runtime. */
 	struct phist *phist;
 	/** The call that starts recording them on the runtime's loop. */

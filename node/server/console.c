@@ -423,7 +423,8 @@ static void
 compare_work(void *arg)
 {
 	struct console_compare *j = arg;
-	struct replay_config c = {.trace = j->trace, .deadline_ms = j->a->compare_budget_ms};
+	struct replay_config c = {.trace = j->trace, .deadline_ms = j->a->compare_budget_ms,
+				  .store = j->a->compare_store, .model = &j->a->compare_model};
 	const char *src[2] = {j->running, j->candidate};
 	size_t len[2] = {j->running_len, j->candidate_len};
 	for (int i = 0; i < 2 && j->rc == 0; i++) {
@@ -443,7 +444,8 @@ compare_done(void *arg)
 	if (j->rc != 0) {
 		api_error(a, j->r, j->rc == STRATA_ENOMEM ? 503 : 422, "compare failed", j->err);
 	} else {
-		struct replay_config c = {.trace = j->trace, .speed = 1.0};
+		struct replay_config c = {.trace = j->trace, .speed = 1.0, .store = a->compare_store,
+					  .model = &a->compare_model};
 		json_t *list = json_array();
 		json_array_append_new(list, replay_result_json("running", &j->res[0], 1));
 		json_array_append_new(list, replay_result_json("candidate", &j->res[1], 1));

@@ -514,7 +514,8 @@ server_run(const struct server_options *o)
 	struct api_options ao = {
 		.db = s.db, .rt = s.rt, .host = s.host, .rt_host = s.rt_host, .tokens = tokens, .ntokens = ntokens,
 		.policy_history = o->policy_history, .trace_max_bytes = o->trace_max_bytes,
-		.compare_budget_ms = o->policy_compare_ms,
+		.compare_budget_ms = o->policy_compare_ms, .compare_model = o->policy_compare_model,
+		.store_url = o->store.store,
 		.checkpoint_root = o->checkpoint_dir ? ckpt_root : NULL,
 		.slow_request_ns = o->slow_request_us * 1000, .slow_requests = o->slow_requests};
 	if (api_new(&ao, &s.api) != 0) {

@@ -74,6 +74,9 @@ struct server_options {
 	uint64_t trace_max_bytes;
 	/** Wall time of POST /v1/policy/compare's replays, ms (0: API_COMPARE_BUDGET_MS). */
 	uint64_t policy_compare_ms;
+	/** The cost model those replays run on (`strata calibrate`'s file), or NULL: the
+	 *  defaults of the node's kind of store. */
+	const char *policy_compare_model;
 	/** etcd://HOST:PORT[,...][/PREFIX] of the cluster to join, or NULL: a node on its own. */
 	const char *cluster;
 	/** This node's id in the cluster (NULL: the host name). */

@@ -47,7 +47,17 @@ start() {
 }
 post() { curl -s -o "$tmp/resp" -w '%{http_code}' -X "$1" "http://$addr/v1/trace" ${2:+-d "$2"}; }
 
-start live
+# The what-if's cost model: a file of the node's (and a bad one refuses the start).
+printf 'disk_write_mib_s = 7\ncpu_mib_s = 123\n' >"$tmp/model"
+printf 'disk_write_mib_s = fast\n' >"$tmp/bad.model"
+"$bin" serve --listen 127.0.0.1:0 --data "$tmp/badmodel" --policy-compare-model "$tmp/bad.model" >"$tmp/badmodel.log" 2>&1
+brc=$?
+if [ "$brc" -ne 0 ] && grep -q "policy-compare-model: model $tmp/bad.model:1: disk_write_mib_s needs a number" "$tmp/badmodel.log"; then
+	ok "a bad --policy-compare-model refuses the start, naming its line"
+else
+	bad "a bad --policy-compare-model: exit $brc, $(head -2 "$tmp/badmodel.log")"
+fi
+start live --policy-compare-model "$tmp/model"
 check "GET /v1/trace before any: 404" "$(post GET)" 404
 cmpc() { curl -s -o "$tmp/cmp" -w '%{http_code}' -X POST --data-binary "$1" "http://$addr/v1/policy/compare"; }
 check "POST /v1/policy/compare with no trace: 404" "$(cmpc 'return { merge_after_generations = 2 }')" 404
@@ -83,6 +93,8 @@ check "POST /v1/policy/compare replays it under the running policy and the candi
 check "the what-if names both, and the replay saw the load's rows" \
 	"$(jget "$tmp/cmp" 'o.policies.map(p => p.policy).join(",") + " " + (o.policies[0].rows === '"$rows"')')" \
 	"running,candidate true"
+check "it replays on the node's model file, its objects local" \
+	"$(jget "$tmp/cmp" 'o.model.disk_write_mib_s + " " + o.model.cpu_mib_s + " " + o.store')" "7 123 local"
 check "a candidate that does not compile: 422" "$(cmpc 'return { = }')" 422
 check "DELETE /v1/trace with none running: 404" "$(post DELETE)" 404
 check "seconds out of range: 400" "$(post POST '{"seconds": -1}')" 400
