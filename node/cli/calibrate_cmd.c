@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,14 +142,19 @@ cal_disk(const char *dir, unsigned mib, int buffered, struct sim_model *m)
 	return 0;
 }
 
+static int
+cal_rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0)
+		fprintf(stderr, "# could not remove %s: %s\n", path, strerror(errno));
+	return 0;
+}
+
 /** Remove a directory tree (the scratch store). */
 static void
 cal_rmtree(const char *path)
 {
-	char cmd[4200];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	if (strchr(path, '\'') == NULL && system(cmd) != 0)
-		fprintf(stderr, "# could not remove %s\n", path);
+	nftw(path, cal_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /** The merge's CPU figure into m. 0, or 1 after printing why. */

@@ -110,21 +110,14 @@ cmd_policy_compare(int argc, char **argv)
 	}
 	/* A model file sets what it names over the store's defaults; prices likewise. */
 	replay_model_default(c.store, &model);
-	if (model_file != NULL) {
-		if (replay_model_load(model_file, &model) != 0) {
-			fprintf(stderr, "strata policy compare: %s\n", diag_last());
-			return 2;
-		}
-		c.model = &model;
-	}
 	replay_prices_default(c.store, &prices);
-	if (prices_file != NULL) {
-		if (replay_prices_load(prices_file, &prices) != 0) {
-			fprintf(stderr, "strata policy compare: %s\n", diag_last());
-			return 2;
-		}
-		c.prices = &prices;
+	if ((model_file != NULL && replay_model_load(model_file, &model) != 0) ||
+	    (prices_file != NULL && replay_prices_load(prices_file, &prices) != 0)) {
+		fprintf(stderr, "strata policy compare: %s\n", diag_last());
+		return 2;
 	}
+	c.model = &model;
+	c.prices = &prices;
 	/* The simulated files live in memory and come and go by the hundred MiB: keep freed
 	 * memory for the next one instead of unmapping it and faulting it in again (measured:
 	 * page faults were a fifth of a replay's time). This process only replays. */
@@ -172,7 +165,7 @@ cmd_policy_compare(int argc, char **argv)
 	printf("recorded node: %llu seals (%llu bytes), %llu merge or compaction plans, %llu commits\n",
 	       (unsigned long long)r0->rec_seals, (unsigned long long)r0->rec_sealed_bytes,
 	       (unsigned long long)r0->rec_plans, (unsigned long long)r0->rec_commits);
-	const struct sim_model *m = c.model != NULL ? c.model : &model;
+	const struct sim_model *m = &model;
 	printf("objects on %s; the model: disk %.0f MiB/s read, %.0f MiB/s write, %.0f us a call, %.2f ms a sync;",
 	       replay_store_name(c.store), m->disk_read_mib_s, m->disk_write_mib_s, (double)m->disk_op_ns / 1e3,
 	       (double)m->disk_sync_ns / 1e6);
@@ -181,7 +174,7 @@ cmd_policy_compare(int argc, char **argv)
 		       (double)m->store_write_ns / 1e6, m->store_mib_s);
 	printf(" CPU %.0f MiB/s\n", m->cpu_mib_s);
 	if (c.store != REPLAY_STORE_LOCAL)
-		printf("prices: %s\n", c.prices != NULL ? c.prices->name : prices.name);
+		printf("prices: %s\n", prices.name);
 	printf("%-28s", "");
 	for (int i = 0; i < n; i++) {
 		const char *b = strrchr(names[i], '/');

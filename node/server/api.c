@@ -2223,9 +2223,7 @@ api_new(const struct api_options *o, struct api **out)
 	a->trace_max_bytes = o->trace_max_bytes ? o->trace_max_bytes : API_TRACE_MAX_BYTES;
 	a->compare_budget_ms = o->compare_budget_ms ? o->compare_budget_ms : API_COMPARE_BUDGET_MS;
 	/* The what-if replays the node's own kind of store, on its model file when it has one. */
-	a->compare_store = o->store_url == NULL ? REPLAY_STORE_LOCAL
-			   : strncmp(o->store_url, "azure://", 8) == 0 ? REPLAY_STORE_AZURE
-			   : strncmp(o->store_url, "s3://", 5) == 0 ? REPLAY_STORE_S3 : REPLAY_STORE_LOCAL;
+	a->compare_store = replay_store_of_url(o->store_url);
 	replay_model_default(a->compare_store, &a->compare_model);
 	if (rc == 0 && o->compare_model != NULL && replay_model_load(o->compare_model, &a->compare_model) != 0) {
 		rc = diag_set(STRATA_EINVAL, "--policy-compare-model: %s", diag_last());

@@ -57,6 +57,8 @@ enum replay_store {
 const char *replay_store_name(int store);
 /** The store of a name; -1 for none. */
 int replay_store_parse(const char *name);
+/** The store a node's --store URL names (azure://, s3://; NULL or another: local). */
+int replay_store_of_url(const char *url);
 /** The cost model's defaults for a store. */
 void replay_model_default(int store, struct sim_model *m);
 /** Read a model file (`strata calibrate`'s output: "key = value" lines, # comments) over *m.

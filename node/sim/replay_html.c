@@ -71,7 +71,7 @@ html_chart(FILE *f, const char *title, const char *unit, const struct replay_res
 			double v = fn(r, i);
 			if (v > vmax)
 				vmax = v;
-			if (budget && v_budget(r, i) > vmax && v_budget(r, i) < 1e6)
+			if (budget && v_budget(r, i) > vmax)
 				vmax = v_budget(r, i);
 		}
 	}
@@ -110,8 +110,8 @@ html_chart(FILE *f, const char *title, const char *unit, const struct replay_res
 				pass ? "1" : "1.6", pass ? " stroke-dasharray=\"6 4\"" : "");
 			for (uint32_t i = 0; i < r->npoints; i++) {
 				double v = pass ? v_budget(r, i) : fn(r, i);
-				if (v > vmax)
-					v = vmax; /* an unlimited budget runs along the top */
+				if (pass && v == 0)
+					v = vmax; /* no budget (0): along the top */
 				double x = x0 + (double)w * ((double)i + 0.5) * step / tmax;
 				double y = y0 + h - (double)h * v / vmax;
 				fprintf(f, "%.1f,%.1f ", x, y);
@@ -144,7 +144,8 @@ replay_html(FILE *f, const struct replay_config *c, const char *const *names, co
 	fputs("</p>\n", f);
 	html_chart(f, "Pending generations (all shards)", "generations", res, n, v_pending, 0);
 	html_chart(f, "Merged (read by merges)", "MiB/s", res, n, v_merged, 0);
-	html_chart(f, "Background IO written, and the IO budget (dashed)", "MiB/s", res, n, v_written, 1);
+	html_chart(f, "Background IO written, and the IO budget (dashed; along the top: none)", "MiB/s", res, n,
+		   v_written, 1);
 	fputs("<h2>Figures</h2>\n<table><tr><th></th>", f);
 	for (int k = 0; k < n; k++) {
 		fputs("<th>", f);

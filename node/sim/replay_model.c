@@ -28,6 +28,17 @@ replay_store_parse(const char *name)
 	return -1;
 }
 
+int
+replay_store_of_url(const char *url)
+{
+	for (int i = 1; url != NULL && i < 3; i++) {
+		size_t n = strlen(replay_stores[i]);
+		if (strncmp(url, replay_stores[i], n) == 0 && strncmp(url + n, "://", 3) == 0)
+			return i;
+	}
+	return REPLAY_STORE_LOCAL;
+}
+
 void
 replay_model_default(int store, struct sim_model *m)
 {
