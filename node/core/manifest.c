@@ -6,13 +6,16 @@
  * Whole manifest (little-endian): "STRMANIF", u32 format, u64 version, u64
  * writer_epoch, u64 replay_after, u64 next_generation, [format 2: u32 tip_crc], u32
  * ngens, ngens x obj, u32 nruns, nruns x obj, u32 crc32c of all preceding bytes.
- * obj = six u64: id, epoch, bytes, rows, min_seq, max_seq.
+ * obj = six u64: id, epoch, bytes, rows, min_seq, max_seq. Formats 3 and 4 are 1 and
+ * 2 with a seventh u64 per obj, its group (manifest_obj.group); they are written only
+ * when a run is grouped, so a store that never split a merge keeps formats 1 and 2.
  *
  * Edit: "STRMEDIT", u32 format, u64 version, u32 prev_crc, u64 writer_epoch, u64
  * replay_after, u64 next_generation, u32 ngens, u32 nruns (after the edit), u32 n +
  * n x u64 generation ids removed, the same for runs, u32 n + n x (u32 position, obj)
  * generations added, the same for runs, u32 crc32c of all preceding bytes. Applying
- * removes first, then inserts at the ascending positions of the result.
+ * removes first, then inserts at the ascending positions of the result. Format 2 adds
+ * the group to each added obj, and is written only when an added run is grouped.
  */
 #include "manifest.h"
 
@@ -31,11 +34,16 @@
 #define MANIFEST_MAGIC "STRMANIF"
 /** Length of MANIFEST_MAGIC. */
 #define MANIFEST_MAGIC_LEN 8
-/** Highest whole-manifest format this build reads and writes (2: a snapshot, with tip_crc);
- *  newer ones are refused with STRATA_EVERSION. */
-#define MANIFEST_FORMAT 2
-/** Encoded size of one manifest_obj. */
+/** Highest whole-manifest format this build reads and writes (2: a snapshot, with tip_crc;
+ *  3 and 4: formats 1 and 2 with grouped runs); newer ones are refused with STRATA_EVERSION. */
+#define MANIFEST_FORMAT 4
+/** Encoded size of one manifest_obj without and with its group. */
 #define MANIFEST_OBJ_BYTES 48
+#define MANIFEST_OBJ_GROUPED_BYTES 56
+/** Whether a whole-manifest format carries tip_crc and the recent CRCs (a snapshot). */
+#define MANIFEST_FMT_TIP(f) ((f) == 2 || (f) == 4)
+/** Encoded size of one obj in a whole-manifest format. */
+#define MANIFEST_FMT_OBJ(f) ((f) >= 3 ? MANIFEST_OBJ_GROUPED_BYTES : MANIFEST_OBJ_BYTES)
 /** Encoded size without objects: magic, format, 4 u64, 2 counts, crc. */
 #define MANIFEST_FIXED_BYTES (MANIFEST_MAGIC_LEN + 4 + 32 + 4 + 4 + 4)
 /** Most generations, and most runs, one manifest may hold. */
@@ -177,23 +185,75 @@ manifest_check_ids(const struct manifest *m, uint64_t *bad, int *dup)
 	return rc;
 }
 
+/** The groups of m well formed: no generation grouped, and each stretch of grouped runs
+ *  starting at the part whose id is the group (ids are unique, so a group is one
+ *  stretch). 0, or 1 with the offending id in *bad. */
 static int
-manifest_put_obj(struct buf *out, const struct manifest_obj *o)
+manifest_check_groups(const struct manifest *m, uint64_t *bad)
 {
-	uint8_t t[MANIFEST_OBJ_BYTES];
+	for (uint32_t i = 0; i < m->ngens; i++) {
+		if (m->gens[i].group != 0) {
+			*bad = m->gens[i].id;
+			return 1;
+		}
+	}
+	for (uint32_t i = 0; i < m->nruns; i++) {
+		uint64_t g = m->runs[i].group;
+		if (g != 0 && m->runs[i].id != g && (i == 0 || m->runs[i - 1].group != g)) {
+			*bad = m->runs[i].id;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/** 1 when some run of m is grouped. */
+static int
+manifest_grouped(const struct manifest *m)
+{
+	for (uint32_t i = 0; i < m->nruns; i++)
+		if (m->runs[i].group != 0)
+			return 1;
+	return 0;
+}
+
+uint32_t
+manifest_sorted_runs(const struct manifest *m, uint32_t n)
+{
+	if (n > m->nruns)
+		n = m->nruns;
+	uint32_t c = 0;
+	for (uint32_t i = 0; i < n; i++)
+		c += m->runs[i].group == 0 || i == 0 || m->runs[i - 1].group != m->runs[i].group;
+	return c;
+}
+
+static int
+manifest_put_obj(struct buf *out, const struct manifest_obj *o, int grouped)
+{
+	uint8_t t[MANIFEST_OBJ_GROUPED_BYTES];
 	enc_u64(t, o->id);
 	enc_u64(t + 8, o->epoch);
 	enc_u64(t + 16, o->bytes);
 	enc_u64(t + 24, o->rows);
 	enc_u64(t + 32, o->min_seq);
 	enc_u64(t + 40, o->max_seq);
-	return buf_append(out, t, sizeof(t));
+	enc_u64(t + 48, o->group);
+	return buf_append(out, t, grouped ? MANIFEST_OBJ_GROUPED_BYTES : MANIFEST_OBJ_BYTES);
 }
 
-/** Encode m as format 1 (a whole-manifest log entry) or 2 (a snapshot, with tip_crc). */
+/** Encode m as format 1 (a whole-manifest log entry) or 2 (a snapshot, with tip_crc),
+ *  each 2 higher (3, 4) when a run is grouped. */
 static int
 manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 {
+	if (manifest_grouped(m))
+		format += 2;
+	uint64_t badg;
+	if (manifest_check_groups(m, &badg))
+		return diag_set(STRATA_EINVAL, "manifest v%llu: object %llu has a group that does not "
+				"start at its first part", (unsigned long long)m->version,
+				(unsigned long long)badg);
 	if (m->ngens > MANIFEST_MAX_OBJS || m->nruns > MANIFEST_MAX_OBJS)
 		return diag_set(STRATA_EINVAL, "manifest v%llu: %u generations, %u runs; limit %u each",
 				(unsigned long long)m->version, m->ngens, m->nruns, MANIFEST_MAX_OBJS);
@@ -208,8 +268,8 @@ manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 				(unsigned long long)m->version, (unsigned long long)bad,
 				dup ? "appears twice" : "is not below next_generation");
 	size_t start = out->len;
-	size_t total = MANIFEST_FIXED_BYTES + (format >= 2 ? 8 + 4 * MANIFEST_RECENT : 0) +
-		       ((size_t)m->ngens + m->nruns) * MANIFEST_OBJ_BYTES;
+	size_t total = MANIFEST_FIXED_BYTES + (MANIFEST_FMT_TIP(format) ? 8 + 4 * MANIFEST_RECENT : 0) +
+		       ((size_t)m->ngens + m->nruns) * MANIFEST_FMT_OBJ(format);
 	if (buf_reserve(out, total) != 0)
 		return diag_set(STRATA_ENOMEM, "manifest v%llu: no memory for %zu bytes",
 				(unsigned long long)m->version, total);
@@ -220,7 +280,7 @@ manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 	rc = rc ? rc : buf_put_u64(out, m->replay_after);
 	rc = rc ? rc : buf_put_u64(out, m->next_generation);
 	uint32_t nrecent = 0;
-	if (format >= 2) {
+	if (MANIFEST_FMT_TIP(format)) {
 		rc = rc ? rc : buf_put_u32(out, m->tip_crc);
 		uint32_t crc;
 		while (nrecent < MANIFEST_RECENT && nrecent < m->version &&
@@ -234,17 +294,17 @@ manifest_encode_fmt(const struct manifest *m, uint32_t format, struct buf *out)
 	}
 	rc = rc ? rc : buf_put_u32(out, m->ngens);
 	for (uint32_t i = 0; rc == 0 && i < m->ngens; i++)
-		rc = manifest_put_obj(out, &m->gens[i]);
+		rc = manifest_put_obj(out, &m->gens[i], format >= 3);
 	rc = rc ? rc : buf_put_u32(out, m->nruns);
 	for (uint32_t i = 0; rc == 0 && i < m->nruns; i++)
-		rc = manifest_put_obj(out, &m->runs[i]);
+		rc = manifest_put_obj(out, &m->runs[i], format >= 3);
 	rc = rc ? rc : buf_put_u32(out, crc32c(0, out->data + start, out->len - start));
 	if (rc) {
 		out->len = start;
 		return diag_set(rc, "manifest v%llu: no memory to encode",
 				(unsigned long long)m->version);
 	}
-	assert(out->len - start + (format >= 2 ? 4 * (MANIFEST_RECENT - nrecent) : 0) == total);
+	assert(out->len - start + (MANIFEST_FMT_TIP(format) ? 4 * (MANIFEST_RECENT - nrecent) : 0) == total);
 	return 0;
 }
 
@@ -257,12 +317,12 @@ manifest_encode(const struct manifest *m, struct buf *out)
 int
 manifest_encode_snapshot(const struct manifest *m, struct buf *out)
 {
-	return manifest_encode_fmt(m, MANIFEST_FORMAT, out);
+	return manifest_encode_fmt(m, 2, out);
 }
 
-/** Read n objects into a fresh array (NULL when n is 0). */
+/** Read n objects (with their groups when grouped) into a fresh array (NULL when n is 0). */
 static int
-manifest_rd_objs(struct rd *r, uint32_t n, struct manifest_obj **out)
+manifest_rd_objs(struct rd *r, uint32_t n, int grouped, struct manifest_obj **out)
 {
 	*out = NULL;
 	if (n == 0)
@@ -277,6 +337,7 @@ manifest_rd_objs(struct rd *r, uint32_t n, struct manifest_obj **out)
 		v[i].rows = rd_u64(r);
 		v[i].min_seq = rd_u64(r);
 		v[i].max_seq = rd_u64(r);
+		v[i].group = grouped ? rd_u64(r) : 0;
 	}
 	*out = v;
 	return 0;
@@ -310,7 +371,8 @@ manifest_decode(const void *p, size_t n, const char *name, struct manifest *out)
 	m.writer_epoch = rd_u64(&r);
 	m.replay_after = rd_u64(&r);
 	m.next_generation = rd_u64(&r);
-	if (format >= 2) {
+	size_t objb = MANIFEST_FMT_OBJ(format);
+	if (MANIFEST_FMT_TIP(format)) {
 		m.tip_crc = rd_u32(&r);
 		uint32_t nrecent = rd_u32(&r);
 		if (nrecent > MANIFEST_RECENT || nrecent > m.version || (uint64_t)nrecent * 4 > rd_left(&r))
@@ -325,20 +387,20 @@ manifest_decode(const void *p, size_t n, const char *name, struct manifest *out)
 		manifest_note_entry(&m, m.version, want);
 	}
 	m.ngens = rd_u32(&r);
-	if (m.ngens > MANIFEST_MAX_OBJS || (uint64_t)m.ngens * MANIFEST_OBJ_BYTES + 4 > rd_left(&r))
+	if (m.ngens > MANIFEST_MAX_OBJS || (uint64_t)m.ngens * objb + 4 > rd_left(&r))
 		return diag_set(STRATA_ECORRUPT, "manifest %s: %u generations do not fit in %zu bytes",
 				name, m.ngens, n);
-	int rc = manifest_rd_objs(&r, m.ngens, &m.gens);
+	int rc = manifest_rd_objs(&r, m.ngens, format >= 3, &m.gens);
 	if (rc)
 		return diag_set(rc, "manifest %s: no memory for %u generations", name, m.ngens);
 	m.nruns = rd_u32(&r);
-	if (m.nruns > MANIFEST_MAX_OBJS || (uint64_t)m.nruns * MANIFEST_OBJ_BYTES != rd_left(&r)) {
+	if (m.nruns > MANIFEST_MAX_OBJS || (uint64_t)m.nruns * objb != rd_left(&r)) {
 		rc = diag_set(STRATA_ECORRUPT, "manifest %s: %u runs do not match the %zu bytes left",
 			      name, m.nruns, rd_left(&r));
 		manifest_destroy(&m);
 		return rc;
 	}
-	rc = manifest_rd_objs(&r, m.nruns, &m.runs);
+	rc = manifest_rd_objs(&r, m.nruns, format >= 3, &m.runs);
 	if (rc) {
 		manifest_destroy(&m);
 		return diag_set(rc, "manifest %s: no memory for %u runs", name, m.nruns);
@@ -357,6 +419,11 @@ manifest_decode(const void *p, size_t n, const char *name, struct manifest *out)
 		return diag_set(STRATA_ECORRUPT, "manifest %s: id %llu %s", name,
 				(unsigned long long)bad,
 				dup ? "appears twice" : "is not below next_generation");
+	}
+	if (manifest_check_groups(&m, &bad)) {
+		manifest_destroy(&m);
+		return diag_set(STRATA_ECORRUPT, "manifest %s: object %llu has a group that does not "
+				"start at its first part", name, (unsigned long long)bad);
 	}
 	*out = m;
 	return 0;
@@ -511,6 +578,23 @@ manifest_remove_gens(struct manifest *m, const uint64_t *ids, uint32_t n)
 int
 manifest_remove_runs(struct manifest *m, const uint64_t *ids, uint32_t n)
 {
+	/* A sorted run's parts go together: one left behind would lose the others' keys. */
+	for (uint32_t i = 0; i < m->nruns; i++) {
+		uint64_t g = m->runs[i].group;
+		if (g == 0)
+			continue;
+		int listed = 0, group_listed = 0;
+		for (uint32_t j = 0; j < n; j++) {
+			listed |= ids[j] == m->runs[i].id;
+			for (uint32_t k = 0; k < m->nruns && !group_listed; k++)
+				group_listed = m->runs[k].group == g && m->runs[k].id == ids[j];
+		}
+		if (group_listed && !listed)
+			return diag_set(STRATA_EINVAL, "manifest v%llu: run %llu is a part of the sorted "
+					"run %llu, which is not removed whole",
+					(unsigned long long)m->version,
+					(unsigned long long)m->runs[i].id, (unsigned long long)g);
+	}
 	return manifest_remove(m, m->runs, &m->nruns, ids, n, "run");
 }
 
@@ -518,12 +602,13 @@ manifest_remove_runs(struct manifest *m, const uint64_t *ids, uint32_t n)
 
 /** Magic at the start of every encoded edit. */
 #define MANIFEST_EDIT_MAGIC "STRMEDIT"
-/** Format of edits written by this build. */
-#define MANIFEST_EDIT_FORMAT 1
+/** Highest format of edits this build reads (2: added objects with their groups; written
+ *  only when an added run is grouped, else 1). */
+#define MANIFEST_EDIT_FORMAT 2
 /** Encoded edit without its lists: magic, format, version, prev_crc, 3 u64, 2 counts,
  *  4 list lengths, crc. */
 #define MANIFEST_EDIT_FIXED (MANIFEST_MAGIC_LEN + 4 + 8 + 4 + 24 + 8 + 16 + 4)
-/** Encoded size of one added object: position and object. */
+/** Encoded size of one added object: position and object (format 1). */
 #define MANIFEST_ADD_BYTES (4 + MANIFEST_OBJ_BYTES)
 
 void
@@ -709,12 +794,12 @@ manifest_diff(const struct manifest *cur, const struct manifest *next, struct ma
 }
 
 static int
-manifest_put_adds(struct buf *out, const struct manifest_edit_add *a, uint32_t n)
+manifest_put_adds(struct buf *out, const struct manifest_edit_add *a, uint32_t n, int grouped)
 {
 	int rc = buf_put_u32(out, n);
 	for (uint32_t i = 0; rc == 0 && i < n; i++) {
 		rc = buf_put_u32(out, a[i].pos);
-		rc = rc ? rc : manifest_put_obj(out, &a[i].obj);
+		rc = rc ? rc : manifest_put_obj(out, &a[i].obj, grouped);
 	}
 	return rc;
 }
@@ -732,8 +817,16 @@ int
 manifest_edit_encode(const struct manifest_edit *e, struct buf *out)
 {
 	size_t start = out->len;
+	int grouped = 0;
+	for (uint32_t i = 0; i < e->nadd_runs; i++)
+		grouped |= e->add_runs[i].obj.group != 0;
+	for (uint32_t i = 0; i < e->nadd_gens; i++)
+		if (e->add_gens[i].obj.group != 0)
+			return diag_set(STRATA_EINVAL, "manifest edit v%llu: generation %llu is grouped",
+					(unsigned long long)e->version,
+					(unsigned long long)e->add_gens[i].obj.id);
 	int rc = buf_append(out, MANIFEST_EDIT_MAGIC, MANIFEST_MAGIC_LEN);
-	rc = rc ? rc : buf_put_u32(out, MANIFEST_EDIT_FORMAT);
+	rc = rc ? rc : buf_put_u32(out, grouped ? 2 : 1);
 	rc = rc ? rc : buf_put_u64(out, e->version);
 	rc = rc ? rc : buf_put_u32(out, e->prev_crc);
 	rc = rc ? rc : buf_put_u64(out, e->writer_epoch);
@@ -743,8 +836,8 @@ manifest_edit_encode(const struct manifest_edit *e, struct buf *out)
 	rc = rc ? rc : buf_put_u32(out, e->nruns);
 	rc = rc ? rc : manifest_put_ids(out, e->del_gens, e->ndel_gens);
 	rc = rc ? rc : manifest_put_ids(out, e->del_runs, e->ndel_runs);
-	rc = rc ? rc : manifest_put_adds(out, e->add_gens, e->nadd_gens);
-	rc = rc ? rc : manifest_put_adds(out, e->add_runs, e->nadd_runs);
+	rc = rc ? rc : manifest_put_adds(out, e->add_gens, e->nadd_gens, grouped);
+	rc = rc ? rc : manifest_put_adds(out, e->add_runs, e->nadd_runs, grouped);
 	rc = rc ? rc : buf_put_u32(out, crc32c(0, out->data + start, out->len - start));
 	if (rc) {
 		out->len = start;
@@ -771,12 +864,15 @@ manifest_rd_ids(struct rd *r, uint64_t **ids, uint32_t *n)
 	return 0;
 }
 
-/** Read a list of added objects whose positions must ascend below count. */
+/** Read a list of added objects (with their groups when grouped) whose positions must
+ *  ascend below count. */
 static int
-manifest_rd_adds(struct rd *r, uint32_t count, struct manifest_edit_add **adds, uint32_t *n)
+manifest_rd_adds(struct rd *r, uint32_t count, int grouped, struct manifest_edit_add **adds,
+		 uint32_t *n)
 {
 	*n = rd_u32(r);
-	if (r->err || *n > count || (uint64_t)*n * MANIFEST_ADD_BYTES > rd_left(r))
+	if (r->err || *n > count ||
+	    (uint64_t)*n * (MANIFEST_ADD_BYTES + (grouped ? 8 : 0)) > rd_left(r))
 		return 1;
 	if (*n == 0)
 		return 0;
@@ -792,6 +888,7 @@ manifest_rd_adds(struct rd *r, uint32_t count, struct manifest_edit_add **adds, 
 		a->obj.rows = rd_u64(r);
 		a->obj.min_seq = rd_u64(r);
 		a->obj.max_seq = rd_u64(r);
+		a->obj.group = grouped ? rd_u64(r) : 0;
 		if (a->pos >= count || (i > 0 && a->pos <= (*adds)[i - 1].pos))
 			return 1;
 	}
@@ -838,10 +935,10 @@ manifest_edit_decode(const void *p, size_t n, const char *name, struct manifest_
 	if (what == NULL && rc == 0 && (rc = manifest_rd_ids(&r, &e.del_runs, &e.ndel_runs)) > 0)
 		what = "runs removed do not fit";
 	if (what == NULL && rc == 0 &&
-	    (rc = manifest_rd_adds(&r, e.ngens, &e.add_gens, &e.nadd_gens)) > 0)
+	    (rc = manifest_rd_adds(&r, e.ngens, format >= 2, &e.add_gens, &e.nadd_gens)) > 0)
 		what = "generations added do not fit or are out of order";
 	if (what == NULL && rc == 0 &&
-	    (rc = manifest_rd_adds(&r, e.nruns, &e.add_runs, &e.nadd_runs)) > 0)
+	    (rc = manifest_rd_adds(&r, e.nruns, format >= 2, &e.add_runs, &e.nadd_runs)) > 0)
 		what = "runs added do not fit or are out of order";
 	if (what == NULL && rc == 0 && (r.err || rd_left(&r) != 0))
 		what = "length mismatch";
@@ -853,6 +950,8 @@ manifest_edit_decode(const void *p, size_t n, const char *name, struct manifest_
 		for (uint32_t i = 0; i < na && what == NULL; i++)
 			if (a[i].obj.id >= e.next_generation && !(a[i].obj.id & MANIFEST_EXTERNAL_ID))
 				what = "an added id is not below next_generation";
+			else if (k == 0 && a[i].obj.group != 0)
+				what = "an added generation is grouped";
 	}
 	if (rc < 0) {
 		manifest_edit_destroy(&e);
@@ -933,6 +1032,14 @@ manifest_edit_apply(struct manifest *m, const struct manifest_edit *e, const cha
 	int grown = 0;
 	int rc = manifest_apply_list(m->runs, m->nruns, e->del_runs, e->ndel_runs, e->add_runs,
 				     e->nadd_runs, e->nruns, NULL, &runs);
+	/* The runs it makes must keep every group whole and starting at its first part. */
+	struct manifest probe = {.runs = runs, .nruns = rc == 0 ? e->nruns : 0};
+	uint64_t bad = 0;
+	if (rc == 0 && manifest_check_groups(&probe, &bad)) {
+		env.free(runs);
+		return diag_set(STRATA_ECORRUPT, "manifest edit %s: leaves run %llu in a group that "
+				"does not start at its first part", name, (unsigned long long)bad);
+	}
 	if (rc == 0)
 		rc = manifest_apply_list(m->gens, m->ngens, e->del_gens, e->ndel_gens, e->add_gens,
 					 e->nadd_gens, e->ngens, &grown, &gens);

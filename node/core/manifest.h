@@ -11,6 +11,10 @@
  * "<prefix>manifest/snap/<S %020llu>" (STRMANIF format 2, which adds the CRC of entry
  * S). Loading is the newest snapshot and the entries after it in order; entries and
  * snapshots at or below the newest snapshot (and below current - keep) are collected.
+ * A base run split by key range lists its parts with a group (manifest_obj.group);
+ * a manifest or edit that holds one is written in the grouped format (whole 3 and 4,
+ * edit 2), every other one exactly as before, so a store that never split reads
+ * with older builds.
  * Everything is little-endian and checksummed with CRC32C; puts are atomic (a torn
  * object is never visible), so a corrupt entry is corruption, never a half-written tail.
  * writer_epoch is an ownership token: an update is fenced only when the stored epoch
@@ -37,6 +41,11 @@ struct manifest_obj {
 	uint64_t rows;
 	/** Seq range of its rows. */
 	uint64_t min_seq, max_seq;
+	/** 0: a run (or generation) of its own. Otherwise this base run is one part of a
+	 *  sorted run split by key range, and group is the id of its first part: the parts
+	 *  are consecutive in the run list, in ascending and disjoint key order, and are
+	 *  removed only together (manifest_remove_runs). Generations are never grouped. */
+	uint64_t group;
 };
 
 /** Log positions whose entry CRCs a state (and its snapshot) remembers. */
@@ -193,11 +202,14 @@ void manifest_destroy(struct manifest *m);
 /** Append a generation / a run. */
 int manifest_add_gen(struct manifest *m, const struct manifest_obj *o);
 int manifest_add_run(struct manifest *m, const struct manifest_obj *o);
+/** Sorted runs (a group of parts counts once) among the first n base runs of m. */
+uint32_t manifest_sorted_runs(const struct manifest *m, uint32_t n);
 /** Index of the generation / run with that id, or -1. */
 int manifest_find_gen(const struct manifest *m, uint64_t id);
 int manifest_find_run(const struct manifest *m, uint64_t id);
-/** Remove exactly the generations / runs whose ids are listed (STRATA_ECONFLICT if one is missing;
- *  m is then unchanged). */
+/** Remove exactly the generations / runs whose ids are listed (STRATA_ECONFLICT if one is missing,
+ *  STRATA_EINVAL if a part of a grouped run is listed without all of its group; m is then
+ *  unchanged). */
 int manifest_remove_gens(struct manifest *m, const uint64_t *ids, uint32_t n);
 int manifest_remove_runs(struct manifest *m, const uint64_t *ids, uint32_t n);
 

@@ -174,7 +174,7 @@ TEST(checksummed_but_inconsistent_content_is_rejected)
 	struct buf t = {0};
 
 	buf_append(&t, b.data, b.len);
-	enc_u32(t.data + 8, 3);
+	enc_u32(t.data + 8, 5);
 	reseal(&t);
 	CHECK_EQ(manifest_decode(t.data, t.len, "newer", &d), STRATA_EVERSION);
 	CHECK(strstr(diag_last(), "newer") != NULL);
@@ -701,6 +701,137 @@ sample_next(struct manifest *next)
 	manifest_add_gen(next, &g);
 }
 
+/** sample() with its two runs followed by a sorted run of three parts (ids 13..15). */
+static void
+sample_grouped(struct manifest *m)
+{
+	sample(m);
+	for (uint64_t id = 13; id <= 15; id++) {
+		struct manifest_obj r = obj(id, 5);
+		r.group = 13;
+		manifest_add_run(m, &r);
+	}
+}
+
+TEST(grouped_runs_round_trip_in_the_grouped_formats_and_ungrouped_ones_as_before)
+{
+	struct manifest m, d;
+	sample(&m);
+	struct buf b = {0};
+	/* No group: formats 1 and 2, byte for byte what builds without groups write. */
+	REQUIRE_EQ(manifest_encode(&m, &b), 0);
+	CHECK_EQ(dec_u32(b.data + 8), 1);
+	CHECK_EQ(b.len, 8 + 4 + 32 + 4 + 3 * 48 + 4 + 2 * 48 + 4);
+	buf_reset(&b);
+	REQUIRE_EQ(manifest_encode_snapshot(&m, &b), 0);
+	CHECK_EQ(dec_u32(b.data + 8), 2);
+	manifest_destroy(&m);
+
+	sample_grouped(&m);
+	CHECK_EQ(manifest_sorted_runs(&m, m.nruns), 3);
+	CHECK_EQ(manifest_sorted_runs(&m, 3), 3);
+	CHECK_EQ(manifest_sorted_runs(&m, 2), 2);
+	buf_reset(&b);
+	REQUIRE_EQ(manifest_encode(&m, &b), 0);
+	CHECK_EQ(dec_u32(b.data + 8), 3);
+	CHECK_EQ(b.len, 8 + 4 + 32 + 4 + 3 * 56 + 4 + 5 * 56 + 4);
+	REQUIRE_EQ(manifest_decode(b.data, b.len, "grouped", &d), 0);
+	CHECK(same(&m, &d));
+	CHECK_EQ(d.runs[3].group, 13);
+	manifest_destroy(&d);
+	CHECK_EQ(flips_and_truncations(&b, dec_manifest, drop_manifest, &d), 0);
+	buf_reset(&b);
+	REQUIRE_EQ(manifest_encode_snapshot(&m, &b), 0);
+	CHECK_EQ(dec_u32(b.data + 8), 4);
+	REQUIRE_EQ(manifest_decode(b.data, b.len, "grouped-snap", &d), 0);
+	CHECK(same(&m, &d));
+	manifest_destroy(&d);
+
+	/* A group that does not start at its first part is corrupt, naming the object. */
+	buf_reset(&b);
+	struct manifest bad;
+	REQUIRE_EQ(manifest_copy(&bad, &m), 0);
+	bad.runs[2].group = 14; /* the first part now names the second */
+	CHECK_EQ(manifest_encode(&bad, &b), STRATA_EINVAL);
+	bad.runs[2].group = 13;
+	bad.gens[0].group = 13; /* a generation is never grouped */
+	CHECK_EQ(manifest_encode(&bad, &b), STRATA_EINVAL);
+	manifest_destroy(&bad);
+	REQUIRE_EQ(manifest_encode(&m, &b), 0);
+	/* runs start at 48 + 3*56 + 4; run 3 (id 14) group at +3*56 + 48 */
+	enc_u64(b.data + 48 + 3 * 56 + 4 + 3 * 56 + 48, 14);
+	reseal(&b);
+	CHECK_EQ(manifest_decode(b.data, b.len, "badgroup", &d), STRATA_ECORRUPT);
+	CHECK(strstr(diag_last(), "badgroup") != NULL && strstr(diag_last(), "group") != NULL);
+
+	/* Parts go only together. */
+	uint64_t part[] = {14};
+	CHECK_EQ(manifest_remove_runs(&m, part, 1), STRATA_EINVAL);
+	CHECK(strstr(diag_last(), "13") != NULL);
+	uint64_t first[] = {3, 13};
+	CHECK_EQ(manifest_remove_runs(&m, first, 2), STRATA_EINVAL);
+	CHECK_EQ(m.nruns, 5);
+	uint64_t whole[] = {3, 13, 14, 15};
+	CHECK_EQ(manifest_remove_runs(&m, whole, 4), 0);
+	CHECK_EQ(m.nruns, 1);
+	manifest_destroy(&m);
+	buf_destroy(&b);
+}
+
+TEST(an_edit_that_adds_a_grouped_run_is_written_in_format_2_and_applies)
+{
+	struct manifest cur, next;
+	sample(&cur);
+	cur.tip_crc = 0x1234;
+	/* A split merge: generations 11 and 12 out, a sorted run of parts 20..22 in. */
+	sample(&next);
+	next.version = 43;
+	next.next_generation = 23;
+	uint64_t out[] = {11, 12};
+	REQUIRE_EQ(manifest_remove_gens(&next, out, 2), 0);
+	for (uint64_t id = 20; id <= 22; id++) {
+		struct manifest_obj r = obj(id, 5);
+		r.group = 20;
+		REQUIRE_EQ(manifest_add_run(&next, &r), 0);
+	}
+	struct manifest_edit e, d;
+	REQUIRE_EQ(manifest_diff(&cur, &next, &e), 0);
+	CHECK_EQ(e.nadd_runs, 3);
+	struct buf b = {0};
+	REQUIRE_EQ(manifest_edit_encode(&e, &b), 0);
+	manifest_edit_destroy(&e);
+	CHECK_EQ(dec_u32(b.data + 8), 2);
+	CHECK_EQ(b.len, 8 + 4 + 8 + 4 + 24 + 8 + 16 + 4 + 2 * 8 + 3 * 60);
+	REQUIRE_EQ(manifest_edit_decode(b.data, b.len, "split", &d), 0);
+	struct manifest applied;
+	REQUIRE_EQ(manifest_copy(&applied, &cur), 0);
+	REQUIRE_EQ(manifest_edit_apply(&applied, &d, "split"), 0);
+	CHECK(same(&applied, &next));
+	CHECK_EQ(applied.runs[3].group, 20);
+	manifest_destroy(&applied);
+	manifest_edit_destroy(&d);
+	CHECK_EQ(flips_and_truncations(&b, dec_edit, drop_edit, &d), 0);
+
+	/* An edit that would leave a part without its first one does not apply. */
+	struct manifest_edit half = {0};
+	REQUIRE_EQ(manifest_diff(&next, &next, &half), 0);
+	uint64_t first = 20;
+	half.version = 44;
+	half.del_runs = &first;
+	half.ndel_runs = 1;
+	half.nruns = next.nruns - 1;
+	CHECK_EQ(manifest_edit_apply(&next, &half, "half"), STRATA_ECORRUPT);
+	CHECK(strstr(diag_last(), "group") != NULL);
+	CHECK_EQ(next.nruns, 5);
+	CHECK_EQ(next.version, 43);
+	half.del_runs = NULL;
+	half.ndel_runs = 0;
+	manifest_edit_destroy(&half);
+	manifest_destroy(&cur);
+	manifest_destroy(&next);
+	buf_destroy(&b);
+}
+
 TEST(an_edit_round_trips_and_applies_to_exactly_the_next_state)
 {
 	struct manifest cur, next;
@@ -1076,6 +1207,8 @@ main(int argc, char **argv)
 {
 	HARNESS_BEGIN(argc, argv);
 	RUN(encode_decode_round_trip);
+	RUN(grouped_runs_round_trip_in_the_grouped_formats_and_ungrouped_ones_as_before);
+	RUN(an_edit_that_adds_a_grouped_run_is_written_in_format_2_and_applies);
 	RUN(every_byte_flip_and_truncation_is_rejected);
 	RUN(checksummed_but_inconsistent_content_is_rejected);
 	RUN(obj_keys_round_trip_and_bad_ones_are_refused);
