@@ -371,6 +371,7 @@ strata_options_init(strata_options *o)
 	o->block_cache_bytes = 64ull << 20;
 	o->delete_chunk_bytes = REAPER_CHUNK_DEFAULT;
 	o->merge_threads = 0; /* auto: store_merge_threads */
+	o->merge_part_min_bytes = STORE_MERGE_PART_MIN_DEFAULT;
 	o->owner_check_ms = 1000;
 }
 

@@ -126,6 +126,10 @@ typedef struct strata_options {
 	uint64_t wal_segment_bytes;
 	/** Uncompressed target size of a run-file block (default 64 KiB). */
 	uint32_t block_bytes;
+	/** Uncompressed target size of a run file's index partitions (the blocks' keys,
+	 *  positions and filters; default 64 KiB, 0 = the default, 64 B..64 MiB). Smaller
+	 *  ones let a point lookup read less and a split merge cut finer. */
+	uint32_t index_partition_bytes;
 	/** zstd compression level for run-file blocks (default 1). */
 	int zstd_level;
 	/** A compressed block is kept only when it is at most this many bytes per KiB of its
@@ -244,8 +248,18 @@ typedef struct strata_options {
 	 *  the others compress and checksum the blocks, up to 2 x threads (at most 8) blocks
 	 *  at once, and the pass's thread writes them in order: the run is the same,
 	 *  byte for byte, for any count, and it goes through the background IO budget as one
-	 *  stream. Seals write on one thread. A policy's merge_threads may only narrow it. */
+	 *  stream. Seals write on one thread. A policy's merge_threads may only narrow it.
+	 *  A pass with at least 2 x merge_part_min_bytes of input is split too (see there). */
 	uint32_t merge_threads;
+	/** A merge or compaction pass with merge_threads > 1 splits its key range into up to
+	 *  merge_threads parts, each of at least this many input bytes (default 64 MiB;
+	 *  0 = the default; UINT64_MAX: never split), cut at the inputs' index partitions so
+	 *  the parts hold about equal bytes. The parts are written at once, each on its own
+	 *  thread with its own merge of every input (one block per input each) and
+	 *  merge_threads / parts writer threads, all through the one background IO budget,
+	 *  and commit as one sorted run of key-range parts (the manifest's run groups): a
+	 *  policy's base_runs counts it once. */
+	uint64_t merge_part_min_bytes;
 	/** With wal = STRATA_WAL_STORE: a get or scan is served only while this handle's last
 	 *  read of the shard's epoch object, at most this many ms old, found it the owner;
 	 *  older, the read reads the epoch object first (one GET), and a newer owner there
@@ -291,7 +305,7 @@ typedef struct strata_row {
 	  "Memtables sealed and not yet published as generations.")                                  \
 	X(generations, "gauge", "strata_pending_generations", 1,                                      \
 	  "Flushed generations waiting to be merged into the base.")                                 \
-	X(base_runs, "gauge", "strata_base_runs", 1, "Runs in the base.")                              \
+	X(base_runs, "gauge", "strata_base_runs", 1, "Sorted runs in the base (a split run counts once).") \
 	X(wal_bytes, "gauge", "strata_wal_bytes", 1, "Bytes in live WAL segments.")                    \
 	X(wal_segments, "gauge", "strata_wal_segments", 1, "Live WAL segment files.")                  \
 	X(writer_epoch, "gauge", "strata_writer_epoch", 1, "This writer's ownership epoch of the shard.") \
@@ -339,6 +353,8 @@ typedef struct strata_row {
 	  "Threads the shard's next merge or compaction pass writes its run on.")                    \
 	X(merge_blocks_helped, "counter", "strata_merge_blocks_helped_total", 1,                     \
 	  "Data blocks of merge and compaction runs a helper thread compressed (merge_threads > 1).") \
+	X(merge_split_parts, "counter", "strata_merge_split_parts_total", 1,                         \
+	  "Runs written as key-range parts of split merge and compaction passes.")                   \
 	X(merge_in_flight_bytes, "gauge", "strata_merge_in_flight_bytes", 1,                         \
 	  "Input bytes of the merge or compaction this shard is writing now (0: none in flight).")   \
 	X(merge_in_flight_done_bytes, "gauge", "strata_merge_in_flight_done_bytes", 1,               \

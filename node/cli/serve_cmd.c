@@ -130,6 +130,9 @@ static const struct serve_flag serve_flags[] = {
 	 "WAL segment size at which a new segment starts", NULL, "wal_segment_bytes"},
 	{"--block-bytes", SERVE_U32, ST(block_bytes), 256, 64u << 20, "BYTES",
 	 "uncompressed target size of a run-file block", NULL, "block_bytes"},
+	{"--index-partition-bytes", SERVE_U32, ST(index_partition_bytes), 0, 64u << 20, "BYTES",
+	 "uncompressed target size of a run file's index partitions (0 = 64 KiB)", NULL,
+	 "index_partition_bytes"},
 	{"--zstd-level", SERVE_INT, ST(zstd_level), -131072, 22, "N",
 	 "zstd compression level of run-file blocks, -131072..22 (negative: faster)", NULL, "zstd_level"},
 	{"--compress-max-bytes-per-kib", SERVE_U32, ST(compress_max_bytes_per_kib), 0, 1024, "N",
@@ -155,6 +158,10 @@ static const struct serve_flag serve_flags[] = {
 	{"--merge-threads", SERVE_U32, ST(merge_threads), 0, 64, "N",
 	 "threads one merge or compaction pass writes its run on, the same file for any count (0 = "
 	 "auto: half the online CPUs, at most 8; a policy may only narrow it)", NULL, "merge_threads"},
+	{"--merge-part-min-bytes", SERVE_U64, ST(merge_part_min_bytes), 0, UINT64_MAX, "BYTES",
+	 "with merge threads, a pass splits its key range into up to merge-threads parts of at least "
+	 "this many input bytes, written at once (default 64 MiB; 0 = the default)", NULL,
+	 "merge_part_min_bytes"},
 	{"--delete-bytes-per-s", SERVE_U64, ST(delete_bytes_per_s), 0, UINT64_MAX, "BYTES",
 	 "rate of the deletes of merged objects, per second (0 = unlimited)", NULL, "delete_bytes_per_s"},
 	{"--delete-chunk-bytes", SERVE_U64, ST(delete_chunk_bytes), 0, UINT64_MAX, "BYTES",

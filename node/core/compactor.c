@@ -13,6 +13,7 @@
 #include "compactor.h"
 #include "reaper.h"
 #include "shard_int.h"
+#include "store.h"
 
 /** An open compactor. */
 struct compactor {
@@ -76,6 +77,8 @@ compactor_open(const struct compactor_options *o, struct compactor **out)
 								    : RUN_BLOOM_DISABLED;
 		cfg.merge_max_inputs = o->merge_max_inputs;
 		cfg.merge_threads = o->merge_threads;
+		cfg.merge_min_part_bytes = o->merge_part_min_bytes ? o->merge_part_min_bytes
+								    : STORE_MERGE_PART_MIN_DEFAULT;
 		cfg.reaper = c->reaper;
 		rc = shard_load_external(&cfg, &c->s);
 	}
@@ -118,7 +121,9 @@ compactor_step(struct compactor *c, int kind, uint32_t max, struct compactor_pas
 		return diag_set(rc, "%s", why);
 	}
 	uint32_t n = shard_plan_inputs(p);
-	uint64_t in = p->bytes_in, out = p->out != NULL ? p->out->obj.bytes : 0;
+	uint64_t in = p->bytes_in, out = 0;
+	for (uint32_t i = 0; i < p->nouts; i++)
+		out += p->outs[i]->obj.bytes;
 	rc = shard_commit(s, p);
 	if (rc && compactor_lost(rc)) {
 		diag_log(LOG_LVL_INFO, "shard %u: the %s's commit lost to the writer and was "
@@ -144,14 +149,15 @@ compactor_run(struct compactor *c, struct compactor_pass *r)
 	int rc = shard_refresh(s);
 	if (rc == 0 && s->man.ngens > 0)
 		rc = compactor_step(c, PLAN_MERGE, c->opt.max_generations, r, &r->merged);
-	if (rc == 0 && c->opt.base_max_runs != 0 && s->man.nruns > c->opt.base_max_runs)
+	if (rc == 0 && c->opt.base_max_runs != 0 &&
+	    manifest_sorted_runs(&s->man, s->man.nruns) > c->opt.base_max_runs)
 		rc = compactor_step(c, PLAN_COMPACT, 0, r, &r->compacted);
 	reaper_run(c->reaper, 0);
 	pthread_mutex_lock(&s->manifest_mu);
 	r->version = s->man.version;
 	r->epoch = s->man.writer_epoch;
 	r->generations = s->man.ngens;
-	r->runs = s->man.nruns;
+	r->runs = manifest_sorted_runs(&s->man, s->man.nruns);
 	pthread_mutex_unlock(&s->manifest_mu);
 	return rc;
 }

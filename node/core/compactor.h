@@ -26,7 +26,7 @@ struct compactor_options {
 	uint32_t shard;
 	/** Generations one merge pass folds, oldest first (0 = up to merge_max_inputs). */
 	uint32_t max_generations;
-	/** Fold the base runs when there are more than this (0 = never). */
+	/** Fold the base runs when there are more sorted runs than this (0 = never). */
 	uint32_t base_max_runs;
 	/** Most inputs of one pass (>= 2). */
 	uint32_t merge_max_inputs;
@@ -36,6 +36,9 @@ struct compactor_options {
 	uint32_t bloom_bits_per_key;
 	/** Threads a pass writes its run on (as strata_options.merge_threads, but 0 = 1). */
 	uint32_t merge_threads;
+	/** A pass on merge_threads > 1 splits into parts of at least this many input bytes
+	 *  (as strata_options.merge_part_min_bytes; 0: the default). */
+	uint64_t merge_part_min_bytes;
 };
 
 /** What one compactor pass did. */
@@ -50,7 +53,7 @@ struct compactor_pass {
 	uint64_t bytes_in, bytes_out;
 	/** Manifest version and writer epoch after the pass. */
 	uint64_t version, epoch;
-	/** Generations and base runs the manifest lists after the pass. */
+	/** Generations and sorted base runs the manifest lists after the pass. */
 	uint32_t generations, runs;
 };
 

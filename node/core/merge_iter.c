@@ -44,6 +44,25 @@ source_load(struct source *src)
 	return 1;
 }
 
+/** Move a chain past the parts that hold no key >= its start: 1 on a row, 0 when none
+ *  is left, <0 on error. src->it is the current part's iterator. */
+static int
+source_chain_next(struct source *src)
+{
+	for (;;) {
+		int rc = run_iter_next(src->it);
+		if (rc != 0 || src->chain_left == 0)
+			return rc;
+		run_iter_free(src->it);
+		src->it = NULL;
+		struct table *t = *src->chain++;
+		src->chain_left--;
+		rc = run_iter_new(t->r, src->start, src->start_len, &src->it);
+		if (rc)
+			return rc;
+	}
+}
+
 static int
 source_next(struct source *src)
 {
@@ -51,7 +70,7 @@ source_next(struct source *src)
 		mem_iter_next(&src->mi);
 		return source_load(src);
 	}
-	int rc = run_iter_next(src->it);
+	int rc = source_chain_next(src);
 	if (rc <= 0)
 		return rc;
 	return source_load(src);
@@ -122,6 +141,35 @@ merger_add_run(struct merger *m, struct run_reader *r, const void *start, size_t
 	if (rc == 1) {
 		source_load(src);
 		m->heap[m->n++] = src;
+	}
+	return 0;
+}
+
+int
+merger_add_runs(struct merger *m, struct table *const *tabs, uint32_t n, const void *start,
+		size_t start_len)
+{
+	for (uint32_t i = 0; i < n;) {
+		uint32_t parts = 1;
+		while (tabs[i]->obj.group != 0 && i + parts < n &&
+		       tabs[i + parts]->obj.group == tabs[i]->obj.group)
+			parts++;
+		struct source *src = &m->all[m->nall++];
+		src->chain = tabs + i + 1;
+		src->chain_left = parts - 1;
+		src->start = start;
+		src->start_len = start_len;
+		int rc = run_iter_new(tabs[i]->r, start, start_len, &src->it);
+		if (rc)
+			return rc;
+		rc = source_chain_next(src);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			source_load(src);
+			m->heap[m->n++] = src;
+		}
+		i += parts;
 	}
 	return 0;
 }

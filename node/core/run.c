@@ -2004,6 +2004,26 @@ run_reader_partitions(const struct run_reader *r)
 }
 
 int
+run_reader_partition(struct run_reader *r, uint64_t i, const void **key, size_t *klen,
+		     uint64_t *data_bytes)
+{
+	int rc = run_reader_ensure(r);
+	if (rc)
+		return rc;
+	if (i >= r->nparts)
+		return diag_set(STRATA_EINVAL, "run %s: no index partition %llu (it has %zu)", r->key,
+				(unsigned long long)i, r->nparts);
+	const struct run_pentry *pe = &r->parts[i];
+	/* A partition is written after its blocks: they lie between the previous one's
+	 * frame and its own. */
+	uint64_t from = i == 0 ? 0 : r->parts[i - 1].off + r->parts[i - 1].disk_len;
+	*key = pe->key;
+	*klen = pe->klen;
+	*data_bytes = pe->off > from ? pe->off - from : 0;
+	return 0;
+}
+
+int
 run_reader_get(struct run_reader *r, const void *key, size_t klen, uint64_t *seq, void **val,
 	       size_t *vlen)
 {

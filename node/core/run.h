@@ -225,6 +225,11 @@ uint64_t run_reader_resident_bytes(const struct run_reader *r);
 uint64_t run_reader_bloom_skips(const struct run_reader *r);
 /** Index partitions of the run (for inspect and tests). */
 uint64_t run_reader_partitions(const struct run_reader *r);
+/** Index partition i of r: the last key of its last block (valid until
+ *  run_reader_close) and the bytes its data blocks take in the object. How a merge
+ *  cuts its key range into parts of about equal size without reading a block. */
+int run_reader_partition(struct run_reader *r, uint64_t i, const void **key, size_t *klen,
+			 uint64_t *data_bytes);
 
 /** Create an iterator positioned before the first row with key >= key (NULL: first row). */
 int run_iter_new(struct run_reader *r, const void *key, size_t klen, struct run_iter **out);

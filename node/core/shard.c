@@ -167,12 +167,12 @@ shard_foreign_versions(struct shard *s)
 }
 
 /** Run a manifest update under manifest_mu (held by the caller) that publishes the
- *  table mine. When the update found versions someone else wrote, the view is rebuilt
- *  from the written manifest, mine included, in one swap, and *published is set: the
- *  caller's own edit of the view is then done already. */
+ *  tables mine[0..nmine). When the update found versions someone else wrote, the view
+ *  is rebuilt from the written manifest, mine included, in one swap, and *published is
+ *  set: the caller's own edit of the view is then done already. */
 static int
-shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx, struct table *mine,
-		      int *published)
+shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx, struct table *const *mine,
+		      uint32_t nmine, int *published)
 {
 	*published = 0;
 	int rc = shard_resync(s);
@@ -202,7 +202,7 @@ shard_manifest_update(struct shard *s, manifest_mutate_fn fn, void *ctx, struct 
 			 (unsigned long long)s->man.version - (rc == 0));
 		char why[512];
 		snprintf(why, sizeof(why), "%s", rc ? diag_last() : "");
-		int vrc = view_reconcile_with(s, rc == 0 ? mine : NULL);
+		int vrc = view_reconcile_with(s, mine, rc == 0 ? nmine : 0);
 		if (vrc == 0 && rc == 0)
 			*published = 1;
 		if (vrc) {
@@ -446,8 +446,8 @@ shard_scan(struct shard *s, const void *start, size_t start_len, const void *end
 		merger_add_mem(&c.m, v->sealed[i]->mem, start, start_len);
 	for (uint32_t i = 0; rc == 0 && i < v->ngens; i++)
 		rc = merger_add_run(&c.m, v->gens[i]->r, start, start_len);
-	for (uint32_t i = 0; rc == 0 && i < v->nruns; i++)
-		rc = merger_add_run(&c.m, v->runs[i]->r, start, start_len);
+	if (rc == 0)
+		rc = merger_add_runs(&c.m, v->runs, v->nruns, start, start_len);
 	if (rc == 0) {
 		merger_build(&c.m);
 		struct source row;
@@ -594,7 +594,7 @@ flush_one(struct shard *s, struct slot *sl)
 	/* An empty memtable (its appends all failed) publishes nothing: the cursor stays
 	 * and the unacknowledged entries may reappear on replay, which is allowed. */
 	if (t != NULL)
-		rc = shard_manifest_update(s, seal_mutate, &u, t, &published);
+		rc = shard_manifest_update(s, seal_mutate, &u, &t, 1, &published);
 	if (rc) {
 		pthread_mutex_unlock(&s->manifest_mu);
 		if (t != NULL) {
@@ -747,6 +747,9 @@ plan_free(struct shard_plan *p)
 	atomic_store(&p->s->busy[p->kind], 0);
 	for (uint32_t i = 0; i < p->nids; i++)
 		table_unref(p->inputs ? p->inputs[i] : NULL);
+	for (uint32_t i = 0; i < p->nouts; i++)
+		table_unref(p->outs[i]);
+	env.free(p->outs);
 	env.free(p->inputs);
 	env.free(p->ids);
 	env.free(p);
@@ -796,10 +799,22 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 	uint32_t cap = atomic_load(&s->merge_cap);
 	if (max == 0 || max > cap)
 		max = cap;
-	if (n > max)
+	if (kind == PLAN_MERGE && n > max)
 		n = max;
-	if (kind == PLAN_COMPACT && n < 2)
-		n = 0; /* folding one run into one run gains nothing */
+	if (kind == PLAN_COMPACT) {
+		/* The cap counts sorted runs, and a split run's parts go together (a part
+		 * left behind would lose the keys its siblings hold). */
+		uint32_t take = 0, sorted = 0;
+		while (take < n && sorted < max) {
+			uint32_t parts = 1;
+			while (objs[take].group != 0 && take + parts < n &&
+			       objs[take + parts].group == objs[take].group)
+				parts++;
+			take += parts;
+			sorted++;
+		}
+		n = sorted < 2 ? 0 : take; /* folding one sorted run into one gains nothing */
+	}
 	p->ids = env.calloc(n + 1, sizeof(*p->ids));
 	p->inputs = env.calloc(n + 1, sizeof(*p->inputs));
 	if (p->ids == NULL || p->inputs == NULL) {
@@ -858,23 +873,42 @@ external_id(void)
 	return id | MANIFEST_EXTERNAL_ID;
 }
 
-/** Stream a k-way merge of the plan's inputs into a new run. O(k x block) memory. */
+/** One key range of a pass, written to a run of its own (by the pass's thread, or by a
+ *  thread of the part's own when the pass is split). */
+struct plan_part {
+	struct shard *s;
+	struct shard_plan *p;
+	/** The range: keys >= lo (NULL: from the first) and < hi (NULL: to the last). */
+	const void *lo, *hi;
+	size_t lo_len, hi_len;
+	/** run_writer_options.threads of the part's writer. */
+	uint32_t threads;
+	/** The run (id and epoch set before the write; sizes after). */
+	struct manifest_obj obj;
+	/** What went wrong on the part's thread (diag is per thread). */
+	int rc;
+	char err[512];
+	pthread_t th;
+	int started;
+};
+
+/** Stream a k-way merge of the plan's inputs, from pt->lo to pt->hi, into a new run.
+ *  O(k x block) memory. */
 static int
-plan_write(struct shard *s, struct shard_plan *p)
+part_write(struct plan_part *pt)
 {
-	struct manifest_obj obj = {.id = s->external ? external_id() : atomic_fetch_add(&s->next_id, 1),
-				   .epoch = s->epoch};
+	struct shard *s = pt->s;
+	struct shard_plan *p = pt->p;
 	char key[160];
-	manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &obj);
+	manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &pt->obj);
 	struct merge_cursor c = {.win = NULL};
 	int rc = merger_create(&c.m, p->nids);
 	if (rc)
 		return rc;
-	for (uint32_t i = 0; rc == 0 && i < p->nids; i++)
-		rc = merger_add_run(&c.m, p->inputs[i]->r, NULL, 0);
+	rc = merger_add_runs(&c.m, p->inputs, p->nids, pt->lo, pt->lo_len);
 	struct run_writer *w = NULL;
 	struct run_writer_options ro = s->cfg.run;
-	ro.threads = atomic_load(&s->merge_threads);
+	ro.threads = pt->threads;
 	if (rc == 0)
 		rc = run_writer_open(s->cfg.os, key, &ro, &w);
 	if (rc) {
@@ -885,10 +919,12 @@ plan_write(struct shard *s, struct shard_plan *p)
 	uint64_t blocks = 0, bytes = 0, rows_total = 0, rows_read = 0;
 	for (uint32_t i = 0; i < p->nids; i++)
 		rows_total += p->inputs[i]->obj.rows;
-	atomic_store(&s->prog_done, 0);
-	atomic_store(&s->prog_total, p->bytes_in);
 	struct source row;
 	while ((rc = merge_cursor_next(&c, &row)) == 1) {
+		if (pt->hi != NULL && merge_key_cmp(row.key, row.klen, pt->hi, pt->hi_len) >= 0) {
+			rc = 0; /* the next part's */
+			break;
+		}
 		rows_read++;
 		if (row.kind == STRATA_ROW_DELETE && row.seq < p->drop_below)
 			continue; /* nothing older outside the inputs for it to hide */
@@ -898,9 +934,11 @@ plan_write(struct shard *s, struct shard_plan *p)
 		bytes += row.klen + row.vlen;
 		if (run_writer_blocks(w) != blocks) {
 			blocks = run_writer_blocks(w);
+			uint64_t all = atomic_fetch_add(&p->rows_read, rows_read) + rows_read;
+			rows_read = 0;
 			if (rows_total > 0)
 				atomic_store(&s->prog_done, (uint64_t)((double)p->bytes_in *
-								  (double)(rows_read < rows_total ? rows_read : rows_total) /
+								  (double)(all < rows_total ? all : rows_total) /
 								  (double)rows_total));
 			/* A block written is a chunk of the merge (inline mode: lib/fiber.h). */
 			fiber_yield(bytes);
@@ -914,30 +952,196 @@ plan_write(struct shard *s, struct shard_plan *p)
 	}
 	merger_destroy(&c.m);
 	if (rc) {
-		atomic_store(&s->prog_total, 0);
-		atomic_store(&s->prog_done, 0);
 		run_writer_abort(w);
 		return rc;
 	}
-	atomic_store(&s->prog_done, p->bytes_in);
 	struct run_meta meta;
 	rc = run_writer_finish(w, &meta);
-	atomic_store(&s->prog_total, 0);
-	atomic_store(&s->prog_done, 0);
 	if (rc)
 		return rc;
-	fiber_yield(FIBER_SYNC_COST); /* the run's end (index, footer, syncs) was a chunk */
-	obj.bytes = meta.bytes;
-	obj.rows = meta.rows;
-	obj.min_seq = meta.min_seq;
-	obj.max_seq = meta.max_seq;
-	rc = table_open(s, MANIFEST_RUN, &obj, &p->out);
+	pt->obj.bytes = meta.bytes;
+	pt->obj.rows = meta.rows;
+	pt->obj.min_seq = meta.min_seq;
+	pt->obj.max_seq = meta.max_seq;
+	return 0;
+}
+
+static void *
+part_thread(void *arg)
+{
+	struct plan_part *pt = arg;
+	pt->rc = part_write(pt);
+	if (pt->rc)
+		snprintf(pt->err, sizeof(pt->err), "%s", diag_last());
+	return NULL;
+}
+
+/** A candidate key to split at: an input's index partition, with the bytes before it. */
+struct split_key {
+	const void *key;
+	size_t klen;
+	uint64_t bytes;
+};
+
+static int
+split_key_cmp(const void *a, const void *b)
+{
+	const struct split_key *x = a, *y = b;
+	return merge_key_cmp(x->key, x->klen, y->key, y->klen);
+}
+
+/** Cut the plan's key range into at most *nparts ranges of about equal input bytes, from
+ *  the inputs' index partitions (their last keys and the bytes of their blocks): part i
+ *  starts at parts[i].lo. No block is read. *nparts may come back smaller (too few keys
+ *  to cut at). */
+static int
+plan_split(struct shard_plan *p, struct plan_part *parts, uint32_t *nparts, struct split_key **keep)
+{
+	*keep = NULL;
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < p->nids; i++)
+		n += run_reader_partitions(p->inputs[i]->r);
+	struct split_key *k = n ? env.calloc(n, sizeof(*k)) : NULL;
+	if (n == 0 || k == NULL) {
+		*nparts = 1; /* nothing to cut at (or no memory to: one part then) */
+		return 0;
+	}
+	uint64_t total = 0, m = 0;
+	for (uint32_t i = 0; i < p->nids; i++) {
+		uint64_t np = run_reader_partitions(p->inputs[i]->r);
+		for (uint64_t j = 0; j < np; j++, m++) {
+			int rc = run_reader_partition(p->inputs[i]->r, j, &k[m].key, &k[m].klen,
+						      &k[m].bytes);
+			if (rc) {
+				env.free(k);
+				return rc;
+			}
+			total += k[m].bytes;
+		}
+	}
+	qsort(k, n, sizeof(*k), split_key_cmp);
+	/* Part j starts at the first key whose partitions before it (all inputs) hold
+	 * j/P of the bytes; a key equal to the last cut cuts nothing. */
+	uint32_t want = *nparts, got = 1;
+	uint64_t sum = 0;
+	for (uint64_t i = 0; i + 1 < n && got < want; i++) {
+		sum += k[i].bytes;
+		if (sum * want < total * got)
+			continue;
+		if (got > 1 && merge_key_cmp(k[i].key, k[i].klen, parts[got - 1].lo,
+					     parts[got - 1].lo_len) <= 0)
+			continue;
+		parts[got].lo = k[i].key;
+		parts[got].lo_len = k[i].klen;
+		parts[got - 1].hi = k[i].key;
+		parts[got - 1].hi_len = k[i].klen;
+		got++;
+	}
+	*nparts = got;
+	*keep = k; /* the parts point into the inputs' readers, k only orders them */
+	return 0;
+}
+
+/** Write the plan's run: one part, or (merge_threads > 1 and input enough) up to
+ *  merge_threads key-range parts at once, each its own merge of every input (so
+ *  O(k x block) memory per part), drawing on the one background IO budget. They
+ *  become the parts of one sorted run (manifest_obj.group) at commit. */
+static int
+plan_write(struct shard *s, struct shard_plan *p)
+{
+	uint32_t threads = atomic_load(&s->merge_threads);
+	if (threads == 0)
+		threads = 1;
+	uint32_t want = 1;
+	if (threads > 1 && s->cfg.merge_min_part_bytes > 0) {
+		uint64_t by_size = p->bytes_in / s->cfg.merge_min_part_bytes;
+		want = by_size < threads ? (uint32_t)(by_size ? by_size : 1) : threads;
+	}
+	struct plan_part *parts = env.calloc(want, sizeof(*parts));
+	p->outs = env.calloc(want, sizeof(*p->outs));
+	if (parts == NULL || p->outs == NULL) {
+		env.free(parts);
+		return diag_set(STRATA_ENOMEM, "shard %u: out of memory preparing", s->cfg.id);
+	}
+	struct split_key *keys = NULL;
+	uint32_t n = want;
+	int rc = n > 1 ? plan_split(p, parts, &n, &keys) : 0;
 	if (rc) {
-		objstore_del(s->cfg.os, key);
+		env.free(parts);
 		return rc;
 	}
-	/* Until commit publishes it, the run is ours to delete. */
-	atomic_store(&p->out->obsolete, 1);
+	/* Ids in key order: the parts list in the manifest as they are written. */
+	uint64_t base = s->external ? 0 : atomic_fetch_add(&s->next_id, n);
+	for (uint32_t i = 0; i < n; i++) {
+		parts[i].s = s;
+		parts[i].p = p;
+		parts[i].threads = threads / n > 1 ? threads / n : 1;
+		parts[i].obj.id = s->external ? external_id() : base + i;
+		parts[i].obj.epoch = s->epoch;
+	}
+	atomic_store(&p->rows_read, 0);
+	atomic_store(&s->prog_done, 0);
+	atomic_store(&s->prog_total, p->bytes_in);
+	/* Part 0 on this thread, the others on threads of their own; a part whose thread
+	 * could not start runs here after part 0. */
+	for (uint32_t i = 1; i < n; i++)
+		parts[i].started = pthread_create(&parts[i].th, NULL, part_thread, &parts[i]) == 0;
+	rc = part_write(&parts[0]);
+	char why[512] = "";
+	if (rc)
+		snprintf(why, sizeof(why), "%s", diag_last());
+	for (uint32_t i = 1; i < n; i++) {
+		if (parts[i].started)
+			pthread_join(parts[i].th, NULL);
+		else if (rc == 0)
+			part_thread(&parts[i]);
+		else
+			parts[i].rc = rc; /* not written: nothing to delete */
+		if (rc == 0 && parts[i].rc != 0) {
+			rc = parts[i].rc;
+			snprintf(why, sizeof(why), "%s", parts[i].err);
+		}
+	}
+	env.free(keys);
+	atomic_store(&s->prog_total, 0);
+	atomic_store(&s->prog_done, 0);
+	/* A part that holds no row (a range of tombstones all dropped) is left out, unless
+	 * every part is empty: the pass then writes one empty run, as an unsplit one does. */
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		char key[160];
+		manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &parts[i].obj);
+		if (parts[i].rc == 0 && (rc != 0 || (parts[i].obj.rows == 0 && (kept > 0 || i + 1 < n)))) {
+			objstore_del(s->cfg.os, key);
+			continue;
+		}
+		if (parts[i].rc != 0)
+			continue;
+		parts[kept++] = parts[i];
+	}
+	if (rc) {
+		env.free(parts);
+		return diag_set(rc, "%s", why);
+	}
+	fiber_yield(FIBER_SYNC_COST); /* the run's end (index, footer, syncs) was a chunk */
+	for (uint32_t i = 0; i < kept; i++) {
+		parts[i].obj.group = kept > 1 ? parts[0].obj.id : 0;
+		char key[160];
+		manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &parts[i].obj);
+		if (rc == 0)
+			rc = table_open(s, MANIFEST_RUN, &parts[i].obj, &p->outs[p->nouts]);
+		if (rc) {
+			objstore_del(s->cfg.os, key);
+			continue;
+		}
+		/* Until commit publishes it, the run is ours to delete. */
+		atomic_store(&p->outs[p->nouts++]->obsolete, 1);
+	}
+	env.free(parts);
+	if (rc)
+		return rc;
+	if (kept > 1)
+		atomic_fetch_add(&s->split_parts, kept);
 	if (env_point(ENV_POINT_PREPARE_RUN_WRITTEN, s) != 0)
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at prepare.run_written",
 				s->cfg.id);
@@ -947,12 +1151,18 @@ plan_write(struct shard *s, struct shard_plan *p)
 static void
 plan_discard(struct shard_plan *p)
 {
-	if (p->out != NULL) {
-		atomic_store(&p->out->obsolete, 1);
-		table_unref(p->out);
-		p->out = NULL;
-	}
+	for (uint32_t i = 0; i < p->nouts; i++)
+		atomic_store(&p->outs[i]->obsolete, 1);
 	plan_free(p);
+}
+
+/** The plan keeps its runs no more: once the manifest names them, or may. */
+static void
+plan_release_outs(struct shard_plan *p)
+{
+	for (uint32_t i = 0; i < p->nouts; i++)
+		table_unref(p->outs[i]);
+	p->nouts = 0;
 }
 
 static int
@@ -1019,28 +1229,27 @@ static int
 commit_mutate(void *ctx, struct manifest *next)
 {
 	struct shard_plan *p = ((struct commit_update *)ctx)->p;
-	int rc;
-	if (p->kind == PLAN_MERGE) {
-		rc = manifest_remove_gens(next, p->ids, p->nids);
-		if (rc == 0)
-			rc = manifest_add_run(next, &p->out->obj);
-	} else {
-		rc = manifest_remove_runs(next, p->ids, p->nids);
-		if (rc == 0) {
-			/* The folded run holds the oldest data: it goes first. */
-			rc = manifest_add_run(next, &p->out->obj);
-			if (rc == 0 && next->nruns > 1) {
-				struct manifest_obj o = next->runs[next->nruns - 1];
-				memmove(next->runs + 1, next->runs, (next->nruns - 1) * sizeof(o));
-				next->runs[0] = o;
-			}
-		}
-	}
+	int rc = p->kind == PLAN_MERGE ? manifest_remove_gens(next, p->ids, p->nids)
+				       : manifest_remove_runs(next, p->ids, p->nids);
+	for (uint32_t i = 0; rc == 0 && i < p->nouts; i++)
+		rc = manifest_add_run(next, &p->outs[i]->obj);
 	if (rc)
 		return diag_set(STRATA_ECONFLICT, "shard %u: plan no longer applies: its inputs are not "
 				"all in the manifest", p->s->cfg.id);
-	if (next->next_generation <= p->out->obj.id && !(p->out->obj.id & MANIFEST_EXTERNAL_ID))
-		next->next_generation = p->out->obj.id + 1;
+	if (p->kind == PLAN_COMPACT) {
+		/* The folded runs hold the oldest data: they go first, in key order. */
+		uint32_t first = next->nruns - p->nouts;
+		for (uint32_t i = 0; i < p->nouts; i++) {
+			struct manifest_obj o = next->runs[first + i];
+			memmove(next->runs + i + 1, next->runs + i, first * sizeof(o));
+			next->runs[i] = o;
+		}
+	}
+	for (uint32_t i = 0; i < p->nouts; i++) {
+		uint64_t id = p->outs[i]->obj.id;
+		if (next->next_generation <= id && !(id & MANIFEST_EXTERNAL_ID))
+			next->next_generation = id + 1;
+	}
 	return 0;
 }
 
@@ -1055,55 +1264,57 @@ shard_commit(struct shard *s, struct shard_plan *p)
 	struct commit_update u = {p};
 	int published = 0;
 	int rc = atomic_load(&s->fenced) ? fenced_error(s) : 0;
-	if (rc == 0 && s->external && p->out->obj.epoch != s->epoch)
+	uint64_t epoch = p->outs[0]->obj.epoch;
+	if (rc == 0 && s->external && epoch != s->epoch)
 		/* Written under an epoch the handle has since left: a new owner's open may
 		 * have collected it as an orphan. */
 		rc = diag_set(STRATA_EFENCED, "shard %u: the plan's run was written under epoch %llu, "
-			      "the writer's is now %llu: dropped", s->cfg.id,
-			      (unsigned long long)p->out->obj.epoch, (unsigned long long)s->epoch);
+			      "the writer's is now %llu: dropped", s->cfg.id, (unsigned long long)epoch,
+			      (unsigned long long)s->epoch);
 	if (rc == 0)
-		rc = shard_manifest_update(s, commit_mutate, &u, p->out, &published);
+		rc = shard_manifest_update(s, commit_mutate, &u, p->outs, p->nouts, &published);
 	if (rc) {
 		pthread_mutex_unlock(&s->manifest_mu);
 		if (rc == STRATA_ECONFLICT)
 			atomic_fetch_add(&s->conflicts, 1);
 		if (!manifest_update_not_written(rc)) {
-			/* The manifest may name the run after all: keep it for the orphan
+			/* The manifest may name the runs after all: keep them for the orphan
 			 * collector to judge at the next open. */
-			atomic_store(&p->out->obsolete, 0);
-			table_unref(p->out);
-			p->out = NULL;
+			for (uint32_t i = 0; i < p->nouts; i++)
+				atomic_store(&p->outs[i]->obsolete, 0);
+			plan_release_outs(p);
 		}
 		plan_discard(p);
 		return rc;
 	}
-	/* The manifest references the run now: it must never be deleted by us. */
-	atomic_store(&p->out->obsolete, 0);
+	/* The manifest references the runs now: they must never be deleted by us. */
+	uint64_t out_bytes = 0;
+	for (uint32_t i = 0; i < p->nouts; i++) {
+		atomic_store(&p->outs[i]->obsolete, 0);
+		out_bytes += p->outs[i]->obj.bytes;
+	}
+	uint64_t out_id = p->outs[0]->obj.id;
 	if (env_point(ENV_POINT_COMMIT_MANIFEST_UPDATED, s) != 0) {
 		pthread_mutex_unlock(&s->manifest_mu);
-		table_unref(p->out);
-		p->out = NULL;
+		plan_release_outs(p);
 		plan_free(p);
 		return diag_set(STRATA_EINJECTED, "shard %u: injected failure at commit.manifest_updated",
 				s->cfg.id);
 	}
 	struct view *old = NULL;
-	uint64_t out_bytes = p->out->obj.bytes;
 	if (published) {
-		/* The reconciled view shows the commit already (it holds its own reference). */
-		TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, p->out->obj.id, p->nids,
+		/* The reconciled view shows the commit already (it holds its own references). */
+		TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, out_id, p->nids,
 		      s->man.version);
-		table_unref(p->out);
-		p->out = NULL;
+		plan_release_outs(p);
 		pthread_mutex_unlock(&s->manifest_mu);
 		goto published;
 	}
 	/* Build the new view outside the exclusive section; the swap itself is O(1). */
-	struct view *v = view_clone(s->view, 1);
+	struct view *v = view_clone(s->view, p->nouts);
 	if (v == NULL) {
 		pthread_mutex_unlock(&s->manifest_mu);
-		table_unref(p->out);
-		p->out = NULL;
+		plan_release_outs(p);
 		plan_free(p);
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory committing (the manifest is "
 				"updated; reopen to load it)", s->cfg.id);
@@ -1126,16 +1337,16 @@ shard_commit(struct shard *s, struct shard_plan *p)
 		}
 	}
 	*count = j;
+	/* The view takes over the plan's references to its runs. */
 	if (p->kind == PLAN_MERGE) {
-		v->runs[v->nruns++] = p->out;
+		memcpy(v->runs + v->nruns, p->outs, p->nouts * sizeof(*v->runs));
 	} else {
-		memmove(v->runs + 1, v->runs, v->nruns * sizeof(*v->runs));
-		v->runs[0] = p->out;
-		v->nruns++;
+		memmove(v->runs + p->nouts, v->runs, v->nruns * sizeof(*v->runs));
+		memcpy(v->runs, p->outs, p->nouts * sizeof(*v->runs));
 	}
-	TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, p->out->obj.id, p->nids,
-	      s->man.version);
-	p->out = NULL;
+	v->nruns += p->nouts;
+	p->nouts = 0;
+	TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, out_id, p->nids, s->man.version);
 	old = view_swap(s, v);
 	pthread_mutex_unlock(&s->manifest_mu);
 published:
@@ -1197,7 +1408,10 @@ shard_stats(struct shard *s, strata_stats *out)
 	}
 	out->sealed_memtables = v->nsealed;
 	out->generations = v->ngens;
-	out->base_runs = v->nruns;
+	out->base_runs = 0;
+	for (uint32_t i = 0; i < v->nruns; i++)
+		out->base_runs += v->runs[i]->obj.group == 0 || i == 0 ||
+				  v->runs[i - 1]->obj.group != v->runs[i]->obj.group;
 	for (uint32_t i = 0; i < v->ngens; i++)
 		out->generation_bytes += v->gens[i]->obj.bytes;
 	for (uint32_t i = 0; i < v->ngens; i++)
@@ -1233,6 +1447,7 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->compress_saved_bytes = atomic_load(&s->codec.saved_bytes);
 	out->merge_threads = atomic_load(&s->merge_threads);
 	out->merge_blocks_helped = atomic_load(&s->codec.helped);
+	out->merge_split_parts = atomic_load(&s->split_parts);
 	out->merge_in_flight_bytes = atomic_load(&s->prog_total);
 	out->merge_in_flight_done_bytes = out->merge_in_flight_bytes ? atomic_load(&s->prog_done) : 0;
 	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;

@@ -65,6 +65,9 @@ struct shard_config {
 	/** Threads a merge or compaction pass writes its run on (run_writer_options.threads;
 	 *  0 or 1: the pass's own alone). */
 	uint32_t merge_threads;
+	/** A pass with merge_threads > 1 splits its key range into up to merge_threads parts
+	 *  of at least this many input bytes each, written at once (0: never split). */
+	uint64_t merge_min_part_bytes;
 	/** With wal_store: a get or scan is served only while a read of the epoch object at
 	 *  most this old found this writer the owner; older, it reads the object first
 	 *  (strata_options.owner_check_ms; 0: every read). */

@@ -103,8 +103,12 @@ struct shard_plan {
 	uint32_t nids;
 	/** The inputs (held so their objects outlive the merge). */
 	struct table **inputs;
-	/** The run written, NULL for an empty plan. */
-	struct table *out;
+	/** The runs written, in key order: one, or the parts of a split pass (their
+	 *  manifest_obj.group set); none for an empty plan. */
+	struct table **outs;
+	uint32_t nouts;
+	/** Input rows the pass's parts have read (its progress). */
+	_Atomic(uint64_t) rows_read;
 	/** Input bytes. */
 	uint64_t bytes_in;
 	/** A tombstone with a seq below this hides nothing outside the inputs, so the
@@ -180,6 +184,8 @@ struct shard {
 	_Atomic(uint64_t) io_wait_ns;
 	/** How the shard's run writers stored their data blocks. */
 	struct run_codec_stats codec;
+	/** Runs written as the parts of split passes. */
+	_Atomic(uint64_t) split_parts;
 	/** Lookups of this shard's readers that found (hits) or missed (misses) their block or
 	 *  partition in the block cache. */
 	_Atomic(uint64_t) cache_hits, cache_misses;
@@ -190,6 +196,13 @@ struct shard {
 struct source {
 	/** Run iterator, or NULL for a memtable source. */
 	struct run_iter *it;
+	/** The parts of a grouped run still to read after it's (merger_add_runs): read in
+	 *  turn, one iterator at a time, so a split run costs one block like any other. */
+	struct table *const *chain;
+	uint32_t chain_left;
+	/** Where the chain's iterators start. */
+	const void *start;
+	size_t start_len;
 	/** Memtable iterator (when it == NULL). */
 	struct mem_iter mi;
 	/** Current row. */
@@ -250,10 +263,10 @@ void excl_unlock(struct shard *s, uint64_t t0);
 struct view *view_swap(struct shard *s, struct view *v);
 /** manifest_mu held: rebuild the view's tables from s->man (see view.c). */
 int view_reconcile(struct shard *s);
-/** view_reconcile where the manifest names mine (the table the caller's own update just
- *  published): mine is used, not opened again, so one swap shows the foreign change
- *  and the caller's at once. NULL: view_reconcile. */
-int view_reconcile_with(struct shard *s, struct table *mine);
+/** view_reconcile where the manifest names mine[0..nmine) (the tables the caller's own
+ *  update just published): those are used, not opened again, so one swap shows the
+ *  foreign change and the caller's at once. nmine 0: view_reconcile. */
+int view_reconcile_with(struct shard *s, struct table *const *mine, uint32_t nmine);
 
 /* merge_iter.c */
 /** Byte order of keys (a shorter prefix first). */
@@ -263,6 +276,11 @@ int merger_create(struct merger *m, uint32_t cap);
 /** Add a memtable / a run, positioned at the first key >= start. */
 void merger_add_mem(struct merger *m, struct mem *mem, const void *start, size_t start_len);
 int merger_add_run(struct merger *m, struct run_reader *r, const void *start, size_t start_len);
+/** Add the runs tabs[0..n) (a view's or a plan's, oldest first) as sources: the parts of
+ *  a grouped run (manifest_obj.group) make one source that reads them in key order.
+ *  The tables must outlive the merger. */
+int merger_add_runs(struct merger *m, struct table *const *tabs, uint32_t n, const void *start,
+		    size_t start_len);
 /** Order the heap once every source is added. */
 void merger_build(struct merger *m);
 void merger_destroy(struct merger *m);

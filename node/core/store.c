@@ -502,6 +502,7 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->wal_segment_bytes = o->wal_segment_bytes;
 	cfg->max_value_bytes = o->max_value_bytes;
 	cfg->run.block_bytes = o->block_bytes;
+	cfg->run.index_partition_bytes = o->index_partition_bytes;
 	cfg->run.zstd_level = o->zstd_level;
 	cfg->run.max_compressed_per_kib = o->compress_max_bytes_per_kib ? o->compress_max_bytes_per_kib
 									: RUN_COMPRESS_OFF;
@@ -515,6 +516,8 @@ store_shard_config(struct store *db, uint32_t i, struct shard_config *cfg)
 	cfg->manifest.keep = o->manifest_keep;
 	cfg->merge_max_inputs = o->merge_max_inputs;
 	cfg->merge_threads = store_merge_threads(o);
+	cfg->merge_min_part_bytes = o->merge_part_min_bytes ? o->merge_part_min_bytes
+							    : STORE_MERGE_PART_MIN_DEFAULT;
 	cfg->owner_check_ns = (uint64_t)o->owner_check_ms * 1000000ull;
 	cfg->reaper = db->reaper;
 	cfg->run.limiter = db->io_limit;
@@ -663,6 +666,11 @@ store_open_in(const strata_options *o, struct store **out)
 	if (o->merge_max_inputs < 2)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_max_inputs must be at least 2 (a pass "
 				"folds at least two inputs), not %u", o->merge_max_inputs);
+	if (o->index_partition_bytes != 0 && (o->index_partition_bytes < RUN_MIN_BLOCK_BYTES ||
+					      o->index_partition_bytes > RUN_MAX_BLOCK_BYTES))
+		return diag_set(STRATA_EINVAL, "strata_open: index_partition_bytes must be %u..%u (0: "
+				"64 KiB), not %u", RUN_MIN_BLOCK_BYTES, RUN_MAX_BLOCK_BYTES,
+				o->index_partition_bytes);
 	if (o->merge_threads > RUN_MAX_THREADS)
 		return diag_set(STRATA_EINVAL, "strata_open: merge_threads must be 0..%u (0: auto, half "
 				"the online CPUs), not %u", RUN_MAX_THREADS, o->merge_threads);

@@ -94,6 +94,8 @@ int store_release(struct store *db, uint32_t shard, const char *why);
 void store_set_io_rate(struct store *db, uint64_t bytes_per_s);
 /** Longest lock hold or wait the histograms of store_lock_hists tell apart, ns. */
 #define STORE_LOCK_HIST_HIGHEST_NS (60ull * 1000000000ull)
+/** Default strata_options.merge_part_min_bytes: a pass splits into parts of 64 MiB or more. */
+#define STORE_MERGE_PART_MIN_DEFAULT (64ull << 20)
 struct hist;
 /** Histograms (2 significant digits, ns) of every shard's exclusive-lock holds and of the
  *  waits to take it, since the open; read them from any thread. */

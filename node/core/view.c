@@ -235,13 +235,15 @@ view_find(struct table **tabs, uint32_t n, const struct manifest_obj *o)
 /** Fill list with a table per manifest entry, reusing the current view's. */
 static int
 view_fill(struct shard *s, int kind, const struct manifest_obj *objs, uint32_t n, struct table **cur,
-	  uint32_t ncur, struct table **list, uint32_t *count, struct table *mine)
+	  uint32_t ncur, struct table **list, uint32_t *count, struct table *const *mine,
+	  uint32_t nmine)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		struct table *t = view_find(cur, ncur, &objs[i]);
-		if (t == NULL && mine != NULL && mine->kind == kind && mine->obj.id == objs[i].id &&
-		    mine->obj.epoch == objs[i].epoch)
-			t = mine;
+		for (uint32_t j = 0; t == NULL && j < nmine; j++)
+			if (mine[j]->kind == kind && mine[j]->obj.id == objs[i].id &&
+			    mine[j]->obj.epoch == objs[i].epoch)
+				t = mine[j];
 		if (t != NULL) {
 			atomic_fetch_add(&t->refs, 1);
 		} else {
@@ -260,11 +262,11 @@ view_fill(struct shard *s, int kind, const struct manifest_obj *objs, uint32_t n
 int
 view_reconcile(struct shard *s)
 {
-	return view_reconcile_with(s, NULL);
+	return view_reconcile_with(s, NULL, 0);
 }
 
 int
-view_reconcile_with(struct shard *s, struct table *mine)
+view_reconcile_with(struct shard *s, struct table *const *mine, uint32_t nmine)
 {
 	struct view *cur = s->view;
 	struct view *v = env.calloc(1, sizeof(*v));
@@ -282,10 +284,10 @@ view_reconcile_with(struct shard *s, struct table *mine)
 			 : diag_set(STRATA_ENOMEM, "shard %u: out of memory reconciling the view", s->cfg.id);
 	if (rc == 0)
 		rc = view_fill(s, MANIFEST_GEN, s->man.gens, s->man.ngens, cur->gens, cur->ngens, v->gens,
-			       &v->ngens, mine);
+			       &v->ngens, mine, nmine);
 	if (rc == 0)
 		rc = view_fill(s, MANIFEST_RUN, s->man.runs, s->man.nruns, cur->runs, cur->nruns, v->runs,
-			       &v->nruns, mine);
+			       &v->nruns, mine, nmine);
 	if (rc) {
 		view_unref(v);
 		return rc;

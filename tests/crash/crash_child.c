@@ -372,6 +372,13 @@ main(int argc, char **argv)
 	/* One life in four merges on its own thread, the others with 1..3 helpers encoding
 	 * blocks: a kill then lands with blocks in flight. */
 	o.merge_threads = 1 + (uint32_t)((cfg.seed + cfg.inc) % 4);
+	/* Half of those split every pass into up to merge_threads key-range parts written at
+	 * once (cut at index partitions of 256 bytes): a kill then lands with parts half
+	 * written and the grouped run not yet committed, or committed. */
+	if (o.merge_threads > 1 && (cfg.seed + cfg.inc) / 4 % 2) {
+		o.merge_part_min_bytes = 1;
+		o.index_partition_bytes = 256;
+	}
 	int rc = strata_open(&o, &db);
 	if (rc)
 		fail("open", rc);

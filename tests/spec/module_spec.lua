@@ -76,7 +76,7 @@ local STATS_FIELDS = {
 	"compactions", "max_exclusive_ns", "max_exclusive_wait_ns", "background_io_bytes_per_s",
 	"background_io_wait_ns", "background_io_stalls", "blocks_compressed", "blocks_raw",
 	"blocks_compress_untried", "compress_saved_bytes", "merge_threads", "merge_blocks_helped",
-	"merge_in_flight_bytes", "merge_in_flight_done_bytes",
+	"merge_split_parts", "merge_in_flight_bytes", "merge_in_flight_done_bytes",
 	"generation_bytes", "base_bytes", "block_cache_hits", "block_cache_misses",
 	"block_cache_evictions", "block_cache_bytes", "block_cache_capacity", "resident_filter_bytes",
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../../node/core/manifest.h"
+#include "../../node/core/run.h"
 #include "../../node/core/store.h"
 #include "../../node/lib/buf.h"
 #include "../../node/lib/env.h"
@@ -1738,6 +1739,206 @@ TEST(the_cap_binds_a_merge_on_threads)
 	db_close(db);
 }
 
+/** Every row of shard 0, in key order, as one byte string (lengths, key, value). */
+struct image {
+	uint8_t *b;
+	size_t n, cap;
+};
+
+static int
+image_row(void *ctx, const strata_row *r)
+{
+	struct image *im = ctx;
+	size_t need = im->n + 16 + r->key_len + r->value_len;
+	if (need > im->cap) {
+		size_t cap = im->cap ? im->cap : 1 << 16;
+		while (cap < need)
+			cap *= 2;
+		uint8_t *b = realloc(im->b, cap);
+		if (b == NULL)
+			return STRATA_ENOMEM;
+		im->b = b;
+		im->cap = cap;
+	}
+	uint64_t kl = r->key_len, vl = r->value_len;
+	memcpy(im->b + im->n, &kl, 8);
+	memcpy(im->b + im->n + 8, &vl, 8);
+	memcpy(im->b + im->n + 16, r->key, r->key_len);
+	if (vl)
+		memcpy(im->b + im->n + 16 + kl, r->value, r->value_len);
+	im->n = need;
+	return 0;
+}
+
+static struct image
+scan_image(strata *db)
+{
+	struct image im = { NULL, 0, 0 };
+	if (strata_scan(db, 0, NULL, 0, NULL, 0, image_row, &im) != 0) {
+		free(im.b);
+		im = (struct image){ NULL, 0, 0 };
+	}
+	return im;
+}
+
+struct run_rows {
+	struct objstore *os;
+	uint64_t rows;
+	int err;
+};
+
+static int
+run_rows_cb(void *ctx, const char *key, uint64_t size)
+{
+	(void)size;
+	struct run_rows *r = ctx;
+	struct run_reader *rd = NULL;
+	if (run_reader_open(r->os, key, &rd) != 0) {
+		r->err = 1;
+		return 0;
+	}
+	r->rows += run_reader_meta(rd)->rows;
+	run_reader_close(rd);
+	return 0;
+}
+
+/** Rows of all of shard 0's run objects in dir (a key in two parts counts twice), or
+ *  UINT64_MAX. */
+static uint64_t
+run_rows(const char *dir)
+{
+	char root[512];
+	snprintf(root, sizeof(root), "%s/objects", dir);
+	struct run_rows r = { NULL, 0, 0 };
+	if (objstore_fs_new(root, &r.os) != 0)
+		return UINT64_MAX;
+	int rc = objstore_list(r.os, SHARD0 "run/", run_rows_cb, &r);
+	objstore_destroy(r.os);
+	return rc || r.err ? UINT64_MAX : r.rows;
+}
+
+TEST(a_split_merge_reads_back_as_one_part_does)
+{
+	struct image want[3] = { { NULL, 0, 0 } };
+	uint64_t want_rows = 0;
+	for (int split = 0; split < 2; split++) {
+		const char *dir = tdir();
+		strata_options o = opts_for(dir);
+		o.block_bytes = 512;
+		o.index_partition_bytes = 256; /* dozens of partitions per generation to cut at */
+		o.merge_threads = split ? 4 : 1;
+		o.merge_part_min_bytes = 1;
+		strata *db = db_open(&o);
+		REQUIRE(db != NULL);
+		REQUIRE_EQ(threads_generations(db), 0);
+		uint32_t merged = 0;
+		CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+		CHECK_EQ(merged, 3);
+		strata_stats st = stats_of(db);
+		/* Four parts on four threads, one sorted run to a policy. */
+		CHECK_EQ(st.base_runs, 1);
+		CHECK_EQ(st.merge_split_parts, split ? 4 : 0);
+		CHECK_EQ(count_objects(dir, "run/"), split ? 4 : 1);
+		/* The parts hold every row once: no key is in two of them. */
+		uint64_t rows = run_rows(dir);
+		if (!split)
+			want_rows = rows;
+		CHECK(rows != UINT64_MAX && rows > 2000);
+		CHECK_EQ(rows, want_rows);
+		/* Every key reads back its newest row; the tombstones of the last generation
+		 * are gone (nothing older outside the merge for them to hide). */
+		static uint8_t v[512];
+		char key[32];
+		int bad = 0;
+		for (uint32_t i = 0; i < 3000; i++) {
+			snprintf(key, sizeof(key), "k%05u", i);
+			uint32_t g = threads_last_gen(i);
+			void *got = NULL;
+			size_t n = 0;
+			int rc = strata_get(db, 0, key, strlen(key), &got, &n);
+			if (g == 2 && i % 5 == 0) {
+				bad += rc != STRATA_NOTFOUND;
+			} else {
+				size_t wn = threads_value(v, i, g);
+				bad += rc != 0 || n != wn || memcmp(got, v, n) != 0;
+			}
+			strata_free(got);
+		}
+		CHECK_EQ(bad, 0);
+		struct image im[3];
+		im[0] = scan_image(db);
+		/* A second base run, then a compaction of both: it takes the split run's parts
+		 * together, and splits its own output. */
+		REQUIRE_EQ(threads_generations(db), 0);
+		CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+		CHECK_EQ(stats_of(db).base_runs, 2);
+		CHECK_EQ(count_objects(dir, "run/"), split ? 8 : 2);
+		strata_plan *plan = NULL;
+		CHECK_EQ(strata_prepare_compact(db, 0, 0, &plan), 0);
+		REQUIRE(plan != NULL);
+		CHECK_EQ(strata_plan_generations(plan), split ? 8 : 2);
+		CHECK_EQ(strata_commit_merge(db, plan), 0);
+		st = stats_of(db);
+		CHECK_EQ(st.base_runs, 1);
+		CHECK_EQ(st.compactions, 1);
+		CHECK_EQ(st.merge_split_parts, split ? 12 : 0);
+		im[1] = scan_image(db);
+		db_close(db);
+		/* The grouped manifest reads back: the same rows after a reopen. */
+		db = db_open(&o);
+		REQUIRE(db != NULL);
+		CHECK_EQ(stats_of(db).base_runs, 1);
+		CHECK_EQ(count_objects(dir, "run/"), split ? 4 : 1);
+		im[2] = scan_image(db);
+		db_close(db);
+		for (int k = 0; k < 3; k++) {
+			REQUIRE(im[k].b != NULL);
+			if (!split) {
+				want[k] = im[k];
+				continue;
+			}
+			CHECK_EQ(im[k].n, want[k].n);
+			CHECK(im[k].n == want[k].n && memcmp(im[k].b, want[k].b, im[k].n) == 0);
+			free(im[k].b);
+		}
+	}
+	CHECK(want[1].n == want[2].n && memcmp(want[1].b, want[2].b, want[1].n) == 0);
+	for (int k = 0; k < 3; k++)
+		free(want[k].b);
+}
+
+TEST(the_cap_binds_a_split_merge)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.block_bytes = 256;
+	o.index_partition_bytes = 256;
+	o.merge_threads = 4;
+	o.merge_part_min_bytes = 1;
+	o.merge_max_inputs = 3;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(ten_generations(db), 0);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 100, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK(stats_of(db).merge_split_parts > 1);
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK_EQ(stats_of(db).generations, 4);
+	CHECK_EQ(stats_of(db).base_runs, 2);
+	/* The compaction cap counts sorted runs: two split runs are two inputs. */
+	strata_plan *plan = NULL;
+	CHECK_EQ(strata_prepare_compact(db, 0, 2, &plan), 0);
+	REQUIRE(plan != NULL);
+	CHECK(strata_plan_generations(plan) > 2);
+	CHECK_EQ(strata_commit_merge(db, plan), 0);
+	CHECK_EQ(stats_of(db).base_runs, 1);
+	CHECK_EQ(ten_generations_misses(db), 0);
+	CHECK(scan_ok(db, 10 * 50 + 1));
+	db_close(db);
+}
+
 TEST(bad_input_is_refused)
 {
 	const char *dir = tdir();
@@ -2122,6 +2323,8 @@ main(int argc, char **argv)
 	T(large_values_round_trip);
 	T(stats_count_raw_and_compressed_blocks);
 	T(a_merge_on_threads_writes_the_run_one_thread_writes);
+	T(a_split_merge_reads_back_as_one_part_does);
+	T(the_cap_binds_a_split_merge);
 	T(merge_threads_are_resolved_and_checked);
 	T(the_cap_binds_a_merge_on_threads);
 	T(bad_input_is_refused);
