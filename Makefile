@@ -270,7 +270,7 @@ LUA_SUITES := "tests/busted.sh spec tests/spec" "tests/luacheck.sh" "tests/load/
               "sh tests/node/second_opener.sh" "sh tests/node/http_conventions.sh" \
               "sh tests/readme/run.sh" "sh tests/node/checkpoint.sh" "sh tests/node/serve_start.sh" \
               "sh tests/node/rows_by_key.sh" "sh tests/console/console.sh" \
-              "sh tests/node/trace.sh" "sh tests/whatif/whatif.sh"
+              "sh tests/node/trace.sh" "sh tests/whatif/whatif.sh" "sh tests/node/split_merge.sh"
 BUILD_CHECK := "sh tests/build/check_build.sh" "sh tests/build/check_cli.sh" "sh tests/build/fresh_machine.sh"
 FUZZ_REPLAY := "sh tests/fuzz/replay.sh"
 # Several nodes, etcd and Azurite: its failover time is measured on the plain build.

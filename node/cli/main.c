@@ -73,10 +73,14 @@ obj_json(const char *prefix, int kind, const struct manifest_obj *o)
 {
 	char key[256];
 	manifest_obj_key(key, sizeof(key), prefix, kind, o);
-	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I}", "id", (json_int_t)o->id, "epoch",
-			 (json_int_t)o->epoch, "object", key, "bytes", (json_int_t)o->bytes, "rows",
-			 (json_int_t)o->rows, "min_seq", (json_int_t)o->min_seq, "max_seq",
-			 (json_int_t)o->max_seq);
+	json_t *j = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I}", "id", (json_int_t)o->id, "epoch",
+			      (json_int_t)o->epoch, "object", key, "bytes", (json_int_t)o->bytes, "rows",
+			      (json_int_t)o->rows, "min_seq", (json_int_t)o->min_seq, "max_seq",
+			      (json_int_t)o->max_seq);
+	/* A part of a sorted run a split merge wrote: the id of its first part. */
+	if (j != NULL && o->group != 0)
+		json_object_set_new(j, "group", json_integer((json_int_t)o->group));
+	return j;
 }
 
 /**

@@ -578,22 +578,25 @@ manifest_remove_gens(struct manifest *m, const uint64_t *ids, uint32_t n)
 int
 manifest_remove_runs(struct manifest *m, const uint64_t *ids, uint32_t n)
 {
-	/* A sorted run's parts go together: one left behind would lose the others' keys. */
-	for (uint32_t i = 0; i < m->nruns; i++) {
+	/* A sorted run's parts go together: one left behind would lose the others' keys.
+	 * The parts are consecutive: count those listed, a group at a time. */
+	for (uint32_t i = 0; i < m->nruns;) {
 		uint64_t g = m->runs[i].group;
-		if (g == 0)
-			continue;
-		int listed = 0, group_listed = 0;
-		for (uint32_t j = 0; j < n; j++) {
-			listed |= ids[j] == m->runs[i].id;
-			for (uint32_t k = 0; k < m->nruns && !group_listed; k++)
-				group_listed = m->runs[k].group == g && m->runs[k].id == ids[j];
-		}
-		if (group_listed && !listed)
-			return diag_set(STRATA_EINVAL, "manifest v%llu: run %llu is a part of the sorted "
-					"run %llu, which is not removed whole",
-					(unsigned long long)m->version,
-					(unsigned long long)m->runs[i].id, (unsigned long long)g);
+		uint32_t end = i + 1, listed = 0;
+		while (g != 0 && end < m->nruns && m->runs[end].group == g)
+			end++;
+		for (uint32_t k = i; k < end; k++)
+			for (uint32_t j = 0; j < n; j++)
+				if (ids[j] == m->runs[k].id) {
+					listed++;
+					break;
+				}
+		if (listed != 0 && listed != end - i)
+			return diag_set(STRATA_EINVAL, "manifest v%llu: %u of the %u parts of the sorted "
+					"run %llu are removed, not all of them",
+					(unsigned long long)m->version, listed, end - i,
+					(unsigned long long)g);
+		i = end;
 	}
 	return manifest_remove(m, m->runs, &m->nruns, ids, n, "run");
 }

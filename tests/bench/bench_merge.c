@@ -20,8 +20,10 @@
  * strata merges once per count of BENCH_MERGE_THREADS ("1,all": one thread, then
  * every online CPU), each on a copy of the same generations: with more than one, helper
  * threads compress the blocks of the run while the merge reads on, and the file written
- * is the same for any count. RocksDB merges on one thread (max_subcompactions 1, its
- * default).
+ * is the same for any count; a merge on more than one thread with at least twice
+ * merge_part_min_bytes (64 MiB) of input also splits its key range into parts written at
+ * once (strata-tN/pP: P parts). RocksDB merges on one thread (max_subcompactions 1, its
+ * default), and rocksdb-zstd-64k-sub with max_subcompactions = the online CPUs.
  *
  * Value shapes (BENCH_MERGE_SHAPES): "random" bytes (incompressible), "half" as
  * db_bench --compression_ratio=0.5 makes them (each 100-byte piece is 50 random
@@ -32,7 +34,7 @@
  * BENCH_MERGE_VALUE (200 bytes), BENCH_MERGE_SHAPES ("random,half"),
  * BENCH_MERGE_OVERWRITE_PCT (10: share of rows that rewrite an older key),
  * BENCH_MERGE_ROCKSDB (1; 0 skips the peer reference), BENCH_MERGE_ROCKSDB_CONFIGS
- * ("zstd-64k,defaults"), BENCH_MERGE_ZSTD_LEVEL (strata's default, 1: the level of
+ * ("zstd-64k,defaults,zstd-64k-sub"), BENCH_MERGE_ZSTD_LEVEL (strata's default, 1: the level of
  * strata's runs and of rocksdb-zstd-64k), BENCH_MERGE_THREADS ("1,all": strata's
  * merge_threads, a list of counts 1..64 or "all"), BENCH_DIR (data directory).
  */
@@ -64,12 +66,14 @@ static const char *const shape_docs[SHAPE_COUNT] = {
 };
 
 /** The RocksDB configurations the merge is measured against. */
-enum rdb_config { RDB_ZSTD_64K, RDB_DEFAULTS, RDB_COUNT };
+enum rdb_config { RDB_ZSTD_64K, RDB_DEFAULTS, RDB_ZSTD_64K_SUB, RDB_COUNT };
 
-static const char *const rdb_names[RDB_COUNT] = { "zstd-64k", "defaults" };
+static const char *const rdb_names[RDB_COUNT] = { "zstd-64k", "defaults", "zstd-64k-sub" };
 static const char *const rdb_docs[RDB_COUNT] = {
 	"configured as strata: zstd at strata's level, 64 KiB blocks, bloom 10 bits/key",
 	"RocksDB's defaults: Snappy, 4 KiB blocks, no filter",
+	"zstd-64k with max_subcompactions and max_background_jobs = the online CPUs (the peer "
+	"of strata's split merge on every thread)",
 };
 
 /** Workload shared by the builder and the children. */
@@ -114,6 +118,8 @@ struct merge_result {
 	/** strata: the merge's threads as the store ran them, and the blocks its helper
 	 *  threads compressed (RocksDB: 0). */
 	uint64_t threads, helped;
+	/** strata: the runs a split merge wrote its key-range parts to (0: one run). */
+	uint64_t parts;
 	/** CPU time of the merge, all the process's threads, user + system, ns. */
 	uint64_t cpu_ns;
 };
@@ -349,11 +355,12 @@ child_strata(const char *dir, const struct workload *wl, uint32_t threads)
 	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
 	       " del_ns=%" PRIu64 " hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64
 	       " blocks_z=%" PRIu64 " blocks_raw=%" PRIu64 " threads=%" PRIu64 " helped=%" PRIu64
-	       " cpu_ns=%" PRIu64 "\n",
+	       " cpu_ns=%" PRIu64 " parts=%" PRIu64 "\n",
 	       (uint64_t)merged, before.generation_bytes, after.merge_bytes_out, t1 - t0, t2 - t1,
 	       hwm_start, hwm_open, hwm_merge, after.blocks_compressed - before.blocks_compressed,
 	       after.blocks_raw - before.blocks_raw, after.merge_threads,
-	       after.merge_blocks_helped - before.merge_blocks_helped, c1 - c0);
+	       after.merge_blocks_helped - before.merge_blocks_helped, c1 - c0,
+	       after.merge_split_parts - before.merge_split_parts);
 	return rc != 0;
 }
 
@@ -383,7 +390,13 @@ rdb_options(const struct workload *wl, enum rdb_config cfg)
 	rocksdb_options_set_write_buffer_size(o, (size_t)(wl->gen_bytes * 2 + (64u << 20)));
 	rocksdb_options_set_level0_slowdown_writes_trigger(o, 1000);
 	rocksdb_options_set_level0_stop_writes_trigger(o, 1000);
-	if (cfg == RDB_ZSTD_64K) {
+	if (cfg == RDB_ZSTD_64K_SUB) {
+		int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+
+		rocksdb_options_set_max_subcompactions(o, cpus > 1 ? (uint32_t)cpus : 1);
+		rocksdb_options_set_max_background_jobs(o, cpus > 1 ? cpus : 1);
+	}
+	if (cfg == RDB_ZSTD_64K || cfg == RDB_ZSTD_64K_SUB) {
 		rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
 
 		rocksdb_options_set_compression(o, rocksdb_zstd_compression);
@@ -509,7 +522,7 @@ child_rocksdb(const char *dir, const struct workload *wl, enum rdb_config cfg)
 	rocksdb_options_destroy(o);
 	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
 	       " del_ns=0 hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64
-	       " blocks_z=0 blocks_raw=0 threads=1 helped=0 cpu_ns=%" PRIu64 "\n",
+	       " blocks_z=0 blocks_raw=0 threads=1 helped=0 cpu_ns=%" PRIu64 " parts=0\n",
 	       l0, in, out, t1 - t0, hwm_start, hwm_open, hwm_merge, c1 - c0);
 	return 0;
 }
@@ -556,10 +569,10 @@ run_child(const char *engine, const char *dir, const struct workload *wl, int cf
 	    sscanf(line, "inputs=%" SCNu64 " bytes_in=%" SCNu64 " bytes_out=%" SCNu64 " ns=%" SCNu64
 		   " del_ns=%" SCNu64 " hwm_start=%" SCNu64 " hwm_open=%" SCNu64 " hwm_merge=%" SCNu64
 		   " blocks_z=%" SCNu64 " blocks_raw=%" SCNu64 " threads=%" SCNu64 " helped=%" SCNu64
-		   " cpu_ns=%" SCNu64,
+		   " cpu_ns=%" SCNu64 " parts=%" SCNu64,
 		   &r->inputs, &r->bytes_in, &r->bytes_out, &r->ns, &r->del_ns, &r->hwm_start_kb,
 		   &r->hwm_open_kb, &r->hwm_merge_kb, &r->blocks_z, &r->blocks_raw, &r->threads,
-		   &r->helped, &r->cpu_ns) == 13)
+		   &r->helped, &r->cpu_ns, &r->parts) == 14)
 		r->ok = 1;
 	fclose(f);
 	if (waitpid(pid, &status, 0) < 0)
@@ -723,7 +736,7 @@ main(int argc, char **argv)
 	nsz = bench_env_list("BENCH_MERGE_GEN_MB", "64,512", sizes, MAX_SIZES);
 	nshapes = parse_names("BENCH_MERGE_SHAPES", "random,half", shape_names, SHAPE_COUNT, shapes);
 	do_rocks = (int)bench_env_u64("BENCH_MERGE_ROCKSDB", 1);
-	ncfgs = do_rocks ? parse_names("BENCH_MERGE_ROCKSDB_CONFIGS", "zstd-64k,defaults", rdb_names,
+	ncfgs = do_rocks ? parse_names("BENCH_MERGE_ROCKSDB_CONFIGS", "zstd-64k,defaults,zstd-64k-sub", rdb_names,
 				       RDB_COUNT, cfgs) : 0;
 	uint32_t threads[MAX_THREAD_COUNTS];
 	int nthreads = parse_threads(threads);
@@ -746,7 +759,8 @@ main(int argc, char **argv)
 	for (int t = 0; t < nthreads; t++)
 		printf("%s%u", t ? ", " : " ", threads[t]);
 	printf(" (BENCH_MERGE_THREADS; %ld online CPUs), each on a copy of the same generations; "
-	       "RocksDB one thread (max_subcompactions 1, its default)\n", sysconf(_SC_NPROCESSORS_ONLN));
+	       "RocksDB one thread (max_subcompactions 1, its default) but rocksdb-zstd-64k-sub\n",
+	       sysconf(_SC_NPROCESSORS_ONLN));
 	printf("measure: each merge in a fresh child process (fork+exec) after the data files were "
 	       "fdatasynced and dropped from the page cache (POSIX_FADV_DONTNEED): VmHWM after open "
 	       "and after strata prepare + commit of every generation / rocksdb_compact_range(all); "
@@ -845,7 +859,11 @@ main(int argc, char **argv)
 			for (int t = 0; t < nthreads; t++) {
 				char name[32];
 
-				snprintf(name, sizeof(name), "strata-t%u", threads[t]);
+				if (cl->s[t].parts > 1)
+					snprintf(name, sizeof(name), "strata-t%u/p%" PRIu64, threads[t],
+						 cl->s[t].parts);
+				else
+					snprintf(name, sizeof(name), "strata-t%u", threads[t]);
 				print_result(name, sh, sizes[i], &wl, &cl->s[t]);
 			}
 			for (int c = 0; c < ncfgs; c++) {
@@ -899,7 +917,9 @@ main(int argc, char **argv)
 	 * count, so the same size). */
 	if (nthreads > 1) {
 		printf("\nstrata merge threads against the first count: speed-up, blocks the helper "
-		       "threads compressed, and the merged run's size (the same file for any count)\n");
+		       "threads compressed, and the merged run's size (the same file for any count "
+		       "that does not split; a split merge writes its key range as parts, runs of "
+		       "their own)\n");
 		for (int k = 0; k < nshapes; k++)
 			for (int i = 0; i < nsz; i++) {
 				const struct cell *cl = &cells[k][i];
@@ -911,12 +931,17 @@ main(int argc, char **argv)
 
 					if (!b->ok)
 						continue;
+					char how[64];
+					if (b->parts > 1)
+						snprintf(how, sizeof(how), "in %" PRIu64 " parts", b->parts);
+					else
+						snprintf(how, sizeof(how), "%s", a->bytes_out == b->bytes_out
+										   ? "the same size" : "DIFFERS");
 					printf("  %-6s %5" PRIu64 " MiB: t%" PRIu64 " vs t%" PRIu64 ": %.2fx, %" PRIu64
 					       " of %" PRIu64 " blocks helped, output %s (%" PRIu64 " and %" PRIu64
 					       " bytes)\n", shape_names[shapes[k]], sizes[i], b->threads, a->threads,
 					       (double)a->ns / (double)b->ns, b->helped, b->blocks_z + b->blocks_raw,
-					       a->bytes_out == b->bytes_out ? "the same size" : "DIFFERS",
-					       a->bytes_out, b->bytes_out);
+					       how, a->bytes_out, b->bytes_out);
 				}
 			}
 	}
