@@ -1086,7 +1086,7 @@ plan_write(struct shard *s, struct shard_plan *p)
 	 * could not start runs here after part 0. */
 	for (uint32_t i = 1; i < n; i++)
 		parts[i].started = pthread_create(&parts[i].th, NULL, part_thread, &parts[i]) == 0;
-	rc = part_write(&parts[0]);
+	rc = parts[0].rc = part_write(&parts[0]);
 	char why[512] = "";
 	if (rc)
 		snprintf(why, sizeof(why), "%s", diag_last());
