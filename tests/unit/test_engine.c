@@ -36,7 +36,7 @@
 
 /* ---------------------------------------------------------------- test points */
 
-enum { PT_OFF, PT_PAUSE, PT_EXIT, PT_FAIL };
+enum { PT_OFF, PT_PAUSE, PT_EXIT, PT_FAIL, PT_FAIL_ONCE };
 
 /** The one env.point callback, installed for the whole run and steered by pt. */
 static struct {
@@ -46,7 +46,8 @@ static struct {
 	pthread_cond_t cv;
 	/** Point acted on, or NULL. */
 	const char *name;
-	/** PT_PAUSE, PT_EXIT or PT_FAIL (the operation fails there). */
+	/** PT_PAUSE, PT_EXIT, PT_FAIL (the operation fails there) or PT_FAIL_ONCE (the
+	 *  first thread to get there fails, the others go on). */
 	int action;
 	/** Threads paused at the point so far. */
 	int arrived;
@@ -80,7 +81,7 @@ test_point(const char *name, const void *arg)
 	}
 	if (pt.action == PT_EXIT)
 		_exit(0);
-	if (pt.action == PT_FAIL) {
+	if (pt.action == PT_FAIL || (pt.action == PT_FAIL_ONCE && pt.arrived++ == 0)) {
 		pthread_mutex_unlock(&pt.mu);
 		return 1;
 	}
@@ -1907,6 +1908,40 @@ TEST(a_split_merge_reads_back_as_one_part_does)
 		free(want[k].b);
 }
 
+TEST(a_split_merge_that_fails_in_one_part_leaves_no_part)
+{
+	const char *dir = tdir();
+	strata_options o = opts_for(dir);
+	o.block_bytes = 512;
+	o.index_partition_bytes = 256;
+	o.merge_threads = 4;
+	o.merge_part_min_bytes = 1;
+	strata *db = db_open(&o);
+	REQUIRE(db != NULL);
+	REQUIRE_EQ(threads_generations(db), 0);
+	/* One part fails at its first block; the other three write on to their ends. */
+	pt_arm("prepare.block", PT_FAIL_ONCE);
+	CHECK_EQ(strata_merge(db, 0, 0, NULL), STRATA_EINJECTED);
+	CHECK(strstr(strata_last_error(), "prepare.block") != NULL);
+	pt_disarm();
+	strata_stats st = stats_of(db);
+	CHECK_EQ(st.generations, 3);
+	CHECK_EQ(st.base_runs, 0);
+	CHECK_EQ(st.merge_split_parts, 0);
+	/* Nothing of the pass is left behind once the reaper ran (the store's close
+	 * drains it). */
+	db_close(db);
+	CHECK_EQ(count_objects(dir, "run/"), 0);
+	db = db_open(&o);
+	REQUIRE(db != NULL);
+	uint32_t merged = 0;
+	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+	CHECK_EQ(merged, 3);
+	CHECK_EQ(stats_of(db).merge_split_parts, 4);
+	CHECK_EQ(count_objects(dir, "run/"), 4);
+	db_close(db);
+}
+
 TEST(the_cap_binds_a_split_merge)
 {
 	const char *dir = tdir();
@@ -2324,6 +2359,7 @@ main(int argc, char **argv)
 	T(stats_count_raw_and_compressed_blocks);
 	T(a_merge_on_threads_writes_the_run_one_thread_writes);
 	T(a_split_merge_reads_back_as_one_part_does);
+	T(a_split_merge_that_fails_in_one_part_leaves_no_part);
 	T(the_cap_binds_a_split_merge);
 	T(merge_threads_are_resolved_and_checked);
 	T(the_cap_binds_a_merge_on_threads);
