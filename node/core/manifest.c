@@ -185,9 +185,23 @@ manifest_check_ids(const struct manifest *m, uint64_t *bad, int *dup)
 	return rc;
 }
 
-/** The groups of m well formed: no generation grouped, and each stretch of grouped runs
- *  starting at the part whose id is the group (ids are unique, so a group is one
- *  stretch). 0, or 1 with the offending id in *bad. */
+/** The groups of runs[0..n) well formed: each stretch of grouped runs starts at the part
+ *  whose id is the group (ids are unique, so a group is one stretch). 0, or 1 with the
+ *  offending id in *bad. */
+static int
+manifest_check_run_groups(const struct manifest_obj *runs, uint32_t n, uint64_t *bad)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t g = runs[i].group;
+		if (g != 0 && runs[i].id != g && (i == 0 || runs[i - 1].group != g)) {
+			*bad = runs[i].id;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/** manifest_check_run_groups of m's runs, and no generation grouped. */
 static int
 manifest_check_groups(const struct manifest *m, uint64_t *bad)
 {
@@ -197,14 +211,7 @@ manifest_check_groups(const struct manifest *m, uint64_t *bad)
 			return 1;
 		}
 	}
-	for (uint32_t i = 0; i < m->nruns; i++) {
-		uint64_t g = m->runs[i].group;
-		if (g != 0 && m->runs[i].id != g && (i == 0 || m->runs[i - 1].group != g)) {
-			*bad = m->runs[i].id;
-			return 1;
-		}
-	}
-	return 0;
+	return manifest_check_run_groups(m->runs, m->nruns, bad);
 }
 
 /** 1 when some run of m is grouped. */
@@ -1036,9 +1043,8 @@ manifest_edit_apply(struct manifest *m, const struct manifest_edit *e, const cha
 	int rc = manifest_apply_list(m->runs, m->nruns, e->del_runs, e->ndel_runs, e->add_runs,
 				     e->nadd_runs, e->nruns, NULL, &runs);
 	/* The runs it makes must keep every group whole and starting at its first part. */
-	struct manifest probe = {.runs = runs, .nruns = rc == 0 ? e->nruns : 0};
 	uint64_t bad = 0;
-	if (rc == 0 && manifest_check_groups(&probe, &bad)) {
+	if (rc == 0 && manifest_check_run_groups(runs, e->nruns, &bad)) {
 		env.free(runs);
 		return diag_set(STRATA_ECORRUPT, "manifest edit %s: leaves run %llu in a group that "
 				"does not start at its first part", name, (unsigned long long)bad);
