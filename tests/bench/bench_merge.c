@@ -23,7 +23,8 @@
  * is the same for any count; a merge on more than one thread with at least twice
  * merge_part_min_bytes (64 MiB) of input also splits its key range into parts written at
  * once (strata-tN/pP: P parts). RocksDB merges on one thread (max_subcompactions 1, its
- * default), and rocksdb-zstd-64k-sub with max_subcompactions = the online CPUs.
+ * default), and rocksdb-zstd-64k-sub with max_subcompactions = the online CPUs
+ * (rocksdb-zstd-64k-sub/sN: its LOG says the compaction ran as N subcompactions).
  *
  * Value shapes (BENCH_MERGE_SHAPES): "random" bytes (incompressible), "half" as
  * db_bench --compression_ratio=0.5 makes them (each 100-byte piece is 50 random
@@ -72,8 +73,8 @@ static const char *const rdb_names[RDB_COUNT] = { "zstd-64k", "defaults", "zstd-
 static const char *const rdb_docs[RDB_COUNT] = {
 	"configured as strata: zstd at strata's level, 64 KiB blocks, bloom 10 bits/key",
 	"RocksDB's defaults: Snappy, 4 KiB blocks, no filter",
-	"zstd-64k with max_subcompactions and max_background_jobs = the online CPUs (the peer "
-	"of strata's split merge on every thread)",
+	"zstd-64k with max_subcompactions = the online CPUs n, max_background_jobs n + 2 and n + 1 "
+	"low-priority threads (the peer of strata's split merge on every thread)",
 };
 
 /** Workload shared by the builder and the children. */
@@ -392,9 +393,20 @@ rdb_options(const struct workload *wl, enum rdb_config cfg)
 	rocksdb_options_set_level0_stop_writes_trigger(o, 1000);
 	if (cfg == RDB_ZSTD_64K_SUB) {
 		int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+		static rocksdb_env_t *env;
 
-		rocksdb_options_set_max_subcompactions(o, cpus > 1 ? (uint32_t)cpus : 1);
-		rocksdb_options_set_max_background_jobs(o, cpus > 1 ? cpus : 1);
+		if (cpus < 1)
+			cpus = 1;
+		/* A subcompaction runs only on a thread it reserves from the low-priority
+		 * pool (one per background compaction, and max_background_jobs = n gives n - 1
+		 * of those): room for every part, plus the flushes'. */
+		if (env == NULL) {
+			env = rocksdb_create_default_env();
+			rocksdb_env_set_background_threads(env, cpus + 1);
+		}
+		rocksdb_options_set_env(o, env);
+		rocksdb_options_set_max_subcompactions(o, (uint32_t)cpus);
+		rocksdb_options_set_max_background_jobs(o, cpus + 2);
 	}
 	if (cfg == RDB_ZSTD_64K || cfg == RDB_ZSTD_64K_SUB) {
 		rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
@@ -493,6 +505,30 @@ rdb_build(const struct workload *wl, enum rdb_config cfg, const char *dir, uint6
 	return rc;
 }
 
+/** The most subcompactions a compaction in dir's RocksDB LOG ran on (its
+ *  "num_subcompactions"), 0 when the LOG says none. */
+static uint64_t
+rdb_log_subcompactions(const char *dir)
+{
+	char path[4096 + 8], line[16384];
+	uint64_t most = 0;
+
+	snprintf(path, sizeof(path), "%s/LOG", dir);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		const char *p = strstr(line, "\"num_subcompactions\": ");
+		if (p != NULL) {
+			uint64_t n = strtoull(p + strlen("\"num_subcompactions\": "), NULL, 10);
+			if (n > most)
+				most = n;
+		}
+	}
+	fclose(f);
+	return most;
+}
+
 static int
 child_rocksdb(const char *dir, const struct workload *wl, enum rdb_config cfg)
 {
@@ -522,8 +558,9 @@ child_rocksdb(const char *dir, const struct workload *wl, enum rdb_config cfg)
 	rocksdb_options_destroy(o);
 	printf("inputs=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " ns=%" PRIu64
 	       " del_ns=0 hwm_start=%" PRIu64 " hwm_open=%" PRIu64 " hwm_merge=%" PRIu64
-	       " blocks_z=0 blocks_raw=0 threads=1 helped=0 cpu_ns=%" PRIu64 " parts=0\n",
-	       l0, in, out, t1 - t0, hwm_start, hwm_open, hwm_merge, c1 - c0);
+	       " blocks_z=0 blocks_raw=0 threads=1 helped=0 cpu_ns=%" PRIu64 " parts=%" PRIu64 "\n",
+	       l0, in, out, t1 - t0, hwm_start, hwm_open, hwm_merge, c1 - c0,
+	       rdb_log_subcompactions(dir));
 	return 0;
 }
 
@@ -597,7 +634,7 @@ print_result(const char *engine, const char *shape, uint64_t gen_mb, const struc
 	double secs = (double)r->ns / 1e9;
 
 	if (!r->ok) {
-		printf("%-17s %-6s %7" PRIu64 " %5" PRIu64 "   failed (see stderr)\n", engine, shape,
+		printf("%-23s %-6s %7" PRIu64 " %5" PRIu64 "   failed (see stderr)\n", engine, shape,
 		       gen_mb, wl->gens);
 		return;
 	}
@@ -610,7 +647,7 @@ print_result(const char *engine, const char *shape, uint64_t gen_mb, const struc
 		snprintf(del, sizeof(del), "inside");
 		snprintf(raw, sizeof(raw), "-");
 	}
-	printf("%-17s %-6s %7" PRIu64 " %5" PRIu64 " %6" PRIu64 " %10.1f %10.1f %8.2f %8.2f %8.1f %8s %6s "
+	printf("%-23s %-6s %7" PRIu64 " %5" PRIu64 " %6" PRIu64 " %10.1f %10.1f %8.2f %8.2f %8.1f %8s %6s "
 	       "%9.1f %9.1f %10.1f\n",
 	       engine, shape, gen_mb, wl->gens, r->inputs, (double)r->bytes_in / (1 << 20),
 	       (double)r->bytes_out / (1 << 20), secs, (double)r->cpu_ns / 1e9, mb_s(r), del, raw,
@@ -846,7 +883,7 @@ main(int argc, char **argv)
 		}
 	}
 
-	printf("\n%-17s %-6s %7s %5s %6s %10s %10s %8s %8s %8s %8s %6s %9s %9s %10s\n", "engine", "shape",
+	printf("\n%-23s %-6s %7s %5s %6s %10s %10s %8s %8s %8s %8s %6s %9s %9s %10s\n", "engine", "shape",
 	       "gen_MiB", "gens", "inputs", "in_MiB", "out_MiB", "secs", "cpu_secs", "MB/s", "del_secs", "raw",
 	       "hwm_open", "hwm_after", "rss_growth");
 	for (int k = 0; k < nshapes; k++)
@@ -869,7 +906,11 @@ main(int argc, char **argv)
 			for (int c = 0; c < ncfgs; c++) {
 				char name[32];
 
-				snprintf(name, sizeof(name), "rocksdb-%s", rdb_names[cfgs[c]]);
+				if (cfgs[c] == RDB_ZSTD_64K_SUB)
+					snprintf(name, sizeof(name), "rocksdb-%s/s%" PRIu64, rdb_names[cfgs[c]],
+						 cl->r[cfgs[c]].parts);
+				else
+					snprintf(name, sizeof(name), "rocksdb-%s", rdb_names[cfgs[c]]);
 				print_result(name, sh, sizes[i], &wl, &cl->r[cfgs[c]]);
 			}
 		}
