@@ -57,7 +57,7 @@ compact_usage(FILE *f)
 	fprintf(f,
 		"usage: strata compact --shard N (--store URL | --data DIR) [--max-generations K]\n"
 		"                      [--base-max-runs R] [--merge-threads T] [--once | --interval S]\n"
-		"                      [--policy FILE]\n"
+		"                      [--merge-part-min-bytes B] [--policy FILE]\n"
 		"\n"
 		"An external compactor of one shard, next to the node that serves it: each pass reads\n"
 		"the shard's newest manifest, merges up to K of its oldest flushed generations into a\n"
@@ -78,8 +78,11 @@ compact_usage(FILE *f)
 		"  --base-max-runs R     fold the base when it has more than R runs (default: the\n"
 		"                        policy's base_max_runs, else %u; 0 = never)\n"
 		"  --merge-max-inputs M  most inputs of one pass (default %u, as strata serve)\n"
-		"  --merge-threads T     threads a pass writes its run on, the same file for any\n"
-		"                        count (default 1, the pass's own; at most 64)\n"
+		"  --merge-threads T     threads a pass writes on (default 1, the pass's own; at most\n"
+		"                        64); a pass of at least 2 x B input bytes splits its key\n"
+		"                        range into up to T parts written at once\n"
+		"  --merge-part-min-bytes B  the least input of one part (default %llu, as strata\n"
+		"                        serve)\n"
 		"  --once                one pass, then exit (the default)\n"
 		"  --interval S          a pass every S seconds (0 < S <= %.0f) until SIGTERM/SIGINT\n"
 		"  --policy FILE         take merge_max_generations and base_max_runs from a policy\n"
@@ -87,7 +90,8 @@ compact_usage(FILE *f)
 		"\n"
 		"Each pass prints one line: what it merged and folded, lost races, the manifest\n"
 		"version and the writer epoch. Exit 0, or 1 after a failure (the message says which).\n",
-		gens, runs, so.merge_max_inputs, COMPACT_MAX_INTERVAL_S);
+		gens, runs, so.merge_max_inputs, (unsigned long long)so.merge_part_min_bytes,
+		COMPACT_MAX_INTERVAL_S);
 }
 
 /** Parse an unsigned decimal flag value; -1 with a message on anything else. */
@@ -167,7 +171,7 @@ cmd_compact(int argc, char **argv)
 		int takes = strcmp(a, "--shard") == 0 || strcmp(a, "--store") == 0 || strcmp(a, "--data") == 0 ||
 			    strcmp(a, "--max-generations") == 0 || strcmp(a, "--base-max-runs") == 0 ||
 			    strcmp(a, "--merge-max-inputs") == 0 || strcmp(a, "--interval") == 0 ||
-			    strcmp(a, "--merge-threads") == 0 ||
+			    strcmp(a, "--merge-threads") == 0 || strcmp(a, "--merge-part-min-bytes") == 0 ||
 			    strcmp(a, "--policy") == 0;
 		if (!takes) {
 			fprintf(stderr, "strata compact: unknown argument '%s' (strata compact --help)\n", a);
@@ -202,6 +206,12 @@ cmd_compact(int argc, char **argv)
 				return 2;
 			if (o.merge_threads == 0) {
 				fprintf(stderr, "strata compact: --merge-threads takes 1..64, not 0\n");
+				return 2;
+			}
+		} else if (strcmp(a, "--merge-part-min-bytes") == 0) {
+			if (text_u64(v, 10, &o.merge_part_min_bytes, NULL) != 0 || o.merge_part_min_bytes == 0) {
+				fprintf(stderr, "strata compact: --merge-part-min-bytes takes bytes, at least 1, "
+					"not '%s'\n", v ? v : "");
 				return 2;
 			}
 		} else if (strcmp(a, "--interval") == 0) {
