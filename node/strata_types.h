@@ -341,6 +341,8 @@ typedef struct strata_row {
 	  "Time this shard's seals, merges and compactions waited on the background IO budget.") \
 	X(background_io_stalls, "counter", "strata_background_io_stalls_total", 1,                   \
 	  "WAL syncs the store's automatic background IO budget took as stalls and halved at.")     \
+	X(background_io_bytes, "counter", "strata_background_io_bytes_total", 1,                     \
+	  "Bytes the store's seals, merges and compactions wrote through the background IO budget.") \
 	X(blocks_compressed, "counter", "strata_blocks_compressed_total", 1,                         \
 	  "Run-file data blocks written compressed.")                                                 \
 	X(blocks_raw, "counter", "strata_blocks_raw_total", 1,                                       \

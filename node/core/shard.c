@@ -1452,8 +1452,10 @@ shard_stats(struct shard *s, strata_stats *out)
 	out->merge_in_flight_done_bytes = out->merge_in_flight_bytes ? atomic_load(&s->prog_done) : 0;
 	out->background_io_bytes_per_s = s->cfg.run.limiter ? ratelimit_rate(s->cfg.run.limiter) : 0;
 	out->background_io_stalls = 0;
+	out->background_io_bytes = 0;
 	if (s->cfg.run.limiter)
-		ratelimit_stats(s->cfg.run.limiter, NULL, NULL, &out->background_io_stalls);
+		ratelimit_stats(s->cfg.run.limiter, &out->background_io_bytes, NULL,
+				&out->background_io_stalls);
 	out->block_cache_hits = atomic_load(&s->cache_hits);
 	out->block_cache_misses = atomic_load(&s->cache_misses);
 	if (s->cfg.bcache != NULL) {

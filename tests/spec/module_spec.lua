@@ -74,7 +74,7 @@ local STATS_FIELDS = {
 	"appends", "rows_appended", "wal_syncs", "seals", "merges", "merge_conflicts",
 	"foreign_manifest_versions", "merged_generations", "merge_bytes_in", "merge_bytes_out",
 	"compactions", "max_exclusive_ns", "max_exclusive_wait_ns", "background_io_bytes_per_s",
-	"background_io_wait_ns", "background_io_stalls", "blocks_compressed", "blocks_raw",
+	"background_io_wait_ns", "background_io_stalls", "background_io_bytes", "blocks_compressed", "blocks_raw",
 	"blocks_compress_untried", "compress_saved_bytes", "merge_threads", "merge_blocks_helped",
 	"merge_split_parts", "merge_in_flight_bytes", "merge_in_flight_done_bytes",
 	"generation_bytes", "base_bytes", "block_cache_hits", "block_cache_misses",
