@@ -1785,6 +1785,8 @@ scan_image(strata *db)
 struct run_rows {
 	struct objstore *os;
 	uint64_t rows;
+	/** Rows of the smallest and the largest run. */
+	uint64_t least, most;
 	int err;
 };
 
@@ -1798,7 +1800,12 @@ run_rows_cb(void *ctx, const char *key, uint64_t size)
 		r->err = 1;
 		return 0;
 	}
-	r->rows += run_reader_meta(rd)->rows;
+	uint64_t n = run_reader_meta(rd)->rows;
+	r->rows += n;
+	if (n < r->least)
+		r->least = n;
+	if (n > r->most)
+		r->most = n;
 	run_reader_close(rd);
 	return 0;
 }
@@ -1806,15 +1813,17 @@ run_rows_cb(void *ctx, const char *key, uint64_t size)
 /** Rows of all of shard 0's run objects in dir (a key in two parts counts twice), or
  *  UINT64_MAX. */
 static uint64_t
-run_rows(const char *dir)
+run_rows(const char *dir, uint64_t *least, uint64_t *most)
 {
 	char root[512];
 	snprintf(root, sizeof(root), "%s/objects", dir);
-	struct run_rows r = { NULL, 0, 0 };
+	struct run_rows r = { NULL, 0, UINT64_MAX, 0, 0 };
 	if (objstore_fs_new(root, &r.os) != 0)
 		return UINT64_MAX;
 	int rc = objstore_list(r.os, SHARD0 "run/", run_rows_cb, &r);
 	objstore_destroy(r.os);
+	*least = r.least;
+	*most = r.most;
 	return rc || r.err ? UINT64_MAX : r.rows;
 }
 
@@ -1845,12 +1854,15 @@ TEST(a_split_merge_reads_back_as_one_part_does)
 		CHECK_EQ(st.base_runs, 1);
 		CHECK_EQ(st.merge_split_parts, split ? 4 : 0);
 		CHECK_EQ(count_objects(dir, "run/"), split ? 4 : 1);
-		/* The parts hold every row once: no key is in two of them. */
-		uint64_t rows = run_rows(dir);
+		/* The parts hold every row once: no key is in two of them; and the cuts
+		 * share them out about evenly (a part's rows within 1.5x of another's). */
+		uint64_t least = 0, most = 0;
+		uint64_t rows = run_rows(dir, &least, &most);
 		if (!split)
 			want_rows = rows;
 		CHECK(rows != UINT64_MAX && rows > 2000);
 		CHECK_EQ(rows, want_rows);
+		CHECK(least > 0 && most * 2 <= least * 3);
 		/* Every key reads back its newest row; the tombstones of the last generation
 		 * are gone (nothing older outside the merge for them to hide). */
 		static uint8_t v[512];
