@@ -1631,6 +1631,31 @@ threads_last_gen(uint32_t i)
 	return 0;
 }
 
+/** Keys of threads_generations that do not read back their newest row (a deleted one
+ *  must be absent). */
+static int
+threads_misses(strata *db)
+{
+	static uint8_t v[512];
+	char key[32];
+	int bad = 0;
+	for (uint32_t i = 0; i < 3000; i++) {
+		snprintf(key, sizeof(key), "k%05u", i);
+		uint32_t g = threads_last_gen(i);
+		void *got = NULL;
+		size_t n = 0;
+		int rc = strata_get(db, 0, key, strlen(key), &got, &n);
+		if (g == 2 && i % 5 == 0) {
+			bad += rc != STRATA_NOTFOUND;
+		} else {
+			size_t want = threads_value(v, i, g);
+			bad += rc != 0 || n != want || memcmp(got, v, n) != 0;
+		}
+		strata_free(got);
+	}
+	return bad;
+}
+
 TEST(a_merge_on_threads_writes_the_run_one_thread_writes)
 {
 	uint8_t *one = NULL;
@@ -1658,24 +1683,7 @@ TEST(a_merge_on_threads_writes_the_run_one_thread_writes)
 		else
 			CHECK(st.merge_blocks_helped > 0);
 		/* Every key reads back its newest row. */
-		static uint8_t v[512];
-		char key[32];
-		int bad = 0;
-		for (uint32_t i = 0; i < 3000; i++) {
-			snprintf(key, sizeof(key), "k%05u", i);
-			uint32_t g = threads_last_gen(i);
-			void *got = NULL;
-			size_t n = 0;
-			int rc = strata_get(db, 0, key, strlen(key), &got, &n);
-			if (g == 2 && i % 5 == 0) {
-				bad += rc != STRATA_NOTFOUND;
-			} else {
-				size_t want = threads_value(v, i, g);
-				bad += rc != 0 || n != want || memcmp(got, v, n) != 0;
-			}
-			strata_free(got);
-		}
-		CHECK_EQ(bad, 0);
+		CHECK_EQ(threads_misses(db), 0);
 		db_close(db);
 		size_t len = 0;
 		uint8_t *b = only_run_bytes(dir, &len);
@@ -1865,24 +1873,7 @@ TEST(a_split_merge_reads_back_as_one_part_does)
 		CHECK(least > 0 && most * 2 <= least * 3);
 		/* Every key reads back its newest row; the tombstones of the last generation
 		 * are gone (nothing older outside the merge for them to hide). */
-		static uint8_t v[512];
-		char key[32];
-		int bad = 0;
-		for (uint32_t i = 0; i < 3000; i++) {
-			snprintf(key, sizeof(key), "k%05u", i);
-			uint32_t g = threads_last_gen(i);
-			void *got = NULL;
-			size_t n = 0;
-			int rc = strata_get(db, 0, key, strlen(key), &got, &n);
-			if (g == 2 && i % 5 == 0) {
-				bad += rc != STRATA_NOTFOUND;
-			} else {
-				size_t wn = threads_value(v, i, g);
-				bad += rc != 0 || n != wn || memcmp(got, v, n) != 0;
-			}
-			strata_free(got);
-		}
-		CHECK_EQ(bad, 0);
+		CHECK_EQ(threads_misses(db), 0);
 		struct image im[3];
 		im[0] = scan_image(db);
 		/* A second base run, then a compaction of both: it takes the split run's parts
