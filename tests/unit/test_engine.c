@@ -1726,28 +1726,6 @@ TEST(merge_threads_are_resolved_and_checked)
 	CHECK(strstr(strata_last_error(), "merge_threads") != NULL);
 }
 
-TEST(the_cap_binds_a_merge_on_threads)
-{
-	const char *dir = tdir();
-	strata_options o = opts_for(dir);
-	o.block_bytes = 256;
-	o.merge_threads = 4;
-	o.merge_max_inputs = 3;
-	strata *db = db_open(&o);
-	REQUIRE(db != NULL);
-	REQUIRE_EQ(ten_generations(db), 0);
-	uint32_t merged = 0;
-	CHECK_EQ(strata_merge(db, 0, 100, &merged), 0);
-	CHECK_EQ(merged, 3);
-	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
-	CHECK_EQ(merged, 3);
-	CHECK_EQ(stats_of(db).generations, 4);
-	CHECK(stats_of(db).merge_blocks_helped > 0);
-	CHECK_EQ(ten_generations_misses(db), 0);
-	CHECK(scan_ok(db, 10 * 50 + 1));
-	db_close(db);
-}
-
 /** Every row of shard 0, in key order, as one byte string (lengths, key, value). */
 struct image {
 	uint8_t *b;
@@ -1950,36 +1928,47 @@ TEST(a_split_merge_that_fails_in_one_part_leaves_no_part)
 	db_close(db);
 }
 
-TEST(the_cap_binds_a_split_merge)
+TEST(the_cap_binds_a_merge_on_threads)
 {
-	const char *dir = tdir();
-	strata_options o = opts_for(dir);
-	o.block_bytes = 256;
-	o.index_partition_bytes = 256;
-	o.merge_threads = 4;
-	o.merge_part_min_bytes = 1;
-	o.merge_max_inputs = 3;
-	strata *db = db_open(&o);
-	REQUIRE(db != NULL);
-	REQUIRE_EQ(ten_generations(db), 0);
-	uint32_t merged = 0;
-	CHECK_EQ(strata_merge(db, 0, 100, &merged), 0);
-	CHECK_EQ(merged, 3);
-	CHECK(stats_of(db).merge_split_parts > 1);
-	CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
-	CHECK_EQ(merged, 3);
-	CHECK_EQ(stats_of(db).generations, 4);
-	CHECK_EQ(stats_of(db).base_runs, 2);
-	/* The compaction cap counts sorted runs: two split runs are two inputs. */
-	strata_plan *plan = NULL;
-	CHECK_EQ(strata_prepare_compact(db, 0, 2, &plan), 0);
-	REQUIRE(plan != NULL);
-	CHECK(strata_plan_generations(plan) > 2);
-	CHECK_EQ(strata_commit_merge(db, plan), 0);
-	CHECK_EQ(stats_of(db).base_runs, 1);
-	CHECK_EQ(ten_generations_misses(db), 0);
-	CHECK(scan_ok(db, 10 * 50 + 1));
-	db_close(db);
+	/* On four threads, whole (helpers compress) and split into parts. */
+	for (int split = 0; split < 2; split++) {
+		const char *dir = tdir();
+		strata_options o = opts_for(dir);
+		o.block_bytes = 256;
+		o.merge_threads = 4;
+		o.merge_max_inputs = 3;
+		if (split) {
+			o.index_partition_bytes = 256;
+			o.merge_part_min_bytes = 1;
+		}
+		strata *db = db_open(&o);
+		REQUIRE(db != NULL);
+		REQUIRE_EQ(ten_generations(db), 0);
+		uint32_t merged = 0;
+		CHECK_EQ(strata_merge(db, 0, 100, &merged), 0);
+		CHECK_EQ(merged, 3);
+		if (split)
+			CHECK(stats_of(db).merge_split_parts > 1);
+		else
+			CHECK(stats_of(db).merge_blocks_helped > 0);
+		CHECK_EQ(strata_merge(db, 0, 0, &merged), 0);
+		CHECK_EQ(merged, 3);
+		CHECK_EQ(stats_of(db).generations, 4);
+		CHECK_EQ(stats_of(db).base_runs, 2);
+		/* The compaction cap counts sorted runs: two split runs are two inputs. */
+		strata_plan *plan = NULL;
+		CHECK_EQ(strata_prepare_compact(db, 0, 2, &plan), 0);
+		REQUIRE(plan != NULL);
+		if (split)
+			CHECK(strata_plan_generations(plan) > 2);
+		else
+			CHECK_EQ(strata_plan_generations(plan), 2);
+		CHECK_EQ(strata_commit_merge(db, plan), 0);
+		CHECK_EQ(stats_of(db).base_runs, 1);
+		CHECK_EQ(ten_generations_misses(db), 0);
+		CHECK(scan_ok(db, 10 * 50 + 1));
+		db_close(db);
+	}
 }
 
 TEST(bad_input_is_refused)
@@ -2368,7 +2357,6 @@ main(int argc, char **argv)
 	T(a_merge_on_threads_writes_the_run_one_thread_writes);
 	T(a_split_merge_reads_back_as_one_part_does);
 	T(a_split_merge_that_fails_in_one_part_leaves_no_part);
-	T(the_cap_binds_a_split_merge);
 	T(merge_threads_are_resolved_and_checked);
 	T(the_cap_binds_a_merge_on_threads);
 	T(bad_input_is_refused);
