@@ -885,8 +885,9 @@ struct plan_part {
 	uint32_t threads;
 	/** The run (id and epoch set before the write; sizes after). */
 	struct manifest_obj obj;
-	/** What went wrong on the part's thread (diag is per thread). */
-	int rc;
+	/** What went wrong on the part's thread (diag is per thread); stopped: only that
+	 *  another part failed first. */
+	int rc, stopped;
 	char err[512];
 	pthread_t th;
 	int started;
@@ -948,8 +949,16 @@ part_write(struct plan_part *pt)
 					      s->cfg.id);
 				break;
 			}
+			if (atomic_load(&p->parts_stop)) {
+				pt->stopped = 1;
+				rc = diag_set(STRATA_EIO, "shard %u: a part of the pass stopped: another "
+					      "one failed", s->cfg.id);
+				break;
+			}
 		}
 	}
+	if (rc)
+		atomic_store(&p->parts_stop, 1); /* at once: the others stop at their next block */
 	merger_destroy(&c.m);
 	if (rc) {
 		run_writer_abort(w);
@@ -957,8 +966,10 @@ part_write(struct plan_part *pt)
 	}
 	struct run_meta meta;
 	rc = run_writer_finish(w, &meta);
-	if (rc)
+	if (rc) {
+		atomic_store(&p->parts_stop, 1);
 		return rc;
+	}
 	pt->obj.bytes = meta.bytes;
 	pt->obj.rows = meta.rows;
 	pt->obj.min_seq = meta.min_seq;
@@ -1080,26 +1091,35 @@ plan_write(struct shard *s, struct shard_plan *p)
 		parts[i].obj.epoch = s->epoch;
 	}
 	atomic_store(&p->rows_read, 0);
+	atomic_store(&p->parts_stop, 0);
 	atomic_store(&s->prog_done, 0);
 	atomic_store(&s->prog_total, p->bytes_in);
 	/* Part 0 on this thread, the others on threads of their own; a part whose thread
 	 * could not start runs here after part 0. */
 	for (uint32_t i = 1; i < n; i++)
 		parts[i].started = pthread_create(&parts[i].th, NULL, part_thread, &parts[i]) == 0;
-	rc = parts[0].rc = part_write(&parts[0]);
-	char why[512] = "";
-	if (rc)
-		snprintf(why, sizeof(why), "%s", diag_last());
+	parts[0].rc = part_write(&parts[0]);
+	if (parts[0].rc)
+		snprintf(parts[0].err, sizeof(parts[0].err), "%s", diag_last());
 	for (uint32_t i = 1; i < n; i++) {
-		if (parts[i].started)
+		if (parts[i].started) {
 			pthread_join(parts[i].th, NULL);
-		else if (rc == 0)
+		} else if (parts[0].rc == 0) {
 			part_thread(&parts[i]);
-		else
-			parts[i].rc = rc; /* not written: nothing to delete */
-		if (rc == 0 && parts[i].rc != 0) {
-			rc = parts[i].rc;
-			snprintf(why, sizeof(why), "%s", parts[i].err);
+		} else {
+			parts[i].rc = parts[0].rc; /* not written: nothing to delete */
+			parts[i].stopped = 1;
+		}
+	}
+	/* The pass's error is the first part's that failed of itself, not one stopped. */
+	rc = 0;
+	char why[512] = "";
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		for (uint32_t i = 0; i < n && rc == 0; i++) {
+			if (parts[i].rc != 0 && (pass == 1 || !parts[i].stopped)) {
+				rc = parts[i].rc;
+				snprintf(why, sizeof(why), "%s", parts[i].err);
+			}
 		}
 	}
 	env.free(keys);

@@ -109,6 +109,9 @@ struct shard_plan {
 	uint32_t nouts;
 	/** Input rows the pass's parts have read (its progress). */
 	_Atomic(uint64_t) rows_read;
+	/** Set when a part of a split pass failed: the others stop at their next block
+	 *  (their work is lost anyway, and on a full disk it would only take more). */
+	atomic_int parts_stop;
 	/** Input bytes. */
 	uint64_t bytes_in;
 	/** A tombstone with a seq below this hides nothing outside the inputs, so the
