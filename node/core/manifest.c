@@ -230,9 +230,18 @@ manifest_sorted_runs(const struct manifest *m, uint32_t n)
 	if (n > m->nruns)
 		n = m->nruns;
 	uint32_t c = 0;
-	for (uint32_t i = 0; i < n; i++)
-		c += m->runs[i].group == 0 || i == 0 || m->runs[i - 1].group != m->runs[i].group;
+	for (uint32_t i = 0; i < n; i += manifest_run_parts(m->runs, n, i))
+		c++;
 	return c;
+}
+
+uint32_t
+manifest_run_parts(const struct manifest_obj *runs, uint32_t n, uint32_t i)
+{
+	uint32_t end = i + 1;
+	while (runs[i].group != 0 && end < n && runs[end].group == runs[i].group)
+		end++;
+	return end - i;
 }
 
 static int
@@ -589,9 +598,7 @@ manifest_remove_runs(struct manifest *m, const uint64_t *ids, uint32_t n)
 	 * The parts are consecutive: count those listed, a group at a time. */
 	for (uint32_t i = 0; i < m->nruns;) {
 		uint64_t g = m->runs[i].group;
-		uint32_t end = i + 1, listed = 0;
-		while (g != 0 && end < m->nruns && m->runs[end].group == g)
-			end++;
+		uint32_t end = i + manifest_run_parts(m->runs, m->nruns, i), listed = 0;
 		for (uint32_t k = i; k < end; k++)
 			for (uint32_t j = 0; j < n; j++)
 				if (ids[j] == m->runs[k].id) {

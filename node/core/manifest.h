@@ -204,6 +204,9 @@ int manifest_add_gen(struct manifest *m, const struct manifest_obj *o);
 int manifest_add_run(struct manifest *m, const struct manifest_obj *o);
 /** Sorted runs (a group of parts counts once) among the first n base runs of m. */
 uint32_t manifest_sorted_runs(const struct manifest *m, uint32_t n);
+/** Parts of the sorted run that starts at runs[i] of runs[0..n): 1 for a run of its own,
+ *  else its group's consecutive parts from i. */
+uint32_t manifest_run_parts(const struct manifest_obj *runs, uint32_t n, uint32_t i);
 /** Index of the generation / run with that id, or -1. */
 int manifest_find_gen(const struct manifest *m, uint64_t id);
 int manifest_find_run(const struct manifest *m, uint64_t id);

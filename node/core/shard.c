@@ -805,14 +805,8 @@ plan_pick(struct shard *s, int kind, uint32_t max, struct shard_plan **out)
 		/* The cap counts sorted runs, and a split run's parts go together (a part
 		 * left behind would lose the keys its siblings hold). */
 		uint32_t take = 0, sorted = 0;
-		while (take < n && sorted < max) {
-			uint32_t parts = 1;
-			while (objs[take].group != 0 && take + parts < n &&
-			       objs[take + parts].group == objs[take].group)
-				parts++;
-			take += parts;
-			sorted++;
-		}
+		for (; take < n && sorted < max; sorted++)
+			take += manifest_run_parts(objs, n, take);
 		n = sorted < 2 ? 0 : take; /* folding one sorted run into one gains nothing */
 	}
 	p->ids = env.calloc(n + 1, sizeof(*p->ids));
@@ -1006,9 +1000,8 @@ split_key_cmp(const void *a, const void *b)
  *  starts at parts[i].lo. No block is read. *nparts may come back smaller (too few keys
  *  to cut at). */
 static int
-plan_split(struct shard_plan *p, struct plan_part *parts, uint32_t *nparts, struct split_key **keep)
+plan_split(struct shard_plan *p, struct plan_part *parts, uint32_t *nparts)
 {
-	*keep = NULL;
 	uint64_t n = 0;
 	for (uint32_t i = 0; i < p->nids; i++)
 		n += run_reader_partitions(p->inputs[i]->r);
@@ -1049,7 +1042,7 @@ plan_split(struct shard_plan *p, struct plan_part *parts, uint32_t *nparts, stru
 		got++;
 	}
 	*nparts = got;
-	*keep = k; /* the parts point into the inputs' readers, k only orders them */
+	env.free(k); /* the cuts point into the inputs' readers: k only ordered them */
 	return 0;
 }
 
@@ -1074,9 +1067,8 @@ plan_write(struct shard *s, struct shard_plan *p)
 		env.free(parts);
 		return diag_set(STRATA_ENOMEM, "shard %u: out of memory preparing", s->cfg.id);
 	}
-	struct split_key *keys = NULL;
 	uint32_t n = want;
-	int rc = n > 1 ? plan_split(p, parts, &n, &keys) : 0;
+	int rc = n > 1 ? plan_split(p, parts, &n) : 0;
 	if (rc) {
 		env.free(parts);
 		return rc;
@@ -1122,21 +1114,20 @@ plan_write(struct shard *s, struct shard_plan *p)
 			}
 		}
 	}
-	env.free(keys);
 	atomic_store(&s->prog_total, 0);
 	atomic_store(&s->prog_done, 0);
 	/* A part that holds no row (a range of tombstones all dropped) is left out, unless
 	 * every part is empty: the pass then writes one empty run, as an unsplit one does. */
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		char key[160];
-		manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &parts[i].obj);
-		if (parts[i].rc == 0 && (rc != 0 || (parts[i].obj.rows == 0 && (kept > 0 || i + 1 < n)))) {
+		if (parts[i].rc != 0)
+			continue; /* its writer was aborted: nothing of it is left */
+		if (rc != 0 || (parts[i].obj.rows == 0 && (kept > 0 || i + 1 < n))) {
+			char key[160];
+			manifest_obj_key(key, sizeof(key), s->cfg.prefix, MANIFEST_RUN, &parts[i].obj);
 			objstore_del(s->cfg.os, key);
 			continue;
 		}
-		if (parts[i].rc != 0)
-			continue;
 		parts[kept++] = parts[i];
 	}
 	if (rc) {
