@@ -18,12 +18,12 @@ PORT     ?= 7070
 DATA     ?= ./data
 POLICY   ?=
 ARGS     ?=
-PKGS_PC  := libzstd libisal libxxhash jansson luajit libcurl libcrypto expat
+PKGS_PC  := libzstd libisal libxxhash jansson yajl luajit libcurl libcrypto expat
 # What the build needs, what the test suites need besides, and what the benchmarks' peers need.
 # npm (for Azurite and s3rver) is checked as a command: a machine may have it from
 # elsewhere than Debian's package.
 BUILD_PKGS := build-essential pkg-config libzstd-dev libisal-dev libxxhash-dev libluajit2-5.1-dev \
-              luajit2 libev-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev libssl-dev \
+              luajit2 libev-dev libcurl4-openssl-dev libhttp-parser-dev libjansson-dev libyajl-dev libssl-dev \
               libexpat1-dev curl
 TEST_PKGS  := lua-busted lua-check clang libclang-rt-14-dev prometheus luarocks lua5.1 etcd-server chromium
 TEST_CMDS  := npm

@@ -2,6 +2,7 @@
 #ifndef STRATA_TEXT_H
 #define STRATA_TEXT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /** Levenshtein distance of a and b (each counted up to 255 characters), for
@@ -14,5 +15,10 @@ unsigned text_edit_distance(const char *a, const char *b);
  *  what follows it (a unit suffix). Returns 0, or -1 when v is NULL, not a number, or over
  *  UINT64_MAX; *out is left alone then. */
 int text_u64(const char *v, int base, uint64_t *out, const char **rest);
+
+/** Whether p[0..n) is well-formed UTF-8 as RFC 3629 has it (and as jansson checks it):
+ *  no overlong form, no surrogate (U+D800..U+DFFF), nothing above U+10FFFF, no
+ *  sequence cut short. NUL bytes are UTF-8. */
+int text_utf8_valid(const void *p, size_t n);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "../lib/base64.h"
 #include "../lib/env.h"
+#include "../lib/text.h"
 #include "load_core.h"
 
 /* ------------------------------------------------------------------------ */
@@ -28,42 +29,7 @@
 static int
 load_utf8_ok(const uint8_t *p, size_t n)
 {
-	size_t i = 0;
-	while (i < n) {
-		uint8_t c = p[i];
-		if (c == 0)
-			return 0;
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t len;
-		uint32_t cp;
-		if ((c & 0xe0) == 0xc0) {
-			len = 2;
-			cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			len = 3;
-			cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			len = 4;
-			cp = c & 0x07;
-		} else {
-			return 0;
-		}
-		if (i + len > n)
-			return 0;
-		for (size_t j = 1; j < len; j++) {
-			if ((p[i + j] & 0xc0) != 0x80)
-				return 0;
-			cp = (cp << 6) | (p[i + j] & 0x3f);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		i += len;
-	}
-	return 1;
+	return memchr(p, 0, n) == NULL && text_utf8_valid(p, n);
 }
 
 /** Append a JSON string literal of valid UTF-8 p to b. */

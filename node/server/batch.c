@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <jansson.h>
+#include <yajl/yajl_parse.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "../lib/base64.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/text.h"
 
 /** Longest message of a refusal (what the answer's "detail" shows). */
 #define BATCH_DETAIL_MAX 600
@@ -112,6 +114,33 @@ fail:
 
 /* ---------- NDJSON ---------- */
 
+/*
+ * Every line is read by yajl's callback parser first. A line that is one flat object of
+ * known, distinct fields whose strings hold no escape and are well-formed UTF-8 (what
+ * strata's own clients and most others send) decodes straight from its bytes, with no
+ * tree built. Any other line (an escape, nesting, a number or null, an unknown or
+ * repeated field, a syntax error, a form feed or vertical tab, which yajl takes for
+ * blanks and JSON does not) is read again by jansson, whose verdict and words are the
+ * reference: the fast path takes only lines on which the two agree.
+ */
+
+/** The fields of a row's object, in the order nd_names spells them. */
+enum { ND_KEY, ND_KEY64, ND_VAL, ND_VAL64, ND_DEL, ND_FIELDS };
+
+static const char *const nd_names[ND_FIELDS] = {"key", "key_b64", "value", "value_b64", "delete"};
+
+/** What a field of a line is. */
+enum nd_kind { ND_ABSENT, ND_STRING, ND_FALSE, ND_TRUE, ND_OTHER };
+
+/** One field of a row's object as its line gives it. */
+struct nd_field {
+	enum nd_kind kind;
+	/** A string's decoded bytes (ND_STRING; they live in the line or in jansson's tree). */
+	const char *s;
+	/** Their length. */
+	size_t n;
+};
+
 /** An NDJSON batch being decoded. */
 struct batch_ndjson {
 	/** Its limits. */
@@ -128,87 +157,237 @@ struct batch_ndjson {
 	const char **what;
 };
 
-/** Copy the string v (base64-decoded when b64) of field name to the end of the arena
- *  and its length to *len. 0 or STRATA_EINVAL. */
+/** Index of the field named s[0..n), or -1. */
 static int
-ndjson_field(struct batch_ndjson *d, const char *name, json_t *v, int b64, size_t *len)
+nd_index(const char *s, size_t n)
 {
-	if (!json_is_string(v))
+	for (int i = 0; i < ND_FIELDS; i++)
+		if (strlen(nd_names[i]) == n && memcmp(nd_names[i], s, n) == 0)
+			return i;
+	return -1;
+}
+
+/** Copy the string of field i (base64-decoded for the *_b64 fields) to the end of the
+ *  arena and its length to *len. 0 or STRATA_EINVAL. */
+static int
+ndjson_field(struct batch_ndjson *d, int i, const struct nd_field *f, size_t *len)
+{
+	if (f->kind != ND_STRING)
 		return batch_fail(d->what, STRATA_EINVAL, "bad row", "line %zu: \"%s\" must be a string", d->line,
-				  name);
-	const char *s = json_string_value(v);
-	size_t n = json_string_length(v);
+				  nd_names[i]);
 	/* A string decodes to no more bytes than the line spells it in. */
-	assert(n <= d->cap - d->used);
+	assert(f->n <= d->cap - d->used);
 	uint8_t *at = d->b.arena + d->used;
-	if (!b64) {
-		memcpy(at, s, n);
-		*len = n;
-	} else if (b64_decode(s, n, 0, at, len) != 0) {
+	if (i == ND_KEY || i == ND_VAL) {
+		if (f->n > 0)
+			memcpy(at, f->s, f->n);
+		*len = f->n;
+	} else if (b64_decode(f->s, f->n, 0, at, len) != 0) {
 		return batch_fail(d->what, STRATA_EINVAL, "bad base64", "line %zu: \"%s\" is not valid base64", d->line,
-				  name);
+				  nd_names[i]);
 	}
 	d->used += *len;
 	return 0;
 }
 
-/** Decode the object o of the current line into the next row. */
+/** Make the next row of the fields f of the current line, or refuse the line. */
 static int
-ndjson_object(struct batch_ndjson *d, json_t *o)
+ndjson_row(struct batch_ndjson *d, const struct nd_field *f)
 {
-	if (!json_is_object(o))
-		return batch_fail(d->what, STRATA_EINVAL, "bad row", "line %zu: expected a JSON object", d->line);
-	json_t *key = NULL, *key64 = NULL, *val = NULL, *val64 = NULL, *del = NULL;
-	const char *name;
-	json_t *v;
-	json_object_foreach(o, name, v)
-	{
-		if (strcmp(name, "key") == 0)
-			key = v;
-		else if (strcmp(name, "key_b64") == 0)
-			key64 = v;
-		else if (strcmp(name, "value") == 0)
-			val = v;
-		else if (strcmp(name, "value_b64") == 0)
-			val64 = v;
-		else if (strcmp(name, "delete") == 0)
-			del = v;
-		else
-			return batch_fail(d->what, STRATA_EINVAL, "bad row",
-					  "line %zu: unknown field \"%.64s\" (expected key or key_b64, and value or "
-					  "value_b64 or \"delete\": true)",
-					  d->line, name);
-	}
-	if ((key == NULL) == (key64 == NULL))
+	int has_key = f[ND_KEY].kind != ND_ABSENT, has_key64 = f[ND_KEY64].kind != ND_ABSENT;
+	int has_val = f[ND_VAL].kind != ND_ABSENT, has_val64 = f[ND_VAL64].kind != ND_ABSENT;
+	enum nd_kind del = f[ND_DEL].kind;
+	if (has_key == has_key64)
 		return batch_fail(d->what, STRATA_EINVAL, "bad row",
 				  "line %zu: needs exactly one of \"key\" and \"key_b64\"", d->line);
-	if (del != NULL && !json_is_boolean(del))
+	if (del != ND_ABSENT && del != ND_TRUE && del != ND_FALSE)
 		return batch_fail(d->what, STRATA_EINVAL, "bad row", "line %zu: \"delete\" must be true or false",
 				  d->line);
-	int is_del = del != NULL && json_is_true(del);
-	if (is_del && (val != NULL || val64 != NULL))
+	int is_del = del == ND_TRUE;
+	if (is_del && (has_val || has_val64))
 		return batch_fail(d->what, STRATA_EINVAL, "bad row",
 				  "line %zu: a delete has no \"value\" or \"value_b64\"", d->line);
-	if (!is_del && (val == NULL) == (val64 == NULL))
+	if (!is_del && has_val == has_val64)
 		return batch_fail(d->what, STRATA_EINVAL, "bad row",
 				  "line %zu: needs exactly one of \"value\" and \"value_b64\"", d->line);
 	strata_row *row = &d->b.rows[d->b.n];
 	row->kind = is_del ? STRATA_ROW_DELETE : STRATA_ROW_PUT;
 	row->key = d->b.arena + d->used;
-	int rc = ndjson_field(d, key ? "key" : "key_b64", key ? key : key64, key == NULL, &row->key_len);
+	int k = has_key ? ND_KEY : ND_KEY64;
+	int rc = ndjson_field(d, k, &f[k], &row->key_len);
 	if (rc != 0)
 		return rc;
 	row->value = d->b.arena + d->used;
 	row->value_len = 0;
-	if (!is_del && (rc = ndjson_field(d, val ? "value" : "value_b64", val ? val : val64, val == NULL,
-					  &row->value_len)) != 0)
+	int v = has_val ? ND_VAL : ND_VAL64;
+	if (!is_del && (rc = ndjson_field(d, v, &f[v], &row->value_len)) != 0)
 		return rc;
 	return batch_check_row(d->lim, "line", d->line, row->key_len, row->value_len, d->what);
 }
 
+/** Decode the line p[0..n) with jansson into the next row: the reference path. */
+static int
+ndjson_tree(struct batch_ndjson *d, const char *p, size_t n)
+{
+	json_error_t err;
+	json_t *o = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+	if (o == NULL)
+		return batch_fail(d->what, STRATA_EINVAL, "invalid JSON", "line %zu, column %d: %s", d->line, err.column,
+				  err.text);
+	int rc = 0;
+	if (!json_is_object(o)) {
+		rc = batch_fail(d->what, STRATA_EINVAL, "bad row", "line %zu: expected a JSON object", d->line);
+		goto out;
+	}
+	struct nd_field f[ND_FIELDS] = {{0}};
+	const char *name;
+	json_t *v;
+	json_object_foreach(o, name, v)
+	{
+		int i = nd_index(name, strlen(name));
+		if (i < 0) {
+			rc = batch_fail(d->what, STRATA_EINVAL, "bad row",
+					"line %zu: unknown field \"%.64s\" (expected key or key_b64, and value or "
+					"value_b64 or \"delete\": true)",
+					d->line, name);
+			goto out;
+		}
+		if (json_is_string(v))
+			f[i] = (struct nd_field){ND_STRING, json_string_value(v), json_string_length(v)};
+		else
+			f[i].kind = json_is_true(v) ? ND_TRUE : json_is_false(v) ? ND_FALSE : ND_OTHER;
+	}
+	rc = ndjson_row(d, f);
+out:
+	json_decref(o);
+	return rc;
+}
+
+/** The fast path's reading of one line. Each callback returns 0, which stops yajl, at
+ *  the first thing that the line must go to jansson for. */
+struct nd_fast {
+	/** The line: the strings the fast path takes lie in it (yajl hands over a string
+	 *  with an escape from a buffer of its own). */
+	const char *lo, *hi;
+	/** The fields so far. */
+	struct nd_field f[ND_FIELDS];
+	/** Depth of objects (1 inside the row's). */
+	int depth;
+	/** The field whose value comes next, or -1. */
+	int cur;
+	/** The parser, and the bytes of the line it had read when the row's object closed
+	 *  (0 until then). */
+	yajl_handle h;
+	size_t end;
+};
+
+/** Whether s[0..n) lies in the line (a string without escapes). */
+static int
+nd_in_line(const struct nd_fast *x, const unsigned char *s, size_t n)
+{
+	const char *c = (const char *)s;
+	return c >= x->lo && c <= x->hi && n <= (size_t)(x->hi - c);
+}
+
+static int
+nd_fast_decline(void *ctx)
+{
+	return 0;
+}
+
+static int
+nd_fast_number(void *ctx, const char *s, size_t n)
+{
+	return 0;
+}
+
+static int
+nd_fast_bool(void *ctx, int b)
+{
+	struct nd_fast *x = ctx;
+	if (x->depth != 1 || x->cur != ND_DEL)
+		return 0;
+	x->f[ND_DEL].kind = b ? ND_TRUE : ND_FALSE;
+	x->cur = -1;
+	return 1;
+}
+
+static int
+nd_fast_string(void *ctx, const unsigned char *s, size_t n)
+{
+	struct nd_fast *x = ctx;
+	if (x->depth != 1 || x->cur < 0 || x->cur == ND_DEL || !nd_in_line(x, s, n) || !text_utf8_valid(s, n))
+		return 0;
+	x->f[x->cur] = (struct nd_field){ND_STRING, (const char *)s, n};
+	x->cur = -1;
+	return 1;
+}
+
+static int
+nd_fast_start_map(void *ctx)
+{
+	struct nd_fast *x = ctx;
+	return x->depth++ == 0;
+}
+
+static int
+nd_fast_key(void *ctx, const unsigned char *s, size_t n)
+{
+	struct nd_fast *x = ctx;
+	int i = nd_in_line(x, s, n) ? nd_index((const char *)s, n) : -1;
+	if (i < 0 || x->f[i].kind != ND_ABSENT)
+		return 0;
+	x->cur = i;
+	return 1;
+}
+
+static int
+nd_fast_end_map(void *ctx)
+{
+	struct nd_fast *x = ctx;
+	if (--x->depth == 0)
+		x->end = yajl_get_bytes_consumed(x->h);
+	return 1;
+}
+
+static const yajl_callbacks nd_fast_callbacks = {
+	.yajl_null = nd_fast_decline,
+	.yajl_boolean = nd_fast_bool,
+	.yajl_number = nd_fast_number,
+	.yajl_string = nd_fast_string,
+	.yajl_start_map = nd_fast_start_map,
+	.yajl_map_key = nd_fast_key,
+	.yajl_end_map = nd_fast_end_map,
+	.yajl_start_array = nd_fast_decline,
+	.yajl_end_array = nd_fast_decline,
+};
+
+/** Read the line p[0..n) on the fast path into f. 1 when it did, 0 when the line must
+ *  go to jansson. */
+static int
+ndjson_fast(const char *p, size_t n, struct nd_field *f)
+{
+	if (memchr(p, '\f', n) != NULL || memchr(p, '\v', n) != NULL)
+		return 0;
+	struct nd_fast x = {.lo = p, .hi = p + n, .cur = -1};
+	yajl_handle h = x.h = yajl_alloc(&nd_fast_callbacks, NULL, &x);
+	if (h == NULL)
+		return 0;
+	/* The object must end the line (the caller trimmed its blanks): yajl lets a token
+	 *  cut short after a whole value pass (`{...}"` is not refused). */
+	int ok = yajl_parse(h, (const unsigned char *)p, n) == yajl_status_ok &&
+		 yajl_complete_parse(h) == yajl_status_ok && x.depth == 0 && x.end == n;
+	yajl_free(h);
+	if (ok)
+		memcpy(f, x.f, sizeof(x.f));
+	return ok;
+}
+
+/** Decode the NDJSON batch p[0..len) into *out, on the fast path where a line allows
+ *  it when fast, else with jansson on every line. */
 static int
 batch_decode_ndjson(const uint8_t *p, size_t len, const struct batch_limits *lim, struct batch *out,
-		    const char **what)
+		    const char **what, int fast)
 {
 	size_t lines = 0;
 	for (size_t i = 0; i < len;) {
@@ -248,15 +427,13 @@ batch_decode_ndjson(const uint8_t *p, size_t len, const struct batch_limits *lim
 			t--;
 		if (t == b)
 			continue;
-		json_error_t err;
-		json_t *o = json_loadb((const char *)p + b, t - b, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
-		if (o == NULL) {
-			rc = batch_fail(what, STRATA_EINVAL, "invalid JSON", "line %zu, column %d: %s", d.line,
-					err.column, err.text);
-			goto fail;
+		struct nd_field f[ND_FIELDS];
+		if (fast && ndjson_fast((const char *)p + b, t - b, f)) {
+			rc = ndjson_row(&d, f);
+		} else {
+			d.b.slow_lines++;
+			rc = ndjson_tree(&d, (const char *)p + b, t - b);
 		}
-		rc = ndjson_object(&d, o);
-		json_decref(o);
 		if (rc != 0)
 			goto fail;
 		d.b.n++;
@@ -274,7 +451,15 @@ batch_decode(enum batch_format f, const void *p, size_t len, const struct batch_
 {
 	memset(out, 0, sizeof(*out));
 	return f == BATCH_BINARY ? batch_decode_binary(p, len, lim, out, what)
-				 : batch_decode_ndjson(p, len, lim, out, what);
+				 : batch_decode_ndjson(p, len, lim, out, what, 1);
+}
+
+int
+batch_decode_ndjson_tree(const void *p, size_t len, const struct batch_limits *lim, struct batch *out,
+			 const char **what)
+{
+	memset(out, 0, sizeof(*out));
+	return batch_decode_ndjson(p, len, lim, out, what, 0);
 }
 
 /* ---------- encoding ---------- */

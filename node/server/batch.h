@@ -65,6 +65,8 @@ struct batch {
 	/** The decoded strings of an NDJSON batch (env.malloc, as long as its input: no
 	 *  string decodes longer than it is written, so it never grows), or NULL. */
 	uint8_t *arena;
+	/** Lines of an NDJSON batch that its fast path left to jansson (batch.c says which). */
+	size_t slow_lines;
 };
 
 /** Decode len bytes at p in format f into out (batch_destroy it). 0, or a negative
@@ -72,6 +74,10 @@ struct batch {
  *  where; out is then empty. */
 int batch_decode(enum batch_format f, const void *p, size_t len, const struct batch_limits *lim,
 		 struct batch *out, const char **what);
+/** batch_decode of an NDJSON batch with jansson reading every line, the fast path
+ *  never taken: the reference that the fast path is held to (tests, fuzzing). */
+int batch_decode_ndjson_tree(const void *p, size_t len, const struct batch_limits *lim, struct batch *out,
+			     const char **what);
 /** Free what batch_decode made and empty b. Safe on an empty batch. */
 void batch_destroy(struct batch *b);
 /** Append n rows to out in format f: a batch that batch_decode reads back as the same

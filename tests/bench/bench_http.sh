@@ -8,7 +8,8 @@
 # connection each) POSTing NDJSON batches of N rows (16-byte keys, 200-byte values,
 # unique keys) to /v1/shards/0/rows (tests/bench/wrk_append.lua), read the shard's
 # stats, stop the server by its PID; then run BINDIR/bench_append with the same threads,
-# batch and duration (strata only). Prints rows/s of both and the ratio HTTP/embedded.
+# batch and duration (strata only). Prints rows/s of both, the ratio HTTP/embedded, and
+# the node's CPU time per row (from /proc/PID/stat: not the client's).
 # Asserts nothing about speed; exits 1 when the server or the engine reports an error.
 #
 # Environment: BENCH_THREADS (4), BENCH_HTTP_SECONDS (BENCH_SECONDS, else 5),
@@ -103,6 +104,8 @@ for b in $(echo "$batches" | tr ',' ' '); do
 	WRK_APPEND_BATCH=$b wrk -t"$threads" -c"$threads" -d"${seconds}s" --timeout 10s \
 		-s "$here/wrk_append.lua" "http://$addr/v1/shards/0/rows" >"$dir/wrk.out" 2>&1
 	line=$(grep '^wrk_append:' "$dir/wrk.out")
+	# The node's CPU time (user + system, all threads, since its start), before anything else asks it.
+	ticks=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null)
 	stats=$(curl -sS "http://$addr/v1/shards/0/stats")
 	kill -TERM "$pid"
 	wait "$pid"
@@ -153,25 +156,29 @@ for b in $(echo "$batches" | tr ',' ' '); do
 		erow="0 0 0"
 		status=1
 	fi
-	results="$results$b $ok $dur $hp50 $hp99 $syncs $erow
+	cpu_us_row=$(awk -v t="${ticks:-0}" -v hz="$(getconf CLK_TCK)" -v r="${rows_appended:-0}" \
+		'BEGIN { if (r > 0 && t > 0) printf "%.2f", t / hz * 1e6 / r; else print "n/a" }')
+	results="$results$b $ok $dur $hp50 $hp99 $syncs $erow $cpu_us_row
 "
 done
 
 echo "$results" | awk '
 	BEGIN {
-		printf "%-6s %12s %10s %11s %11s %10s %14s %11s %11s %14s\n", "batch", "http_rows/s",
+		printf "%-6s %12s %10s %11s %11s %10s %14s %11s %11s %14s %16s\n", "batch", "http_rows/s",
 		       "http_req/s", "http_p50_us", "http_p99_us", "wal_syncs", "embedded_rows/s",
-		       "emb_p50_us", "emb_p99_us", "http/embedded"
+		       "emb_p50_us", "emb_p99_us", "http/embedded", "node_cpu_us/row"
 	}
-	NF == 9 {
+	NF == 10 {
 		secs = $3 / 1e6
 		hrows = (secs > 0) ? $2 * $1 / secs : 0
 		hreqs = (secs > 0) ? $2 / secs : 0
 		ratio = ($7 > 0) ? sprintf("%.2fx", hrows / $7) : "n/a"
-		printf "%-6s %12.0f %10.0f %11.0f %11.0f %10s %14.0f %11.1f %11.1f %14s\n", $1, hrows,
-		       hreqs, $4, $5, $6, $7, $8, $9, ratio
+		printf "%-6s %12.0f %10.0f %11.0f %11.0f %10s %14.0f %11.1f %11.1f %14s %16s\n", $1, hrows,
+		       hreqs, $4, $5, $6, $7, $8, $9, ratio, $10
 	}'
 echo "http/embedded: rows/s over HTTP divided by rows/s of strata_append with the same threads and batch" \
 	"(1.00x = HTTP costs nothing)"
+echo "node_cpu_us/row: the node's CPU time (user + system, every thread, /proc/PID/stat) over the rows it" \
+	"appended: what a row costs the node whatever the client's share of the machine"
 [ $status -ne 0 ] && echo "bench_http: an error was reported (see stderr); figures are partial"
 exit $status

@@ -69,7 +69,7 @@ fuzz-merge: fuzz-build
 FUZZ_NODE_SRC := $(filter-out $(FUZZ_LIB_SRC),$(sort $(wildcard node/lib/*.c node/objstore/*.c \
                  node/core/*.c node/policy/*.c node/host/*.c node/cluster/*.c node/net/*.c node/sim/*.c) node/strata.c \
                  $(filter-out node/server/server.c,$(wildcard node/server/*.c))))
-FUZZ_NODE_PC  := $(shell for p in jansson luajit libcurl libcrypto expat; do pkg-config --exists $$p 2>/dev/null && echo $$p; done)
+FUZZ_NODE_PC  := $(shell for p in jansson yajl luajit libcurl libcrypto expat; do pkg-config --exists $$p 2>/dev/null && echo $$p; done)
 # and the console's page, built as the top-level Makefile builds it.
 FUZZ_CONSOLE_OBJ := $(FUZZ_DIR)/obj/gen/console_page.o
 $(FUZZ_DIR)/fuzz_http: FUZZ_EXTRA = $(FUZZ_NODE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_GEN_OBJ) $(FUZZ_CONSOLE_OBJ) \
@@ -81,10 +81,11 @@ $(FUZZ_DIR)/gen/console.html: node/server/console/console.html node/server/conso
 $(FUZZ_DIR)/gen/console_page.c: $(FUZZ_DIR)/gen/console.html node/policy/gen_lua_c.sh
 	sh node/policy/gen_lua_c.sh $@ console_html $<
 
-# The batch target adds the server's batch codecs, base64 and jansson.
+# The batch target adds the server's batch codecs, base64, the UTF-8 check, jansson and yajl.
 $(FUZZ_DIR)/fuzz_batch: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/server/batch.o $(FUZZ_DIR)/obj/node/lib/base64.o \
-                                     $(shell pkg-config --libs jansson)
-$(FUZZ_DIR)/fuzz_batch: $(FUZZ_DIR)/obj/node/server/batch.o $(FUZZ_DIR)/obj/node/lib/base64.o
+                                     $(FUZZ_DIR)/obj/node/lib/text.o $(shell pkg-config --libs jansson yajl)
+$(FUZZ_DIR)/fuzz_batch: $(FUZZ_DIR)/obj/node/server/batch.o $(FUZZ_DIR)/obj/node/lib/base64.o \
+                        $(FUZZ_DIR)/obj/node/lib/text.o
 
 # The Azure XML target adds its parser, the shared XML helpers and expat.
 $(FUZZ_DIR)/fuzz_azxml: FUZZ_EXTRA = $(FUZZ_DIR)/obj/node/objstore/azure_xml.o $(FUZZ_DIR)/obj/node/objstore/xml.o \

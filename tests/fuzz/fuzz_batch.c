@@ -7,7 +7,7 @@
  * the input (binary) or the arena (NDJSON), a binary batch re-encodes to its very bytes,
  * the rows encode in both formats to batches that decode to the same rows (the same
  * binary encoding, which is one per list of rows), and an NDJSON encoding re-encodes to
- * itself.
+ * itself, and the NDJSON fast path decodes as jansson does on every line.
  */
 #include <stdint.h>
 #include <string.h>
@@ -102,11 +102,41 @@ fuzz_one(enum batch_format f, const uint8_t *data, size_t size)
 	batch_destroy(&b);
 }
 
+/** The NDJSON fast path against jansson on every line (batch_decode_ndjson_tree): the
+ *  same code, words, message and rows. */
+static void
+fuzz_fast_path(const uint8_t *data, size_t size)
+{
+	struct batch a, b;
+	const char *wa = NULL, *wb = NULL;
+	char ma[1024];
+	diag_clear();
+	int ra = batch_decode(BATCH_NDJSON, data, size, &fuzz_lim, &a, &wa);
+	snprintf(ma, sizeof(ma), "%s", diag_last());
+	diag_clear();
+	int rb = batch_decode_ndjson_tree(data, size, &fuzz_lim, &b, &wb);
+	if (ra != rb || a.n != b.n)
+		FUZZ_FAIL("the fast path says %s (%zu rows), jansson %s (%zu rows)", fuzz_code(ra), a.n, fuzz_code(rb),
+			  b.n);
+	if (ra != 0 && (strcmp(wa, wb) != 0 || strcmp(ma, diag_last()) != 0))
+		FUZZ_FAIL("the fast path refuses with '%s' \"%s\", jansson with '%s' \"%s\"", wa, ma, wb, diag_last());
+	for (size_t i = 0; i < a.n; i++) {
+		const strata_row *x = &a.rows[i], *y = &b.rows[i];
+		if (x->kind != y->kind || x->key_len != y->key_len || x->value_len != y->value_len ||
+		    memcmp(x->key, y->key, x->key_len) != 0 ||
+		    (x->value_len > 0 && memcmp(x->value, y->value, x->value_len) != 0))
+			FUZZ_FAIL("row %zu: the fast path and jansson decode other bytes", i);
+	}
+	batch_destroy(&a);
+	batch_destroy(&b);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	diag_log_sink = fuzz_quiet_sink;
 	fuzz_one(BATCH_NDJSON, data, size);
 	fuzz_one(BATCH_BINARY, data, size);
+	fuzz_fast_path(data, size);
 	return 0;
 }

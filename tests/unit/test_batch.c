@@ -7,6 +7,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../node/lib/diag.h"
@@ -382,6 +383,230 @@ TEST(encoders_read_back_as_the_same_rows)
 	buf_destroy(&out);
 }
 
+/* ---------- the NDJSON fast path against jansson ---------- */
+
+/** Decode p[0..n) as NDJSON both ways, batch_decode (the fast path where a line allows
+ *  it) and batch_decode_ndjson_tree (jansson on every line): 1 when they agree on the
+ *  code, the words, the message and every row, byte for byte. *slow (when not NULL) gets
+ *  the lines the fast path left to jansson, SIZE_MAX for a refusal. */
+static int
+nd_agree(const char *p, size_t n, const struct batch_limits *l, size_t *slow)
+{
+	struct batch a, b;
+	const char *wa = NULL, *wb = NULL;
+	char ma[BATCH_DETAIL_MAX + 64], mb[BATCH_DETAIL_MAX + 64];
+	diag_clear();
+	int ra = batch_decode(BATCH_NDJSON, p, n, l, &a, &wa);
+	snprintf(ma, sizeof(ma), "%s", diag_last());
+	diag_clear();
+	int rb = batch_decode_ndjson_tree(p, n, l, &b, &wb);
+	snprintf(mb, sizeof(mb), "%s", diag_last());
+	int ok = ra == rb && a.n == b.n && (ra == 0 || (wa && wb && strcmp(wa, wb) == 0 && strcmp(ma, mb) == 0));
+	for (size_t i = 0; ok && i < a.n; i++) {
+		const strata_row *x = &a.rows[i], *y = &b.rows[i];
+		ok = x->kind == y->kind && x->key_len == y->key_len && x->value_len == y->value_len &&
+		     memcmp(x->key, y->key, x->key_len) == 0 &&
+		     (x->value_len == 0 || memcmp(x->value, y->value, x->value_len) == 0);
+	}
+	if (!ok)
+		fprintf(stderr, "  fast path: %d '%s' \"%s\" (%zu rows); jansson: %d '%s' \"%s\" (%zu rows); input \"%.*s\"\n",
+			ra, wa ? wa : "", ma, a.n, rb, wb ? wb : "", mb, b.n, (int)(n > 200 ? 200 : n), p);
+	if (slow != NULL)
+		*slow = ra == 0 ? a.slow_lines : SIZE_MAX;
+	CHECK(b.slow_lines == (rb == 0 ? b.n : 0) || rb != 0);
+	batch_destroy(&a);
+	batch_destroy(&b);
+	return ok;
+}
+
+/** A line and how many lines the fast path leaves to jansson when it is accepted
+ *  (SIZE_MAX: it is refused). */
+struct nd_line {
+	const char *s;
+	size_t slow;
+};
+
+TEST(ndjson_fast_path_takes_plain_lines_and_agrees_with_jansson_on_the_rest)
+{
+	static const struct nd_line cases[] = {
+		/* Taken by the fast path. */
+		{"{\"key\":\"a\",\"value\":\"v\"}", 0},
+		{"{ \"key\" : \"a\" ,\t\"value\" : \"v\" }", 0},
+		{"{\"value\":\"v\",\"key\":\"a\"}\n{\"key\":\"b\",\"value\":\"\"}", 0},
+		{"{\"key\":\"gone\",\"delete\":true}", 0},
+		{"{\"key\":\"kept\",\"delete\":false,\"value\":\"x\"}", 0},
+		{"{\"key_b64\":\"AP8=\",\"value_b64\":\"AAEC/w==\"}", 0},
+		{"{\"key\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\",\"value\":\"\xf4\x8f\xbf\xbf\"}", 0},
+		{"{\"key\":\"a\",\"value_b64\":\"@@@\"}", SIZE_MAX},
+		{"{\"key\":\"\",\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\"}", SIZE_MAX},
+		{"{}", SIZE_MAX},
+		{"{\"key\":\"a\",\"delete\":true,\"value\":\"x\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"key_b64\":\"YQ==\",\"value\":\"v\"}", SIZE_MAX},
+		/* Left to jansson: escapes (accepted, and the lone surrogate refused). */
+		{"{\"key\":\"a\",\"value\":\"say \\\"hi\\\"\\n\"}", 1},
+		{"{\"key\":\"caf\\u00e9\",\"value\":\"a\\u0000b\"}", 1},
+		{"{\"k\\u0065y\":\"a\",\"value\":\"v\"}", 1},
+		{"{\"key\":\"a\",\"value\":\"v\"}\n{\"key\":\"b\",\"value\":\"\\/\"}", 1},
+		{"{\"key\":\"a\",\"value\":\"\\ud800\"}", SIZE_MAX},
+		/* Bytes that yajl lets through and JSON does not. */
+		{"{\"key\":\"a\",\"value\":\"\xc0\x80\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"\xed\xa0\x80\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"\xf4\x90\x80\x80\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"\xe2\x82\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"\xff\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"\x01\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\f\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\v\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",/* c */\"value\":\"v\"}", SIZE_MAX},
+		/* Shapes the fast path does not read. */
+		{"{\"key\":\"a\",\"key\":\"b\",\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"valeu\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":{\"x\":1,\"x\":2}}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":[]}", SIZE_MAX},
+		{"{\"key\":1,\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":1e999}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":null}", SIZE_MAX},
+		{"{\"key\":true,\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"delete\":\"yes\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"delete\":1}", SIZE_MAX},
+		{"[1,2]", SIZE_MAX},
+		{"\"key\"", SIZE_MAX},
+		{"true", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\"} {}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\"", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\"}}", SIZE_MAX},
+		{"{\"key\":\"a\",,\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value_b64\":\"@\"}\"}", SIZE_MAX}, /* found by fuzz_batch */
+		{"{\"key\":\"a\",\"value\":\"v\"}\"", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\"}tru", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\"}1", SIZE_MAX},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t slow = 0;
+		CHECK(nd_agree(cases[i].s, strlen(cases[i].s), &lim, &slow));
+		if (slow != cases[i].slow)
+			fprintf(stderr, "  case %zu: %zu lines left to jansson, want %zu\n", i, slow, cases[i].slow);
+		CHECK_EQ(slow, cases[i].slow);
+	}
+	/* A hundred plain rows, as strata load and most clients send them: no line for jansson. */
+	char *s = malloc(100 * 256);
+	size_t n = 0;
+	for (int i = 0; i < 100; i++)
+		n += (size_t)sprintf(s + n, "{\"key\":\"k%015d\",\"value\":\"%0200d\"}\n", i, i);
+	size_t slow = 1;
+	CHECK(nd_agree(s, n, &lim, &slow));
+	CHECK_EQ(slow, 0);
+	free(s);
+}
+
+/** A random number (xorshift64*). */
+static uint64_t
+nd_rand(uint64_t *x)
+{
+	*x ^= *x >> 12;
+	*x ^= *x << 25;
+	*x ^= *x >> 27;
+	return *x * 2685821657736338717ull;
+}
+
+/** A random blank: mostly none, now and then one JSON does not allow (form feed, tab). */
+static const char *
+nd_blank(uint64_t *x)
+{
+	static const char *const blanks[] = {" ", "\t", "\r", "\f", "\v"};
+	uint64_t r = nd_rand(x) % 64;
+	return r < 48 ? "" : r < 62 ? blanks[r % 3] : blanks[3 + r % 2];
+}
+
+/** Append a random string literal to s at *n: mostly plain characters, now and then UTF-8,
+ *  an escape, or bytes that JSON does not allow. */
+static void
+nd_string(char *s, size_t *n, uint64_t *x, int b64)
+{
+	static const char *const plain[] = {"a", "Z", "0", "/", "+", "=", " ", "Q", "w"};
+	static const char *const odd[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xc0\x80", "\xed\xa0\x80",
+					  "\xf4\x90\x80\x80", "\xe2\x82", "\xff", "\x01", "\\\"", "\\\\", "\\n",
+					  "\\u0000", "\\u00e9", "\\ud800", "\\ud83d\\ude00", "\\x", "\\/"};
+	s[(*n)++] = '"';
+	unsigned len = (unsigned)(nd_rand(x) % 9) * (b64 ? 4 : 1);
+	for (unsigned k = 0; k < len; k++) {
+		uint64_t c = nd_rand(x) % 200;
+		*n += (size_t)sprintf(s + *n, "%s", c < 194 ? plain[c % 9] : odd[nd_rand(x) % 18]);
+	}
+	s[(*n)++] = '"';
+}
+
+/** Append to s at *n a random line of a row: mostly a well-formed row, with the things
+ *  that tell the two parsers apart mixed in. */
+static void
+nd_piece(char *s, size_t *n, uint64_t *x)
+{
+	static const char *const others[] = {"\"other\"", "\"k\\u0065y\"", "\"key\"", "\"value\""};
+	static const char *const values[] = {"true", "false", "null", "1", "-2.5e3", "[]", "{}", "{\"a\":1,\"a\":2}"};
+	int fields[4], nf = 0;
+	uint64_t r = nd_rand(x);
+	fields[nf++] = r % 4 ? ND_KEY : ND_KEY64;
+	fields[nf++] = (r >> 4) % 6 == 0 ? ND_DEL : (r >> 8) % 3 ? ND_VAL : ND_VAL64;
+	if ((r >> 12) % 16 == 0)
+		fields[nf++] = (int)((r >> 16) % ND_FIELDS);
+	if ((r >> 20) % 16 == 0)
+		fields[nf++] = -1;
+	if ((r >> 24) % 2) { /* either order */
+		int t = fields[0];
+		fields[0] = fields[1];
+		fields[1] = t;
+	}
+	*n += (size_t)sprintf(s + *n, "%s{%s", nd_blank(x), nd_blank(x));
+	for (int f = 0; f < nf; f++) {
+		if (f > 0)
+			*n += (size_t)sprintf(s + *n, "%s%s%s", nd_blank(x), nd_rand(x) % 200 ? "," : "", nd_blank(x));
+		*n += (size_t)sprintf(s + *n, "%s%s:%s",
+				      fields[f] < 0 ? others[nd_rand(x) % 4] : (const char *[]){"\"key\"", "\"key_b64\"",
+							"\"value\"", "\"value_b64\"", "\"delete\""}[fields[f]],
+				      nd_blank(x), nd_blank(x));
+		if (fields[f] == ND_DEL && nd_rand(x) % 8)
+			*n += (size_t)sprintf(s + *n, "%s", nd_rand(x) % 2 ? "true" : "false");
+		else if (nd_rand(x) % 16 == 0)
+			*n += (size_t)sprintf(s + *n, "%s", values[nd_rand(x) % 8]);
+		else
+			nd_string(s, n, x, fields[f] == ND_KEY64 || fields[f] == ND_VAL64);
+	}
+	*n += (size_t)sprintf(s + *n, "%s%s%s", nd_blank(x), nd_rand(x) % 100 ? "}" : nd_rand(x) % 2 ? "" : "}}",
+			      nd_blank(x));
+}
+
+TEST(ndjson_fast_path_agrees_with_jansson_on_random_lines)
+{
+	static const struct batch_limits small = {.max_rows = 8, .max_key = 12, .max_value = 24};
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	char s[4096];
+	size_t fast = 0, slow_total = 0, refused_n = 0;
+	for (int it = 0; it < 40000; it++) {
+		size_t n = 0;
+		unsigned lines = 1 + (unsigned)(nd_rand(&x) % 3);
+		for (unsigned l = 0; l < lines; l++) {
+			nd_piece(s, &n, &x);
+			s[n++] = '\n';
+		}
+		size_t slow = 0;
+		if (!nd_agree(s, n, nd_rand(&x) % 2 ? &lim : &small, &slow)) {
+			CHECK(!"the fast path and jansson disagree");
+			break;
+		}
+		if (slow == SIZE_MAX)
+			refused_n++;
+		else if (slow == 0)
+			fast++;
+		else
+			slow_total++;
+	}
+	fprintf(stderr, "  random batches: %zu accepted on the fast path alone, %zu accepted with jansson's help, "
+		"%zu refused\n", fast, slow_total, refused_n);
+	/* The generator reaches all three, or the comparison says little. */
+	CHECK(fast > 1000 && slow_total > 100 && refused_n > 1000);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -392,5 +617,7 @@ main(int argc, char **argv)
 	RUN(binary_rows_and_deletes);
 	RUN(binary_refusals_name_the_row_and_byte);
 	RUN(encoders_read_back_as_the_same_rows);
+	RUN(ndjson_fast_path_takes_plain_lines_and_agrees_with_jansson_on_the_rest);
+	RUN(ndjson_fast_path_agrees_with_jansson_on_random_lines);
 	return HARNESS_END("test_batch");
 }
