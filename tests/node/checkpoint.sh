@@ -4,27 +4,11 @@
 # acknowledged before the request and none written after it, opens as a node of its
 # own, passes `strata inspect --verify`, and bad or reused names are refused.
 # Prints "# node-checkpoint: N passed, N failed".
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-build}
-bin=${STRATA_BIN:-$root/$BUILD/strata}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-ckpt.XXXXXX") || exit 1
-pid=""
-pid2=""
+suite=node-checkpoint tag=ckpt
+. "$(dirname "$0")/lib.sh"
+# The client that appends while a checkpoint is taken.
 bgpid=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1 (got '$2', want '$3')"; fi; }
-cleanup() {
-	[ -n "$bgpid" ] && kill "$bgpid" 2>/dev/null
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-	[ -n "$pid2" ] && kill -9 "$pid2" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
+cleanup_extra() { if [ -n "$bgpid" ]; then kill "$bgpid" 2>/dev/null; fi; }
 # start_node DATA READY [FLAGS...]: sets pid_started and the address in $READY.
 start_node() {
 	data=$1
@@ -34,16 +18,8 @@ start_node() {
 	"$bin" serve --listen 127.0.0.1:0 --data "$data" --shards 2 --sync none --ready-file "$ready" --log-level warn \
 		"$@" >>"$tmp/node.log" 2>&1 &
 	pid_started=$!
-	i=0
-	while [ ! -s "$ready" ]; do
-		if ! kill -0 "$pid_started" 2>/dev/null || [ $i -ge 200 ]; then
-			echo "checkpoint.sh: the node did not start:" >&2
-			cat "$tmp/node.log" >&2
-			return 1
-		fi
-		sleep 0.05
-		i=$((i + 1))
-	done
+	pids="$pids $pid_started"
+	await_ready "$pid_started" "$ready" "$tmp/node.log"
 }
 
 # ckpt ARGS...: POST /v1/checkpoint; the status in $code, the body in $tmp/resp.
@@ -137,5 +113,4 @@ check "a row written after it is not (shard 0)" "$(get "$addr2" 0 later)" 404
 check "a row written after it is not (shard 1)" "$(get "$addr2" 1 later)" 404
 check "the original has it" "$(get "$addr" 0 later)" 200
 
-echo "# node-checkpoint: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -5,23 +5,11 @@
 # memtable, JSON number precision, 429 + Retry-After for a busy shard, /metrics clean under
 # promtool with process_* and lock histograms, and the Grafana dashboard naming only
 # metrics the node exports. Prints "# http-conventions: N passed, N failed".
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-build}
-bin=${STRATA_BIN:-$root/$BUILD/strata}
+suite=http-conventions tag=httpconv
+. "$(dirname "$0")/lib.sh"
 dashboard=$root/node/server/grafana-dashboard.json
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-httpconv.XXXXXX") || exit 1
-pid=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
+# check GOT WANT NAME: this suite names its checks last.
 check() { if [ "$1" = "$2" ]; then ok "$3"; else bad "$3 (got '$1', want '$2')"; fi; }
-cleanup() {
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
 # start_node DATA_DIR [POLICY]
 start_node() {
 	rm -f "$tmp/ready"
@@ -29,16 +17,7 @@ start_node() {
 	"$bin" serve --listen 127.0.0.1:0 --data "$@" --shards 2 --ready-file "$tmp/ready" --log-level warn \
 		>>"$tmp/node.log" 2>&1 &
 	pid=$!
-	i=0
-	while [ ! -s "$tmp/ready" ]; do
-		if ! kill -0 "$pid" 2>/dev/null || [ $i -ge 200 ]; then
-			echo "http_conventions.sh: the node did not start:" >&2
-			cat "$tmp/node.log" >&2
-			exit 1
-		fi
-		sleep 0.05
-		i=$((i + 1))
-	done
+	await_ready "$pid" "$tmp/ready" "$tmp/node.log" || exit 1
 	base="http://$(cat "$tmp/ready")"
 }
 stop_node() { kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""; }
@@ -206,5 +185,4 @@ curl -s "$base/metrics" | grep -q '^strata_http_requests_total{handler="merge_wa
 stop_node
 wait "$m1" "$m2" 2>/dev/null
 
-echo "# http-conventions: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -5,17 +5,8 @@
 # routing (the row is where GET /v1/shards/N/rows/{key} finds it), and a node serving only
 # some shards refuses a batch with a row for another one whole, appending nothing.
 # Prints "# node-rows-by-key: N passed, N failed".
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-build}
-bin=${STRATA_BIN:-$root/$BUILD/strata}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-keyed.XXXXXX") || exit 1
-pid=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1 (got '$2', want '$3')"; fi; }
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+suite=node-rows-by-key tag=keyed
+. "$(dirname "$0")/lib.sh"
 
 # start DATA [FLAGS...]: a node on DATA; sets pid and a (its address).
 start() {
@@ -25,8 +16,7 @@ start() {
 	"$bin" serve --listen 127.0.0.1:0 --data "$d" --sync none --ready-file "$tmp/ready" --log-level warn "$@" \
 		>>"$tmp/node.log" 2>&1 &
 	pid=$!
-	i=0
-	while [ ! -s "$tmp/ready" ] && [ $i -lt 100 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+	await_ready "$pid" "$tmp/ready" "$tmp/node.log"
 	a=$(cat "$tmp/ready" 2>/dev/null)
 }
 
@@ -57,5 +47,4 @@ check the_421_names_the_shard "$(grep -c 'shard 2' "$tmp/421")" 1
 check nothing_of_it_was_appended "$(curl -s "http://$a/v1/rows/k1")" vk1
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$a/v1/rows/user:42")
 check a_get_for_an_unserved_shard_is_a_421 "$code" 421
-echo "# node-rows-by-key: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -4,36 +4,14 @@
 # refused with the lock message, the node keeps serving, and its next acknowledged append
 # survives kill -9.
 # Prints "# second-opener: N passed, N failed".
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-build}
-bin=${STRATA_BIN:-$root/$BUILD/strata}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-opener.XXXXXX") || exit 1
-pid=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
-cleanup() {
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
+suite=second-opener tag=opener
+. "$(dirname "$0")/lib.sh"
 start_node() {
 	rm -f "$tmp/ready"
 	(cd "$tmp" && exec "$bin" serve --listen 127.0.0.1:0 --data ./data --policy "$root/policies/default.lua" \
 		--ready-file "$tmp/ready" --log-level warn) >>"$tmp/node.log" 2>&1 &
 	pid=$!
-	i=0
-	while [ ! -s "$tmp/ready" ]; do
-		if ! kill -0 "$pid" 2>/dev/null || [ $i -ge 200 ]; then
-			echo "second_opener.sh: the node did not start:" >&2
-			cat "$tmp/node.log" >&2
-			return 1
-		fi
-		sleep 0.05
-		i=$((i + 1))
-	done
+	await_ready "$pid" "$tmp/ready" "$tmp/node.log" || return 1
 	addr=$(cat "$tmp/ready")
 }
 
@@ -54,7 +32,7 @@ if [ -s "$tmp/example.lua" ] && grep -q 'strata.open{dir = "data"' "$tmp/example
 else
 	bad "lua/README.md has a module example that opens a directory"
 fi
-(cd "$tmp" && LUA_PATH="$root/lua/?.lua;;" LUA_CPATH="$root/$BUILD/?.so;;" luajit example.lua) \
+(cd "$tmp" && LUA_PATH="$root/lua/?.lua;;" LUA_CPATH="$BUILD/?.so;;" luajit example.lua) \
 	>"$tmp/example.out" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q "is in use (pid $pid holds" "$tmp/example.out"; then
@@ -82,5 +60,4 @@ if start_node; then
 else
 	bad "the store reopens after kill -9"
 fi
-echo "# second-opener: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

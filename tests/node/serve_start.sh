@@ -11,38 +11,20 @@
 # its --help names. Prints "# serve-start: N passed, N failed".
 # A start that does not fail is stopped after 60 s (and counts as failed).
 # usage: sh tests/node/serve_start.sh   (BUILD selects the build directory, default build)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-build}
-bin=${STRATA_BIN:-$root/$BUILD/strata}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-start.XXXXXX") || exit 1
-pid=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/#   /' "$2" | head -20; }
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-# Start a node on data directory $1 (any free port); sets pid and addr.
+suite=serve-start tag=start
+. "$(dirname "$0")/lib.sh"
+# The node that holds a port, so that a start on it fails.
+busy_pid=""
+cleanup_extra() { if [ -n "$busy_pid" ]; then kill "$busy_pid" 2>/dev/null; fi; }
 start_node() {
 	rm -f "$tmp/ready"
 	"$bin" serve --listen 127.0.0.1:0 --data "$1" --ready-file "$tmp/ready" --log-level warn \
 		>>"$tmp/node.log" 2>&1 &
 	pid=$!
-	i=0
-	while [ ! -s "$tmp/ready" ]; do
-		if ! kill -0 "$pid" 2>/dev/null || [ $i -ge 400 ]; then
-			echo "serve_start.sh: the node did not start:" >&2
-			cat "$tmp/node.log" >&2
-			pid=""
-			return 1
-		fi
-		sleep 0.05
-		i=$((i + 1))
-	done
+	if ! await_ready "$pid" "$tmp/ready" "$tmp/node.log" 400; then
+		pid=""
+		return 1
+	fi
 	addr=$(cat "$tmp/ready")
 }
 stop_node() {
@@ -167,5 +149,4 @@ else
 	echo "serve --help: '$help_shards', load --help: '$load_shards', STORE: '$stored'" >"$tmp/out"
 	bad "a new store gets the shard count serve --help and load --help name" "$tmp/out"
 fi
-echo "# serve-start: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

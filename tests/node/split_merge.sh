@@ -7,24 +7,8 @@
 #   - every acknowledged row reads back, by key and in a scan, before and after a restart;
 #   - `strata inspect --json` lists the parts with the group of their first part.
 # Prints "# split-merge: N passed, N failed".
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-build}
-case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
-bin=${STRATA_BIN:-$BUILD/strata}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-split.XXXXXX") || exit 1
-pid=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1 (got '$2', want '$3')"; fi; }
-cleanup() {
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-jget() { node -e "const o=JSON.parse(require('fs').readFileSync('$1','utf8'));console.log($2)"; }
+suite=split-merge tag=split
+. "$(dirname "$0")/lib.sh"
 
 start() {
 	rm -f "$tmp/ready"
@@ -32,16 +16,7 @@ start() {
 		--merge-threads 4 --merge-part-min-bytes 1 --index-partition-bytes 256 --block-bytes 256 \
 		--ready-file "$tmp/ready" --log-level warn >>"$tmp/node.log" 2>&1 &
 	pid=$!
-	i=0
-	while [ ! -s "$tmp/ready" ]; do
-		if ! kill -0 "$pid" 2>/dev/null || [ $i -ge 200 ]; then
-			cat "$tmp/node.log"
-			echo "# split-merge: $passed passed, $((failed + 1)) failed"
-			exit 1
-		fi
-		sleep 0.05
-		i=$((i + 1))
-	done
+	await_ready "$pid" "$tmp/ready" "$tmp/node.log" || { bad "the node starts"; finish; exit 1; }
 	addr=$(cat "$tmp/ready")
 }
 stop() {
@@ -118,5 +93,4 @@ else
 	bad "after a restart: $(wc -l <"$tmp/got2") rows"
 fi
 stop
-echo "# split-merge: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -5,25 +5,8 @@
 # --trace` reads whole; --trace-file records from the start and a SIGTERM ends the file
 # cleanly; bad requests are refused naming what is wrong. Prints "# node-trace: N passed,
 # N failed".
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-build}
-case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
-bin=${STRATA_BIN:-$BUILD/strata}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/strata-trace.XXXXXX") || exit 1
-pids=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1 (got '$2', want '$3')"; fi; }
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-# jget FILE EXPR: a member of a JSON file (a JavaScript expression over o).
-jget() { node -e "const o=JSON.parse(require('fs').readFileSync('$1','utf8'));console.log($2)"; }
+suite=node-trace tag=trace
+. "$(dirname "$0")/lib.sh"
 
 # start NAME [FLAGS...]: a node in $tmp/NAME; its address in $addr, its pid in $pid.
 start() {
@@ -33,16 +16,7 @@ start() {
 		--log-level warn "$@" >>"$tmp/$name.log" 2>&1 &
 	pid=$!
 	pids="$pids $pid"
-	i=0
-	while [ ! -s "$tmp/$name.ready" ]; do
-		if ! kill -0 "$pid" 2>/dev/null || [ $i -ge 200 ]; then
-			cat "$tmp/$name.log"
-			echo "# node-trace: $passed passed, $((failed + 1)) failed"
-			exit 1
-		fi
-		sleep 0.05
-		i=$((i + 1))
-	done
+	await_ready "$pid" "$tmp/$name.ready" "$tmp/$name.log" || { bad "node $name starts"; finish; exit 1; }
 	addr=$(cat "$tmp/$name.ready")
 }
 post() { curl -s -o "$tmp/resp" -w '%{http_code}' -X "$1" "http://$addr/v1/trace" ${2:+-d "$2"}; }
@@ -137,5 +111,4 @@ if grep -q "record-trace records an --embedded store" "$tmp/x.out" && [ ! -e "$t
 else
 	bad "--record-trace against a node: $(cat "$tmp/x.out")"
 fi
-echo "# node-trace: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
