@@ -478,6 +478,15 @@ TEST(ndjson_fast_path_takes_plain_lines_and_agrees_with_jansson_on_the_rest)
 		{"{\"key\":\"a\",\"value\":\"v\"}}", SIZE_MAX},
 		{"{\"key\":\"a\",,\"value\":\"v\"}", SIZE_MAX},
 		{"{\"key\":\"a\",\"value_b64\":\"@\"}\"}", SIZE_MAX}, /* found by fuzz_batch */
+		/* A line the fast path declined must not leave its parser's state to the next. */
+		{"{\"key\":\"a\",\"value\":\"v\\n\"}\n,{\"key\":\"b\",\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\\n\"}\n:{\"key\":\"b\",\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":[]}\n,{\"key\":\"b\",\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":[\"x\"]}\n,{\"key\":\"b\",\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":null}\n,{\"key\":\"b\",\"value\":\"v\"}", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\",\"x\":1}\n:{\"key\":\"b\",\"value\":\"v\"}", SIZE_MAX},
+		{"[{\"key\":\"a\",\"value\":\"v\"}\n,{\"key\":\"b\",\"value\":\"v\"}]", SIZE_MAX},
+		{"{\"key\":\"a\",\"value\":\"v\"}\n{\"key\":\"b\",\"value\":\"\\u00e9\"}\n{\"key\":\"c\",\"value\":\"v\"}", 1},
 		{"{\"key\":\"a\",\"value\":\"v\"}\"", SIZE_MAX},
 		{"{\"key\":\"a\",\"value\":\"v\"}tru", SIZE_MAX},
 		{"{\"key\":\"a\",\"value\":\"v\"}1", SIZE_MAX},
@@ -560,7 +569,9 @@ nd_piece(char *s, size_t *n, uint64_t *x)
 	*n += (size_t)sprintf(s + *n, "%s{%s", nd_blank(x), nd_blank(x));
 	for (int f = 0; f < nf; f++) {
 		if (f > 0)
-			*n += (size_t)sprintf(s + *n, "%s%s%s", nd_blank(x), nd_rand(x) % 200 ? "," : "", nd_blank(x));
+			*n += (size_t)sprintf(s + *n, "%s%s%s", nd_blank(x),
+					      (const char *[]){",", ",", ",", ",\n", ""}[nd_rand(x) % 200 < 197 ? 0 : 3 + nd_rand(x) % 2],
+					      nd_blank(x));
 		*n += (size_t)sprintf(s + *n, "%s%s:%s",
 				      fields[f] < 0 ? others[nd_rand(x) % 4] : (const char *[]){"\"key\"", "\"key_b64\"",
 							"\"value\"", "\"value_b64\"", "\"delete\""}[fields[f]],
@@ -574,6 +585,12 @@ nd_piece(char *s, size_t *n, uint64_t *x)
 	}
 	*n += (size_t)sprintf(s + *n, "%s%s%s", nd_blank(x), nd_rand(x) % 100 ? "}" : nd_rand(x) % 2 ? "" : "}}",
 			      nd_blank(x));
+	/* Now and then a second object on the same line, or a value cut short after it. */
+	uint64_t more = nd_rand(x) % 100;
+	if (more == 0)
+		nd_piece(s, n, x);
+	else if (more == 1)
+		*n += (size_t)sprintf(s + *n, "%s", (const char *[]){"\"", "tru", "1", "{", "[", "\"a"}[nd_rand(x) % 6]);
 }
 
 TEST(ndjson_fast_path_agrees_with_jansson_on_random_lines)
