@@ -18,7 +18,9 @@
 # asserts nothing about speed.
 #
 # The node's side: its HTTP loop's longest lag (how late a 10 ms timer fired) in the idle
-# phase and during the merge, and the slow-request log of the merge phase.
+# phase and during the merge, and the slow-request log of the merge phase. The machine's
+# side: the hypervisor's steal of its CPUs in each phase (/proc/stat), as bench_stall
+# prints it: on a shared VM a stall can be the host's.
 #
 # Environment: BENCH_STALL_GENS (32), BENCH_STALL_GEN_MB (32), BENCH_STALL_PCT (40),
 # BENCH_STALL_RATE, BENCH_STALL_HTTP_MODES ("merge hook"), BENCH_STALL_SLOW_US (3000),
@@ -35,6 +37,7 @@ fixed_rate=${BENCH_STALL_RATE:-}
 modes=${BENCH_STALL_HTTP_MODES:-merge hook}
 slow_us=${BENCH_STALL_SLOW_US:-3000}
 conns=${BENCH_STALL_CONNECTIONS:-16}
+idle_s=5 # stall_http.lua's idle phase
 base=${BENCH_DIR:-${TMPDIR:-/tmp}}
 
 die() { echo "bench_stall_http: $*" >&2; exit 2; }
@@ -143,7 +146,7 @@ slow_report() {
 # run_load MODE RATE: the script's figures line, or exits.
 run_load() {
 	out=$("$strata" load "$here/stall_http.lua" --target "http://$addr" --batch -q -- "$1" "$2" \
-		"$gens" "$gen_mb" "$conns" 2>"$dir/load.err")
+		"$gens" "$gen_mb" "$conns" "$(getconf CLK_TCK)" 2>"$dir/load.err")
 	lrc=$?
 	line=$(echo "$out" | grep '^stall_http:')
 	if [ -z "$line" ] || [ $lrc -ne 0 ]; then
@@ -188,6 +191,10 @@ for m in $modes; do
 			"then its deletes $(field deletes_s "$line") s (both in \"during\");" \
 			"during/idle p99.9 $(ratio "$(field writer_during_p999 "$line")" "$(field writer_idle_p999 "$line")")," \
 			"max $(field writer_during_max "$line") ms"
+		echo "  steal (CPU time the hypervisor took from this machine's CPUs): idle $(field steal_idle_ms "$line") ms" \
+			"in ${idle_s} s, during the merge and its deletes $(field steal_during_ms "$line") ms in" \
+			"$(awk -v a="$(field merge_s "$line")" -v b="$(field deletes_s "$line")" 'BEGIN { printf "%.1f", a + b }') s" \
+			"(-1: no steal column in /proc/stat)"
 		echo "$slow"
 		;;
 	hook)

@@ -1,6 +1,6 @@
 -- tests/bench/stall_http.lua — the stall benchmark over HTTP (run by bench_stall_http.sh).
 --
---   strata load tests/bench/stall_http.lua --target URL --batch -- MODE RATE [GENS GEN_MB [CONNS]]
+--   strata load tests/bench/stall_http.lua --target URL --batch -- MODE RATE [GENS GEN_MB [CONNS [HZ]]]
 --
 -- MODE "capacity": one connection appends one 200-byte row after another for 3 s (the
 -- summary's writer.iterations / 3 is its capacity).
@@ -13,6 +13,8 @@
 -- MODE "hook": the same writer, and GET /healthz 50 times a second; after 5 s a policy
 -- whose on_seal never returns is PUT (flush_interval_s = 1: a seal, and a hook run
 -- stopped by its budget, every second) and both go on for 10 s: stages "idle" and "hook".
+-- The merge mode also reports the hypervisor's steal of the machine's CPUs (/proc/stat,
+-- in ticks of HZ, 100 by default) in the idle phase and during the merge and its deletes.
 -- CONNS (16): the connections of the merge and hook modes. The writer needs RATE x the
 -- node's latency of them: with 4, one of them held by the merge request, a pace of
 -- 1 100/s and the node's appends at 15 ms during the merge queued in this client for
@@ -25,7 +27,24 @@ local rate = tonumber(args[2] or "500")
 local gens = tonumber(args[3] or "32")
 local gen_mb = tonumber(args[4] or "32")
 local conns = tonumber(args[5] or "16")
+local hz = tonumber(args[6] or "100") -- USER_HZ, the unit of /proc/stat (getconf CLK_TCK)
 local idle_s = 5
+
+-- The CPU time the hypervisor took from this machine's CPUs so far (the steal column of
+-- /proc/stat's "cpu" line), ms; nil where there is none.
+local function steal_ms()
+	local f = io.open("/proc/stat", "r")
+	if f == nil then
+		return nil
+	end
+	local line = f:read("*l") or ""
+	f:close()
+	local v = {}
+	for x in line:gmatch("%d+") do
+		v[#v + 1] = tonumber(x)
+	end
+	return v[8] and v[8] * 1000 / hz or nil
+end
 
 local keys = load.keys.sequential{ prefix = "w:", width = 14 }
 local values = load.values{ size = 200, seed = 7 }
@@ -81,7 +100,8 @@ local function report(mode_name, phases, scenarios)
 				out[#out + 1] = string.format("%s_%s_n=%d", sc, ph, m[x .. ".iterations"] or m[x .. ".count"] or -1)
 			end
 		end
-		for _, k in ipairs({ "merge_s", "deletes_s", "loop_lag_idle_ms", "errors", "writer.iterations" }) do
+		for _, k in ipairs({ "merge_s", "deletes_s", "loop_lag_idle_ms", "steal_idle_ms", "steal_during_ms", "errors",
+			"writer.iterations" }) do
 			if m[k] ~= nil then
 				out[#out + 1] = string.format("%s=%s", k, tostring(m[k]))
 			end
@@ -100,6 +120,7 @@ end
 
 local merged_at
 local lag_read
+local steal_start, steal_merge
 
 local function writer(ctx)
 	assert(ctx:append(0, keys:next(), values:next()))
@@ -131,13 +152,20 @@ if mode == "merge" then
 				exec = writer,
 			},
 			merger = {
+				-- From the start, to read the steal of the idle phase; it merges
+				-- from idle_s on.
 				every = "50ms",
-				start = idle_s,
 				exec = function(ctx)
+					steal_start = steal_start or steal_ms() or -1
+					if ctx:now() < idle_s then
+						return
+					end
 					if merged_at == nil and not lag_read then
 						-- The node's longest loop lag of the idle phase; then the
 						-- slow-request log starts again for the merge.
 						lag_read = true
+						steal_merge = steal_ms() or -1
+						ctx:metric("steal_idle_ms", steal_start >= 0 and steal_merge - steal_start or -1)
 						local _, body = ctx:http("GET", "/v1/slow-requests")
 						local lag = body and body:match('"loop_lag_max_us":%s*([%d.]+)')
 						ctx:metric("loop_lag_idle_ms", lag and tonumber(lag) / 1e3 or -1)
@@ -157,6 +185,8 @@ if mode == "merge" then
 					-- commits (paced): the run goes on until it is done.
 					if deletes_pending(ctx) == 0 then
 						ctx:metric("deletes_s", ctx:now() - merged_at)
+						local now = steal_ms() or -1
+						ctx:metric("steal_during_ms", steal_merge >= 0 and now - steal_merge or -1)
 						ctx:stop()
 					end
 				end,
