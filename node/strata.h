@@ -113,7 +113,10 @@ int strata_prepare_compact(strata *db, uint32_t shard, uint32_t max_runs, strata
  *  renamed to dir at the end: a failure leaves no dir (STRATA_EEXIST when dir or
  *  dir.partial exists). Open the copy with strata_open like any store. */
 int strata_checkpoint(strata *db, const char *dir);
-/** Fill *out with the shard's statistics. */
+/** Fill *out with the shard's statistics. They are read while the shard goes on, not
+ *  as one snapshot, but a merge or compaction is counted before its view is published:
+ *  a read that finds its inputs gone finds them counted (generations + merged_generations
+ *  never falls below what was sealed). */
 int strata_shard_stats(strata *db, uint32_t shard, strata_stats *out);
 /** Figures of the whole store (every shard together), for monitoring. */
 typedef struct strata_store_stats {

@@ -1264,6 +1264,22 @@ commit_mutate(void *ctx, struct manifest *next)
 	return 0;
 }
 
+/** Count the committed plan p (out_bytes written) in s's stats. Before its view is
+ *  published: whoever sees the view without the merged generations also sees them
+ *  counted (a stats read takes the view first, then the counters). */
+static void
+commit_count(struct shard *s, const struct shard_plan *p, uint64_t out_bytes)
+{
+	if (p->kind == PLAN_MERGE) {
+		atomic_fetch_add(&s->merges, 1);
+		atomic_fetch_add(&s->merged_gens, p->nids);
+	} else {
+		atomic_fetch_add(&s->compactions, 1);
+	}
+	atomic_fetch_add(&s->merge_in, p->bytes_in);
+	atomic_fetch_add(&s->merge_out, out_bytes);
+}
+
 int
 shard_commit(struct shard *s, struct shard_plan *p)
 {
@@ -1315,6 +1331,7 @@ shard_commit(struct shard *s, struct shard_plan *p)
 	struct view *old = NULL;
 	if (published) {
 		/* The reconciled view shows the commit already (it holds its own references). */
+		commit_count(s, p, out_bytes);
 		TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, out_id, p->nids,
 		      s->man.version);
 		plan_release_outs(p);
@@ -1358,18 +1375,11 @@ shard_commit(struct shard *s, struct shard_plan *p)
 	v->nruns += p->nouts;
 	p->nouts = 0;
 	TRACE(s->cfg.trace, COMMIT, s->cfg.id, (uint64_t)p->kind, out_id, p->nids, s->man.version);
+	commit_count(s, p, out_bytes);
 	old = view_swap(s, v);
 	pthread_mutex_unlock(&s->manifest_mu);
 published:
 	atomic_store(&s->busy[p->kind], 0); /* published: the next plan picks what is left */
-	if (p->kind == PLAN_MERGE) {
-		atomic_fetch_add(&s->merges, 1);
-		atomic_fetch_add(&s->merged_gens, p->nids);
-	} else {
-		atomic_fetch_add(&s->compactions, 1);
-	}
-	atomic_fetch_add(&s->merge_in, p->bytes_in);
-	atomic_fetch_add(&s->merge_out, out_bytes);
 	if (env_point(ENV_POINT_COMMIT_SWAPPED, s) != 0 || env_point(ENV_POINT_COMMIT_BEFORE_DELETE, s) != 0) {
 		view_unref(old);
 		plan_free(p);
