@@ -116,7 +116,8 @@ int strata_checkpoint(strata *db, const char *dir);
 /** Fill *out with the shard's statistics. They are read while the shard goes on, not
  *  as one snapshot, but a merge or compaction is counted before its view is published:
  *  a read that finds its inputs gone finds them counted (generations + merged_generations
- *  never falls below what was sealed). */
+ *  does not fall below what was sealed; after a manifest write that reported failure
+ *  but had landed, it may for a moment). */
 int strata_shard_stats(strata *db, uint32_t shard, strata_stats *out);
 /** Figures of the whole store (every shard together), for monitoring. */
 typedef struct strata_store_stats {

@@ -1264,9 +1264,11 @@ commit_mutate(void *ctx, struct manifest *next)
 	return 0;
 }
 
-/** Count the committed plan p (out_bytes written) in s's stats. Before its view is
+/** Count the committed plan p (out_bytes written) in s's stats, before its view is
  *  published: whoever sees the view without the merged generations also sees them
- *  counted (a stats read takes the view first, then the counters). */
+ *  counted (a stats read takes the view first, then the counters). The one exception is
+ *  a manifest write that reported failure but had landed: view_reconcile_with published
+ *  it inside shard_manifest_update, and it is counted just after. */
 static void
 commit_count(struct shard *s, const struct shard_plan *p, uint64_t out_bytes)
 {

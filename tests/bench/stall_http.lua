@@ -13,8 +13,9 @@
 -- MODE "hook": the same writer, and GET /healthz 50 times a second; after 5 s a policy
 -- whose on_seal never returns is PUT (flush_interval_s = 1: a seal, and a hook run
 -- stopped by its budget, every second) and both go on for 10 s: stages "idle" and "hook".
--- The merge mode also reports the hypervisor's steal of the machine's CPUs (/proc/stat,
--- in ticks of HZ, 100 by default) in the idle phase and during the merge and its deletes.
+-- The merge mode also reports the hypervisor's steal of the machine's CPUs, in ms, in the
+-- idle phase and during the merge and its deletes (/proc/stat counts it in ticks of HZ a
+-- second: getconf CLK_TCK, 100 by default).
 -- CONNS (16): the connections of the merge and hook modes. The writer needs RATE x the
 -- node's latency of them: with 4, one of them held by the merge request, a pace of
 -- 1 100/s and the node's appends at 15 ms during the merge queued in this client for
@@ -44,6 +45,11 @@ local function steal_ms()
 		v[#v + 1] = tonumber(x)
 	end
 	return v[8] and v[8] * 1000 / hz or nil
+end
+
+-- Steal between two readings of steal_ms (-1 where either had none).
+local function steal_between(a, b)
+	return (a >= 0 and b >= 0) and b - a or -1
 end
 
 local keys = load.keys.sequential{ prefix = "w:", width = 14 }
@@ -165,7 +171,7 @@ if mode == "merge" then
 						-- slow-request log starts again for the merge.
 						lag_read = true
 						steal_merge = steal_ms() or -1
-						ctx:metric("steal_idle_ms", steal_start >= 0 and steal_merge - steal_start or -1)
+						ctx:metric("steal_idle_ms", steal_between(steal_start, steal_merge))
 						local _, body = ctx:http("GET", "/v1/slow-requests")
 						local lag = body and body:match('"loop_lag_max_us":%s*([%d.]+)')
 						ctx:metric("loop_lag_idle_ms", lag and tonumber(lag) / 1e3 or -1)
@@ -185,8 +191,7 @@ if mode == "merge" then
 					-- commits (paced): the run goes on until it is done.
 					if deletes_pending(ctx) == 0 then
 						ctx:metric("deletes_s", ctx:now() - merged_at)
-						local now = steal_ms() or -1
-						ctx:metric("steal_during_ms", steal_merge >= 0 and now - steal_merge or -1)
+						ctx:metric("steal_during_ms", steal_between(steal_merge, steal_ms() or -1))
 						ctx:stop()
 					end
 				end,
