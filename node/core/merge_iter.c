@@ -18,16 +18,6 @@
 #include "shard_int.h"
 
 
-int
-merge_key_cmp(const void *a, size_t al, const void *b, size_t bl)
-{
-	size_t n = al < bl ? al : bl;
-	int c = n ? memcmp(a, b, n) : 0;
-	if (c)
-		return c;
-	return al < bl ? -1 : al > bl;
-}
-
 /** Load the source's current row; 1 valid, 0 exhausted, <0 error. */
 static int
 source_load(struct source *src)

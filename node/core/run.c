@@ -39,6 +39,12 @@
  * reader that does not know the flag reads k > 30 and takes the filter for none (every
  * block may hold the key), never for a wrong answer. The writer picks k: generations
  * take it from bloom_bits_per_key and their size from generation_bloom_bits_per_key.
+ * A filter whose last byte is k | 0x40 (merged runs write these since 0.1.0's format
+ * kept its version) has nbits of any multiple of 8 and takes probe i's bit from the
+ * high 64 bits of the 128-bit product w_i * nbits, with w_i as above: one multiply per
+ * probe where h mod nbits divided (a merge sets k bits for each of its rows; the
+ * division was 5-6% of a merge's samples). Filters with neither flag are still read
+ * as the first paragraph says; an older reader takes these for none, as above.
  * A partition is flushed once its raw size reaches index_partition_bytes.
  *
  * Top index (raw): one entry per partition, in order:
@@ -82,6 +88,7 @@
 #include "../lib/crc.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/keycmp.h"
 #include "../lib/ratelimit.h"
 
 /** Frame codecs. */
@@ -422,16 +429,6 @@ struct run_iter {
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static int
-run_keycmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-	size_t n = alen < blen ? alen : blen;
-	int c = n ? memcmp(a, b, n) : 0;
-	if (c != 0)
-		return c;
-	return alen < blen ? -1 : alen > blen;
-}
-
 static char *
 run_strdup(const char *s)
 {
@@ -492,8 +489,10 @@ run_row_parse(struct rd *rd, uint32_t version, struct run_row *row)
 
 /* ---- bloom filter ----------------------------------------------------------- */
 
-/** Flag of a filter's k byte: power-of-two bits, probes from an LCG (format above). */
+/** Flags of a filter's k byte (format above): power-of-two bits, probes from an LCG;
+ *  any size, probes from the LCG scaled by a multiply. */
 #define RUN_BLOOM_POW2 0x80u
+#define RUN_BLOOM_RANGE 0x40u
 
 static uint32_t
 run_bloom_k(uint32_t bits_per_key)
@@ -510,13 +509,30 @@ run_bloom_k(uint32_t bits_per_key)
 #define RUN_BLOOM_MUL 6364136223846793005ull
 #define RUN_BLOOM_ADD 1442695040888963407ull
 
-static void
-run_bloom_set(uint8_t *bits, uint64_t nbits, uint32_t k, int pow2, uint64_t h)
+/** Probe w's bit of a RUN_BLOOM_RANGE filter of nbits: w * nbits / 2^64. */
+static inline uint64_t
+run_bloom_range_bit(uint64_t w, uint64_t nbits)
 {
-	if (pow2) {
+	return (uint64_t)(((unsigned __int128)w * nbits) >> 64);
+}
+
+/** Set key hash h's k bits: mode RUN_BLOOM_POW2, RUN_BLOOM_RANGE or 0 (h mod nbits,
+ *  the oldest format; kept for the tests that read it). */
+static void
+run_bloom_set(uint8_t *bits, uint64_t nbits, uint32_t k, unsigned mode, uint64_t h)
+{
+	if (mode == RUN_BLOOM_POW2) {
 		unsigned shift = (unsigned)__builtin_clzll(nbits) + 1; /* 64 - log2(nbits) */
 		for (uint32_t i = 0; i < k; i++) {
 			uint64_t b = h >> shift;
+			bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+			h = h * RUN_BLOOM_MUL + RUN_BLOOM_ADD;
+		}
+		return;
+	}
+	if (mode == RUN_BLOOM_RANGE) {
+		for (uint32_t i = 0; i < k; i++) {
+			uint64_t b = run_bloom_range_bit(h, nbits);
 			bits[b >> 3] |= (uint8_t)(1u << (b & 7));
 			h = h * RUN_BLOOM_MUL + RUN_BLOOM_ADD;
 		}
@@ -546,6 +562,18 @@ run_bloom_may_contain_hash(const uint8_t *filter, size_t flen, uint64_t h)
 		unsigned shift = (unsigned)__builtin_clzll(nbits) + 1;
 		for (uint32_t i = 0; i < k; i++) {
 			uint64_t b = h >> shift;
+			if (!(filter[b >> 3] & (1u << (b & 7))))
+				return 0;
+			h = h * RUN_BLOOM_MUL + RUN_BLOOM_ADD;
+		}
+		return 1;
+	}
+	if (k & RUN_BLOOM_RANGE) {
+		k &= ~RUN_BLOOM_RANGE;
+		if (k < 1 || k > 30)
+			return 1;
+		for (uint32_t i = 0; i < k; i++) {
+			uint64_t b = run_bloom_range_bit(h, nbits);
 			if (!(filter[b >> 3] & (1u << (b & 7))))
 				return 0;
 			h = h * RUN_BLOOM_MUL + RUN_BLOOM_ADD;
@@ -927,11 +955,12 @@ run_writer_put_block(struct run_writer *w, uint64_t block, const struct buf *fra
 		uint8_t *f = w->part.data + w->part.len;
 		uint32_t k = run_bloom_k(w->o.bloom_k_bits_per_key ? w->o.bloom_k_bits_per_key
 								  : w->o.bloom_bits_per_key);
-		int pow2 = w->o.pow2_filters;
+		unsigned mode = w->o.pow2_filters ? RUN_BLOOM_POW2
+			      : w->o.legacy_filters ? 0 : RUN_BLOOM_RANGE;
 		memset(f, 0, flen);
 		for (uint64_t i = 0; i < rows; i++)
-			run_bloom_set(f, nbits, k, pow2, hashes[i]);
-		f[flen - 1] = (uint8_t)(pow2 ? k | RUN_BLOOM_POW2 : k);
+			run_bloom_set(f, nbits, k, mode, hashes[i]);
+		f[flen - 1] = (uint8_t)(k | mode);
 		w->part.len += flen;
 	}
 	w->part_blocks++;
@@ -1255,7 +1284,7 @@ run_writer_add_kind(struct run_writer *w, const void *key, size_t klen, uint64_t
 	if (vlen > RUN_MAX_VALUE)
 		return diag_set(STRATA_ETOOBIG, "run %s: value of %zu bytes over %u", w->key, vlen,
 				RUN_MAX_VALUE);
-	if (w->meta.rows > 0 && run_keycmp(key, klen, w->last_key.data, w->last_key.len) <= 0)
+	if (w->meta.rows > 0 && key_cmp(key, klen, w->last_key.data, w->last_key.len) <= 0)
 		return diag_set(STRATA_EINVAL, "run %s: key out of order at row %llu (keys must "
 				"strictly increase)", w->key, (unsigned long long)w->meta.rows);
 	size_t rowlen = 1 + enc_varint_len(klen) + enc_varint_len(vlen) + 8 + klen + vlen;
@@ -1279,15 +1308,22 @@ run_writer_add_kind(struct run_writer *w, const void *key, size_t klen, uint64_t
 		return run_writer_fail(w, diag_set(STRATA_ENOMEM, "run %s: cannot grow the "
 						   "block to %zu bytes", w->key,
 						   w->block.len + rowlen));
-	buf_put_u8(&w->block, (uint8_t)kind);
-	buf_put_varint(&w->block, klen);
-	buf_put_varint(&w->block, vlen);
-	buf_put_u64(&w->block, seq);
-	buf_append(&w->block, key, klen);
-	buf_append(&w->block, val, vlen);
+	/* Room for all of it is reserved above: encode in place, not through a call and a
+	 * capacity check per field. */
+	uint8_t *p = w->block.data + w->block.len;
+	*p++ = (uint8_t)kind;
+	p += enc_varint(p, klen);
+	p += enc_varint(p, vlen);
+	enc_u64(p, seq);
+	p += 8;
+	memcpy(p, key, klen);
+	p += klen;
+	if (vlen > 0)
+		memcpy(p, val, vlen);
+	w->block.len += rowlen;
 	w->hashes[w->block_rows++] = XXH3_64bits(key, klen);
-	buf_reset(&w->last_key);
-	buf_append(&w->last_key, key, klen);
+	memcpy(w->last_key.data, key, klen);
+	w->last_key.len = klen;
 	if (w->meta.rows == 0) {
 		buf_append(&w->first_key, key, klen);
 		w->meta.min_seq = w->meta.max_seq = seq;
@@ -1453,7 +1489,7 @@ run_part_load(struct run_reader *r, size_t i, ZSTD_DCtx *dctx, struct run_part *
 		return run_corrupt(r->os, r->key, "%s: malformed (parsed %zu of %llu entries)",
 				   what, p->n, (unsigned long long)pe->nblocks);
 	const struct run_bentry *last = &p->e[p->n - 1];
-	if (run_keycmp(last->key, last->klen, pe->key, pe->klen) != 0)
+	if (key_cmp(last->key, last->klen, pe->key, pe->klen) != 0)
 		return run_corrupt(r->os, r->key, "%s: last key differs from the top index", what);
 	return 0;
 }
@@ -1697,7 +1733,7 @@ run_find_part(const struct run_reader *r, const void *key, size_t klen)
 	size_t lo = 0, hi = r->nparts;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (run_keycmp(r->parts[mid].key, r->parts[mid].klen, key, klen) < 0)
+		if (key_cmp(r->parts[mid].key, r->parts[mid].klen, key, klen) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -1712,7 +1748,7 @@ run_find_block(const struct run_part *p, const void *key, size_t klen)
 	size_t lo = 0, hi = p->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (run_keycmp(p->e[mid].key, p->e[mid].klen, key, klen) < 0)
+		if (key_cmp(p->e[mid].key, p->e[mid].klen, key, klen) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -1745,7 +1781,7 @@ run_reader_parse_tail(struct run_reader *r, uint64_t top_len, uint64_t top_raw,
 	r->max_key = rd_bytes(&rd, r->max_klen);
 	if (rd.err || rd_left(&rd) != 0 || (r->meta.rows > 0) != (r->min_klen > 0) ||
 	    (r->meta.rows > 0) != (r->max_klen > 0) ||
-	    run_keycmp(r->min_key, r->min_klen, r->max_key, r->max_klen) > 0)
+	    key_cmp(r->min_key, r->min_klen, r->max_key, r->max_klen) > 0)
 		return run_corrupt(r->os, r->key, "meta: malformed");
 	if (nparts > top_raw / 5 + 1 || (nparts == 0) != (r->meta.rows == 0))
 		return run_corrupt(r->os, r->key, "footer: %llu partitions do not fit a top index "
@@ -1785,7 +1821,7 @@ run_reader_parse_tail(struct run_reader *r, uint64_t top_len, uint64_t top_raw,
 	if (rd.err || r->nparts != nparts || rd_left(&rd) != 0)
 		return run_corrupt(r->os, r->key, "top index: malformed (parsed %zu of %llu "
 				   "entries)", r->nparts, (unsigned long long)nparts);
-	if (nparts > 0 && run_keycmp(r->parts[nparts - 1].key, r->parts[nparts - 1].klen,
+	if (nparts > 0 && key_cmp(r->parts[nparts - 1].key, r->parts[nparts - 1].klen,
 				     r->max_key, r->max_klen) != 0)
 		return run_corrupt(r->os, r->key, "top index: last key differs from meta");
 	return 0;
@@ -2060,7 +2096,7 @@ run_cblock_find(const struct run_cblock *b, uint32_t version, const void *key, s
 		struct rd rd;
 		rd_init(&rd, b->data + b->rows[mid], b->len - b->rows[mid]);
 		run_row_parse(&rd, version, row); /* checked when the block was loaded */
-		if (run_keycmp(row->key, row->klen, key, klen) < 0)
+		if (key_cmp(row->key, row->klen, key, klen) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -2159,12 +2195,12 @@ run_probe_may_hold(const struct run_probe *pr, const struct run_key *k, uint64_t
 	/* One block (a small generation): its filter answers first, before any key compare. */
 	if (pr->nblocks == 1 && !run_bloom_may_contain_hash(pr->b[0].filter, pr->b[0].flen, k->hash))
 		return 0;
-	if (run_keycmp(k->key, k->klen, pr->min_key, pr->min_klen) < 0)
+	if (key_cmp(k->key, k->klen, pr->min_key, pr->min_klen) < 0)
 		return 0;
 	size_t lo = 0, hi = pr->nblocks;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (run_keycmp(pr->b[mid].key, pr->b[mid].klen, k->key, k->klen) < 0)
+		if (key_cmp(pr->b[mid].key, pr->b[mid].klen, k->key, k->klen) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -2210,8 +2246,8 @@ run_reader_find(struct run_reader *r, const struct run_key *k, uint64_t floor, u
 	if (lrc)
 		return lrc;
 	if (r->meta.rows == 0 || (floor != 0 && r->meta.max_seq <= floor) ||
-	    run_keycmp(key, klen, r->min_key, r->min_klen) < 0 ||
-	    run_keycmp(key, klen, r->max_key, r->max_klen) > 0) {
+	    key_cmp(key, klen, r->min_key, r->min_klen) < 0 ||
+	    key_cmp(key, klen, r->max_key, r->max_klen) > 0) {
 		if (pr == NULL)
 			run_probe_prepare(r);
 		return STRATA_NOTFOUND;
@@ -2247,7 +2283,7 @@ run_reader_find(struct run_reader *r, const struct run_key *k, uint64_t floor, u
 	struct run_row row;
 	size_t ri = run_cblock_find(b, r->version, key, klen, &row);
 	rc = STRATA_NOTFOUND;
-	if (ri < b->nrows && run_keycmp(row.key, row.klen, key, klen) == 0) {
+	if (ri < b->nrows && key_cmp(row.key, row.klen, key, klen) == 0) {
 		void *v = env.malloc(row.vlen ? row.vlen : 1);
 		if (v == NULL) {
 			rc = diag_set(STRATA_ENOMEM, "run %s: cannot allocate a value of %zu bytes",
@@ -2354,7 +2390,7 @@ run_iter_new(struct run_reader *r, const void *key, size_t klen, struct run_iter
 			size_t next;
 			if ((rc = run_iter_peek(it, &row, &next)) != 0)
 				goto fail;
-			if (run_keycmp(row.key, row.klen, key, klen) >= 0)
+			if (key_cmp(row.key, row.klen, key, klen) >= 0)
 				break;
 			it->pos = next;
 			it->rows_seen++;
@@ -2478,10 +2514,10 @@ run_verify_block(struct run_reader *r, const struct run_bentry *e, ZSTD_DCtx *d,
 			return run_corrupt(os, r->key, "block at offset %llu: row %llu has a key "
 					   "of %zu bytes", off, (unsigned long long)n, row.klen);
 		if (s->m.rows == 0 &&
-		    run_keycmp(row.key, row.klen, r->min_key, r->min_klen) != 0)
+		    key_cmp(row.key, row.klen, r->min_key, r->min_klen) != 0)
 			return run_corrupt(os, r->key, "meta: smallest key differs from the "
 					   "first row");
-		if (s->m.rows > 0 && run_keycmp(row.key, row.klen, s->prev.data, s->prev.len) <= 0)
+		if (s->m.rows > 0 && key_cmp(row.key, row.klen, s->prev.data, s->prev.len) <= 0)
 			return run_corrupt(os, r->key, "block at offset %llu: row %llu is out of "
 					   "key order", off, (unsigned long long)n);
 		if (!run_bloom_may_contain(e->filter, e->flen, row.key, row.klen))
@@ -2501,7 +2537,7 @@ run_verify_block(struct run_reader *r, const struct run_bentry *e, ZSTD_DCtx *d,
 	if (n != e->nrows)
 		return run_corrupt(os, r->key, "block at offset %llu: %llu rows, index says %llu",
 				   off, (unsigned long long)n, (unsigned long long)e->nrows);
-	if (run_keycmp(row.key, row.klen, e->key, e->klen) != 0)
+	if (key_cmp(row.key, row.klen, e->key, e->klen) != 0)
 		return run_corrupt(os, r->key, "block at offset %llu: last key differs from the "
 				   "index", off);
 	s->m.blocks++;
@@ -2556,7 +2592,7 @@ run_verify(struct objstore *os, const char *key, struct run_meta *meta)
 				 (unsigned long long)r->meta.max_seq);
 		goto out;
 	}
-	if (r->meta.rows > 0 && run_keycmp(s.prev.data, s.prev.len, r->max_key, r->max_klen) != 0) {
+	if (r->meta.rows > 0 && key_cmp(s.prev.data, s.prev.len, r->max_key, r->max_klen) != 0) {
 		rc = run_corrupt(os, key, "meta: largest key differs from the last row");
 		goto out;
 	}

@@ -37,6 +37,9 @@ struct run_writer_options {
 	 *  a probe masks instead of dividing. For small runs whose filters stay resident
 	 *  (generations); readers tell from the filter's length. */
 	int pow2_filters;
+	/** Otherwise filters probe h mod nbits, the format before RUN_BLOOM_RANGE (run.c):
+	 *  for the tests that show such files still read, never set by the store. */
+	int legacy_filters;
 	/** Bits per key that set the number of probes k (0: bloom_bits_per_key): a larger
 	 *  filter with the k of a smaller one is emptier, so a negative lookup stops at its
 	 *  first or second probe (measured faster at 10 000 generations than the k of its

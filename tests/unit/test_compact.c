@@ -16,6 +16,7 @@
 #include "../../node/core/manifest.h"
 #include "../../node/core/reaper.h"
 #include "../../node/core/shard.h"
+#include "../../node/core/shard_int.h"
 #include "../../node/lib/env.h"
 #include "../../node/objstore/objstore.h"
 #include "../../node/strata.h"
@@ -308,6 +309,49 @@ TEST(compactor_refuses_what_it_cannot_use)
 	CHECK_EQ(compactor_open(&co, &c), STRATA_EINVAL);
 }
 
+/** memcmp's sign, then the shorter key first: merge_key_cmp's reference. */
+static int
+key_cmp_reference(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	for (size_t i = 0; i < al && i < bl; i++)
+		if (a[i] != b[i])
+			return a[i] < b[i] ? -1 : 1;
+	return al < bl ? -1 : al > bl;
+}
+
+/* The merge's key order decides its first 8 bytes as one word: it must be byte order
+ * (unsigned, most significant first) for every length, and fall back to the bytes
+ * after a shared first word. Keys of 0..20 bytes drawn so that most share a prefix
+ * of some length, with bytes on both sides of 0x80. */
+TEST(merge_key_order_is_unsigned_byte_order_then_length)
+{
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	static const uint8_t alphabet[] = { 0x00, 0x01, 0x7f, 0x80, 0x81, 0xfe, 0xff, 'a', 'b' };
+	int mismatches = 0, decided_in_word = 0, decided_after = 0;
+
+	for (int n = 0; n < 200000; n++) {
+		uint8_t a[20], b[20];
+		size_t al = xorshift(&seed) % 21, bl = xorshift(&seed) % 21;
+		size_t shared = xorshift(&seed) % 21;
+
+		for (size_t i = 0; i < sizeof(a); i++) {
+			a[i] = alphabet[xorshift(&seed) % sizeof(alphabet)];
+			b[i] = i < shared ? a[i] : alphabet[xorshift(&seed) % sizeof(alphabet)];
+		}
+		int want = key_cmp_reference(a, al, b, bl);
+		int got = merge_key_cmp(a, al, b, bl);
+		if ((got > 0) - (got < 0) != want && mismatches++ < 5)
+			fprintf(stderr, "  keys of %zu and %zu bytes sharing %zu: got %d, want %d\n",
+				al, bl, shared, got, want);
+		if (al >= 8 && bl >= 8 && want != 0)
+			*(memcmp(a, b, 8) != 0 ? &decided_in_word : &decided_after) += 1;
+	}
+	CHECK_EQ(mismatches, 0);
+	/* Both sides of the word were exercised. */
+	CHECK(decided_in_word > 1000);
+	CHECK(decided_after > 1000);
+}
+
 static void
 t_end(void)
 {
@@ -325,5 +369,6 @@ main(int argc, char **argv)
 	T(node_and_compactor_commit_the_same_inputs);
 	T(compactor_commit_after_a_new_owner_is_dropped);
 	T(compactor_refuses_what_it_cannot_use);
+	T(merge_key_order_is_unsigned_byte_order_then_length);
 	return HARNESS_END("test_compact");
 }

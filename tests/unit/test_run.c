@@ -204,6 +204,30 @@ TEST(round_trip_many_rows_over_blocks_and_partitions)
 	fix_close(&f);
 }
 
+/** Get every key from the first row's to the last's of a run written by fix_run(rows,
+ *  step): each row's key must be found with its seq, every key between them absent. */
+static void
+gets_over_the_range(struct run_reader *r, uint32_t rows, uint32_t step)
+{
+	char k[32];
+	uint32_t found = 0, absent = 0;
+	for (uint32_t i = 0; i < (rows - 1) * step; i++) {
+		row_key(k, sizeof(k), i);
+		uint64_t seq = 0;
+		void *val = NULL;
+		size_t vlen = 0;
+		int rc = run_reader_get(r, k, strlen(k), &seq, &val, &vlen);
+		if (i % step == 0) {
+			found += rc == 0 && seq == 1000 + i;
+			env.free(val);
+		} else {
+			absent += rc == STRATA_NOTFOUND;
+		}
+	}
+	CHECK_EQ(found, rows - 1);
+	CHECK_EQ(absent, (rows - 1) * (step - 1));
+}
+
 /* A generation's filter: a power of two bits, each probe's bit from its own step of an
  * LCG. Double hashing modulo 64 cycles through a few bits, which made a 4-row
  * generation's false-positive rate 0.5-1.3% (an odd step / any step) instead of the
@@ -220,23 +244,7 @@ TEST(power_of_two_filters_find_every_key_and_few_false_positives)
 	REQUIRE_EQ(fix_run(&f, &o, ROWS, STEP), 0);
 	struct run_reader *r = f.r;
 	CHECK_EQ(run_reader_meta(r)->blocks, 1);
-	char k[32];
-	int found = 0, absent = 0;
-	for (uint32_t i = 0; i < (ROWS - 1) * STEP; i++) {
-		row_key(k, sizeof(k), i);
-		uint64_t seq = 0;
-		void *val = NULL;
-		size_t vlen = 0;
-		int rc = run_reader_get(r, k, strlen(k), &seq, &val, &vlen);
-		if (i % STEP == 0) {
-			found += rc == 0 && seq == 1000 + i;
-			env.free(val);
-		} else {
-			absent += rc == STRATA_NOTFOUND;
-		}
-	}
-	CHECK_EQ(found, ROWS - 1);
-	CHECK_EQ(absent, (ROWS - 1) * (STEP - 1));
+	gets_over_the_range(r, ROWS, STEP);
 	/* Every absent key inside the range is a bloom probe; those it passed read the
 	 * block. 64 bits, 4 keys, k = 7: 0.07% expected (5 of 7497), 0.5-1.3% from double
 	 * hashing. */
@@ -245,6 +253,31 @@ TEST(power_of_two_filters_find_every_key_and_few_false_positives)
 		probes - skips, probes);
 	CHECK(probes - skips <= probes * 4 / 1000);
 	fix_close(&f);
+}
+
+/* A merged run's filters (any size) take each probe's bit by a multiply, not h mod
+ * nbits; files written with the division before still read. Both must find every key
+ * and pass about the share of absent keys that 10 bits a key promise (0.8%). */
+TEST(range_filters_and_legacy_filters_find_every_key_and_few_false_positives)
+{
+	for (int legacy = 0; legacy < 2; legacy++) {
+		struct fix f = { 0 };
+		struct run_writer_options o = small_opts;
+		o.block_bytes = 16u << 10;
+		o.index_partition_bytes = 16u << 10;
+		o.bloom_bits_per_key = 10;
+		o.legacy_filters = legacy;
+		enum { STEP = 8, ROWS = 4000 };
+		REQUIRE_EQ(fix_run(&f, &o, ROWS, STEP), 0);
+		struct run_reader *r = f.r;
+		CHECK(run_reader_meta(r)->blocks > 4);
+		gets_over_the_range(r, ROWS, STEP);
+		uint64_t probes = (uint64_t)(ROWS - 1) * (STEP - 1), skips = run_reader_bloom_skips(r);
+		fprintf(stderr, "  # %s filters: %" PRIu64 " false positives in %" PRIu64 " absent keys\n",
+			legacy ? "h mod nbits" : "range", probes - skips, probes);
+		CHECK(probes - skips <= probes * 2 / 100);
+		fix_close(&f);
+	}
 }
 
 /* A generation a backlog's gets pass by (key outside its range, or rows older than the
@@ -1620,6 +1653,7 @@ main(int argc, char **argv)
 	RUN(keys_out_of_order_are_refused);
 	RUN(bad_options_are_refused);
 	RUN(bloom_disabled_still_finds_every_key);
+	RUN(range_filters_and_legacy_filters_find_every_key_and_few_false_positives);
 	RUN(empty_run_round_trips);
 	RUN(abort_leaves_nothing);
 	RUN(write_failure_fails_finish_and_leaves_nothing);
