@@ -29,6 +29,12 @@
  * Value shapes (BENCH_MERGE_SHAPES): "random" bytes (incompressible), "half" as
  * db_bench --compression_ratio=0.5 makes them (each 100-byte piece is 50 random
  * printable characters, then those 50 again), "hex" (4 bits of entropy per byte).
+ * Per shape it also times zstd alone at the bench's level on 32 MiB of the same rows
+ * (64 KiB blocks, warm context and buffers, one thread), and prints beside each
+ * one-thread strata merge its codec floor: the seconds that decompressing the input's
+ * raw rows and compressing the output's take at those rates, which no engine around
+ * the codec can go below on one thread (a shape whose blocks strata stores raw: the
+ * sampled tries only).
  * Asserts nothing about speed or memory; it prints figures.
  *
  * Environment: BENCH_MERGE_GEN_MB ("64,512"), BENCH_MERGE_GENS (8),
@@ -37,13 +43,17 @@
  * BENCH_MERGE_ROCKSDB (1; 0 skips the peer reference), BENCH_MERGE_ROCKSDB_CONFIGS
  * ("zstd-64k,defaults,zstd-64k-sub"), BENCH_MERGE_ZSTD_LEVEL (strata's default, 1: the level of
  * strata's runs and of rocksdb-zstd-64k), BENCH_MERGE_THREADS ("1,all": strata's
- * merge_threads, a list of counts 1..64 or "all"), BENCH_DIR (data directory).
+ * merge_threads, a list of counts 1..64 or "all"), BENCH_DIR (data directory),
+ * BENCH_MERGE_KEEP (set: keep a copy of each strata store built, DIR.keep, and print
+ * its path, to profile one merge on a copy of it:
+ * `bench_merge --child-strata COPY GEN_BYTES THREADS`, with the same environment).
  */
 #include <inttypes.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <rocksdb/c.h>
+#include <zstd.h>
 
 #include "../../node/core/store.h"
 #include "../../node/strata.h"
@@ -194,6 +204,84 @@ make_row(const struct workload *wl, uint64_t i, uint8_t *key, uint8_t *value)
 		}
 		break;
 	}
+}
+
+/** zstd alone on rows of the workload's shape, on this thread: what one merge thread
+ *  cannot go below at this level, whatever the engine around the codec does. */
+struct codec_floor {
+	/** ns per raw byte to compress (ZSTD_compressCCtx, one 64 KiB block at a time, the
+	 *  context and buffers warm) and to decompress (ZSTD_decompressDCtx). */
+	double c_ns_per_b, d_ns_per_b;
+	/** Raw bytes / compressed bytes. */
+	double ratio;
+	/** The blocks saved at least 1/8 (strata keeps them compressed; otherwise raw,
+	 *  and a merge reads and writes them without the codec). */
+	int pays;
+};
+
+/** Measure codec_floor over CODEC_SAMPLE bytes of rows (key + value, as a run block
+ *  holds them but for its per-row framing) cut into blocks of CODEC_BLOCK: each pass
+ *  compresses every block once; the first warms the context and the output buffers
+ *  (this VM pays a page fault per fresh page: a cold pass runs 2-3x slower), the
+ *  second is timed, then every block is decompressed. */
+enum { CODEC_SAMPLE = 32 << 20, CODEC_BLOCK = 64 << 10 };
+
+static void
+codec_floor_measure(const struct workload *wl, struct codec_floor *f)
+{
+	size_t nblocks = CODEC_SAMPLE / CODEC_BLOCK, cap = ZSTD_compressBound(CODEC_BLOCK);
+	uint8_t *raw = malloc(CODEC_SAMPLE), *out = malloc(nblocks * cap), *back = malloc(CODEC_BLOCK);
+	size_t *len = calloc(nblocks, sizeof(*len));
+	uint8_t *value = malloc(wl->value_bytes);
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	uint64_t t0 = 0, t1 = 0, t2, in = 0, zout = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (!raw || !out || !back || !len || !value || !cc || !dc)
+		bench_die("codec floor: out of memory");
+	for (size_t off = 0, i = 0; off < CODEC_SAMPLE; i++) {
+		uint8_t key[KEY_BYTES];
+
+		make_row(wl, i, key, value);
+		for (size_t j = 0; j < KEY_BYTES + wl->value_bytes && off < CODEC_SAMPLE; j++, off++)
+			raw[off] = j < KEY_BYTES ? key[j] : value[j - KEY_BYTES];
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		t0 = bench_now_ns();
+		zout = 0;
+		for (size_t b = 0; b < nblocks; b++) {
+			len[b] = ZSTD_compressCCtx(cc, out + b * cap, cap, raw + b * CODEC_BLOCK,
+						   CODEC_BLOCK, wl->zstd_level);
+			if (ZSTD_isError(len[b]))
+				bench_die("codec floor: zstd: %s", ZSTD_getErrorName(len[b]));
+			zout += len[b];
+		}
+		t1 = bench_now_ns();
+	}
+	for (size_t b = 0; b < nblocks; b++) {
+		size_t n = ZSTD_decompressDCtx(dc, back, CODEC_BLOCK, out + b * cap, len[b]);
+
+		if (ZSTD_isError(n) || n != CODEC_BLOCK)
+			bench_die("codec floor: block %zu did not decompress", b);
+		in += n;
+	}
+	t2 = bench_now_ns();
+	for (size_t b = 0; b < nblocks; b++) /* untimed: the blocks are the bytes */
+		if (ZSTD_decompressDCtx(dc, back, CODEC_BLOCK, out + b * cap, len[b]) != CODEC_BLOCK ||
+		    memcmp(back, raw + b * CODEC_BLOCK, CODEC_BLOCK) != 0)
+			bench_die("codec floor: block %zu did not decompress to its bytes", b);
+	f->c_ns_per_b = (double)(t1 - t0) / (double)in;
+	f->d_ns_per_b = (double)(t2 - t1) / (double)in;
+	f->ratio = (double)in / (double)zout;
+	f->pays = zout * 8 <= in * 7;
+	ZSTD_freeCCtx(cc);
+	ZSTD_freeDCtx(dc);
+	free(raw);
+	free(out);
+	free(back);
+	free(len);
+	free(value);
 }
 
 /** Calls back once per batch of rows; seal() after every gen_bytes of raw rows. */
@@ -734,6 +822,7 @@ main(int argc, char **argv)
 {
 	uint64_t sizes[MAX_SIZES];
 	static struct cell cells[SHAPE_COUNT][MAX_SIZES];
+	struct codec_floor floors[SHAPE_COUNT];
 	int shapes[SHAPE_COUNT], cfgs[RDB_COUNT], nshapes, ncfgs, nsz, do_rocks, failed = 0;
 	struct workload wl;
 
@@ -805,6 +894,13 @@ main(int argc, char **argv)
 
 	for (int k = 0; k < nshapes; k++) {
 		wl.shape = (enum shape)shapes[k];
+		codec_floor_measure(&wl, &floors[k]);
+		printf("%s: zstd level %d alone on %d MiB of these rows, one thread, %d KiB blocks, warm "
+		       "context and buffers: compress %.0f MB/s, decompress %.0f MB/s, ratio %.2f (%s)\n",
+		       shape_names[wl.shape], wl.zstd_level, CODEC_SAMPLE >> 20, CODEC_BLOCK >> 10,
+		       1e3 / floors[k].c_ns_per_b, 1e3 / floors[k].d_ns_per_b, floors[k].ratio,
+		       floors[k].pays ? "saves 1/8: strata keeps the blocks compressed"
+				      : "saves less than 1/8: strata stores the blocks raw");
 		for (int i = 0; i < nsz; i++) {
 			struct cell *cl = &cells[k][i];
 			uint64_t raw, need, avail, rows;
@@ -842,6 +938,13 @@ main(int argc, char **argv)
 			       shape_names[wl.shape], sizes[i], st.generations, rows,
 			       (double)raw / (1 << 20), (double)st.generation_bytes / (1 << 20),
 			       (double)(bench_now_ns() - t0) / 1e9);
+			if (getenv("BENCH_MERGE_KEEP") != NULL) {
+				char keep[4096 + 16];
+
+				snprintf(keep, sizeof(keep), "%s.keep", dir);
+				if (bench_copy_dir(dir, keep) == 0)
+					printf("kept %s\n", keep);
+			}
 			/* Every count but the last merges a copy; the last merges the original. */
 			for (int t = 0; t < nthreads; t++) {
 				char copy[4096 + 16];
@@ -950,6 +1053,19 @@ main(int argc, char **argv)
 							       mb_s(sr) / peer);
 						else
 							printf("  vs rocksdb-%s failed", rdb_names[cfgs[c]]);
+					}
+					/* What the codec alone costs this merge on one thread: decompress
+					 * the input's raw rows and compress the output's (the input's, less
+					 * the rows the merge dropped: by the file sizes); a shape whose
+					 * blocks do not pay is stored raw and only sampled (1 block in 16). */
+					if (threads[t] == 1) {
+						const struct codec_floor *f = &floors[k];
+						double rin = (double)(sizes[i] << 20) * (double)wl.gens;
+						double rout = rin * (double)sr->bytes_out / (double)sr->bytes_in;
+						double fl = f->pays ? (rin * f->d_ns_per_b + rout * f->c_ns_per_b) / 1e9
+								    : rout * f->c_ns_per_b / 16 / 1e9;
+						printf("  codec floor %.2f s (%.0f%% of strata's %.2f s)", fl,
+						       100.0 * fl * 1e9 / (double)sr->ns, (double)sr->ns / 1e9);
 					}
 					printf("\n");
 				}
