@@ -39,10 +39,10 @@
  * reader that does not know the flag reads k > 30 and takes the filter for none (every
  * block may hold the key), never for a wrong answer. The writer picks k: generations
  * take it from bloom_bits_per_key and their size from generation_bloom_bits_per_key.
- * A filter whose last byte is k | 0x40 (merged runs write these since 0.1.0's format
- * kept its version) has nbits of any multiple of 8 and takes probe i's bit from the
- * high 64 bits of the 128-bit product w_i * nbits, with w_i as above: one multiply per
- * probe where h mod nbits divided (a merge sets k bits for each of its rows; the
+ * A filter whose last byte is k | 0x40 (merged runs write these; the file version is
+ * unchanged, as for 0x80) has nbits of any multiple of 8 and takes probe i's bit from
+ * the high 64 bits of the 128-bit product w_i * nbits, with w_i as above: one multiply
+ * per probe where h mod nbits divided (a merge sets k bits for each of its rows; the
  * division was 5-6% of a merge's samples). Filters with neither flag are still read
  * as the first paragraph says; an older reader takes these for none, as above.
  * A partition is flushed once its raw size reaches index_partition_bytes.
