@@ -17,6 +17,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/keycmp.h"
 
 /** One skiplist entry; key then value bytes follow the tower. */
 struct mem_node {
@@ -177,14 +178,9 @@ mem_node_val(const struct mem_node *n)
 static int
 mem_cmp(const struct mem_node *n, const void *key, size_t klen, uint64_t seq)
 {
-	size_t min = n->klen < klen ? n->klen : klen;
-	if (min > 0) {
-		int c = memcmp(mem_node_key(n), key, min);
-		if (c != 0)
-			return c;
-	}
-	if (n->klen != klen)
-		return n->klen < klen ? -1 : 1;
+	int c = key_cmp(mem_node_key(n), n->klen, key, klen);
+	if (c != 0)
+		return c;
 	if (n->seq != seq)
 		return n->seq > seq ? -1 : 1;
 	return 0;

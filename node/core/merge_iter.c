@@ -70,7 +70,7 @@ source_next(struct source *src)
 static int
 source_less(const struct source *a, const struct source *b)
 {
-	int c = merge_key_cmp(a->key, a->klen, b->key, b->klen);
+	int c = key_cmp(a->key, a->klen, b->key, b->klen);
 	if (c)
 		return c < 0;
 	return a->seq > b->seq;
@@ -203,7 +203,7 @@ source_skip_key(struct source *src, const void *key, size_t klen)
 	int rc;
 	do {
 		rc = source_next(src);
-	} while (rc == 1 && src->it == NULL && merge_key_cmp(src->key, src->klen, key, klen) == 0);
+	} while (rc == 1 && src->it == NULL && key_cmp(src->key, src->klen, key, klen) == 0);
 	return rc;
 }
 
@@ -235,7 +235,7 @@ merge_cursor_next(struct merge_cursor *c, struct source *row)
 		return 0;
 	struct source *w = heap_pop(&c->m);
 	*row = *w;
-	while (c->m.n > 0 && merge_key_cmp(c->m.heap[0]->key, c->m.heap[0]->klen, row->key, row->klen) == 0) {
+	while (c->m.n > 0 && key_cmp(c->m.heap[0]->key, c->m.heap[0]->klen, row->key, row->klen) == 0) {
 		struct source *t = c->m.heap[0];
 		rc = source_skip_key(t, row->key, row->klen);
 		if (rc < 0)

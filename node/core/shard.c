@@ -452,7 +452,7 @@ shard_scan(struct shard *s, const void *start, size_t start_len, const void *end
 		merger_build(&c.m);
 		struct source row;
 		while ((rc = merge_cursor_next(&c, &row)) == 1) {
-			if (end != NULL && merge_key_cmp(row.key, row.klen, end, end_len) >= 0) {
+			if (end != NULL && key_cmp(row.key, row.klen, end, end_len) >= 0) {
 				rc = 0;
 				break;
 			}
@@ -517,7 +517,7 @@ write_mem_run(struct shard *s, struct mem *mem, const char *key, struct run_meta
 		size_t kl, vl;
 		uint64_t seq;
 		mem_iter_entry(&it, &k, &kl, &seq, &v, &vl);
-		if (prev != NULL && merge_key_cmp(prev, prev_len, k, kl) == 0)
+		if (prev != NULL && key_cmp(prev, prev_len, k, kl) == 0)
 			continue; /* an older version of the key just written */
 		rc = run_writer_add_kind(w, k, kl, seq, v, vl, mem_iter_kind(&it));
 		if (rc) {
@@ -916,7 +916,7 @@ part_write(struct plan_part *pt)
 		rows_total += p->inputs[i]->obj.rows;
 	struct source row;
 	while ((rc = merge_cursor_next(&c, &row)) == 1) {
-		if (pt->hi != NULL && merge_key_cmp(row.key, row.klen, pt->hi, pt->hi_len) >= 0) {
+		if (pt->hi != NULL && key_cmp(row.key, row.klen, pt->hi, pt->hi_len) >= 0) {
 			rc = 0; /* the next part's */
 			break;
 		}
@@ -992,7 +992,7 @@ static int
 split_key_cmp(const void *a, const void *b)
 {
 	const struct split_key *x = a, *y = b;
-	return merge_key_cmp(x->key, x->klen, y->key, y->klen);
+	return key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
 /** Cut the plan's key range into at most *nparts ranges of about equal input bytes, from
@@ -1032,7 +1032,7 @@ plan_split(struct shard_plan *p, struct plan_part *parts, uint32_t *nparts)
 		sum += k[i].bytes;
 		if (sum * want < total * got)
 			continue;
-		if (got > 1 && merge_key_cmp(k[i].key, k[i].klen, parts[got - 1].lo,
+		if (got > 1 && key_cmp(k[i].key, k[i].klen, parts[got - 1].lo,
 					     parts[got - 1].lo_len) <= 0)
 			continue;
 		parts[got].lo = k[i].key;

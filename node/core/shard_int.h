@@ -273,12 +273,6 @@ int view_reconcile(struct shard *s);
 int view_reconcile_with(struct shard *s, struct table *const *mine, uint32_t nmine);
 
 /* merge_iter.c */
-/** Byte order of keys (a shorter prefix first): key_cmp (lib/keycmp.h). */
-static inline int
-merge_key_cmp(const void *a, size_t al, const void *b, size_t bl)
-{
-	return key_cmp(a, al, b, bl);
-}
 /** A heap for up to cap sources. */
 int merger_create(struct merger *m, uint32_t cap);
 /** Add a memtable / a run, positioned at the first key >= start. */

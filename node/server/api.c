@@ -20,6 +20,7 @@
 #include "../lib/buf.h"
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/keycmp.h"
 #include "../lib/pool.h"
 #include "../lib/text.h"
 #include "../cluster/cluster.h"
@@ -1160,14 +1161,11 @@ scan_submit(struct api_scan *s)
 	scan_free(s);
 }
 
+/** key_cmp (lib/keycmp.h) of two buffers. */
 static int
-key_cmp(const struct buf *a, const struct buf *b)
+buf_key_cmp(const struct buf *a, const struct buf *b)
 {
-	size_t n = a->len < b->len ? a->len : b->len;
-	int c = n ? memcmp(a->data, b->data, n) : 0;
-	if (c)
-		return c;
-	return a->len < b->len ? -1 : a->len > b->len;
+	return key_cmp(a->data, a->len, b->data, b->len);
 }
 
 /** Parse prefix/start/end/limit (an empty value counts as absent) into the scan's
@@ -1232,7 +1230,7 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 		}
 	}
 	if (rc == 0 && has_prefix && prefix.len > 0) {
-		if (!s->has_lo || key_cmp(&s->lo, &prefix) < 0) {
+		if (!s->has_lo || buf_key_cmp(&s->lo, &prefix) < 0) {
 			buf_reset(&s->lo);
 			rc = buf_append(&s->lo, prefix.data, prefix.len) ? -1 : 0;
 			s->has_lo = 1;
@@ -1245,7 +1243,7 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 		if (rc == 0 && n > 0) {
 			prefix.len = n;
 			prefix.data[n - 1]++;
-			if (!s->has_hi || key_cmp(&prefix, &s->hi) < 0) {
+			if (!s->has_hi || buf_key_cmp(&prefix, &s->hi) < 0) {
 				buf_reset(&s->hi);
 				rc = buf_append(&s->hi, prefix.data, prefix.len) ? -1 : 0;
 				s->has_hi = 1;
@@ -1254,7 +1252,7 @@ scan_params(struct api *a, struct http_req *r, struct api_scan *s)
 		if (rc)
 			snprintf(d, sizeof(d), "out of memory");
 	}
-	if (rc == 0 && s->has_lo && s->has_hi && key_cmp(&s->lo, &s->hi) >= 0)
+	if (rc == 0 && s->has_lo && s->has_hi && buf_key_cmp(&s->lo, &s->hi) >= 0)
 		s->eof = 1;
 	buf_destroy(&name);
 	buf_destroy(&val);

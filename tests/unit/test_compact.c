@@ -16,8 +16,8 @@
 #include "../../node/core/manifest.h"
 #include "../../node/core/reaper.h"
 #include "../../node/core/shard.h"
-#include "../../node/core/shard_int.h"
 #include "../../node/lib/env.h"
+#include "../../node/lib/keycmp.h"
 #include "../../node/objstore/objstore.h"
 #include "../../node/strata.h"
 #include "harness.h"
@@ -309,7 +309,7 @@ TEST(compactor_refuses_what_it_cannot_use)
 	CHECK_EQ(compactor_open(&co, &c), STRATA_EINVAL);
 }
 
-/** memcmp's sign, then the shorter key first: merge_key_cmp's reference. */
+/** memcmp's sign, then the shorter key first: key_cmp's reference. */
 static int
 key_cmp_reference(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
@@ -339,7 +339,7 @@ TEST(merge_key_order_is_unsigned_byte_order_then_length)
 			b[i] = i < shared ? a[i] : alphabet[xorshift(&seed) % sizeof(alphabet)];
 		}
 		int want = key_cmp_reference(a, al, b, bl);
-		int got = merge_key_cmp(a, al, b, bl);
+		int got = key_cmp(a, al, b, bl);
 		if ((got > 0) - (got < 0) != want && mismatches++ < 5)
 			fprintf(stderr, "  keys of %zu and %zu bytes sharing %zu: got %d, want %d\n",
 				al, bl, shared, got, want);
